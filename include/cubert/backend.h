@@ -1,0 +1,206 @@
+/* cubert/backend.h: the interface between the runtime and a backend, for
+ * backend authors (host, HIP) and decorators (fault injection).
+ *
+ * A backend is a const table of operations (cubert_backend_ops) over four
+ * kinds of opaque state it owns: the backend, its devices, their streams and
+ * events, and loaded modules. The runtime never looks inside them, and a
+ * backend never sees the runtime's objects: only addresses, sizes, work
+ * numbers and the plain structs below.
+ *
+ * Rules every backend follows:
+ *  - Every slot is filled. An operation a backend cannot do returns
+ *    CUBERT_ERR_UNSUPPORTED (cubert_backend_unsupported_* helpers below), so
+ *    the runtime never checks for NULL.
+ *  - Vendor status codes become cubert statuses at this boundary; the
+ *    vendor's name and message go in `err->message`. An error the device
+ *    cannot recover from (a sticky context error) sets `err->sticky`; the
+ *    runtime then marks the device lost.
+ *  - No device present means zero devices from open(), not an error.
+ *  - Work operations (write, fill, copy, copy_peer, launch) enqueue on a
+ *    stream, in order, and carry `work`: the runtime's per-device sequence
+ *    number, increasing. A failure found when the work executes (after the
+ *    enqueue returned CUBERT_OK) is reported by drain_failures() with that
+ *    number, and the stream goes on with the next work.
+ *  - The runtime serialises calls per device (one lock a device), except
+ *    read(), sync(), progress() and drain_failures(), which it may call
+ *    without that lock, concurrently with other calls on the same device:
+ *    they must be thread-safe. Calls on different devices may run
+ *    concurrently.
+ *  - Streams are created by the runtime in order; the runtime numbers them
+ *    1, 2, 3... per device in that order (a decorator can count the same).
+ *
+ * Ownership: states returned through out-pointers belong to the backend and
+ * are given back through the matching close/destroy/free/unload operation.
+ * Pointers passed in (descriptors, host buffers, args) are borrowed for the
+ * call only: copy what must outlive it. */
+#ifndef CUBERT_BACKEND_H
+#define CUBERT_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cubert/cubert.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CUBERT_BACKEND_ABI 1
+
+/* Error detail a backend fills when an operation fails. */
+typedef struct cubert_berr {
+  bool sticky;          /* the device cannot recover: mark it lost */
+  char message[512];
+} cubert_berr;
+
+/* printf into err->message (err may be NULL); returns `status`. */
+CUBERT_API cubert_status cubert_berr_set(cubert_berr *err, cubert_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+typedef struct cubert_backend_config {
+  int host_devices;             /* host backend: simulated devices */
+  uint64_t host_memory;         /* host backend: bytes per device */
+  const char *host_peer_deny;   /* host backend: "0-2,1-3", denied pairs (both ways) */
+  const char *const *host_pci_bus_ids; /* host backend: bus id per device from a
+                                          simulated node, or NULL */
+  int host_pci_bus_id_count;
+} cubert_backend_config;
+
+/* A device allocation. `address` is what kernels dereference on the owning
+ * device (a pointer on the host backend, a device VA on HIP). */
+typedef struct cubert_backend_mem {
+  uint64_t address;
+  uint64_t size;
+  void *cookie;                 /* the backend's own */
+} cubert_backend_mem;
+
+/* A kernel as the backend sees it. Strings and arrays are borrowed. */
+typedef struct cubert_backend_kernel {
+  const char *name;
+  const char *entry;            /* symbol name, never NULL */
+  const char *source;           /* may be NULL */
+  const char *options;          /* may be NULL */
+  const cubert_code_object *objects;
+  uint32_t nobjects;
+  cubert_host_fn host_fn;       /* may be NULL */
+  const cubert_param *params;
+  uint32_t nparams;
+  uint64_t source_hash;         /* FNV-1a 64 of source, 0 without source */
+} cubert_backend_kernel;
+
+/* One launch argument, resolved: buffers by address (peer buffers at the
+ * owner's address plus offset), scalars by value. */
+typedef struct cubert_backend_arg {
+  cubert_param_kind kind;
+  cubert_access access;
+  uint64_t address;
+  uint64_t size;                /* bytes bound */
+  const void *scalar;           /* borrowed for the call: copy it */
+  uint32_t scalar_size;
+} cubert_backend_arg;
+
+/* A failure found when work executed. */
+typedef struct cubert_async_failure {
+  uint64_t work;                /* the work's number; 0 when it cannot be attributed */
+  cubert_status status;
+  bool sticky;
+  char message[256];
+} cubert_async_failure;
+
+/* Where two devices of one backend sit relative to each other, as far as the
+ * driver knows (topology combines this with hwloc). */
+typedef struct cubert_backend_link {
+  int type;                     /* 0 unknown, 1 xGMI/NVLink, 2 PCIe */
+  int hops;
+  int links;                    /* link count, 0 when unknown */
+} cubert_backend_link;
+
+typedef struct cubert_backend_ops {
+  uint32_t abi;                 /* CUBERT_BACKEND_ABI */
+  const char *name;             /* "host", "hip" */
+
+  cubert_status (*open)(const cubert_backend_config *config, void **backend, int *device_count,
+                        cubert_berr *err);
+  void (*close)(void *backend);
+  /* Fills `info` except the runtime's own fields (device, backend,
+   * backend_index, lost). */
+  cubert_status (*device_open)(void *backend, int index, void **device, cubert_device_info *info,
+                               cubert_berr *err);
+  void (*device_close)(void *device);
+
+  /* Driver allocations; the runtime pools on top. mem_free is called only
+   * when no enqueued work uses the memory any more. */
+  cubert_status (*mem_alloc)(void *device, uint64_t size, cubert_backend_mem *mem, cubert_berr *err);
+  void (*mem_free)(void *device, cubert_backend_mem *mem);
+
+  cubert_status (*stream_create)(void *device, void **stream, cubert_berr *err);
+  void (*stream_destroy)(void *device, void *stream);
+  /* An event at the stream's current end; stream_wait makes `stream` wait
+   * for it. Both streams belong to `device`. */
+  cubert_status (*event_record)(void *device, void *stream, void **event, cubert_berr *err);
+  cubert_status (*stream_wait)(void *device, void *stream, void *event, cubert_berr *err);
+  void (*event_destroy)(void *device, void *event);
+
+  /* Host to device; `src` may be reused as soon as the call returns. */
+  cubert_status (*write)(void *device, void *stream, uint64_t work, uint64_t dst, const void *src,
+                         uint64_t size, cubert_berr *err);
+  /* Device to host, after the stream's earlier work; returns once `dst`
+   * holds the bytes. */
+  cubert_status (*read)(void *device, void *stream, uint64_t work, void *dst, uint64_t src,
+                        uint64_t size, cubert_berr *err);
+  /* pattern_size is 1, 2, 4 or 8 and divides size. */
+  cubert_status (*fill)(void *device, void *stream, uint64_t work, uint64_t dst, const void *pattern,
+                        uint32_t pattern_size, uint64_t size, cubert_berr *err);
+  cubert_status (*copy)(void *device, void *stream, uint64_t work, uint64_t dst, uint64_t src,
+                        uint64_t size, cubert_berr *err);
+  /* From src_device's memory to device's memory, enqueued on `stream` of
+   * `device`. */
+  cubert_status (*copy_peer)(void *device, void *stream, uint64_t work, uint64_t dst,
+                             void *src_device, uint64_t src, uint64_t size, cubert_berr *err);
+
+  /* Compiles or loads the kernel for the device. The runtime caches modules
+   * per device, so this is called once per (device, kernel). */
+  cubert_status (*module_load)(void *device, const cubert_backend_kernel *kernel, void **module,
+                               cubert_berr *err);
+  void (*module_unload)(void *device, void *module);
+  cubert_status (*launch)(void *device, void *stream, uint64_t work, void *module,
+                          const cubert_launch_config *config, const cubert_backend_arg *args,
+                          uint32_t nargs, cubert_berr *err);
+
+  /* Waits for `stream` (NULL: every stream of the device). Failures of
+   * individual work are reported by drain_failures, not here; this returns
+   * an error only when waiting itself failed. */
+  cubert_status (*sync)(void *device, void *stream, cubert_berr *err);
+  /* The highest work number W such that all work on `stream` numbered W or
+   * lower has completed (failed work counts as completed). Cheap. */
+  uint64_t (*progress)(void *device, void *stream);
+  /* Moves up to `capacity` failures found since the last drain into `out`;
+   * returns how many. Failures beyond `capacity` stay for the next call. */
+  size_t (*drain_failures)(void *device, cubert_async_failure *out, size_t capacity);
+
+  /* Whether `device` can access memory of `peer`, and enabling it.
+   * Enabling an enabled pair is success. */
+  cubert_status (*peer_can_access)(void *device, void *peer, bool *can, cubert_berr *err);
+  cubert_status (*peer_enable)(void *device, void *peer, cubert_berr *err);
+  /* Link between two devices; CUBERT_ERR_UNSUPPORTED when the driver cannot
+   * tell. */
+  cubert_status (*link_info)(void *device, void *peer, cubert_backend_link *link, cubert_berr *err);
+} cubert_backend_ops;
+
+/* The backends compiled in. cubert_backend_hip() returns NULL when cubert was
+ * built without HIP. */
+CUBERT_API const cubert_backend_ops *cubert_backend_host(void);
+CUBERT_API const cubert_backend_ops *cubert_backend_hip(void);
+
+/* FNV-1a 64-bit over `size` bytes (0 for NULL). Used for kernel source
+ * hashes and module cache keys. */
+CUBERT_API uint64_t cubert_hash64(const void *data, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

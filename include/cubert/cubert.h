@@ -1,0 +1,408 @@
+/* cubert/cubert.h: the umbrella header of cubert, a C11 runtime for GPU
+ * clusters with an exact account of failure.
+ *
+ * Objects (all opaque, all created and destroyed through this API):
+ *   cubert_runtime  the devices of every enabled backend. Owns its devices.
+ *   cubert_client   the front door to one device. Owned by the caller;
+ *                   destroy it before the runtime.
+ *   cubert_handle   a refcounted view of device memory. Each handle pointer is
+ *                   one reference owned by the caller: release it with
+ *                   cubert_handle_release(). Memory returns to its pool when the
+ *                   last handle and the last binding on it are gone.
+ *   cubert_binding  what a launch or copy holds: keeps memory reserved but
+ *                   does not count toward can_mut. Owned by the caller.
+ *   cubert_weak     a weak binding: keeps nothing reserved, upgrades only
+ *                   while the allocation it names is alive. Owned by the caller.
+ *   cubert_kernel   an immutable kernel descriptor, refcounted.
+ *   cubert_failure  an immutable, refcounted record of one failure.
+ *   cubert_error    an immutable, refcounted report of one failed call.
+ *
+ * Calls:
+ *   Every call returns a cubert_status (CUBERT_OK is 0). Output parameters
+ *   come last and are set only on success. A failed call records a
+ *   cubert_error for the calling thread: cubert_last_error() returns it.
+ *   Calls may come from any thread. No call aborts, asserts or exits on a
+ *   caller's mistake or a device failure.
+ *
+ * Failure accounting (docs/failures.md has the whole story): when work that
+ * writes fails, the bytes it should have written are tainted with the
+ * failure, and every later read of them, on the device or on a peer sharing
+ * the memory, fails with CUBERT_ERR_TAINTED and the original cause. */
+#ifndef CUBERT_CUBERT_H
+#define CUBERT_CUBERT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cubert/export.h"
+#include "cubert/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cubert_runtime cubert_runtime;
+typedef struct cubert_client cubert_client;
+typedef struct cubert_handle cubert_handle;
+typedef struct cubert_binding cubert_binding;
+typedef struct cubert_weak cubert_weak;
+typedef struct cubert_kernel cubert_kernel;
+typedef struct cubert_failure cubert_failure;
+typedef struct cubert_error cubert_error;
+
+/* A stream of one device. 0 means "the calling thread's current stream". */
+typedef uint64_t cubert_stream;
+
+/* ---------------------------------------------------------------- version */
+
+/* "0.1.0"; static. */
+CUBERT_API const char *cubert_version(void);
+
+/* ---------------------------------------------------------------- errors */
+
+/* The error of this thread's most recent failed call, as a new reference the
+ * caller releases with cubert_error_release(); NULL if no call on this thread
+ * has failed yet. Successful calls do not clear it (as errno). */
+CUBERT_API cubert_error *cubert_last_error(void);
+
+/* The message of this thread's most recent failed call; "" if none. The
+ * string belongs to the thread and stays valid until its next failed call. */
+CUBERT_API const char *cubert_last_error_message(void);
+
+CUBERT_API void cubert_error_retain(cubert_error *error);
+CUBERT_API void cubert_error_release(cubert_error *error);
+CUBERT_API cubert_status cubert_error_status(const cubert_error *error);
+/* The whole message: what failed, why, and for tainted data each failure with
+ * its range, root cause and chain. Owned by the error. */
+CUBERT_API const char *cubert_error_message(const cubert_error *error);
+/* Failures the call met: for CUBERT_ERR_TAINTED, one per overlapping tainted
+ * range; for a failed launch or copy, the failure it recorded. */
+CUBERT_API size_t cubert_error_failure_count(const cubert_error *error);
+/* Failure i (borrowed from the error) and the byte range of the allocation it
+ * taints, relative to the allocation start (either range pointer may be
+ * NULL). NULL when i is out of range. */
+CUBERT_API const cubert_failure *cubert_error_failure(const cubert_error *error, size_t i,
+                                                      uint64_t *range_start, uint64_t *range_end);
+
+/* Where a failure happened. Strings are owned by the failure. */
+typedef struct cubert_origin {
+  int device;             /* runtime-wide device index */
+  cubert_stream stream;   /* stream of the device */
+  const char *operation;  /* "launch", "copy", "fill", "write", "peer-write", "sync", ... */
+  const char *kernel;     /* kernel name, "" for other work */
+  uint64_t sequence;      /* the device's work sequence number */
+} cubert_origin;
+
+/* One link of a chain: kernel `kernel` was not run on `device` because its
+ * input `input` carried the failure; its outputs were left unwritten. */
+typedef struct cubert_skip {
+  const char *kernel;
+  const char *input;
+  int device;
+  uint64_t sequence;
+} cubert_skip;
+
+CUBERT_API void cubert_failure_retain(const cubert_failure *failure);
+CUBERT_API void cubert_failure_release(const cubert_failure *failure);
+/* 64-bit, never reused within a process. */
+CUBERT_API uint64_t cubert_failure_id(const cubert_failure *failure);
+/* The cause: status and message of the root failure this one descends from. */
+CUBERT_API cubert_status cubert_failure_status(const cubert_failure *failure);
+CUBERT_API const char *cubert_failure_message(const cubert_failure *failure);
+CUBERT_API void cubert_failure_origin(const cubert_failure *failure, cubert_origin *origin);
+/* The failure this one was passed on from (a skipped kernel's input); 0 for a
+ * root failure. */
+CUBERT_API uint64_t cubert_failure_parent_id(const cubert_failure *failure);
+/* The original failure (itself for a root). Borrowed from `failure`. */
+CUBERT_API const cubert_failure *cubert_failure_root(const cubert_failure *failure);
+/* The chain of skipped work from the root to this failure, oldest first,
+ * bounded: only the newest links are kept and `dropped` counts the rest. */
+CUBERT_API size_t cubert_failure_skip_count(const cubert_failure *failure, uint64_t *dropped);
+CUBERT_API bool cubert_failure_skip(const cubert_failure *failure, size_t i, cubert_skip *skip);
+
+/* ---------------------------------------------------------------- runtime */
+
+typedef struct cubert_runtime_options {
+  uint32_t struct_size;     /* sizeof(cubert_runtime_options); set by _init */
+  const char *backends;     /* "host", "hip", "host,hip"; NULL: $CUBERT_BACKENDS,
+                               else every backend compiled in */
+  int host_devices;         /* simulated host devices; 0: $CUBERT_HOST_DEVICES, else 4 */
+  uint64_t host_memory;     /* bytes per host device; 0: $CUBERT_HOST_MEMORY, else 1 GiB */
+  const char *host_peer_deny; /* pairs denied peer access, "0-2,1-3"; NULL:
+                                 $CUBERT_HOST_PEER_DENY */
+  const char *faults;       /* fault rules (docs/faultinj.md); NULL: $CUBERT_FAULTS */
+  bool no_faultinj;         /* do not install the fault layer at all */
+} cubert_runtime_options;
+
+CUBERT_API void cubert_runtime_options_init(cubert_runtime_options *options);
+
+/* A runtime over the enabled backends. A backend with no device contributes
+ * zero devices, not an error. `options` may be NULL. */
+CUBERT_API cubert_status cubert_runtime_create(const cubert_runtime_options *options,
+                                               cubert_runtime **runtime);
+/* Waits for all work, then frees every device. Clients must be gone. */
+CUBERT_API void cubert_runtime_destroy(cubert_runtime *runtime);
+CUBERT_API int cubert_runtime_device_count(const cubert_runtime *runtime);
+/* Number of backends enabled, and the name of backend i (static). */
+CUBERT_API int cubert_runtime_backend_count(const cubert_runtime *runtime);
+CUBERT_API const char *cubert_runtime_backend_name(const cubert_runtime *runtime, int i);
+
+typedef struct cubert_device_info {
+  int device;                   /* runtime-wide index */
+  const char *backend;          /* "host", "hip"; static */
+  int backend_index;            /* index within its backend */
+  char name[128];               /* "host:0", "NVIDIA H200", ... */
+  char arch[64];                /* "host", "gfx90a", "sm_90" */
+  char pci_bus_id[32];          /* "0000:c1:00.0", "" when none */
+  uint64_t total_memory;
+  uint32_t max_threads_per_block;
+  uint32_t max_block[3];
+  uint32_t max_grid[3];
+  uint32_t max_shared_memory;   /* bytes per block */
+  uint32_t warp_size;
+  uint32_t multiprocessors;
+  bool lost;                    /* a sticky error marked it lost */
+} cubert_device_info;
+
+CUBERT_API cubert_status cubert_runtime_device_info(cubert_runtime *runtime, int device,
+                                                    cubert_device_info *info);
+
+/* What the driver knows of the link between two devices of one backend.
+ * type: 0 unknown, 1 xGMI (NVLink on NVIDIA), 2 PCIe. */
+typedef struct cubert_device_link {
+  int type;
+  int hops;
+  int links;
+} cubert_device_link;
+
+/* CUBERT_ERR_UNSUPPORTED when the backend cannot tell (always for host
+ * devices: their layout comes from a simulated node file), CUBERT_ERR_INVALID_ARGUMENT
+ * for devices of different backends. */
+CUBERT_API cubert_status cubert_runtime_device_link(cubert_runtime *runtime, int a, int b,
+                                                    cubert_device_link *link);
+
+/* ---------------------------------------------------------------- clients */
+
+CUBERT_API cubert_status cubert_client_create(cubert_runtime *runtime, int device,
+                                              cubert_client **client);
+CUBERT_API void cubert_client_destroy(cubert_client *client);
+CUBERT_API int cubert_client_device(const cubert_client *client);
+
+/* A new stream on the client's device. Streams live as long as the runtime. */
+CUBERT_API cubert_status cubert_stream_create(cubert_client *client, cubert_stream *stream);
+/* Pins the client to `stream` (0 unpins: back to the thread's current stream). */
+CUBERT_API cubert_status cubert_client_use_stream(cubert_client *client, cubert_stream stream);
+/* The stream the client's next call would use on this thread. */
+CUBERT_API cubert_stream cubert_client_stream(const cubert_client *client);
+
+/* Waits for the client's stream, then reports failures found there. */
+CUBERT_API cubert_status cubert_sync(cubert_client *client);
+CUBERT_API cubert_status cubert_sync_stream(cubert_client *client, cubert_stream stream);
+/* Waits for every stream of the device. */
+CUBERT_API cubert_status cubert_sync_device(cubert_client *client);
+
+/* ---------------------------------------------------------------- memory */
+
+typedef enum cubert_overlap {
+  CUBERT_OVERLAP_DISJOINT = 0,
+  CUBERT_OVERLAP_SAME = 1,
+  CUBERT_OVERLAP_PARTIAL = 2
+} cubert_overlap;
+
+/* `size` uninitialised bytes (tainted by nothing: never written is not failed). */
+CUBERT_API cubert_status cubert_handle_empty(cubert_client *client, uint64_t size,
+                                             cubert_handle **handle);
+/* `size` bytes copied from `data`. */
+CUBERT_API cubert_status cubert_handle_create(cubert_client *client, const void *data,
+                                              uint64_t size, cubert_handle **handle);
+/* Reads the handle's bytes (exactly its size in use) into `dst`. Fails with
+ * CUBERT_ERR_TAINTED when any of them carries a failure; `dst` is then
+ * unspecified. */
+CUBERT_API cubert_status cubert_handle_read(cubert_client *client, const cubert_handle *handle,
+                                            void *dst, uint64_t size);
+/* Writes `size` bytes (exactly the size in use) from `src`. */
+CUBERT_API cubert_status cubert_handle_write(cubert_client *client, cubert_handle *handle,
+                                             const void *src, uint64_t size);
+/* Repeats a 1-, 2-, 4- or 8-byte pattern over the handle's bytes. */
+CUBERT_API cubert_status cubert_handle_fill(cubert_client *client, cubert_handle *handle,
+                                            const void *pattern, size_t pattern_size);
+/* Copies src's bytes into dst (same size in use, same device). */
+CUBERT_API cubert_status cubert_handle_copy(cubert_client *client, const cubert_handle *src,
+                                            cubert_handle *dst);
+/* Copies between devices: src on src_client's device, dst on dst_client's
+ * device (may be the same). Enqueued on dst's stream after src's stream. */
+CUBERT_API cubert_status cubert_handle_copy_peer(cubert_client *src_client,
+                                                 const cubert_handle *src,
+                                                 cubert_client *dst_client, cubert_handle *dst);
+/* CUBERT_OK when none of the handle's bytes carries a failure; else
+ * CUBERT_ERR_TAINTED (or CUBERT_ERR_DEVICE_LOST) with the failures in the
+ * last error. Asks; waits for nothing, clears nothing. */
+CUBERT_API cubert_status cubert_handle_check(cubert_client *client, const cubert_handle *handle);
+
+/* A new view of the same memory, `offset_start` bytes further in and
+ * `offset_end` bytes shorter at the end, relative to `handle`'s view. */
+CUBERT_API cubert_status cubert_handle_slice(const cubert_handle *handle, uint64_t offset_start,
+                                             uint64_t offset_end, cubert_handle **slice);
+/* One more reference to the same view. */
+CUBERT_API cubert_handle *cubert_handle_clone(const cubert_handle *handle);
+/* NULL is fine. */
+CUBERT_API void cubert_handle_release(cubert_handle *handle);
+/* True when this is the only handle on its memory (bindings do not count). */
+CUBERT_API bool cubert_handle_can_mut(const cubert_handle *handle);
+CUBERT_API cubert_overlap cubert_handle_overlap(const cubert_handle *a, const cubert_handle *b);
+/* Size of the allocation, and of the bytes the offsets leave. */
+CUBERT_API uint64_t cubert_handle_size(const cubert_handle *handle);
+CUBERT_API uint64_t cubert_handle_size_in_use(const cubert_handle *handle);
+CUBERT_API uint64_t cubert_handle_offset_start(const cubert_handle *handle);
+CUBERT_API uint64_t cubert_handle_memory_id(const cubert_handle *handle);
+CUBERT_API int cubert_handle_device(const cubert_handle *handle);
+CUBERT_API cubert_stream cubert_handle_stream(const cubert_handle *handle);
+
+/* Lets kernels on the other devices of the backend bind this memory: pins the
+ * allocation (never freed, reused or moved while shared), enables peer access
+ * for each pair once and records the device address. A refused pair fails
+ * with CUBERT_ERR_PEER_ACCESS naming both devices; the pairs that were
+ * enabled stay usable. Sharing twice is fine. */
+CUBERT_API cubert_status cubert_handle_share(cubert_client *owner, cubert_handle *handle);
+CUBERT_API bool cubert_handle_is_shared(const cubert_handle *handle);
+/* Device address of the view's first byte as peers bind it; 0 if not shared. */
+CUBERT_API uint64_t cubert_handle_peer_address(const cubert_handle *handle);
+
+/* (memory id, start, end) of a binding: what claims are keyed by. */
+typedef struct cubert_claim_key {
+  uint64_t memory;
+  uint64_t start;
+  uint64_t end;
+} cubert_claim_key;
+
+CUBERT_API cubert_status cubert_handle_bind(const cubert_handle *handle, cubert_binding **binding);
+CUBERT_API void cubert_binding_release(cubert_binding *binding);
+CUBERT_API cubert_claim_key cubert_binding_claim_key(const cubert_binding *binding);
+CUBERT_API cubert_status cubert_binding_downgrade(const cubert_binding *binding, cubert_weak **weak);
+CUBERT_API cubert_status cubert_handle_downgrade(const cubert_handle *handle, cubert_weak **weak);
+/* CUBERT_ERR_EXPIRED once the allocation was freed (a reused slot never
+ * upgrades to its new tenant). */
+CUBERT_API cubert_status cubert_weak_upgrade(const cubert_weak *weak, cubert_binding **binding);
+CUBERT_API void cubert_weak_release(cubert_weak *weak);
+
+/* ---------------------------------------------------------------- pools */
+
+typedef struct cubert_pool_usage {
+  char name[32];          /* "sliced-64K", "exclusive", ... */
+  uint64_t page_size;     /* 0 for pools of varied page sizes */
+  uint64_t pages;
+  uint64_t reserved;      /* bytes taken from the driver */
+  uint64_t in_use;        /* bytes handed out */
+  uint64_t high_water;    /* most bytes in use at once */
+} cubert_pool_usage;
+
+/* Copies up to `capacity` pool reports into `pools`; `count` gets how many
+ * pools there are. */
+CUBERT_API cubert_status cubert_memory_usage(cubert_client *client, cubert_pool_usage *pools,
+                                             size_t capacity, size_t *count);
+/* Returns every idle page to the driver. */
+CUBERT_API cubert_status cubert_memory_cleanup(cubert_client *client);
+
+/* ---------------------------------------------------------------- kernels */
+
+typedef enum cubert_param_kind {
+  CUBERT_PARAM_BUFFER = 0,      /* memory of the launching device */
+  CUBERT_PARAM_PEER_BUFFER = 1, /* memory another device shared */
+  CUBERT_PARAM_SCALAR = 2
+} cubert_param_kind;
+
+typedef enum cubert_access {
+  CUBERT_ACCESS_READ = 1,
+  CUBERT_ACCESS_WRITE = 2,
+  CUBERT_ACCESS_READ_WRITE = 3
+} cubert_access;
+
+typedef struct cubert_param {
+  const char *name;
+  cubert_param_kind kind;
+  cubert_access access;   /* buffers */
+  uint32_t size;          /* scalars: bytes, 1 to 64 */
+} cubert_param;
+
+/* What a host-backend kernel sees: the launch shape and one pointer per
+ * argument (device bytes for buffers, the value's bytes for scalars). */
+typedef struct cubert_host_launch {
+  uint32_t grid[3];
+  uint32_t block[3];
+  uint32_t shared_memory;
+  uint32_t nargs;
+  void *const *args;
+  const uint64_t *sizes;  /* bytes bound per argument */
+} cubert_host_launch;
+
+/* Returns CUBERT_OK or an error with a message written to `message`. */
+typedef cubert_status (*cubert_host_fn)(const cubert_host_launch *launch, char *message,
+                                        size_t message_capacity);
+
+/* A prebuilt code object for one architecture ("gfx90a", "sm_90"). */
+typedef struct cubert_code_object {
+  const char *arch;
+  const void *data;
+  size_t size;
+} cubert_code_object;
+
+typedef struct cubert_kernel_desc {
+  const char *name;               /* required */
+  const cubert_param *params;
+  uint32_t nparams;
+  const char *source;             /* HIP/CUDA common subset, `extern "C" __global__` */
+  const char *entry;              /* symbol in source/objects; NULL: name */
+  const char *compile_options;    /* extra hiprtc options, space separated */
+  const cubert_code_object *objects;
+  uint32_t nobjects;
+  cubert_host_fn host_fn;         /* for the host backend */
+} cubert_kernel_desc;
+
+/* Copies the descriptor. */
+CUBERT_API cubert_status cubert_kernel_create(const cubert_kernel_desc *desc, cubert_kernel **kernel);
+CUBERT_API void cubert_kernel_retain(cubert_kernel *kernel);
+CUBERT_API void cubert_kernel_release(cubert_kernel *kernel);
+CUBERT_API const char *cubert_kernel_name(const cubert_kernel *kernel);
+
+typedef struct cubert_arg {
+  cubert_param_kind kind;
+  const cubert_handle *handle;    /* buffers */
+  const void *scalar;             /* scalars */
+  uint32_t scalar_size;
+} cubert_arg;
+
+static inline cubert_arg cubert_arg_buffer(const cubert_handle *handle) {
+  cubert_arg a = {CUBERT_PARAM_BUFFER, handle, NULL, 0};
+  return a;
+}
+static inline cubert_arg cubert_arg_peer(const cubert_handle *handle) {
+  cubert_arg a = {CUBERT_PARAM_PEER_BUFFER, handle, NULL, 0};
+  return a;
+}
+static inline cubert_arg cubert_arg_scalar(const void *value, uint32_t size) {
+  cubert_arg a = {CUBERT_PARAM_SCALAR, NULL, value, size};
+  return a;
+}
+
+typedef struct cubert_launch_config {
+  uint32_t grid[3];
+  uint32_t block[3];
+  uint32_t shared_memory;
+} cubert_launch_config;
+
+/* Checks the arguments against the kernel and the shape against the device,
+ * claims the write set, then enqueues. A kernel with a tainted input is not
+ * run: the call fails with CUBERT_ERR_TAINTED and its outputs carry a child
+ * of the input's failure. */
+CUBERT_API cubert_status cubert_launch(cubert_client *client, const cubert_kernel *kernel,
+                                       const cubert_launch_config *config, const cubert_arg *args,
+                                       uint32_t nargs);
+
+#ifdef __cplusplus
+}
+#endif
+
+#include "cubert/kernels.h"
+
+#endif

@@ -1,0 +1,162 @@
+/* cubert/faultinj.h: fault injection, for tests, campaigns and unmodified
+ * programs.
+ *
+ * The fault layer is a backend decorator: the runtime puts it between itself
+ * and every backend (host, HIP). It forwards every call unchanged and fails
+ * the calls its rules select: a launch that fails before writing or after
+ * scribbling garbage over its outputs, a copy that fails or stops part way,
+ * an allocation or compile that fails, a device that is lost, a failure that
+ * surfaces only at sync. With no rule set it costs one predictable branch
+ * per call. docs/faultinj.md has the rule syntax and its grammar.
+ *
+ * Rules come from this API, from $CUBERT_FAULTS (or the runtime option
+ * `faults`) when a runtime is created, and from rule files. Every injection
+ * gets an id (1, 2, 3...) and a log record; the error the runtime keeps says
+ * "injected fault #N (rule R): ...". The same seed and the same sequence of
+ * calls inject the same faults.
+ *
+ * Threading: all state here is process-wide and every function is
+ * thread-safe. Ownership: nothing returned needs freeing; records, stats and
+ * diagnostics are copied into the caller's structs; strings from
+ * cubert_fault_kind_name() are static. */
+#ifndef CUBERT_FAULTINJ_H
+#define CUBERT_FAULTINJ_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cubert/export.h"
+#include "cubert/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What a rule does to a call it selects. */
+typedef enum cubert_fault_kind {
+  CUBERT_FAULT_FAIL = 0,        /* fail before doing anything (a launch: before writing) */
+  CUBERT_FAULT_SCRIBBLE,        /* garbage over part of every output, then fail */
+  CUBERT_FAULT_PARTIAL,         /* a copy, write, read or fill does a prefix, then fails */
+  CUBERT_FAULT_OOM,             /* an allocation fails: CUBERT_ERR_OUT_OF_MEMORY */
+  CUBERT_FAULT_COMPILE,         /* a module load fails: CUBERT_ERR_COMPILE */
+  CUBERT_FAULT_DEVICE_LOST,     /* this call and every later one on the device fail, sticky */
+  CUBERT_FAULT_ASYNC,           /* work runs, then is reported failed by drain_failures */
+  CUBERT_FAULT_ASYNC_SCRIBBLE,  /* as ASYNC, with garbage over part of its outputs */
+  CUBERT_FAULT_KIND_COUNT_
+} cubert_fault_kind;
+
+/* "fail", "scribble", "partial", "oom", "compile-error", "device-lost",
+ * "async", "async-scribble"; "unknown" outside the enum. Static. */
+CUBERT_API const char *cubert_fault_kind_name(cubert_fault_kind kind);
+
+/* Where a rule text was wrong. */
+typedef struct cubert_faultinj_diag {
+  char source[128];     /* "CUBERT_FAULTS", a file path, or the name given */
+  int line;             /* 1-based; 0 when the error is not in the text (unreadable file) */
+  int column;           /* 1-based, in bytes */
+  char message[512];    /* "source:line:column: what was wrong" */
+} cubert_faultinj_diag;
+
+/* Adds the rules in `text` (docs/faultinj.md). `source` names the text in
+ * error messages (NULL: "api"). All or nothing: on an error no rule is added,
+ * CUBERT_ERR_PARSE is returned and `diag` (may be NULL) says where. A
+ * `seed=N` statement sets the process seed (cubert_faultinj_set_seed). Rule
+ * ids are consecutive; `first_id` (may be NULL) gets the first one added, 0
+ * when the text held no rule. */
+CUBERT_API cubert_status cubert_faultinj_add(const char *text, const char *source,
+                                             uint32_t *first_id, cubert_faultinj_diag *diag);
+
+/* cubert_faultinj_add() over the whole file at `path` (errors name the
+ * path). CUBERT_ERR_IO when it cannot be read. */
+CUBERT_API cubert_status cubert_faultinj_load(const char *path, uint32_t *first_id,
+                                              cubert_faultinj_diag *diag);
+
+/* What the runtime calls when it is created: `text` is the `faults` option,
+ * NULL for $CUBERT_FAULTS (errors then name "CUBERT_FAULTS"). A text
+ * starting with '@' names a rule file. NULL/empty text with no variable
+ * set changes nothing. The configured rules replace those of the previous
+ * configure call; the same text again keeps them, counters and all, so a
+ * program creating several runtimes sees one set of rules. Rules added
+ * through cubert_faultinj_add() are left alone. */
+CUBERT_API cubert_status cubert_faultinj_configure(const char *text, cubert_faultinj_diag *diag);
+
+/* Removes one rule (CUBERT_ERR_INVALID_ARGUMENT when there is none by that
+ * id), or every rule. The log and the counters stay. */
+CUBERT_API cubert_status cubert_faultinj_remove(uint32_t rule_id);
+CUBERT_API void cubert_faultinj_clear(void);
+
+/* Removes every rule, empties the log, sets the counters, the ids and the
+ * seed back to 0 (the next rule and the next injection are #1 again). Devices
+ * already lost stay lost: that state belongs to the open device. */
+CUBERT_API void cubert_faultinj_reset(void);
+
+/* The seed of every probabilistic rule without its own `seed=`. Each rule
+ * draws from its own stream (the seed mixed with the rule id), so one rule's
+ * draws do not shift another's. Setting the seed restarts those streams. */
+CUBERT_API void cubert_faultinj_set_seed(uint64_t seed);
+CUBERT_API uint64_t cubert_faultinj_seed(void);
+
+/* Decides which device pairs `pair=` filters match: returns the class of
+ * (device, peer), runtime-wide indices, as a static upper-case name ("SELF",
+ * "XGMI", "NVLINK", "PIX", "PXB", "PHB", "NODE", "SYS"), or NULL when
+ * unknown. Called with the fault layer's lock held: it must not call
+ * cubert_faultinj_*. Without a classifier `pair=` never matches. fn NULL
+ * removes it. */
+typedef const char *(*cubert_faultinj_pair_classifier)(void *ctx, int device, int peer);
+CUBERT_API void cubert_faultinj_set_pair_classifier(cubert_faultinj_pair_classifier fn, void *ctx);
+
+/* One injection. */
+typedef struct cubert_fault_record {
+  uint64_t id;              /* 1, 2, 3... since the last reset */
+  uint32_t rule;            /* the rule that fired */
+  cubert_fault_kind fault;
+  cubert_status status;     /* what the call returned, or drain_failures reported */
+  char operation[24];       /* "launch", "copy_peer", "alloc", ... */
+  int device;               /* runtime-wide index of the device called */
+  int peer;                 /* the other device of a peer operation, -1 for none */
+  uint64_t stream;          /* the stream's number on its device (1, 2...), 0 for none */
+  uint64_t work;            /* the runtime's work number, 0 for none */
+  uint64_t match;           /* how many calls the rule had matched, this one included */
+  char kernel[128];         /* "" when no kernel */
+  char message[256];        /* "injected fault #N (rule R): ..." */
+} cubert_fault_record;
+
+/* Copies the records with ids from `first_id` on (0 or 1: the oldest kept)
+ * into `out`, at most `capacity`; returns how many. The log keeps the newest
+ * CUBERT_FAULTINJ_LOG_CAPACITY records; stats.log_dropped counts the rest. */
+#define CUBERT_FAULTINJ_LOG_CAPACITY 16384
+CUBERT_API size_t cubert_faultinj_log(uint64_t first_id, cubert_fault_record *out,
+                                      size_t capacity);
+/* The record of injection `id`; false when it is not (or no longer) logged. */
+CUBERT_API bool cubert_faultinj_record(uint64_t id, cubert_fault_record *record);
+
+/* How many faults were injected since the last reset. */
+CUBERT_API uint64_t cubert_faultinj_injected(void);
+
+typedef struct cubert_faultinj_stats {
+  uint64_t injected;        /* faults injected */
+  uint64_t calls;           /* calls checked against the rules (only while a rule is set) */
+  uint64_t matched;         /* calls that matched the filters of some rule */
+  uint64_t log_dropped;     /* records dropped from the log */
+  uint64_t seed;
+  uint32_t rules;           /* rules set now */
+} cubert_faultinj_stats;
+CUBERT_API void cubert_faultinj_get_stats(cubert_faultinj_stats *stats);
+
+/* The rule in canonical syntax (it parses back to the same rule) and its
+ * counts. CUBERT_ERR_INVALID_ARGUMENT for no such rule. `text` may be NULL;
+ * it is truncated to `capacity`. */
+CUBERT_API cubert_status cubert_faultinj_rule_describe(uint32_t rule_id, char *text,
+                                                       size_t capacity, uint64_t *matched,
+                                                       uint64_t *injected);
+
+/* One line for people: "fault injection: no faults were injected (2 rules,
+ * 0 of 120 calls matched)" or "fault injection: 5 faults injected by 2 rules
+ * (seed 7), #1-#5". Returns the length it wanted (as snprintf). */
+CUBERT_API size_t cubert_faultinj_summary(char *text, size_t capacity);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,48 @@
+/* cubert/kernels.h: the built-in kernel library, the same on every backend.
+ *
+ * Each built-in has one HIP/CUDA source (compiled by hiprtc/NVRTC) and one
+ * host function (the host backend) with the same results, bit for bit.
+ * Launch them with any grid and block: every kernel loops grid-stride over n.
+ *
+ *   FILL_U32        out[i] = value                    (out: write, n: u64, value: u32)
+ *   COPY_U32        out[i] = in[i]                    (in: read, out: write, n: u64)
+ *   SCALE_ADD_F32   y[i] = a * x[i] + y[i]            (x: read, y: read-write, a: f32, n: u64)
+ *   SUM_F32         partial[b] = sum of block b's share of x, reduced as a
+ *                   tree in shared memory; grid[0] partials; block[0] a power
+ *                   of two; shared memory block[0] * 4 bytes
+ *                                                     (x: read, partial: write, n: u64)
+ *   CHECKSUM_U32    *acc += sum over i of (x[i] ^ (i * 2654435761)) mod 2^64
+ *                                                     (x: read, acc: read-write u64, n: u64)
+ *   COPY_PEER_READ  COPY_U32 with `in` a peer buffer  (the destination's device executes)
+ *   COPY_PEER_WRITE COPY_U32 with `out` a peer buffer (the source's device executes)
+ *
+ * Ownership: cubert_builtin_kernel() returns a new reference; descriptors
+ * from cubert_builtin_desc() are static. */
+#ifndef CUBERT_KERNELS_H
+#define CUBERT_KERNELS_H
+
+#include "cubert/cubert.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum cubert_builtin {
+  CUBERT_BUILTIN_FILL_U32 = 0,
+  CUBERT_BUILTIN_COPY_U32,
+  CUBERT_BUILTIN_SCALE_ADD_F32,
+  CUBERT_BUILTIN_SUM_F32,
+  CUBERT_BUILTIN_CHECKSUM_U32,
+  CUBERT_BUILTIN_COPY_PEER_READ,
+  CUBERT_BUILTIN_COPY_PEER_WRITE,
+  CUBERT_BUILTIN_COUNT
+} cubert_builtin;
+
+CUBERT_API cubert_status cubert_builtin_kernel(cubert_builtin which, cubert_kernel **kernel);
+/* NULL for a value outside the enum. */
+CUBERT_API const cubert_kernel_desc *cubert_builtin_desc(cubert_builtin which);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

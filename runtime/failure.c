@@ -1,0 +1,274 @@
+/* runtime/failure.c: failures as values, errors as reports, and the
+ * thread's last error.
+ *
+ * A failure is immutable once made. A child failure (work skipped because
+ * its input carried a failure) keeps a reference to the root, the id of its
+ * parent and a bounded copy of the chain of skips, so a loop that passes a
+ * failure on forever holds a bounded amount of memory. Ids come from one
+ * 64-bit counter and are never reused. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/internal.h"
+
+static _Atomic uint64_t next_failure_id = 1;
+
+uint64_t cb_failure_last_id(void) { return atomic_load(&next_failure_id) - 1; }
+
+static cubert_failure *failure_alloc(void) {
+  cubert_failure *f = calloc(1, sizeof *f);
+  if (!f) return NULL;
+  atomic_init(&f->refs, 1);
+  f->id = atomic_fetch_add(&next_failure_id, 1);
+  return f;
+}
+
+cubert_failure *cb_failure_new(cubert_status status, const char *message, int device,
+                               cubert_stream stream, const char *operation, const char *kernel,
+                               uint64_t sequence) {
+  cubert_failure *f = failure_alloc();
+  if (!f) return NULL;
+  f->status = status;
+  f->message = cb_strdup(message ? message : cubert_status_string(status));
+  f->device = device;
+  f->stream = stream;
+  f->operation = operation ? operation : "work";
+  f->kernel = cb_strdup(kernel);
+  f->sequence = sequence;
+  return f;
+}
+
+static void skip_copy(cubert_skip *dst, const cubert_skip *src) {
+  dst->kernel = cb_strdup(src->kernel);
+  dst->input = cb_strdup(src->input);
+  dst->device = src->device;
+  dst->sequence = src->sequence;
+}
+
+cubert_failure *cb_failure_child(const cubert_failure *parent, const char *kernel,
+                                 const char *input, int device, cubert_stream stream,
+                                 const char *operation, uint64_t sequence) {
+  const cubert_failure *root = parent->root ? parent->root : parent;
+  cubert_failure *f = failure_alloc();
+  if (!f) return NULL;
+  cubert_failure_retain(root);
+  f->root = (cubert_failure *)root;
+  f->parent_id = parent->id;
+  f->status = root->status;
+  f->device = device;
+  f->stream = stream;
+  f->operation = operation ? operation : "work";
+  f->kernel = cb_strdup(kernel);
+  f->sequence = sequence;
+  cb_str m = {0};
+  cb_str_printf(&m, "skipped `%s`: it needed %s, which carried failure #%llu",
+                kernel && *kernel ? kernel : f->operation, input ? input : "an input",
+                (unsigned long long)parent->id);
+  f->message = cb_str_take(&m);
+  /* the chain: the parent's links, then this one; keep the newest */
+  size_t keep = parent->nskips;
+  uint64_t dropped = parent->dropped;
+  size_t from = 0;
+  if (keep + 1 > CB_SKIPS_KEPT) {
+    from = keep + 1 - CB_SKIPS_KEPT;
+    dropped += from;
+  }
+  for (size_t i = from; i < keep; i++) skip_copy(&f->skips[f->nskips++], &parent->skips[i]);
+  cubert_skip me = {kernel && *kernel ? kernel : f->operation, input ? input : "an input", device,
+                    sequence};
+  skip_copy(&f->skips[f->nskips++], &me);
+  f->dropped = dropped;
+  return f;
+}
+
+void cubert_failure_retain(const cubert_failure *failure) {
+  if (failure) atomic_fetch_add(&((cubert_failure *)failure)->refs, 1);
+}
+
+void cubert_failure_release(const cubert_failure *failure) {
+  cubert_failure *f = (cubert_failure *)failure;
+  if (!f || atomic_fetch_sub(&f->refs, 1) != 1) return;
+  free(f->message);
+  free(f->kernel);
+  for (size_t i = 0; i < f->nskips; i++) {
+    free((char *)f->skips[i].kernel);
+    free((char *)f->skips[i].input);
+  }
+  cubert_failure_release(f->root);
+  free(f);
+}
+
+uint64_t cubert_failure_id(const cubert_failure *f) { return f ? f->id : 0; }
+cubert_status cubert_failure_status(const cubert_failure *f) {
+  return f ? f->status : CUBERT_ERR_INVALID_ARGUMENT;
+}
+const char *cubert_failure_message(const cubert_failure *f) {
+  if (!f) return "";
+  return f->root ? f->root->message : f->message;
+}
+void cubert_failure_origin(const cubert_failure *f, cubert_origin *o) {
+  if (!f || !o) return;
+  o->device = f->device;
+  o->stream = f->stream;
+  o->operation = f->operation;
+  o->kernel = f->kernel ? f->kernel : "";
+  o->sequence = f->sequence;
+}
+uint64_t cubert_failure_parent_id(const cubert_failure *f) { return f ? f->parent_id : 0; }
+const cubert_failure *cubert_failure_root(const cubert_failure *f) {
+  if (!f) return NULL;
+  return f->root ? f->root : f;
+}
+size_t cubert_failure_skip_count(const cubert_failure *f, uint64_t *dropped) {
+  if (dropped) *dropped = f ? f->dropped : 0;
+  return f ? f->nskips : 0;
+}
+bool cubert_failure_skip(const cubert_failure *f, size_t i, cubert_skip *skip) {
+  if (!f || !skip || i >= f->nskips) return false;
+  *skip = f->skips[i];
+  return true;
+}
+
+static void describe_one(const cubert_failure *f, cb_str *out) {
+  cb_str_printf(out, "failure #%llu (%s", (unsigned long long)f->id, f->operation);
+  if (f->kernel && *f->kernel) cb_str_printf(out, " of `%s`", f->kernel);
+  cb_str_printf(out, " on device %d stream %llu, work %llu: %s)", f->device,
+                (unsigned long long)f->stream, (unsigned long long)f->sequence,
+                f->root ? cubert_status_string(f->status) : f->message);
+}
+
+void cb_failure_describe(const cubert_failure *f, cb_str *out) {
+  if (!f->root) {
+    describe_one(f, out);
+    return;
+  }
+  /* the root cause first, then the chain of skipped work */
+  cb_str_printf(out, "failure #%llu: %s; root cause ", (unsigned long long)f->id, f->message);
+  describe_one(f->root, out);
+  if (f->nskips) {
+    cb_str_printf(out, "; chain:");
+    if (f->dropped)
+      cb_str_printf(out, " (%llu earlier links dropped)", (unsigned long long)f->dropped);
+    for (size_t i = 0; i < f->nskips; i++)
+      cb_str_printf(out, "%s `%s` (device %d, work %llu) needed %s", i ? " ->" : "",
+                    f->skips[i].kernel, f->skips[i].device,
+                    (unsigned long long)f->skips[i].sequence, f->skips[i].input);
+  }
+}
+
+/* ------------------------------------------------------------ errors */
+
+/* The thread's last error: a thread-local pointer for speed, plus a
+ * pthread key whose destructor releases it when the thread exits. */
+static _Thread_local cubert_error *last_error;
+static pthread_key_t last_error_key;
+static pthread_once_t last_error_once = PTHREAD_ONCE_INIT;
+
+static void last_error_dtor(void *p) { cubert_error_release(p); }
+static void last_error_init(void) { pthread_key_create(&last_error_key, last_error_dtor); }
+
+void cb_errb_init(cb_errb *b, cubert_status status) {
+  memset(b, 0, sizeof *b);
+  b->status = status;
+}
+
+void cb_errb_add(cb_errb *b, const cubert_failure *f, uint64_t start, uint64_t end) {
+  if (!f) return;
+  if (b->n == b->cap) {
+    size_t cap = b->cap ? b->cap * 2 : 4;
+    cb_err_entry *e = realloc(b->entries, cap * sizeof *e);
+    if (!e) return;
+    b->entries = e;
+    b->cap = cap;
+  }
+  cubert_failure_retain(f);
+  b->entries[b->n++] = (cb_err_entry){(cubert_failure *)f, start, end};
+}
+
+static void set_last(cubert_error *e) {
+  pthread_once(&last_error_once, last_error_init);
+  if (last_error) cubert_error_release(last_error);
+  last_error = e;
+  pthread_setspecific(last_error_key, e);
+}
+
+cubert_status cb_errb_finish(cb_errb *b) {
+  cubert_status st = b->status;
+  cubert_error *e = calloc(1, sizeof *e);
+  if (!e) {
+    cb_errb_discard(b);
+    set_last(NULL);
+    return st;
+  }
+  atomic_init(&e->refs, 1);
+  e->status = st;
+  e->message = cb_str_take(&b->msg);
+  e->entries = b->entries;
+  e->nentries = b->n;
+  b->entries = NULL;
+  b->n = b->cap = 0;
+  set_last(e);
+  return st;
+}
+
+void cb_errb_discard(cb_errb *b) {
+  for (size_t i = 0; i < b->n; i++) cubert_failure_release(b->entries[i].failure);
+  free(b->entries);
+  cb_str_free(&b->msg);
+  memset(b, 0, sizeof *b);
+}
+
+cubert_status cb_fail(cubert_status status, const char *fmt, ...) {
+  cb_errb b;
+  cb_errb_init(&b, status);
+  va_list ap;
+  va_start(ap, fmt);
+  cb_str_vprintf(&b.msg, fmt, ap);
+  va_end(ap);
+  return cb_errb_finish(&b);
+}
+
+cubert_status cb_fail_backend(cubert_status status, const cubert_berr *err, const char *what,
+                              const char *device_name) {
+  return cb_fail(status, "%s on %s failed: %s (%s)", what, device_name,
+                 err && err->message[0] ? err->message : "no detail",
+                 cubert_status_string(status));
+}
+
+cubert_error *cubert_last_error(void) {
+  if (last_error) cubert_error_retain(last_error);
+  return last_error;
+}
+
+const char *cubert_last_error_message(void) {
+  return last_error && last_error->message ? last_error->message : "";
+}
+
+void cubert_error_retain(cubert_error *e) {
+  if (e) atomic_fetch_add(&e->refs, 1);
+}
+
+void cubert_error_release(cubert_error *e) {
+  if (!e || atomic_fetch_sub(&e->refs, 1) != 1) return;
+  for (size_t i = 0; i < e->nentries; i++) cubert_failure_release(e->entries[i].failure);
+  free(e->entries);
+  free(e->message);
+  free(e);
+}
+
+cubert_status cubert_error_status(const cubert_error *e) {
+  return e ? e->status : CUBERT_OK;
+}
+const char *cubert_error_message(const cubert_error *e) {
+  return e && e->message ? e->message : "";
+}
+size_t cubert_error_failure_count(const cubert_error *e) { return e ? e->nentries : 0; }
+const cubert_failure *cubert_error_failure(const cubert_error *e, size_t i, uint64_t *start,
+                                           uint64_t *end) {
+  if (!e || i >= e->nentries) return NULL;
+  if (start) *start = e->entries[i].start;
+  if (end) *end = e->entries[i].end;
+  return e->entries[i].failure;
+}

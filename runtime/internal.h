@@ -1,0 +1,368 @@
+/* runtime/internal.h: the runtime's private objects (never installed).
+ *
+ * Locking, from outside in: a device's `lock`, then a shared allocation's
+ * cell `lock`. No code holding a cell lock takes a device lock, and no code holding one device's
+ * lock takes another device's lock, so there is no cycle.
+ *
+ * Lifetimes: a cb_alloc lives while handles or bindings name it (one atomic
+ * word counts both); at zero it goes to its device's graveyard and is freed
+ * under that device's lock. Pending work records hold bindings, so memory
+ * used by enqueued work is never reused before the work completed. */
+#ifndef CUBERT_RUNTIME_INTERNAL_H
+#define CUBERT_RUNTIME_INTERNAL_H
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cubert/backend.h"
+#include "cubert/cubert.h"
+#include "runtime/pool.h"
+
+/* ------------------------------------------------------------ strings */
+
+typedef struct cb_str {
+  char *p;
+  size_t n, cap;
+} cb_str;
+
+void cb_str_printf(cb_str *s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+void cb_str_vprintf(cb_str *s, const char *fmt, va_list ap);
+/* The string (never NULL); ownership passes to the caller. */
+char *cb_str_take(cb_str *s);
+void cb_str_free(cb_str *s);
+char *cb_strdup(const char *s);
+
+/* ------------------------------------------------------------ failures */
+
+#define CB_SKIPS_KEPT 8
+
+struct cubert_failure {
+  atomic_uint refs;
+  uint64_t id;
+  uint64_t parent_id;
+  cubert_status status; /* the root's */
+  char *message;        /* this failure's own description */
+  int device;
+  cubert_stream stream;
+  const char *operation; /* static */
+  char *kernel;
+  uint64_t sequence;
+  struct cubert_failure *root; /* NULL when this is a root; else a reference */
+  cubert_skip skips[CB_SKIPS_KEPT];
+  size_t nskips;
+  uint64_t dropped;
+};
+
+cubert_failure *cb_failure_new(cubert_status status, const char *message, int device,
+                               cubert_stream stream, const char *operation, const char *kernel,
+                               uint64_t sequence);
+/* A failure passed on from `parent`: `kernel` (or operation) did not run on
+ * good input `input`. */
+cubert_failure *cb_failure_child(const cubert_failure *parent, const char *kernel,
+                                 const char *input, int device, cubert_stream stream,
+                                 const char *operation, uint64_t sequence);
+/* "failure #7 (launch of `k1` on device 0 stream 1, work 3: message)" plus
+ * the chain. */
+void cb_failure_describe(const cubert_failure *f, cb_str *out);
+/* Ids handed out so far (for tests and reports). */
+uint64_t cb_failure_last_id(void);
+
+/* ------------------------------------------------------------ errors */
+
+typedef struct cb_err_entry {
+  cubert_failure *failure;
+  uint64_t start, end;
+} cb_err_entry;
+
+struct cubert_error {
+  atomic_uint refs;
+  cubert_status status;
+  char *message;
+  cb_err_entry *entries;
+  size_t nentries;
+};
+
+/* An error being built: message plus the failures it met. */
+typedef struct cb_errb {
+  cubert_status status;
+  cb_str msg;
+  cb_err_entry *entries;
+  size_t n, cap;
+} cb_errb;
+
+void cb_errb_init(cb_errb *b, cubert_status status);
+void cb_errb_add(cb_errb *b, const cubert_failure *f, uint64_t start, uint64_t end);
+/* Records the error for this thread; returns its status. */
+cubert_status cb_errb_finish(cb_errb *b);
+void cb_errb_discard(cb_errb *b);
+/* Records a plain error for this thread and returns `status`. */
+cubert_status cb_fail(cubert_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* A backend error: status plus "<what> on <device>: <backend message>". */
+cubert_status cb_fail_backend(cubert_status status, const cubert_berr *err, const char *what,
+                              const char *device_name);
+
+/* ------------------------------------------------------------ ledger */
+
+typedef struct cb_taint {
+  uint64_t start, end;
+  cubert_failure *failure; /* a reference */
+} cb_taint;
+
+/* Tainted ranges of one allocation: sorted, disjoint. */
+typedef struct cb_ledger {
+  cb_taint *v;
+  uint32_t n, cap;
+} cb_ledger;
+
+/* Sets [start, end) to `f` (set, never add: whatever was there is replaced). */
+void cb_ledger_set(cb_ledger *l, uint64_t start, uint64_t end, cubert_failure *f);
+/* Releases [start, end): the bytes were written. */
+void cb_ledger_clear(cb_ledger *l, uint64_t start, uint64_t end);
+/* Index of the first range ending after `start` (binary search). */
+uint32_t cb_ledger_lower(const cb_ledger *l, uint64_t start);
+/* First failure overlapping [start, end) or NULL. */
+cubert_failure *cb_ledger_first(const cb_ledger *l, uint64_t start, uint64_t end);
+/* Adds every overlapping range to the error; returns how many. */
+size_t cb_ledger_report(const cb_ledger *l, uint64_t start, uint64_t end, cb_errb *b);
+void cb_ledger_free(cb_ledger *l);
+
+/* ------------------------------------------------------------ objects */
+
+typedef struct cb_device cb_device;
+typedef struct cb_alloc cb_alloc;
+
+#define CB_HANDLE_ONE ((uint64_t)1 << 32)
+#define CB_BINDING_ONE ((uint64_t)1)
+
+/* Memory shared with peers: its taint cell. It holds the allocation's ledger
+ * (range-exact) under its own lock, so a peer's launch never takes the
+ * owner's device lock. */
+typedef struct cb_shared {
+  pthread_mutex_t lock;
+  cb_ledger ledger;
+  uint64_t address; /* device address of the allocation's first byte */
+  cb_alloc *alloc;  /* the memory it names */
+  uint64_t memory_id;
+} cb_shared;
+
+struct cb_alloc {
+  cb_device *dev;
+  uint64_t id;    /* memory id, never reused */
+  uint32_t slot;
+  uint32_t gen;
+  _Atomic uint64_t refs; /* handles << 32 | bindings */
+  cb_block block;
+  uint64_t size;
+  cb_ledger ledger;    /* when not shared; under the device lock */
+  cb_shared *_Atomic shared;
+  uint32_t last_writer; /* stream id that last wrote it */
+  uint64_t last_write;  /* its work number */
+  cb_alloc *next_grave;
+};
+
+struct cubert_handle {
+  cb_alloc *alloc;
+  uint64_t start, end; /* the view, in allocation bytes */
+  cubert_stream stream;
+};
+
+struct cubert_binding {
+  cb_alloc *alloc;
+  uint64_t start, end;
+  cubert_stream stream;
+};
+
+struct cubert_weak {
+  cb_device *dev;
+  uint32_t slot, gen;
+  uint64_t memory_id;
+  uint64_t start, end;
+  cubert_stream stream;
+};
+
+struct cubert_kernel {
+  atomic_uint refs;
+  uint64_t id;
+  char *name, *entry, *source, *options;
+  cubert_param *params;
+  uint32_t nparams;
+  cubert_code_object *objects;
+  uint32_t nobjects;
+  cubert_host_fn host_fn;
+  uint64_t source_hash;
+  bool has_write; /* some parameter writes */
+};
+
+typedef struct cb_stream {
+  uint32_t id;
+  void *bs;             /* backend stream */
+  uint64_t last_work;   /* newest work enqueued */
+  void *event;          /* newest event recorded on it */
+  uint64_t event_work;  /* last_work when it was recorded */
+  uint64_t *waited;     /* per stream id: work of that stream already waited for */
+  uint32_t nwaited;
+  /* Failures found asynchronously on this stream, not yet reported by a sync. */
+  cubert_failure **unreported;
+  uint32_t nunreported, capunreported;
+} cb_stream;
+
+/* One range a piece of work touched. Holds a binding on the allocation. */
+typedef struct cb_wbind {
+  cb_alloc *alloc;
+  uint64_t start, end;
+  uint8_t access; /* cubert_access */
+  const char *name;
+} cb_wbind;
+
+#define CB_WBIND_INLINE 4
+
+/* Work enqueued and not yet known complete: what an asynchronous failure is
+ * attributed to, and what keeps the memory it uses alive. */
+typedef struct cb_work {
+  uint64_t work;
+  uint32_t stream;
+  bool failed; /* settled as failed at enqueue (or skipped) */
+  const char *operation;
+  cubert_kernel *kernel; /* a reference, or NULL */
+  uint32_t nb;
+  cb_wbind *heap; /* when nb > CB_WBIND_INLINE */
+  cb_wbind inl[CB_WBIND_INLINE];
+} cb_work;
+
+/* Records move when the pending array grows: never keep a pointer into
+ * `inl`, ask for the binds each time. */
+static inline cb_wbind *cb_work_binds(cb_work *w) {
+  return w->nb > CB_WBIND_INLINE ? w->heap : w->inl;
+}
+
+typedef struct cb_module {
+  cubert_kernel *kernel; /* a reference */
+  void *module;
+} cb_module;
+
+#define CB_THREAD_STREAMS 8
+
+struct cb_device {
+  cubert_runtime *rt;
+  int index;
+  int backend;          /* index into rt->backends */
+  const cubert_backend_ops *ops;
+  void *bdev;
+  cubert_device_info info;
+  pthread_mutex_t lock;
+  cubert_failure *_Atomic lost;
+  cb_pool *pool;
+  /* allocation slots */
+  cb_alloc **slots;
+  uint32_t nslots, capslots;
+  uint32_t *free_slots;
+  uint32_t nfree;
+  /* allocations whose last reference went, waiting for the lock: a
+   * lock-free stack */
+  cb_alloc *_Atomic grave;
+  /* streams, by id - 1 */
+  cb_stream **streams;
+  uint32_t nstreams, capstreams;
+  uint32_t thread_streams[CB_THREAD_STREAMS];
+  uint64_t next_work;
+  cb_work *pending;
+  size_t npending, cappending;
+  cb_module *modules;
+  size_t nmodules, capmodules;
+  /* peer access from this device to device i: 0 unknown, 1 on, 2 refused */
+  uint8_t *peer_state;
+  char **peer_message;
+  uint64_t launches;
+};
+
+typedef struct cb_backend {
+  const cubert_backend_ops *ops;   /* what the runtime calls (maybe the fault layer) */
+  const cubert_backend_ops *inner; /* the backend itself */
+  void *state;
+  int first_device;
+  int device_count;
+} cb_backend;
+
+struct cubert_runtime {
+  cb_backend backends[4];
+  int nbackends;
+  cb_device **devices;
+  int ndevices;
+  char **host_bus_ids;
+  int nhost_bus_ids;
+};
+
+struct cubert_client {
+  cubert_runtime *rt;
+  cb_device *dev;
+  uint32_t pinned_stream; /* 0: the thread's */
+};
+
+/* ------------------------------------------------------------ helpers */
+
+/* Allocation references. */
+void cb_alloc_ref(cb_alloc *a, uint64_t what);
+/* Drops a reference. `held` is the device whose lock the caller holds, or
+ * NULL: memory of another device is left in its graveyard for its next
+ * locked call rather than taking a second device lock. */
+void cb_alloc_unref(cb_alloc *a, uint64_t what, cb_device *held);
+/* Frees allocations in the graveyard; caller holds dev->lock. */
+void cb_device_collect(cb_device *dev);
+
+/* The ledger of an allocation, locked for use; caller holds dev->lock if it
+ * is the owner. Pair with cb_alloc_ledger_unlock. */
+cb_ledger *cb_alloc_ledger_lock(cb_alloc *a);
+void cb_alloc_ledger_unlock(cb_alloc *a);
+
+/* Device lock helpers; cb_device_enter fails with DEVICE_LOST (recorded)
+ * when the device is lost, leaving it unlocked. */
+cubert_status cb_device_enter(cb_device *dev);
+void cb_device_leave(cb_device *dev);
+cubert_status cb_device_lost_error(cb_device *dev);
+
+/* The stream the client uses on this thread (created on first use). */
+cubert_status cb_client_stream(cubert_client *c, cb_stream **out);
+/* Makes `s` wait for the last write of `a` when another stream made it. */
+cubert_status cb_order_after_writer(cb_device *dev, cb_stream *s, cb_alloc *a);
+
+/* Work records. */
+cb_work *cb_work_begin(cb_device *dev, cb_stream *s, const char *operation, cubert_kernel *k,
+                       uint32_t nbinds);
+void cb_work_bind(cb_work *w, uint32_t i, cb_alloc *a, uint64_t start, uint64_t end,
+                  cubert_access access, const char *name);
+/* Settles the write set of `w`: releases it, or taints it with `f`. */
+void cb_work_settle(cb_device *dev, cb_work *w, cubert_failure *f);
+/* Marks writes: last writer stream/work of each written allocation. */
+void cb_work_mark_writes(cb_device *dev, cb_work *w);
+/* Drains asynchronous failures and frees records of completed work. With
+ * `all`, waits for nothing but drops every record up to progress. */
+void cb_device_reap(cb_device *dev);
+/* Handles a backend failure at enqueue: makes the failure, marks the device
+ * lost when sticky. Returns a new reference. */
+cubert_failure *cb_device_failure(cb_device *dev, cubert_status status, const cubert_berr *err,
+                                  cb_stream *s, const char *operation, const char *kernel,
+                                  uint64_t work);
+void cb_device_mark_lost(cb_device *dev, cubert_failure *f);
+
+/* Module of `k` on `dev` (loaded on first use). */
+cubert_status cb_module_get(cb_device *dev, const cubert_kernel *k, void **module,
+                            cubert_berr *err);
+
+/* Free everything of a device; the runtime calls it at destroy. */
+void cb_device_destroy(cb_device *dev);
+
+/* Fault layer glue (faultinj/decorator.h); NULL-safe defaults. */
+const char *cb_env(const char *name);
+
+#endif

@@ -1,0 +1,258 @@
+/* runtime/launch.c: kernel launches: validation against the kernel and the
+ * device, the input check (a kernel with a tainted input is not run), the
+ * write-set claim and its settling, peer bindings. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/internal.h"
+
+#define CB_MAX_ARGS 256
+
+typedef struct resolved {
+  cb_alloc *alloc;
+  uint64_t start, end;
+  bool peer; /* memory of another device, bound through its cell */
+} resolved;
+
+static cubert_status check_config(const cb_device *dev, const cubert_kernel *k,
+                                  const cubert_launch_config *cfg) {
+  const cubert_device_info *in = &dev->info;
+  static const char axis[] = "xyz";
+  uint64_t threads = 1;
+  for (int i = 0; i < 3; i++) {
+    if (cfg->grid[i] == 0 || cfg->block[i] == 0)
+      return cb_fail(CUBERT_ERR_LAUNCH_CONFIG, "launch of `%s`: %s dimension %c is 0 (each must be at least 1)",
+                     k->name, cfg->grid[i] == 0 ? "grid" : "block", axis[i]);
+    if (cfg->grid[i] > in->max_grid[i])
+      return cb_fail(CUBERT_ERR_LAUNCH_CONFIG, "launch of `%s`: grid %c is %u, %s allows %u", k->name,
+                     axis[i], cfg->grid[i], in->name, in->max_grid[i]);
+    if (cfg->block[i] > in->max_block[i])
+      return cb_fail(CUBERT_ERR_LAUNCH_CONFIG, "launch of `%s`: block %c is %u, %s allows %u", k->name,
+                     axis[i], cfg->block[i], in->name, in->max_block[i]);
+    threads *= cfg->block[i];
+  }
+  if (threads > in->max_threads_per_block)
+    return cb_fail(CUBERT_ERR_LAUNCH_CONFIG, "launch of `%s`: %llu threads per block, %s allows %u",
+                   k->name, (unsigned long long)threads, in->name, in->max_threads_per_block);
+  if (cfg->shared_memory > in->max_shared_memory)
+    return cb_fail(CUBERT_ERR_LAUNCH_CONFIG, "launch of `%s`: %u bytes of shared memory, %s allows %u",
+                   k->name, cfg->shared_memory, in->name, in->max_shared_memory);
+  return CUBERT_OK;
+}
+
+static const char *kind_name(cubert_param_kind k) {
+  switch (k) {
+    case CUBERT_PARAM_BUFFER:
+      return "a buffer";
+    case CUBERT_PARAM_PEER_BUFFER:
+      return "a peer buffer";
+    case CUBERT_PARAM_SCALAR:
+      return "a scalar";
+  }
+  return "an unknown kind";
+}
+
+/* Checks each argument against its parameter and the device; no lock. */
+static cubert_status check_args(const cb_device *dev, const cubert_kernel *k, const cubert_arg *args,
+                                uint32_t nargs, resolved *res) {
+  if (nargs != k->nparams)
+    return cb_fail(CUBERT_ERR_LAUNCH_CONFIG, "kernel `%s` takes %u argument%s, the launch gives %u", k->name,
+                   k->nparams, k->nparams == 1 ? "" : "s", nargs);
+  for (uint32_t i = 0; i < nargs; i++) {
+    const cubert_param *p = &k->params[i];
+    const cubert_arg *a = &args[i];
+    if (a->kind != p->kind)
+      return cb_fail(CUBERT_ERR_LAUNCH_CONFIG, "argument %u (`%s`) of `%s` must be %s, the launch gives %s", i,
+                     p->name, k->name, kind_name(p->kind), kind_name(a->kind));
+    if (p->kind == CUBERT_PARAM_SCALAR) {
+      if (!a->scalar)
+        return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "argument %u (`%s`) of `%s`: scalar value is NULL", i,
+                       p->name, k->name);
+      if (a->scalar_size != p->size)
+        return cb_fail(CUBERT_ERR_LAUNCH_CONFIG, "argument %u (`%s`) of `%s`: scalar of %u bytes, the kernel takes %u",
+                       i, p->name, k->name, a->scalar_size, p->size);
+      continue;
+    }
+    if (!a->handle)
+      return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "argument %u (`%s`) of `%s`: handle is NULL", i, p->name,
+                     k->name);
+    cb_alloc *al = a->handle->alloc;
+    res[i] = (resolved){al, a->handle->start, a->handle->end, false};
+    if (al->dev == dev) continue; /* a peer parameter may bind local memory too */
+    if (p->kind == CUBERT_PARAM_BUFFER)
+      return cb_fail(CUBERT_ERR_WRONG_DEVICE,
+                     "argument %u (`%s`) of `%s`: memory %llu belongs to device %d (%s), the launch is on "
+                     "device %d (%s); bind memory of another device through a peer-buffer parameter",
+                     i, p->name, k->name, (unsigned long long)al->id, al->dev->index, al->dev->info.name,
+                     dev->index, dev->info.name);
+    if (al->dev->backend != dev->backend)
+      return cb_fail(CUBERT_ERR_PEER_ACCESS, "argument %u (`%s`) of `%s`: %s and %s belong to different backends",
+                     i, p->name, k->name, al->dev->info.name, dev->info.name);
+    cb_shared *sh = atomic_load(&al->shared);
+    if (!sh)
+      return cb_fail(CUBERT_ERR_NOT_SHARED,
+                     "argument %u (`%s`) of `%s`: memory %llu of device %d was never shared "
+                     "(cubert_handle_share)",
+                     i, p->name, k->name, (unsigned long long)al->id, al->dev->index);
+    if (sh->alloc != al || sh->memory_id != al->id)
+      return cb_fail(CUBERT_ERR_NOT_SHARED,
+                     "argument %u (`%s`) of `%s`: the shared memory (%llu) is not the memory the binding "
+                     "names (%llu)",
+                     i, p->name, k->name, (unsigned long long)sh->memory_id, (unsigned long long)al->id);
+    res[i].peer = true;
+  }
+  return CUBERT_OK;
+}
+
+/* A failure of the launch itself: taints the write set, recorded as error. */
+static cubert_status launch_failed(cb_device *dev, cb_work *w, cb_stream *s, const cubert_kernel *k,
+                                   cubert_status st, const cubert_berr *err) {
+  cubert_failure *f = cb_device_failure(dev, st, err, s, "launch", k->name, w->work);
+  cb_work_settle(dev, w, f);
+  cb_errb b;
+  cb_errb_init(&b, st);
+  cb_str_printf(&b.msg, "launch of `%s` on device %d (%s) failed: ", k->name, dev->index, dev->info.name);
+  if (f) {
+    cb_failure_describe(f, &b.msg);
+    cb_errb_add(&b, f, 0, 0);
+    cubert_failure_release(f);
+  }
+  return cb_errb_finish(&b);
+}
+
+cubert_status cubert_launch(cubert_client *c, const cubert_kernel *k, const cubert_launch_config *cfg,
+                            const cubert_arg *args, uint32_t nargs) {
+  if (!c) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_launch: client is NULL");
+  if (!k) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_launch: kernel is NULL");
+  if (!cfg) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_launch: config is NULL");
+  if (nargs && !args) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_launch: args is NULL");
+  if (nargs > CB_MAX_ARGS)
+    return cb_fail(CUBERT_ERR_LAUNCH_CONFIG, "cubert_launch: %u arguments, at most %d", nargs, CB_MAX_ARGS);
+  cb_device *dev = c->dev;
+  resolved res_stack[16];
+  cubert_backend_arg bargs_stack[16];
+  resolved *res = nargs <= 16 ? res_stack : calloc(nargs, sizeof *res);
+  cubert_backend_arg *bargs = nargs <= 16 ? bargs_stack : calloc(nargs, sizeof *bargs);
+  cubert_status st = CUBERT_OK;
+  if (!res || !bargs) {
+    st = cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+    goto out_free;
+  }
+  memset(res, 0, nargs * sizeof *res);
+  if ((st = check_config(dev, k, cfg)) || (st = check_args(dev, k, args, nargs, res))) goto out_free;
+
+  if ((st = cb_device_enter(dev))) goto out_free;
+  cb_stream *s;
+  if ((st = cb_client_stream(c, &s))) goto out_unlock;
+  for (uint32_t i = 0; i < nargs; i++) {
+    if (!res[i].peer) continue;
+    int owner = res[i].alloc->dev->index;
+    if (dev->peer_state[owner] != 1) {
+      st = cb_fail(CUBERT_ERR_PEER_ACCESS,
+                   "argument %u (`%s`) of `%s`: device %d (%s) may not access device %d (%s): %s", i,
+                   k->params[i].name, k->name, dev->index, dev->info.name, owner,
+                   res[i].alloc->dev->info.name,
+                   dev->peer_state[owner] == 2 ? dev->peer_message[owner]
+                                                : "peer access was never enabled for this pair");
+      goto out_unlock;
+    }
+  }
+  uint32_t nb = 0;
+  for (uint32_t i = 0; i < nargs; i++) nb += res[i].alloc != NULL;
+  cb_work *w = cb_work_begin(dev, s, "launch", (cubert_kernel *)k, nb);
+  if (!w) {
+    st = cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+    goto out_unlock;
+  }
+  for (uint32_t i = 0, j = 0; i < nargs; i++)
+    if (res[i].alloc)
+      cb_work_bind(w, j++, res[i].alloc, res[i].start, res[i].end, k->params[i].access, k->params[i].name);
+
+  /* Inputs: a kernel with a tainted input is not run. */
+  cb_errb in;
+  cb_errb_init(&in, CUBERT_ERR_TAINTED);
+  const cubert_failure *first = NULL;
+  const char *first_input = NULL;
+  for (uint32_t i = 0; i < nargs; i++) {
+    if (!res[i].alloc || !(k->params[i].access & CUBERT_ACCESS_READ)) continue;
+    cb_alloc *a = res[i].alloc;
+    cubert_failure *lost = res[i].peer ? atomic_load(&a->dev->lost) : NULL;
+    size_t before = in.n;
+    if (lost) {
+      cb_errb_add(&in, lost, res[i].start, res[i].end);
+    } else {
+      cb_ledger *l = cb_alloc_ledger_lock(a);
+      if (l->n) cb_ledger_report(l, res[i].start, res[i].end, &in);
+      cb_alloc_ledger_unlock(a);
+    }
+    if (in.n > before && !first) {
+      first = in.entries[before].failure;
+      first_input = k->params[i].name;
+    }
+  }
+#ifdef CUBERT_BREAK_TRANSITIVE
+  first = NULL; /* test build: run on tainted input; the checker must catch it */
+#endif
+  if (first) {
+    cubert_failure *child =
+        cb_failure_child(first, k->name, first_input, dev->index, s->id, "launch", w->work);
+    cb_work_settle(dev, w, child);
+    cb_str_printf(&in.msg, "`%s` was not run on device %d: input `%s` carries ", k->name, dev->index,
+                  first_input);
+    cb_failure_describe(first, &in.msg);
+    if (in.n > 1) cb_str_printf(&in.msg, " (and %zu more tainted range%s)", in.n - 1, in.n == 2 ? "" : "s");
+    if (child) {
+      cb_str_printf(&in.msg, "; its outputs now carry ");
+      cb_failure_describe(child, &in.msg);
+      cubert_failure_release(child);
+    }
+    st = cb_errb_finish(&in);
+    goto out_unlock;
+  }
+  cb_errb_discard(&in);
+
+  cubert_berr err = {0};
+  void *module = NULL;
+  if ((st = cb_module_get(dev, k, &module, &err))) {
+    w = &dev->pending[dev->npending - 1];
+    st = launch_failed(dev, w, s, k, st, &err);
+    goto out_unlock;
+  }
+  for (uint32_t i = 0; i < nargs; i++) {
+    if (res[i].alloc && !res[i].peer && (st = cb_order_after_writer(dev, s, res[i].alloc))) {
+      w = &dev->pending[dev->npending - 1];
+      cb_work_settle(dev, w, NULL);
+      goto out_unlock;
+    }
+  }
+  for (uint32_t i = 0; i < nargs; i++) {
+    cubert_backend_arg *b = &bargs[i];
+    memset(b, 0, sizeof *b);
+    b->kind = k->params[i].kind;
+    b->access = k->params[i].access;
+    if (k->params[i].kind == CUBERT_PARAM_SCALAR) {
+      b->scalar = args[i].scalar;
+      b->scalar_size = args[i].scalar_size;
+    } else {
+      cb_shared *sh = res[i].peer ? atomic_load(&res[i].alloc->shared) : NULL;
+      b->address = (sh ? sh->address : res[i].alloc->block.address) + res[i].start;
+      b->size = res[i].end - res[i].start;
+    }
+  }
+  w = &dev->pending[dev->npending - 1];
+  st = dev->ops->launch(dev->bdev, s->bs, w->work, module, cfg, bargs, nargs, &err);
+  w = &dev->pending[dev->npending - 1];
+  if (st) {
+    st = launch_failed(dev, w, s, k, st, &err);
+  } else {
+    cb_work_settle(dev, w, NULL);
+    cb_work_mark_writes(dev, w);
+    dev->launches++;
+  }
+out_unlock:
+  cb_device_leave(dev);
+out_free:
+  if (res != res_stack) free(res);
+  if (bargs != bargs_stack) free(bargs);
+  return st;
+}

@@ -1,0 +1,693 @@
+/* runtime/memory.c: handles, bindings, weak bindings, peer sharing, and the
+ * host-facing memory operations (create, read, write, fill, copy), each
+ * checked against the ledger. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/internal.h"
+
+static _Atomic uint64_t next_memory_id = 1;
+
+#define NULL_ARG(fn, what) cb_fail(CUBERT_ERR_INVALID_ARGUMENT, fn ": " what " is NULL")
+
+/* ------------------------------------------------------------ allocation */
+
+static cubert_status alloc_new(cb_device *dev, uint64_t size, cb_alloc **out) {
+  cubert_berr err = {0};
+  cb_block block;
+  cubert_status st = cb_pool_alloc(dev->pool, size, &block, &err);
+  if (st) {
+    if (err.sticky) {
+      cubert_failure *f = cb_device_failure(dev, st, &err, NULL, "alloc", "", 0);
+      cubert_failure_release(f);
+    }
+    if (st == CUBERT_ERR_OUT_OF_MEMORY)
+      return cb_fail(st, "out of memory: %llu bytes asked for on device %d (%s): %s",
+                     (unsigned long long)size, dev->index, dev->info.name, err.message);
+    return cb_fail_backend(st, &err, "allocating memory", dev->info.name);
+  }
+  cb_alloc *a = calloc(1, sizeof *a);
+  if (!a) {
+    free(a);
+    cb_pool_free(dev->pool, &block);
+    return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+  }
+  if (!dev->nfree && dev->nslots == dev->capslots) {
+    uint32_t cap = dev->capslots ? dev->capslots * 2 : 64;
+    cb_alloc **v = realloc(dev->slots, cap * sizeof *v);
+    uint32_t *f = v ? realloc(dev->free_slots, cap * sizeof *f) : NULL;
+    if (v) dev->slots = v;
+    if (!v || !f) {
+      free(a);
+      cb_pool_free(dev->pool, &block);
+      return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+    }
+    dev->free_slots = f;
+    dev->capslots = cap;
+  }
+  a->slot = dev->nfree ? dev->free_slots[--dev->nfree] : dev->nslots++;
+  /* a slot's generation only grows, so a weak binding to an earlier tenant
+   * never upgrades to this one */
+  static _Atomic uint32_t gen_counter = 1;
+  a->gen = atomic_fetch_add(&gen_counter, 1);
+  a->dev = dev;
+  a->id = atomic_fetch_add(&next_memory_id, 1);
+  atomic_init(&a->refs, CB_HANDLE_ONE);
+  atomic_init(&a->shared, NULL);
+  a->block = block;
+  a->size = size;
+  dev->slots[a->slot] = a;
+  *out = a;
+  return CUBERT_OK;
+}
+
+static cubert_handle *handle_new(cb_alloc *a, uint64_t start, uint64_t end, cubert_stream stream) {
+  cubert_handle *h = malloc(sizeof *h);
+  if (!h) return NULL;
+  *h = (cubert_handle){a, start, end, stream};
+  return h;
+}
+
+cubert_status cubert_handle_empty(cubert_client *c, uint64_t size, cubert_handle **out) {
+  if (!c) return NULL_ARG("cubert_handle_empty", "client");
+  if (!out) return NULL_ARG("cubert_handle_empty", "handle");
+  if (size == 0) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_handle_empty: size is 0");
+  cb_device *dev = c->dev;
+  cubert_status st = cb_device_enter(dev);
+  if (st) return st;
+  cb_stream *s = NULL;
+  cb_alloc *a = NULL;
+  if ((st = cb_client_stream(c, &s)) || (st = alloc_new(dev, size, &a))) {
+    cb_device_leave(dev);
+    return st;
+  }
+  cb_device_leave(dev);
+  cubert_handle *h = handle_new(a, 0, size, s->id);
+  if (!h) {
+    cb_alloc_unref(a, CB_HANDLE_ONE, NULL);
+    return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+  }
+  *out = h;
+  return CUBERT_OK;
+}
+
+cubert_status cubert_handle_create(cubert_client *c, const void *data, uint64_t size,
+                                   cubert_handle **out) {
+  if (!data && size) return NULL_ARG("cubert_handle_create", "data");
+  cubert_handle *h = NULL;
+  cubert_status st = cubert_handle_empty(c, size, &h);
+  if (st) return st;
+  if ((st = cubert_handle_write(c, h, data, size))) {
+    cubert_handle_release(h);
+    return st;
+  }
+  *out = h;
+  return CUBERT_OK;
+}
+
+/* ------------------------------------------------------------ views */
+
+cubert_handle *cubert_handle_clone(const cubert_handle *h) {
+  if (!h) return NULL;
+  cubert_handle *n = handle_new(h->alloc, h->start, h->end, h->stream);
+  if (n) cb_alloc_ref(h->alloc, CB_HANDLE_ONE);
+  return n;
+}
+
+void cubert_handle_release(cubert_handle *h) {
+  if (!h) return;
+  cb_alloc_unref(h->alloc, CB_HANDLE_ONE, NULL);
+  free(h);
+}
+
+cubert_status cubert_handle_slice(const cubert_handle *h, uint64_t offset_start, uint64_t offset_end,
+                                  cubert_handle **out) {
+  if (!h) return NULL_ARG("cubert_handle_slice", "handle");
+  if (!out) return NULL_ARG("cubert_handle_slice", "slice");
+  uint64_t len = h->end - h->start;
+  if (offset_start > len || offset_end > len - offset_start)
+    return cb_fail(CUBERT_ERR_OUT_OF_RANGE,
+                   "slice of %llu bytes from the start and %llu from the end of a %llu-byte view "
+                   "(memory %llu, bytes %llu..%llu)",
+                   (unsigned long long)offset_start, (unsigned long long)offset_end,
+                   (unsigned long long)len, (unsigned long long)h->alloc->id,
+                   (unsigned long long)h->start, (unsigned long long)h->end);
+  cubert_handle *n = handle_new(h->alloc, h->start + offset_start, h->end - offset_end, h->stream);
+  if (!n) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+  cb_alloc_ref(h->alloc, CB_HANDLE_ONE);
+  *out = n;
+  return CUBERT_OK;
+}
+
+bool cubert_handle_can_mut(const cubert_handle *h) {
+  return h && (atomic_load(&h->alloc->refs) >> 32) == 1;
+}
+
+cubert_overlap cubert_handle_overlap(const cubert_handle *a, const cubert_handle *b) {
+  if (!a || !b || a->alloc != b->alloc || a->end <= b->start || b->end <= a->start)
+    return CUBERT_OVERLAP_DISJOINT;
+  if (a->start == b->start && a->end == b->end) return CUBERT_OVERLAP_SAME;
+  return CUBERT_OVERLAP_PARTIAL;
+}
+
+uint64_t cubert_handle_size(const cubert_handle *h) { return h ? h->alloc->size : 0; }
+uint64_t cubert_handle_size_in_use(const cubert_handle *h) { return h ? h->end - h->start : 0; }
+uint64_t cubert_handle_offset_start(const cubert_handle *h) { return h ? h->start : 0; }
+uint64_t cubert_handle_memory_id(const cubert_handle *h) { return h ? h->alloc->id : 0; }
+int cubert_handle_device(const cubert_handle *h) { return h ? h->alloc->dev->index : -1; }
+cubert_stream cubert_handle_stream(const cubert_handle *h) { return h ? h->stream : 0; }
+
+/* ------------------------------------------------------------ bindings */
+
+cubert_status cubert_handle_bind(const cubert_handle *h, cubert_binding **out) {
+  if (!h) return NULL_ARG("cubert_handle_bind", "handle");
+  if (!out) return NULL_ARG("cubert_handle_bind", "binding");
+  cubert_binding *b = malloc(sizeof *b);
+  if (!b) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+  cb_alloc_ref(h->alloc, CB_BINDING_ONE);
+  *b = (cubert_binding){h->alloc, h->start, h->end, h->stream};
+  *out = b;
+  return CUBERT_OK;
+}
+
+void cubert_binding_release(cubert_binding *b) {
+  if (!b) return;
+  cb_alloc_unref(b->alloc, CB_BINDING_ONE, NULL);
+  free(b);
+}
+
+cubert_claim_key cubert_binding_claim_key(const cubert_binding *b) {
+  cubert_claim_key k = {0, 0, 0};
+  if (b) k = (cubert_claim_key){b->alloc->id, b->start, b->end};
+  return k;
+}
+
+static cubert_status weak_new(cb_alloc *a, uint64_t start, uint64_t end, cubert_stream stream,
+                              cubert_weak **out) {
+  cubert_weak *w = malloc(sizeof *w);
+  if (!w) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+  *w = (cubert_weak){a->dev, a->slot, a->gen, a->id, start, end, stream};
+  *out = w;
+  return CUBERT_OK;
+}
+
+cubert_status cubert_binding_downgrade(const cubert_binding *b, cubert_weak **out) {
+  if (!b) return NULL_ARG("cubert_binding_downgrade", "binding");
+  if (!out) return NULL_ARG("cubert_binding_downgrade", "weak");
+  return weak_new(b->alloc, b->start, b->end, b->stream, out);
+}
+
+cubert_status cubert_handle_downgrade(const cubert_handle *h, cubert_weak **out) {
+  if (!h) return NULL_ARG("cubert_handle_downgrade", "handle");
+  if (!out) return NULL_ARG("cubert_handle_downgrade", "weak");
+  return weak_new(h->alloc, h->start, h->end, h->stream, out);
+}
+
+cubert_status cubert_weak_upgrade(const cubert_weak *w, cubert_binding **out) {
+  if (!w) return NULL_ARG("cubert_weak_upgrade", "weak");
+  if (!out) return NULL_ARG("cubert_weak_upgrade", "binding");
+  cb_device *dev = w->dev;
+  pthread_mutex_lock(&dev->lock);
+  cb_device_collect(dev);
+  cb_alloc *a = w->slot < dev->nslots ? dev->slots[w->slot] : NULL;
+  bool alive = a && a->gen == w->gen && atomic_load(&a->refs) != 0;
+  if (alive) cb_alloc_ref(a, CB_BINDING_ONE);
+  pthread_mutex_unlock(&dev->lock);
+  if (!alive)
+    return cb_fail(CUBERT_ERR_EXPIRED, "memory %llu of device %d was freed; the weak binding cannot upgrade",
+                   (unsigned long long)w->memory_id, dev->index);
+  cubert_binding *b = malloc(sizeof *b);
+  if (!b) {
+    cb_alloc_unref(a, CB_BINDING_ONE, NULL);
+    return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+  }
+  *b = (cubert_binding){a, w->start, w->end, w->stream};
+  *out = b;
+  return CUBERT_OK;
+}
+
+void cubert_weak_release(cubert_weak *w) { free(w); }
+
+/* ------------------------------------------------------------ checks */
+
+static cubert_status check_own(const char *fn, cubert_client *c, const cubert_handle *h,
+                               const char *what) {
+  if (h->alloc->dev != c->dev)
+    return cb_fail(CUBERT_ERR_WRONG_DEVICE,
+                   "%s: %s (memory %llu) belongs to device %d (%s), the client to device %d (%s)", fn,
+                   what, (unsigned long long)h->alloc->id, h->alloc->dev->index,
+                   h->alloc->dev->info.name, c->dev->index, c->dev->info.name);
+  return CUBERT_OK;
+}
+
+/* Failure for a read of [start, end) of `a`, or CUBERT_OK. Owner lock held
+ * (or the memory is shared: then its cell lock is taken here). */
+static cubert_status refuse_tainted(const char *what, cb_alloc *a, uint64_t start, uint64_t end) {
+  cb_ledger *l = cb_alloc_ledger_lock(a);
+  if (l->n == 0 || !cb_ledger_first(l, start, end)) {
+    cb_alloc_ledger_unlock(a);
+    return CUBERT_OK;
+  }
+  cb_errb b;
+  cb_errb_init(&b, CUBERT_ERR_TAINTED);
+  size_t n = cb_ledger_report(l, start, end, &b);
+  cb_alloc_ledger_unlock(a);
+  cb_str_printf(&b.msg, "%s of memory %llu bytes %llu..%llu on device %d refused: %zu tainted range%s:",
+                what, (unsigned long long)a->id, (unsigned long long)start, (unsigned long long)end,
+                a->dev->index, n, n == 1 ? "" : "s");
+  for (size_t i = 0; i < b.n; i++) {
+    cb_str_printf(&b.msg, " bytes %llu..%llu carry ", (unsigned long long)b.entries[i].start,
+                  (unsigned long long)b.entries[i].end);
+    cb_failure_describe(b.entries[i].failure, &b.msg);
+    cb_str_printf(&b.msg, ";");
+  }
+  return cb_errb_finish(&b);
+}
+
+cubert_status cubert_handle_check(cubert_client *c, const cubert_handle *h) {
+  if (!c) return NULL_ARG("cubert_handle_check", "client");
+  if (!h) return NULL_ARG("cubert_handle_check", "handle");
+  cb_alloc *a = h->alloc;
+  if (a->dev != c->dev) {
+    if (!atomic_load(&a->shared)) return check_own("cubert_handle_check", c, h, "the handle");
+    if (atomic_load(&a->dev->lost)) return cb_device_lost_error(a->dev);
+    return refuse_tainted("check", a, h->start, h->end);
+  }
+  cubert_status st = cb_device_enter(c->dev);
+  if (st) return st;
+  st = refuse_tainted("check", a, h->start, h->end);
+  cb_device_leave(c->dev);
+  return st;
+}
+
+/* ------------------------------------------------------------ operations */
+
+/* Settles a write that failed at enqueue and records the error. */
+static cubert_status write_failed(cb_device *dev, cb_work *w, cb_stream *s, cubert_status st,
+                                  const cubert_berr *err, const char *op) {
+  cubert_failure *f = cb_device_failure(dev, st, err, s, op, "", w ? w->work : 0);
+  if (w) cb_work_settle(dev, w, f);
+  cb_errb b;
+  cb_errb_init(&b, st);
+  cb_str_printf(&b.msg, "%s on device %d (%s) failed: ", op, dev->index, dev->info.name);
+  if (f) {
+    cb_failure_describe(f, &b.msg);
+    cb_errb_add(&b, f, 0, 0);
+  }
+  cubert_failure_release(f);
+  return cb_errb_finish(&b);
+}
+
+typedef enum { OP_WRITE, OP_FILL } wop;
+
+static cubert_status host_write(cubert_client *c, cubert_handle *h, wop op, const void *src,
+                                uint64_t size, uint32_t pattern_size) {
+  cb_device *dev = c->dev;
+  cubert_status st = cb_device_enter(dev);
+  if (st) return st;
+  cb_stream *s;
+  if ((st = cb_client_stream(c, &s))) {
+    cb_device_leave(dev);
+    return st;
+  }
+  const char *opname = op == OP_WRITE ? "write" : "fill";
+  cb_work *w = cb_work_begin(dev, s, opname, NULL, 1);
+  if (!w) {
+    cb_device_leave(dev);
+    return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+  }
+  cb_work_bind(w, 0, h->alloc, h->start, h->end, CUBERT_ACCESS_WRITE, "destination");
+  uint64_t work = w->work;
+  cubert_berr err = {0};
+  if ((st = cb_order_after_writer(dev, s, h->alloc))) {
+    cb_work_settle(dev, w, NULL); /* nothing was written: the old verdict stands */
+    cb_device_leave(dev);
+    return st;
+  }
+  uint64_t addr = h->alloc->block.address + h->start;
+  uint64_t len = h->end - h->start;
+  if (len == 0) {
+    st = CUBERT_OK; /* nothing to move; every check above still ran */
+  } else if (op == OP_WRITE) {
+    st = dev->ops->write(dev->bdev, s->bs, work, addr, src, len, &err);
+  } else {
+    st = dev->ops->fill(dev->bdev, s->bs, work, addr, src, pattern_size, len, &err);
+  }
+  (void)size;
+  w = &dev->pending[dev->npending - 1];
+  if (st) {
+    st = write_failed(dev, w, s, st, &err, opname);
+  } else {
+    cb_work_settle(dev, w, NULL);
+    cb_work_mark_writes(dev, w);
+  }
+  cb_device_leave(dev);
+  return st;
+}
+
+cubert_status cubert_handle_write(cubert_client *c, cubert_handle *h, const void *src, uint64_t size) {
+  if (!c) return NULL_ARG("cubert_handle_write", "client");
+  if (!h) return NULL_ARG("cubert_handle_write", "handle");
+  if (!src && size) return NULL_ARG("cubert_handle_write", "src");
+  if (size != h->end - h->start)
+    return cb_fail(CUBERT_ERR_OUT_OF_RANGE, "cubert_handle_write: %llu bytes given for a view of %llu bytes",
+                   (unsigned long long)size, (unsigned long long)(h->end - h->start));
+  cubert_status st = check_own("cubert_handle_write", c, h, "the handle");
+  if (st) return st;
+  return host_write(c, h, OP_WRITE, src, size, 0);
+}
+
+cubert_status cubert_handle_fill(cubert_client *c, cubert_handle *h, const void *pattern,
+                                 size_t pattern_size) {
+  if (!c) return NULL_ARG("cubert_handle_fill", "client");
+  if (!h) return NULL_ARG("cubert_handle_fill", "handle");
+  if (!pattern) return NULL_ARG("cubert_handle_fill", "pattern");
+  if (pattern_size != 1 && pattern_size != 2 && pattern_size != 4 && pattern_size != 8)
+    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_handle_fill: pattern of %zu bytes (1, 2, 4 or 8)",
+                   pattern_size);
+  if ((h->end - h->start) % pattern_size)
+    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT,
+                   "cubert_handle_fill: a %zu-byte pattern does not divide the view's %llu bytes",
+                   pattern_size, (unsigned long long)(h->end - h->start));
+  cubert_status st = check_own("cubert_handle_fill", c, h, "the handle");
+  if (st) return st;
+  return host_write(c, h, OP_FILL, pattern, h->end - h->start, (uint32_t)pattern_size);
+}
+
+cubert_status cubert_handle_read(cubert_client *c, const cubert_handle *h, void *dst, uint64_t size) {
+  if (!c) return NULL_ARG("cubert_handle_read", "client");
+  if (!h) return NULL_ARG("cubert_handle_read", "handle");
+  if (!dst && size) return NULL_ARG("cubert_handle_read", "dst");
+  if (size != h->end - h->start)
+    return cb_fail(CUBERT_ERR_OUT_OF_RANGE, "cubert_handle_read: %llu bytes asked of a view of %llu bytes",
+                   (unsigned long long)size, (unsigned long long)(h->end - h->start));
+  cubert_status st = check_own("cubert_handle_read", c, h, "the handle");
+  if (st) return st;
+  cb_device *dev = c->dev;
+  cb_alloc *a = h->alloc;
+  if ((st = cb_device_enter(dev))) return st;
+  cb_stream *s;
+  if ((st = cb_client_stream(c, &s)) || (st = refuse_tainted("read", a, h->start, h->end)) ||
+      (st = cb_order_after_writer(dev, s, a))) {
+    cb_device_leave(dev);
+    return st;
+  }
+  cb_alloc_ref(a, CB_BINDING_ONE);
+  uint64_t work = ++dev->next_work;
+  s->last_work = work;
+  void *bs = s->bs;
+  cb_device_leave(dev);
+  /* the wait happens without the device lock */
+  cubert_berr err = {0};
+  if (size) st = dev->ops->read(dev->bdev, bs, work, dst, a->block.address + h->start, size, &err);
+  pthread_mutex_lock(&dev->lock);
+  if (st) {
+    cubert_failure *f = cb_device_failure(dev, st, &err, s, "read", "", work);
+    cb_errb b;
+    cb_errb_init(&b, st);
+    cb_str_printf(&b.msg, "read on device %d (%s) failed: ", dev->index, dev->info.name);
+    if (f) cb_failure_describe(f, &b.msg);
+    cb_errb_add(&b, f, 0, 0);
+    cubert_failure_release(f);
+    st = cb_errb_finish(&b);
+  } else {
+    /* failures found at the fence the read waited for */
+    cb_device_reap(dev);
+    if (atomic_load(&dev->lost))
+      st = cb_device_lost_error(dev);
+    else
+      st = refuse_tainted("read", a, h->start, h->end);
+  }
+  pthread_mutex_unlock(&dev->lock);
+  cb_alloc_unref(a, CB_BINDING_ONE, NULL);
+  return st;
+}
+
+/* Skips work whose source carried a failure: its destination carries a
+ * child failure. */
+static cubert_status skip_tainted(cb_device *dev, cb_work *w, cb_stream *s, const char *op,
+                                  cubert_status refusal) {
+  cubert_error *e = cubert_last_error();
+  const cubert_failure *in = cubert_error_failure(e, 0, NULL, NULL);
+  cubert_failure *child =
+      in ? cb_failure_child(in, op, "its source", dev->index, s->id, op, w->work) : NULL;
+  cb_work_settle(dev, w, child);
+  if (child) {
+    cb_errb b;
+    cb_errb_init(&b, refusal);
+    cb_str_printf(&b.msg, "%s", cubert_error_message(e));
+    cb_str_printf(&b.msg, " The destination now carries ");
+    cb_failure_describe(child, &b.msg);
+    for (size_t i = 0; i < cubert_error_failure_count(e); i++) {
+      uint64_t s0, s1;
+      const cubert_failure *f = cubert_error_failure(e, i, &s0, &s1);
+      cb_errb_add(&b, f, s0, s1);
+    }
+    refusal = cb_errb_finish(&b);
+    cubert_failure_release(child);
+  }
+  cubert_error_release(e);
+  return refusal;
+}
+
+cubert_status cubert_handle_copy(cubert_client *c, const cubert_handle *src, cubert_handle *dst) {
+  if (!c) return NULL_ARG("cubert_handle_copy", "client");
+  if (!src) return NULL_ARG("cubert_handle_copy", "src");
+  if (!dst) return NULL_ARG("cubert_handle_copy", "dst");
+  cubert_status st;
+  if ((st = check_own("cubert_handle_copy", c, src, "the source")) ||
+      (st = check_own("cubert_handle_copy", c, dst, "the destination")))
+    return st;
+  uint64_t len = src->end - src->start;
+  if (len != dst->end - dst->start)
+    return cb_fail(CUBERT_ERR_OUT_OF_RANGE, "cubert_handle_copy: source has %llu bytes, destination %llu",
+                   (unsigned long long)len, (unsigned long long)(dst->end - dst->start));
+  if (len && cubert_handle_overlap(src, dst) != CUBERT_OVERLAP_DISJOINT)
+    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_handle_copy: source and destination overlap");
+  cb_device *dev = c->dev;
+  if ((st = cb_device_enter(dev))) return st;
+  cb_stream *s;
+  if ((st = cb_client_stream(c, &s))) {
+    cb_device_leave(dev);
+    return st;
+  }
+  cb_work *w = cb_work_begin(dev, s, "copy", NULL, 2);
+  if (!w) {
+    cb_device_leave(dev);
+    return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+  }
+  cb_work_bind(w, 0, src->alloc, src->start, src->end, CUBERT_ACCESS_READ, "source");
+  cb_work_bind(w, 1, dst->alloc, dst->start, dst->end, CUBERT_ACCESS_WRITE, "destination");
+  st = refuse_tainted("copy source", src->alloc, src->start, src->end);
+#ifdef CUBERT_BREAK_TRANSITIVE
+  st = CUBERT_OK; /* test build: the checker must catch this */
+#endif
+  if (st) {
+    st = skip_tainted(dev, w, s, "copy", st);
+    cb_device_leave(dev);
+    return st;
+  }
+  if ((st = cb_order_after_writer(dev, s, src->alloc)) ||
+      (st = cb_order_after_writer(dev, s, dst->alloc))) {
+    cb_work_settle(dev, w, NULL);
+    cb_device_leave(dev);
+    return st;
+  }
+  cubert_berr err = {0};
+  uint64_t work = w->work;
+  if (len)
+    st = dev->ops->copy(dev->bdev, s->bs, work, dst->alloc->block.address + dst->start,
+                        src->alloc->block.address + src->start, len, &err);
+  w = &dev->pending[dev->npending - 1];
+  if (st) {
+    st = write_failed(dev, w, s, st, &err, "copy");
+  } else {
+    cb_work_settle(dev, w, NULL);
+    cb_work_mark_writes(dev, w);
+  }
+  cb_device_leave(dev);
+  return st;
+}
+
+cubert_status cubert_handle_copy_peer(cubert_client *sc, const cubert_handle *src, cubert_client *dc,
+                                      cubert_handle *dst) {
+  if (!sc || !dc) return NULL_ARG("cubert_handle_copy_peer", "client");
+  if (!src) return NULL_ARG("cubert_handle_copy_peer", "src");
+  if (!dst) return NULL_ARG("cubert_handle_copy_peer", "dst");
+  if (sc->dev == dc->dev) return cubert_handle_copy(dc, src, dst);
+  cubert_status st;
+  if ((st = check_own("cubert_handle_copy_peer", sc, src, "the source")) ||
+      (st = check_own("cubert_handle_copy_peer", dc, dst, "the destination")))
+    return st;
+  cb_device *sd = sc->dev, *dd = dc->dev;
+  if (sd->backend != dd->backend)
+    return cb_fail(CUBERT_ERR_UNSUPPORTED, "cubert_handle_copy_peer: %s and %s belong to different backends",
+                   sd->info.name, dd->info.name);
+  uint64_t len = src->end - src->start;
+  if (len != dst->end - dst->start)
+    return cb_fail(CUBERT_ERR_OUT_OF_RANGE, "cubert_handle_copy_peer: source has %llu bytes, destination %llu",
+                   (unsigned long long)len, (unsigned long long)(dst->end - dst->start));
+  /* 1. the source side: its verdict, and its last writer finished */
+  if ((st = cb_device_enter(sd))) return st;
+  cubert_status refusal = refuse_tainted("copy source", src->alloc, src->start, src->end);
+#ifdef CUBERT_BREAK_TRANSITIVE
+  refusal = CUBERT_OK;
+#endif
+  cubert_error *src_error = refusal ? cubert_last_error() : NULL;
+  void *src_stream = NULL;
+  if (!refusal && src->alloc->last_writer) {
+    cb_stream *p = sd->streams[src->alloc->last_writer - 1];
+    if (sd->ops->progress(sd->bdev, p->bs) < src->alloc->last_write) src_stream = p->bs;
+  }
+  cb_alloc_ref(src->alloc, CB_BINDING_ONE);
+  cb_device_leave(sd);
+  cubert_berr err = {0};
+  if (src_stream && (st = sd->ops->sync(sd->bdev, src_stream, &err)) != CUBERT_OK) {
+    cb_alloc_unref(src->alloc, CB_BINDING_ONE, NULL);
+    cubert_error_release(src_error);
+    return cb_fail_backend(st, &err, "waiting for the copy source", sd->info.name);
+  }
+  /* 2. the destination side */
+  if ((st = cb_device_enter(dd))) {
+    cb_alloc_unref(src->alloc, CB_BINDING_ONE, NULL);
+    cubert_error_release(src_error);
+    return st;
+  }
+  cb_stream *s;
+  cb_work *w = NULL;
+  if ((st = cb_client_stream(dc, &s)) || !(w = cb_work_begin(dd, s, "copy-peer", NULL, 2))) {
+    cb_device_leave(dd);
+    cb_alloc_unref(src->alloc, CB_BINDING_ONE, NULL);
+    cubert_error_release(src_error);
+    return st ? st : cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+  }
+  cb_work_bind(w, 0, src->alloc, src->start, src->end, CUBERT_ACCESS_READ, "source");
+  cb_work_bind(w, 1, dst->alloc, dst->start, dst->end, CUBERT_ACCESS_WRITE, "destination");
+  cb_alloc_unref(src->alloc, CB_BINDING_ONE, dd); /* the record holds it now */
+  if (refusal) {
+    /* put the source's report back as this thread's error for skip_tainted */
+    cb_errb b;
+    cb_errb_init(&b, refusal);
+    cb_str_printf(&b.msg, "%s", cubert_error_message(src_error));
+    for (size_t i = 0; i < cubert_error_failure_count(src_error); i++) {
+      uint64_t s0, s1;
+      const cubert_failure *f = cubert_error_failure(src_error, i, &s0, &s1);
+      cb_errb_add(&b, f, s0, s1);
+    }
+    cb_errb_finish(&b);
+    cubert_error_release(src_error);
+    st = skip_tainted(dd, w, s, "copy-peer", refusal);
+    cb_device_leave(dd);
+    return st;
+  }
+  if ((st = cb_order_after_writer(dd, s, dst->alloc))) {
+    cb_work_settle(dd, w, NULL);
+    cb_device_leave(dd);
+    return st;
+  }
+  uint64_t work = w->work;
+  if (len)
+    st = dd->ops->copy_peer(dd->bdev, s->bs, work, dst->alloc->block.address + dst->start, sd->bdev,
+                            src->alloc->block.address + src->start, len, &err);
+  w = &dd->pending[dd->npending - 1];
+  if (st) {
+    st = write_failed(dd, w, s, st, &err, "copy-peer");
+  } else {
+    cb_work_settle(dd, w, NULL);
+    cb_work_mark_writes(dd, w);
+  }
+  cb_device_leave(dd);
+  return st;
+}
+
+/* ------------------------------------------------------------ sharing */
+
+cubert_status cubert_handle_share(cubert_client *c, cubert_handle *h) {
+  if (!c) return NULL_ARG("cubert_handle_share", "client");
+  if (!h) return NULL_ARG("cubert_handle_share", "handle");
+  cubert_status st = check_own("cubert_handle_share", c, h, "the handle");
+  if (st) return st;
+  cb_device *owner = c->dev;
+  cb_alloc *a = h->alloc;
+  if ((st = cb_device_enter(owner))) return st;
+  if (!atomic_load(&a->shared)) {
+    cb_shared *sh = calloc(1, sizeof *sh);
+    if (!sh) {
+      cb_device_leave(owner);
+      return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+    }
+    pthread_mutex_init(&sh->lock, NULL);
+    sh->ledger = a->ledger; /* the cell takes the ledger over, range-exact */
+    memset(&a->ledger, 0, sizeof a->ledger);
+    sh->address = a->block.address;
+    sh->alloc = a;
+    sh->memory_id = a->id;
+    atomic_store(&a->shared, sh);
+  }
+  cb_device_leave(owner);
+  /* Enable access for each peer once, holding one device lock at a time. */
+  cubert_runtime *rt = c->rt;
+  cb_errb b;
+  cb_errb_init(&b, CUBERT_OK);
+  for (int i = 0; i < rt->ndevices; i++) {
+    cb_device *d = rt->devices[i];
+    if (d == owner || d->backend != owner->backend) continue;
+    pthread_mutex_lock(&d->lock);
+    if (d->peer_state[owner->index] == 0) {
+      cubert_berr err = {0};
+      bool can = false;
+      cubert_status pst = d->ops->peer_can_access(d->bdev, owner->bdev, &can, &err);
+      if (pst == CUBERT_OK && !can)
+        pst = cubert_berr_set(&err, CUBERT_ERR_PEER_ACCESS, "the driver says %s cannot access %s",
+                              d->info.name, owner->info.name);
+      if (pst == CUBERT_OK) pst = d->ops->peer_enable(d->bdev, owner->bdev, &err);
+      d->peer_state[owner->index] = pst == CUBERT_OK ? 1 : 2;
+      if (pst) d->peer_message[owner->index] = cb_strdup(err.message);
+    }
+    if (d->peer_state[owner->index] == 2) {
+      if (b.status == CUBERT_OK) {
+        b.status = CUBERT_ERR_PEER_ACCESS;
+        cb_str_printf(&b.msg, "memory %llu of device %d (%s) is shared, but peer access was refused for:",
+                      (unsigned long long)a->id, owner->index, owner->info.name);
+      }
+      cb_str_printf(&b.msg, " device %d (%s) -> device %d (%s): %s;", d->index, d->info.name,
+                    owner->index, owner->info.name, d->peer_message[owner->index]);
+    }
+    pthread_mutex_unlock(&d->lock);
+  }
+  if (b.status != CUBERT_OK) return cb_errb_finish(&b);
+  cb_errb_discard(&b);
+  return CUBERT_OK;
+}
+
+bool cubert_handle_is_shared(const cubert_handle *h) { return h && atomic_load(&h->alloc->shared); }
+
+uint64_t cubert_handle_peer_address(const cubert_handle *h) {
+  cb_shared *sh = h ? atomic_load(&h->alloc->shared) : NULL;
+  return sh ? sh->address + h->start : 0;
+}
+
+/* ------------------------------------------------------------ pools */
+
+cubert_status cubert_memory_usage(cubert_client *c, cubert_pool_usage *pools, size_t capacity,
+                                  size_t *count) {
+  if (!c) return NULL_ARG("cubert_memory_usage", "client");
+  if (!count) return NULL_ARG("cubert_memory_usage", "count");
+  if (capacity && !pools) return NULL_ARG("cubert_memory_usage", "pools");
+  pthread_mutex_lock(&c->dev->lock);
+  cb_device_collect(c->dev);
+  *count = cb_pool_usage(c->dev->pool, pools, capacity);
+  pthread_mutex_unlock(&c->dev->lock);
+  return CUBERT_OK;
+}
+
+cubert_status cubert_memory_cleanup(cubert_client *c) {
+  if (!c) return NULL_ARG("cubert_memory_cleanup", "client");
+  cubert_status st = cb_device_enter(c->dev);
+  if (st) return st;
+  cb_device_reap(c->dev);
+  cb_device_collect(c->dev);
+  cb_pool_cleanup(c->dev->pool);
+  cb_device_leave(c->dev);
+  return CUBERT_OK;
+}

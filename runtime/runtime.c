@@ -1,0 +1,399 @@
+/* runtime/runtime.c: the runtime (backends and their devices), clients,
+ * kernels and the per-device module cache. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "faultinj/decorator.h"
+#include "runtime/internal.h"
+#include "topology/host_node.h"
+
+void cb_device_free(cb_device *dev);
+
+void cubert_runtime_options_init(cubert_runtime_options *o) {
+  if (!o) return;
+  memset(o, 0, sizeof *o);
+  o->struct_size = sizeof *o;
+}
+
+static cubert_status parse_u64(const char *name, const char *text, uint64_t *out) {
+  char *end = NULL;
+  errno = 0;
+  unsigned long long v = strtoull(text, &end, 10);
+  uint64_t mult = 1;
+  if (end && *end) {
+    if (!strcmp(end, "K") || !strcmp(end, "KiB")) mult = 1ull << 10;
+    else if (!strcmp(end, "M") || !strcmp(end, "MiB")) mult = 1ull << 20;
+    else if (!strcmp(end, "G") || !strcmp(end, "GiB")) mult = 1ull << 30;
+    else end = NULL;
+  }
+  if (errno || !end || end == text || text[0] == '-')
+    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "%s=%s is not a size (a number, optionally K, M or G)",
+                   name, text);
+  *out = (uint64_t)v * mult;
+  return CUBERT_OK;
+}
+
+static bool wants(const char *list, const char *name) {
+  size_t n = strlen(name);
+  for (const char *p = list; p && *p;) {
+    const char *e = strchr(p, ',');
+    size_t len = e ? (size_t)(e - p) : strlen(p);
+    if (len == n && !strncmp(p, name, n)) return true;
+    p = e ? e + 1 : NULL;
+  }
+  return false;
+}
+
+static cubert_status check_backend_list(const char *list) {
+  for (const char *p = list; p && *p;) {
+    const char *e = strchr(p, ',');
+    size_t len = e ? (size_t)(e - p) : strlen(p);
+    if (!((len == 4 && !strncmp(p, "host", 4)) || (len == 3 && !strncmp(p, "hip", 3))))
+      return cb_fail(CUBERT_ERR_INVALID_ARGUMENT,
+                     "unknown backend '%.*s' in the backend list '%s' (known: host, hip)", (int)len,
+                     p, list);
+    if (!cubert_backend_hip() && len == 3)
+      return cb_fail(CUBERT_ERR_UNSUPPORTED, "backend 'hip' was asked for but cubert was built without HIP");
+    p = e ? e + 1 : NULL;
+  }
+  return CUBERT_OK;
+}
+
+static cubert_status open_device(cubert_runtime *rt, int b, int i, cb_device **out) {
+  cb_backend *be = &rt->backends[b];
+  cb_device *dev = calloc(1, sizeof *dev);
+  if (!dev) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory opening a device");
+  cubert_berr err = {0};
+  cubert_status st = be->ops->device_open(be->state, i, &dev->bdev, &dev->info, &err);
+  if (st) {
+    free(dev);
+    return cb_fail_backend(st, &err, "opening device", be->inner->name);
+  }
+  dev->rt = rt;
+  dev->backend = b;
+  dev->ops = be->ops;
+  dev->index = be->first_device + i;
+  dev->info.device = dev->index;
+  dev->info.backend = be->inner->name;
+  dev->info.backend_index = i;
+  pthread_mutex_init(&dev->lock, NULL);
+  atomic_init(&dev->grave, NULL);
+  atomic_init(&dev->lost, NULL);
+  st = cb_pool_create(be->ops, dev->bdev, dev->info.total_memory, &dev->pool);
+  if (st) {
+    dev->ops->device_close(dev->bdev);
+    pthread_mutex_destroy(&dev->lock);
+    free(dev);
+    return cb_fail(st, "creating the memory pools of %s", be->inner->name);
+  }
+  *out = dev;
+  return CUBERT_OK;
+}
+
+cubert_status cubert_runtime_create(const cubert_runtime_options *options, cubert_runtime **out) {
+  if (!out) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_runtime_create: runtime is NULL");
+  cubert_runtime_options o;
+  cubert_runtime_options_init(&o);
+  if (options) {
+    if (options->struct_size == 0 || options->struct_size > sizeof o)
+      return cb_fail(CUBERT_ERR_INVALID_ARGUMENT,
+                     "cubert_runtime_options.struct_size is %u; call cubert_runtime_options_init",
+                     options->struct_size);
+    memcpy(&o, options, options->struct_size);
+  }
+  const char *list = o.backends ? o.backends : cb_env("CUBERT_BACKENDS");
+  cubert_status st = check_backend_list(list);
+  if (st) return st;
+
+  cubert_backend_config cfg = {0};
+  cfg.host_devices = o.host_devices;
+  if (!cfg.host_devices) {
+    const char *v = cb_env("CUBERT_HOST_DEVICES");
+    uint64_t n = 4;
+    if (v && (st = parse_u64("CUBERT_HOST_DEVICES", v, &n))) return st;
+    if (n > 64) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "CUBERT_HOST_DEVICES=%s: at most 64 host devices", v);
+    cfg.host_devices = (int)n;
+  }
+  if (cfg.host_devices < 0 || cfg.host_devices > 64)
+    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "host_devices is %d: 0 to 64", cfg.host_devices);
+  cfg.host_memory = o.host_memory;
+  if (!cfg.host_memory) {
+    const char *v = cb_env("CUBERT_HOST_MEMORY");
+    cfg.host_memory = 1ull << 30;
+    if (v && (st = parse_u64("CUBERT_HOST_MEMORY", v, &cfg.host_memory))) return st;
+    if (!cfg.host_memory) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "CUBERT_HOST_MEMORY is 0");
+  }
+  cfg.host_peer_deny = o.host_peer_deny ? o.host_peer_deny : cb_env("CUBERT_HOST_PEER_DENY");
+
+  cubert_runtime *rt = calloc(1, sizeof *rt);
+  if (!rt) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory creating the runtime");
+
+  const char *node = cb_env("CUBERT_HOST_NODE");
+  if (node) {
+    char msg[512] = "";
+    st = cb_host_node_bus_ids(node, &rt->host_bus_ids, &rt->nhost_bus_ids, msg, sizeof msg);
+    if (st) {
+      free(rt);
+      return cb_fail(st, "CUBERT_HOST_NODE=%s: %s", node, msg);
+    }
+    cfg.host_pci_bus_ids = (const char *const *)rt->host_bus_ids;
+    cfg.host_pci_bus_id_count = rt->nhost_bus_ids;
+    if (!o.host_devices && !cb_env("CUBERT_HOST_DEVICES")) cfg.host_devices = rt->nhost_bus_ids;
+  }
+
+  bool faults = !o.no_faultinj;
+  if (faults) {
+    const char *rules = o.faults ? o.faults : cb_env("CUBERT_FAULTS");
+    if (rules && (st = cubert_faultinj_configure(rules)) != CUBERT_OK) {
+      cubert_runtime_destroy(rt);
+      return st;
+    }
+  }
+
+  const cubert_backend_ops *all[2] = {cubert_backend_host(), cubert_backend_hip()};
+  for (int k = 0; k < 2; k++) {
+    const cubert_backend_ops *ops = all[k];
+    if (!ops || (list && !wants(list, ops->name))) continue;
+    if (ops->abi != CUBERT_BACKEND_ABI) {
+      cubert_runtime_destroy(rt);
+      return cb_fail(CUBERT_ERR_UNSUPPORTED, "backend %s has ABI %u, the runtime wants %u", ops->name,
+                     ops->abi, CUBERT_BACKEND_ABI);
+    }
+    cb_backend *be = &rt->backends[rt->nbackends];
+    be->inner = ops;
+    be->ops = faults ? cb_faultinj_ops() : ops;
+    be->first_device = rt->ndevices;
+    cubert_berr err = {0};
+    int count = 0;
+    st = faults ? cb_faultinj_open(ops, rt->ndevices, &cfg, &be->state, &count, &err)
+                : ops->open(&cfg, &be->state, &count, &err);
+    if (st) {
+      cubert_runtime_destroy(rt);
+      return cb_fail_backend(st, &err, "opening the backend", ops->name);
+    }
+    rt->nbackends++;
+    if (count <= 0) continue;
+    cb_device **v = realloc(rt->devices, (rt->ndevices + count) * sizeof *v);
+    if (!v) {
+      cubert_runtime_destroy(rt);
+      return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory opening devices");
+    }
+    rt->devices = v;
+    for (int i = 0; i < count; i++) {
+      cb_device *dev = NULL;
+      st = open_device(rt, rt->nbackends - 1, i, &dev);
+      if (st) {
+        cubert_runtime_destroy(rt);
+        return st;
+      }
+      rt->devices[rt->ndevices++] = dev;
+    }
+    be->device_count = count;
+  }
+  for (int i = 0; i < rt->ndevices; i++) {
+    cb_device *dev = rt->devices[i];
+    dev->peer_state = calloc((size_t)rt->ndevices, 1);
+    dev->peer_message = calloc((size_t)rt->ndevices, sizeof *dev->peer_message);
+    if (!dev->peer_state || !dev->peer_message) {
+      cubert_runtime_destroy(rt);
+      return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory opening devices");
+    }
+  }
+  *out = rt;
+  return CUBERT_OK;
+}
+
+void cubert_runtime_destroy(cubert_runtime *rt) {
+  if (!rt) return;
+  for (int i = 0; i < rt->ndevices; i++) cb_device_destroy(rt->devices[i]);
+  for (int i = 0; i < rt->ndevices; i++) cb_device_free(rt->devices[i]);
+  free(rt->devices);
+  for (int b = 0; b < rt->nbackends; b++) rt->backends[b].ops->close(rt->backends[b].state);
+  cb_host_node_free(rt->host_bus_ids, rt->nhost_bus_ids);
+  free(rt);
+}
+
+int cubert_runtime_device_count(const cubert_runtime *rt) { return rt ? rt->ndevices : 0; }
+int cubert_runtime_backend_count(const cubert_runtime *rt) { return rt ? rt->nbackends : 0; }
+const char *cubert_runtime_backend_name(const cubert_runtime *rt, int i) {
+  if (!rt || i < 0 || i >= rt->nbackends) return NULL;
+  return rt->backends[i].inner->name;
+}
+
+static cubert_status get_device(cubert_runtime *rt, int device, cb_device **out) {
+  if (!rt) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "runtime is NULL");
+  if (device < 0 || device >= rt->ndevices)
+    return cb_fail(CUBERT_ERR_NO_DEVICE, "device %d does not exist (the runtime has %d)", device,
+                   rt->ndevices);
+  *out = rt->devices[device];
+  return CUBERT_OK;
+}
+
+cubert_status cubert_runtime_device_info(cubert_runtime *rt, int device, cubert_device_info *info) {
+  cb_device *dev;
+  cubert_status st = get_device(rt, device, &dev);
+  if (st) return st;
+  if (!info) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_runtime_device_info: info is NULL");
+  *info = dev->info;
+  info->lost = atomic_load(&dev->lost) != NULL;
+  return CUBERT_OK;
+}
+
+cubert_status cubert_runtime_device_link(cubert_runtime *rt, int a, int b, cubert_device_link *link) {
+  cb_device *da, *db;
+  cubert_status st = get_device(rt, a, &da);
+  if (st || (st = get_device(rt, b, &db))) return st;
+  if (!link) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_runtime_device_link: link is NULL");
+  if (da->backend != db->backend)
+    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "devices %d (%s) and %d (%s) belong to different backends",
+                   a, da->info.backend, b, db->info.backend);
+  cubert_backend_link l = {0};
+  cubert_berr err = {0};
+  pthread_mutex_lock(&da->lock);
+  st = da->ops->link_info(da->bdev, db->bdev, &l, &err);
+  pthread_mutex_unlock(&da->lock);
+  if (st) return cb_fail_backend(st, &err, "asking for the link", da->info.name);
+  link->type = l.type;
+  link->hops = l.hops;
+  link->links = l.links;
+  return CUBERT_OK;
+}
+
+/* ------------------------------------------------------------ clients */
+
+cubert_status cubert_client_create(cubert_runtime *rt, int device, cubert_client **out) {
+  cb_device *dev;
+  cubert_status st = get_device(rt, device, &dev);
+  if (st) return st;
+  if (!out) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_client_create: client is NULL");
+  cubert_client *c = calloc(1, sizeof *c);
+  if (!c) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory creating a client");
+  c->rt = rt;
+  c->dev = dev;
+  *out = c;
+  return CUBERT_OK;
+}
+
+void cubert_client_destroy(cubert_client *c) { free(c); }
+int cubert_client_device(const cubert_client *c) { return c ? c->dev->index : -1; }
+
+/* ------------------------------------------------------------ kernels */
+
+static _Atomic uint64_t next_kernel_id = 1;
+
+static char *dup_or_null(const char *s) { return s ? cb_strdup(s) : NULL; }
+
+void cubert_kernel_retain(cubert_kernel *k) {
+  if (k) atomic_fetch_add(&k->refs, 1);
+}
+
+void cubert_kernel_release(cubert_kernel *k) {
+  if (!k || atomic_fetch_sub(&k->refs, 1) != 1) return;
+  for (uint32_t i = 0; i < k->nparams; i++) free((char *)k->params[i].name);
+  free(k->params);
+  for (uint32_t i = 0; i < k->nobjects; i++) {
+    free((char *)k->objects[i].arch);
+    free((void *)k->objects[i].data);
+  }
+  free(k->objects);
+  free(k->name);
+  free(k->entry);
+  free(k->source);
+  free(k->options);
+  free(k);
+}
+
+const char *cubert_kernel_name(const cubert_kernel *k) { return k ? k->name : ""; }
+
+cubert_status cubert_kernel_create(const cubert_kernel_desc *d, cubert_kernel **out) {
+  if (!d || !out)
+    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_kernel_create: %s is NULL", d ? "kernel" : "desc");
+  if (!d->name || !*d->name) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "kernel descriptor without a name");
+  if (d->nparams && !d->params)
+    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "kernel `%s`: nparams is %u but params is NULL", d->name, d->nparams);
+  if (d->nobjects && !d->objects)
+    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "kernel `%s`: nobjects is %u but objects is NULL", d->name, d->nobjects);
+  if (!d->source && !d->nobjects && !d->host_fn)
+    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "kernel `%s` has no source, code object or host function", d->name);
+  for (uint32_t i = 0; i < d->nparams; i++) {
+    const cubert_param *p = &d->params[i];
+    if (p->kind == CUBERT_PARAM_SCALAR) {
+      if (p->size == 0 || p->size > 64)
+        return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "kernel `%s` parameter %u: scalar size %u (1 to 64)",
+                       d->name, i, p->size);
+    } else if (p->kind == CUBERT_PARAM_BUFFER || p->kind == CUBERT_PARAM_PEER_BUFFER) {
+      if (p->access < CUBERT_ACCESS_READ || p->access > CUBERT_ACCESS_READ_WRITE)
+        return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "kernel `%s` parameter %u: access %d is not read, write or read-write",
+                       d->name, i, (int)p->access);
+    } else {
+      return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "kernel `%s` parameter %u: unknown kind %d", d->name, i, (int)p->kind);
+    }
+  }
+  for (uint32_t i = 0; i < d->nobjects; i++)
+    if (!d->objects[i].arch || !d->objects[i].data || !d->objects[i].size)
+      return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "kernel `%s` code object %u lacks an arch or bytes", d->name, i);
+  cubert_kernel *k = calloc(1, sizeof *k);
+  if (!k) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory creating a kernel");
+  atomic_init(&k->refs, 1);
+  k->id = atomic_fetch_add(&next_kernel_id, 1);
+  k->name = cb_strdup(d->name);
+  k->entry = cb_strdup(d->entry ? d->entry : d->name);
+  k->source = dup_or_null(d->source);
+  k->options = dup_or_null(d->compile_options);
+  k->host_fn = d->host_fn;
+  k->source_hash = d->source ? cubert_hash64(d->source, strlen(d->source)) : 0;
+  k->nparams = d->nparams;
+  k->params = d->nparams ? calloc(d->nparams, sizeof *k->params) : NULL;
+  k->nobjects = d->nobjects;
+  k->objects = d->nobjects ? calloc(d->nobjects, sizeof *k->objects) : NULL;
+  bool ok = k->name && k->entry && (!d->nparams || k->params) && (!d->nobjects || k->objects);
+  for (uint32_t i = 0; ok && i < d->nparams; i++) {
+    k->params[i] = d->params[i];
+    char buf[24];
+    snprintf(buf, sizeof buf, "#%u", i);
+    k->params[i].name = cb_strdup(d->params[i].name ? d->params[i].name : buf);
+    if (k->params[i].kind != CUBERT_PARAM_SCALAR && (k->params[i].access & CUBERT_ACCESS_WRITE))
+      k->has_write = true;
+  }
+  for (uint32_t i = 0; ok && i < d->nobjects; i++) {
+    void *bytes = malloc(d->objects[i].size);
+    if (!bytes) {
+      ok = false;
+      break;
+    }
+    memcpy(bytes, d->objects[i].data, d->objects[i].size);
+    k->objects[i] = (cubert_code_object){cb_strdup(d->objects[i].arch), bytes, d->objects[i].size};
+  }
+  if (!ok) {
+    cubert_kernel_release(k);
+    return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory creating kernel `%s`", d->name);
+  }
+  *out = k;
+  return CUBERT_OK;
+}
+
+cubert_status cb_module_get(cb_device *dev, const cubert_kernel *k, void **module, cubert_berr *err) {
+  for (size_t i = 0; i < dev->nmodules; i++)
+    if (dev->modules[i].kernel == k) {
+      *module = dev->modules[i].module;
+      return CUBERT_OK;
+    }
+  if (dev->nmodules == dev->capmodules) {
+    size_t cap = dev->capmodules ? dev->capmodules * 2 : 8;
+    cb_module *v = realloc(dev->modules, cap * sizeof *v);
+    if (!v) return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory caching a module");
+    dev->modules = v;
+    dev->capmodules = cap;
+  }
+  cubert_backend_kernel bk = {k->name,    k->entry,      k->source,  k->options, k->objects,
+                              k->nobjects, k->host_fn,   k->params,  k->nparams, k->source_hash};
+  void *m = NULL;
+  cubert_status st = dev->ops->module_load(dev->bdev, &bk, &m, err);
+  if (st) return st;
+  cubert_kernel_retain((cubert_kernel *)k);
+  dev->modules[dev->nmodules++] = (cb_module){(cubert_kernel *)k, m};
+  *module = m;
+  return CUBERT_OK;
+}
