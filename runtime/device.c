@@ -619,3 +619,57 @@ void cb_device_free(cb_device *dev) {
   pthread_mutex_destroy(&dev->lock);
   free(dev);
 }
+
+/* ------------------------------------------------------------ timers */
+
+struct cubert_timer {
+  cb_device *dev;
+  void *t;
+};
+
+cubert_status cubert_timer_record(cubert_client *c, cubert_timer **out) {
+  if (!c) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_timer_record: client is NULL");
+  if (!out) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_timer_record: timer is NULL");
+  cb_device *dev = c->dev;
+  cubert_status st = cb_device_enter(dev);
+  if (st) return st;
+  cb_stream *s;
+  cubert_berr err = {0};
+  void *t = NULL;
+  if ((st = cb_client_stream(c, &s)) == CUBERT_OK) {
+    st = dev->ops->timer_record(dev->bdev, s->bs, &t, &err);
+    if (st) st = cb_fail_backend(st, &err, "recording a timer", dev->info.name);
+  }
+  cb_device_leave(dev);
+  if (st) return st;
+  cubert_timer *tm = malloc(sizeof *tm);
+  if (!tm) {
+    pthread_mutex_lock(&dev->lock);
+    dev->ops->timer_destroy(dev->bdev, t);
+    pthread_mutex_unlock(&dev->lock);
+    return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+  }
+  *tm = (cubert_timer){dev, t};
+  *out = tm;
+  return CUBERT_OK;
+}
+
+cubert_status cubert_timer_elapsed(const cubert_timer *a, const cubert_timer *b, double *ms) {
+  if (!a || !b || !ms)
+    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_timer_elapsed: %s is NULL", !a ? "start" : !b ? "end" : "ms");
+  if (a->dev != b->dev)
+    return cb_fail(CUBERT_ERR_WRONG_DEVICE, "cubert_timer_elapsed: timers of devices %d and %d", a->dev->index,
+                   b->dev->index);
+  cubert_berr err = {0};
+  cubert_status st = a->dev->ops->timer_elapsed(a->dev->bdev, a->t, b->t, ms, &err);
+  if (st) return cb_fail_backend(st, &err, "reading timers", a->dev->info.name);
+  return CUBERT_OK;
+}
+
+void cubert_timer_release(cubert_timer *t) {
+  if (!t) return;
+  pthread_mutex_lock(&t->dev->lock);
+  t->dev->ops->timer_destroy(t->dev->bdev, t->t);
+  pthread_mutex_unlock(&t->dev->lock);
+  free(t);
+}

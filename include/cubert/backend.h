@@ -22,7 +22,7 @@
  *    enqueue returned CUBERT_OK) is reported by drain_failures() with that
  *    number, and the stream goes on with the next work.
  *  - The runtime serialises calls per device (one lock a device), except
- *    read(), sync(), progress() and drain_failures(), which it may call
+ *    read(), sync(), progress(), drain_failures() and timer_elapsed(), which it may call
  *    without that lock, concurrently with other calls on the same device:
  *    they must be thread-safe. Calls on different devices may run
  *    concurrently.
@@ -189,6 +189,13 @@ typedef struct cubert_backend_ops {
   /* Link between two devices; CUBERT_ERR_UNSUPPORTED when the driver cannot
    * tell. */
   cubert_status (*link_info)(void *device, void *peer, cubert_backend_link *link, cubert_berr *err);
+
+  /* Timing: a timestamp taken when the stream reaches this point; elapsed
+   * waits until `end` completed and gives milliseconds from `start` to
+   * `end` (both of `device`). */
+  cubert_status (*timer_record)(void *device, void *stream, void **timer, cubert_berr *err);
+  cubert_status (*timer_elapsed)(void *device, void *start, void *end, double *ms, cubert_berr *err);
+  void (*timer_destroy)(void *device, void *timer);
 } cubert_backend_ops;
 
 /* The backends compiled in. cubert_backend_hip() returns NULL when cubert was

@@ -202,6 +202,17 @@ CUBERT_API cubert_status cubert_sync_stream(cubert_client *client, cubert_stream
 /* Waits for every stream of the device. */
 CUBERT_API cubert_status cubert_sync_device(cubert_client *client);
 
+/* Timing. A timer marks a point of the client's stream; the elapsed time
+ * between two marks is measured by the device (HIP events with timing on
+ * HIP; the worker's clock on the host backend). Owned by the caller. */
+typedef struct cubert_timer cubert_timer;
+CUBERT_API cubert_status cubert_timer_record(cubert_client *client, cubert_timer **timer);
+/* Waits for `end`, then gives the milliseconds between the two marks. Both
+ * must come from the same device. */
+CUBERT_API cubert_status cubert_timer_elapsed(const cubert_timer *start, const cubert_timer *end,
+                                              double *ms);
+CUBERT_API void cubert_timer_release(cubert_timer *timer);
+
 /* ---------------------------------------------------------------- memory */
 
 typedef enum cubert_overlap {

@@ -120,8 +120,8 @@ CUBERT_API void cubert_topology_destroy(cubert_topology *topology);
 
 CUBERT_API int cubert_topology_device_count(const cubert_topology *topology);
 
-CUBERT_API cubert_status cubert_topology_device(const cubert_topology *topology, int device,
-                                                cubert_topology_device *info);
+CUBERT_API cubert_status cubert_topology_device_info(const cubert_topology *topology, int device,
+                                                     cubert_topology_device *info);
 
 /* The link from device a to device b (any pair, including a == b). */
 CUBERT_API cubert_status cubert_topology_pair(const cubert_topology *topology, int a, int b,

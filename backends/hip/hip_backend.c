@@ -1,0 +1,615 @@
+/* backends/hip/hip_backend.c: the HIP backend's ops table: devices, memory,
+ * modules, launches, peers. Streams, progress and transfers are in
+ * hip_stream.c, compiling and the disk cache in hip_compile.c, error
+ * conversion in hip_error.c; hip_internal.h has the objects and locks.
+ *
+ * Devices: open() counts them with hipGetDeviceCount (HIP applies
+ * HIP_VISIBLE_DEVICES on AMD, CUDA applies CUDA_VISIBLE_DEVICES on NVIDIA);
+ * no device, no driver or a driver too old is zero devices, not an error.
+ * device_open() makes the primary context exist (hipSetDevice, hipFree(0):
+ * the CUDA 11 runtime creates it lazily, and the module API needs it), and
+ * on NVIDIA retains it so each call can make it current on its thread.
+ *
+ * Modules: a prebuilt code object for the device's target is loaded as is
+ * (a target "gfx90a" matches a device "gfx90a:sramecc+:xnack-"); otherwise
+ * the source is compiled (hip_compile.c) once per target and kept in memory
+ * for the other devices of that target, and on disk across processes. A
+ * cached object the driver refuses is rebuilt once.
+ *
+ * Peers: a device always reaches its own memory (peer calls on one device
+ * succeed without asking HIP); other pairs are asked of HIP and enabled once
+ * per pair (enabling twice is success). link_info: hipExtGetLinkTypeAndHopCount
+ * on AMD; on NVIDIA HIP has no such call, so CUBERT_ERR_UNSUPPORTED. */
+#include <ctype.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/hip/hip_compile.h"
+#include "backends/hip/hip_internal.h"
+
+#define MAX_SCALAR 64u
+#define STACK_ARGS 16u
+
+/* ------------------------------------------------------------ helpers */
+
+cubert_status cb_hip_enter(cb_hip_device *dev, cubert_berr *err) {
+  hipError_t e = hipSetDevice(dev->index);
+#if CB_HIP_NVIDIA
+  if (e == hipSuccess && dev->context) e = hipCtxSetCurrent(dev->context);
+#endif
+  if (e != hipSuccess)
+    return cb_hip_fail(dev, err, e, CUBERT_ERR_BACKEND, "making %s current", dev->label);
+  return CUBERT_OK;
+}
+
+static cubert_status enter_live(cb_hip_device *dev, cubert_berr *err) {
+  cubert_status st = cb_hip_check_lost(dev, err);
+  return st ? st : cb_hip_enter(dev, err);
+}
+
+/* "gfx90a:sramecc+:xnack-" -> length of "gfx90a". */
+static size_t base_len(const char *arch) {
+  const char *colon = strchr(arch, ':');
+  return colon ? (size_t)(colon - arch) : strlen(arch);
+}
+
+static bool arch_matches(const char *object_arch, const char *device_arch) {
+  if (!object_arch) return false;
+  if (strcmp(object_arch, device_arch) == 0) return true;
+  /* an object built for the bare target runs on any feature setting */
+  return strchr(object_arch, ':') == NULL && base_len(device_arch) == strlen(object_arch) &&
+         strncmp(object_arch, device_arch, strlen(object_arch)) == 0;
+}
+
+/* ------------------------------------------------------------ backend */
+
+static cubert_status hip_open(const cubert_backend_config *config, void **backend,
+                              int *device_count, cubert_berr *err) {
+  (void)config; /* host-backend settings only */
+  int count = 0;
+  hipError_t e = hipGetDeviceCount(&count);
+  bool none = e == hipErrorNoDevice || e == hipErrorInsufficientDriver;
+#if CB_HIP_NVIDIA
+  if (e == hipErrorUnknown) {
+    /* HIP folds "the driver is only a stub" (a machine or container
+     * without the NVIDIA driver) into hipErrorUnknown */
+    cudaError_t c = cudaPeekAtLastError();
+    none = c == cudaErrorStubLibrary || c == cudaErrorNoDevice || c == cudaErrorInsufficientDriver;
+  }
+  if (none) (void)cudaGetLastError(); /* nothing to report later */
+#endif
+  if (none) {
+    count = 0;
+  } else if (e != hipSuccess) {
+    char desc[200];
+    cb_hip_describe(e, desc, sizeof desc);
+    return cubert_berr_set(err, CUBERT_ERR_BACKEND, "hipGetDeviceCount: %s", desc);
+  }
+  if (count < 0) count = 0;
+  cb_hip_backend *b = calloc(1, sizeof *b);
+  if (!b) return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory opening HIP");
+  b->device_count = count;
+  pthread_mutex_init(&b->compile_lock, NULL);
+  *backend = b;
+  *device_count = count;
+  return CUBERT_OK;
+}
+
+static void hip_close(void *backend) {
+  cb_hip_backend *b = backend;
+  if (!b) return;
+  for (cb_hip_code *c = b->codes, *next; c; c = next) {
+    next = c->next;
+    free(c->key_text);
+    free(c->data);
+    free(c);
+  }
+  pthread_mutex_destroy(&b->compile_lock);
+  free(b);
+}
+
+/* ------------------------------------------------------------ devices */
+
+static void device_free(cb_hip_device *dev) {
+  pthread_mutex_destroy(&dev->streams_lock);
+  pthread_mutex_destroy(&dev->fail_lock);
+  pthread_mutex_destroy(&dev->staging_lock);
+  pthread_mutex_destroy(&dev->peer_lock);
+  pthread_mutex_destroy(&dev->fill_lock);
+  free(dev->failures);
+  free(dev->peer_enabled);
+  free(dev);
+}
+
+static cubert_status hip_device_open(void *backend, int index, void **device,
+                                     cubert_device_info *info, cubert_berr *err) {
+  cb_hip_backend *b = backend;
+  if (index < 0 || index >= b->device_count)
+    return cubert_berr_set(err, CUBERT_ERR_NO_DEVICE, "hip device %d does not exist (%d devices)",
+                           index, b->device_count);
+  cb_hip_device *dev = calloc(1, sizeof *dev);
+  bool *peers = calloc((size_t)b->device_count, sizeof *peers);
+  if (!dev || !peers) {
+    free(dev);
+    free(peers);
+    return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory opening hip device %d", index);
+  }
+  dev->backend = b;
+  dev->index = index;
+  dev->peer_enabled = peers;
+  atomic_init(&dev->lost, false);
+  pthread_mutex_init(&dev->streams_lock, NULL);
+  pthread_mutex_init(&dev->fail_lock, NULL);
+  pthread_mutex_init(&dev->staging_lock, NULL);
+  pthread_mutex_init(&dev->peer_lock, NULL);
+  pthread_mutex_init(&dev->fill_lock, NULL);
+  cb_hip_format(dev->label, sizeof dev->label, "hip device %d", index);
+
+  hipError_t e = hipSetDevice(index);
+  const char *what = "hipSetDevice";
+  if (e == hipSuccess) {
+    what = "hipFree(0), creating the primary context";
+    e = hipFree(NULL);
+  }
+#if CB_HIP_NVIDIA
+  hipDevice_t hd = 0;
+  if (e == hipSuccess) {
+    what = "hipDeviceGet";
+    e = hipDeviceGet(&hd, index);
+  }
+  if (e == hipSuccess) {
+    what = "hipDevicePrimaryCtxRetain";
+    e = hipDevicePrimaryCtxRetain(&dev->context, hd);
+  }
+#endif
+  hipDeviceProp_t p;
+  memset(&p, 0, sizeof p);
+  if (e == hipSuccess) {
+    what = "hipGetDeviceProperties";
+    e = hipGetDeviceProperties(&p, index);
+  }
+  char bus[64] = "";
+  if (e == hipSuccess) {
+    what = "hipDeviceGetPCIBusId";
+    e = hipDeviceGetPCIBusId(bus, (int)sizeof bus, index);
+  }
+  if (e != hipSuccess) {
+    cubert_status st = cb_hip_fail(NULL, err, e, CUBERT_ERR_BACKEND, "opening hip device %d: %s", index, what);
+#if CB_HIP_NVIDIA
+    if (dev->context) hipDevicePrimaryCtxRelease(hd);
+#endif
+    device_free(dev);
+    return st;
+  }
+  for (char *c = bus; *c; c++) *c = (char)tolower((unsigned char)*c);
+
+  cb_hip_format(dev->name, sizeof dev->name, "%s", p.name[0] ? p.name : "HIP device");
+#if CB_HIP_NVIDIA
+  cb_hip_format(dev->arch, sizeof dev->arch, "sm_%d%d", p.major, p.minor);
+#else
+  if (p.gcnArchName[0]) cb_hip_format(dev->arch, sizeof dev->arch, "%s", p.gcnArchName);
+  else cb_hip_format(dev->arch, sizeof dev->arch, "gfx%d", p.gcnArch);
+#endif
+  cb_hip_format(dev->label, sizeof dev->label, "hip device %d (%s, %s, %s)", index, dev->name, dev->arch,
+           bus[0] ? bus : "no bus id");
+
+  memset(info, 0, sizeof *info);
+  cb_hip_format(info->name, sizeof info->name, "%s", dev->name);
+  cb_hip_format(info->arch, sizeof info->arch, "%s", dev->arch);
+  cb_hip_format(info->pci_bus_id, sizeof info->pci_bus_id, "%s", bus);
+  info->total_memory = p.totalGlobalMem;
+  info->max_threads_per_block = p.maxThreadsPerBlock > 0 ? (uint32_t)p.maxThreadsPerBlock : 0;
+  for (int i = 0; i < 3; i++) {
+    info->max_block[i] = p.maxThreadsDim[i] > 0 ? (uint32_t)p.maxThreadsDim[i] : 0;
+    info->max_grid[i] = p.maxGridSize[i] > 0 ? (uint32_t)p.maxGridSize[i] : 0;
+  }
+  info->max_shared_memory = p.sharedMemPerBlock > UINT32_MAX ? UINT32_MAX : (uint32_t)p.sharedMemPerBlock;
+  info->warp_size = p.warpSize > 0 ? (uint32_t)p.warpSize : 0;
+  info->multiprocessors = p.multiProcessorCount > 0 ? (uint32_t)p.multiProcessorCount : 0;
+  *device = dev;
+  return CUBERT_OK;
+}
+
+static void hip_module_unload(void *device, void *module);
+
+static void hip_device_close(void *device) {
+  cb_hip_device *dev = device;
+  if (!dev) return;
+  (void)cb_hip_enter(dev, NULL);
+  cb_hip_stream_teardown(dev);
+  if (dev->fill) hip_module_unload(dev, dev->fill);
+#if CB_HIP_NVIDIA
+  hipDevice_t hd = 0;
+  if (dev->context && hipDeviceGet(&hd, dev->index) == hipSuccess) hipDevicePrimaryCtxRelease(hd);
+#endif
+  device_free(dev);
+}
+
+/* ------------------------------------------------------------ memory */
+
+static cubert_status hip_mem_alloc(void *device, uint64_t size, cubert_backend_mem *mem,
+                                   cubert_berr *err) {
+  cb_hip_device *dev = device;
+  cubert_status st = enter_live(dev, err);
+  if (st) return st;
+  if (size > SIZE_MAX)
+    return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%" PRIu64 " bytes do not fit size_t", size);
+  void *p = NULL;
+  hipError_t e = hipMalloc(&p, (size_t)size);
+  if (e != hipSuccess)
+    return cb_hip_fail(dev, err, e, CUBERT_ERR_BACKEND, "hipMalloc of %" PRIu64 " bytes on %s", size,
+                       dev->label);
+  mem->address = (uint64_t)(uintptr_t)p;
+  mem->size = size;
+  mem->cookie = NULL;
+  return CUBERT_OK;
+}
+
+static void hip_mem_free(void *device, cubert_backend_mem *mem) {
+  cb_hip_device *dev = device;
+  if (!mem || !mem->address) return;
+  (void)cb_hip_enter(dev, NULL);
+  (void)hipFree(CB_HIP_PTR(mem->address));
+  mem->address = 0;
+}
+
+/* ------------------------------------------------------------ modules */
+
+/* Loads a copy of `image` (the module keeps it: not every HIP release
+ * promises to be done with the image when hipModuleLoadData returns) and
+ * finds `entry` in it. */
+static cubert_status load_image(cb_hip_device *dev, const void *image, size_t size,
+                                const char *kname, const char *entry, uint32_t nparams,
+                                cb_hip_module **out, cubert_berr *err) {
+  cb_hip_module *m = calloc(1, sizeof *m);
+  void *copy = malloc(size);
+  if (!m || !copy) {
+    free(m);
+    free(copy);
+    return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory loading `%s`", kname);
+  }
+  memcpy(copy, image, size);
+  m->image = copy;
+  hipError_t e = hipModuleLoadData(&m->module, copy);
+  if (e != hipSuccess) {
+    free(copy);
+    free(m);
+    return cb_hip_fail(dev, err, e, CUBERT_ERR_COMPILE, "loading the code of kernel `%s` on %s", kname,
+                       dev->label);
+  }
+  e = hipModuleGetFunction(&m->function, m->module, entry);
+  if (e != hipSuccess) {
+    (void)hipModuleUnload(m->module);
+    free(m->image);
+    free(m);
+    cubert_status st = cb_hip_fail(dev, err, e, CUBERT_ERR_COMPILE,
+                                   "kernel `%s`: no entry `%s` in its code for %s", kname, entry,
+                                   dev->arch);
+    return st == CUBERT_ERR_DEVICE_LOST ? st : CUBERT_ERR_COMPILE;
+  }
+  m->nparams = nparams;
+  cb_hip_format(m->name, sizeof m->name, "%s", kname);
+  *out = m;
+  return CUBERT_OK;
+}
+
+/* Code for `k` on the device's target: from the backend's memory, else
+ * compiled (through the disk cache). The backend's compile lock is held. */
+static cubert_status code_for(cb_hip_device *dev, const cubert_backend_kernel *k, unsigned flags,
+                              const cb_hip_code **out, bool *from_disk, cubert_berr *err) {
+  cb_hip_backend *b = dev->backend;
+  const char *entry = k->entry ? k->entry : k->name;
+  size_t cap = 256 + strlen(entry) + (k->options ? strlen(k->options) : 0);
+  char *key = malloc(cap);
+  if (!key) return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+  snprintf(key, cap, "%s\n%s\n%016" PRIx64 ":%zu\n%s", dev->arch, entry, k->source_hash,
+           strlen(k->source), k->options ? k->options : "");
+  uint64_t h = cubert_hash64(key, strlen(key));
+  cb_hip_code **slot = &b->codes;
+  for (; *slot; slot = &(*slot)->next) {
+    if ((*slot)->key == h && strcmp((*slot)->key_text, key) == 0) break;
+  }
+  if (*slot && !(flags & CB_HIP_COMPILE_REBUILD)) {
+    free(key);
+    *out = *slot;
+    *from_disk = false;
+    return CUBERT_OK;
+  }
+  void *data = NULL;
+  size_t size = 0;
+  cubert_status st = cb_hip_compile(dev->arch, k, flags, &data, &size, from_disk, err);
+  if (st != CUBERT_OK) {
+    free(key);
+    return st;
+  }
+  cb_hip_code *c = *slot;
+  if (c) { /* a rebuild replaces the entry's code */
+    free(c->data);
+    free(key);
+  } else {
+    c = calloc(1, sizeof *c);
+    if (!c) {
+      free(key);
+      free(data);
+      return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+    }
+    c->key = h;
+    c->key_text = key;
+    *slot = c;
+  }
+  c->data = data;
+  c->size = size;
+  *out = c;
+  return CUBERT_OK;
+}
+
+static cubert_status hip_module_load(void *device, const cubert_backend_kernel *k, void **module,
+                                     cubert_berr *err) {
+  cb_hip_device *dev = device;
+  cubert_status st = enter_live(dev, err);
+  if (st) return st;
+  if (!k || !k->name)
+    return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT, "module_load on %s: no kernel", dev->label);
+  const char *entry = k->entry ? k->entry : k->name;
+  cb_hip_module *m = NULL;
+  for (uint32_t i = 0; i < k->nobjects; i++) {
+    const cubert_code_object *o = &k->objects[i];
+    if (!arch_matches(o->arch, dev->arch) || !o->data || !o->size) continue;
+    st = load_image(dev, o->data, o->size, k->name, entry, k->nparams, &m, err);
+    if (st == CUBERT_OK) *module = m;
+    return st;
+  }
+  if (!k->source)
+    return cubert_berr_set(err, CUBERT_ERR_COMPILE,
+                           "kernel `%s` has no code object for %s and no source to compile", k->name,
+                           dev->arch);
+  cb_hip_backend *b = dev->backend;
+  pthread_mutex_lock(&b->compile_lock);
+  const cb_hip_code *code = NULL;
+  bool from_disk = false;
+  st = code_for(dev, k, 0, &code, &from_disk, err);
+  if (st == CUBERT_OK) {
+    st = load_image(dev, code->data, code->size, k->name, entry, k->nparams, &m, err);
+    if (st == CUBERT_ERR_COMPILE && from_disk && !atomic_load(&dev->lost)) {
+      /* a cached object the driver refuses: build it afresh, once */
+      st = code_for(dev, k, CB_HIP_COMPILE_REBUILD, &code, &from_disk, err);
+      if (st == CUBERT_OK) st = load_image(dev, code->data, code->size, k->name, entry, k->nparams, &m, err);
+    }
+  }
+  pthread_mutex_unlock(&b->compile_lock);
+  if (st == CUBERT_OK) *module = m;
+  return st;
+}
+
+static void hip_module_unload(void *device, void *module) {
+  cb_hip_module *m = module;
+  if (!m) return;
+  (void)cb_hip_enter(device, NULL);
+  (void)hipModuleUnload(m->module);
+  free(m->image);
+  free(m);
+}
+
+/* ------------------------------------------------------------ launch */
+
+cubert_status cb_hip_launch_raw(cb_hip_device *dev, cb_hip_stream *s, cb_hip_module *m,
+                                const uint32_t grid[3], const uint32_t block[3], uint32_t shared,
+                                void **params, cubert_berr *err) {
+  hipError_t e = hipModuleLaunchKernel(m->function, grid[0], grid[1], grid[2], block[0], block[1],
+                                       block[2], shared, s->stream, params, NULL);
+  if (e != hipSuccess)
+    return cb_hip_fail(dev, err, e, CUBERT_ERR_LAUNCH,
+                       "launching `%s` on %s (grid %" PRIu32 "x%" PRIu32 "x%" PRIu32 ", block %" PRIu32
+                       "x%" PRIu32 "x%" PRIu32 ", %" PRIu32 " bytes shared)",
+                       m->name, dev->label, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                       shared);
+  return CUBERT_OK;
+}
+
+/* One argument's value as the kernel receives it. */
+typedef union arg_slot {
+  void *pointer;
+  unsigned char bytes[MAX_SCALAR];
+  long double align_;
+} arg_slot;
+
+static cubert_status hip_launch(void *device, void *stream, uint64_t work, void *module,
+                                const cubert_launch_config *config, const cubert_backend_arg *args,
+                                uint32_t nargs, cubert_berr *err) {
+  cb_hip_device *dev = device;
+  cb_hip_stream *s = stream;
+  cb_hip_module *m = module;
+  cubert_status st;
+  if (!s || !m || !config || (nargs && !args))
+    return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT, "launch on %s: missing stream, module, "
+                           "configuration or arguments", dev->label);
+  if ((st = enter_live(dev, err)) != CUBERT_OK) return st;
+  arg_slot stack_slots[STACK_ARGS];
+  void *stack_params[STACK_ARGS];
+  arg_slot *slots = stack_slots;
+  void **params = stack_params;
+  if (nargs > STACK_ARGS) {
+    slots = malloc(nargs * sizeof *slots);
+    params = malloc(nargs * sizeof *params);
+    if (!slots || !params) {
+      free(slots);
+      free(params);
+      cb_hip_mark_work(s, work, "launch");
+      return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory for %" PRIu32 " arguments", nargs);
+    }
+  }
+  if (m->nparams != UINT32_MAX && nargs != m->nparams) {
+    st = cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT, "`%s` takes %" PRIu32 " arguments, %" PRIu32 " given",
+                         m->name, m->nparams, nargs);
+    goto out;
+  }
+  for (uint32_t i = 0; i < nargs; i++) {
+    const cubert_backend_arg *a = &args[i];
+    if (a->kind == CUBERT_PARAM_SCALAR) {
+      if (!a->scalar || a->scalar_size == 0 || a->scalar_size > MAX_SCALAR) {
+        st = cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT,
+                             "`%s` argument %" PRIu32 ": a scalar of %" PRIu32 " bytes (1 to %u)",
+                             m->name, i, a->scalar_size, MAX_SCALAR);
+        goto out;
+      }
+      memcpy(slots[i].bytes, a->scalar, a->scalar_size);
+    } else {
+      slots[i].pointer = CB_HIP_PTR(a->address); /* buffers and peer buffers alike */
+    }
+    params[i] = &slots[i];
+  }
+  st = cb_hip_launch_raw(dev, s, m, config->grid, config->block, config->shared_memory,
+                         nargs ? params : NULL, err);
+out:
+  cb_hip_mark_work(s, work, "launch");
+  if (slots != stack_slots) free(slots);
+  if (params != stack_params) free(params);
+  return st;
+}
+
+/* The fill kernel (8-byte patterns, and 2/4-byte ones at unaligned
+ * addresses): 8-byte stores when it can, bytes otherwise. */
+static const char fill_source[] =
+    "extern \"C\" __global__ void cubert_hip_fill(unsigned char *dst, unsigned long long pattern,\n"
+    "                                           unsigned int psize, unsigned long long size)\n"
+    "{\n"
+    "  unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;\n"
+    "  if (psize == 8 && ((unsigned long long)dst & 7ull) == 0) {\n"
+    "    unsigned long long *d = (unsigned long long *)dst;\n"
+    "    for (unsigned long long n = size / 8; i < n; i += stride)\n"
+    "      d[i] = pattern;\n"
+    "  } else {\n"
+    "    for (; i < size; i += stride)\n"
+    "      dst[i] = (unsigned char)(pattern >> (8u * (unsigned int)(i % psize)));\n"
+    "  }\n"
+    "}\n";
+
+cubert_status cb_hip_fill_module(cb_hip_device *dev, cb_hip_module **module, cubert_berr *err) {
+  pthread_mutex_lock(&dev->fill_lock);
+  cubert_status st = CUBERT_OK;
+  if (!dev->fill) {
+    cubert_backend_kernel k;
+    memset(&k, 0, sizeof k);
+    k.name = "cubert_hip_fill";
+    k.entry = "cubert_hip_fill";
+    k.source = fill_source;
+    k.source_hash = cubert_hash64(fill_source, strlen(fill_source));
+    k.nparams = 4;
+    void *m = NULL;
+    st = hip_module_load(dev, &k, &m, err);
+    if (st == CUBERT_OK) dev->fill = m;
+  }
+  *module = dev->fill;
+  pthread_mutex_unlock(&dev->fill_lock);
+  return st;
+}
+
+/* ------------------------------------------------------------ peers */
+
+static cubert_status hip_peer_can_access(void *device, void *peer, bool *can, cubert_berr *err) {
+  cb_hip_device *dev = device, *other = peer;
+  cubert_status st = enter_live(dev, err);
+  if (st) return st;
+  if (!other) return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT, "peer_can_access: no peer");
+  if (other->index == dev->index) {
+    *can = true;
+    return CUBERT_OK;
+  }
+  int c = 0;
+  hipError_t e = hipDeviceCanAccessPeer(&c, dev->index, other->index);
+  if (e != hipSuccess)
+    return cb_hip_fail(dev, err, e, CUBERT_ERR_PEER_ACCESS, "asking whether %s can access %s",
+                       dev->label, other->label);
+  *can = c != 0;
+  return CUBERT_OK;
+}
+
+static cubert_status hip_peer_enable(void *device, void *peer, cubert_berr *err) {
+  cb_hip_device *dev = device, *other = peer;
+  cubert_status st = enter_live(dev, err);
+  if (st) return st;
+  if (!other) return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT, "peer_enable: no peer");
+  if (other->index == dev->index) return CUBERT_OK;
+  if (other->index < 0 || other->index >= dev->backend->device_count)
+    return cubert_berr_set(err, CUBERT_ERR_NO_DEVICE, "peer_enable: %s is not a device of this backend",
+                           other->label);
+  pthread_mutex_lock(&dev->peer_lock);
+  if (!dev->peer_enabled[other->index]) {
+    hipError_t e = hipDeviceEnablePeerAccess(other->index, 0);
+    if (e == hipSuccess || e == hipErrorPeerAccessAlreadyEnabled) {
+      dev->peer_enabled[other->index] = true;
+    } else {
+      st = cb_hip_fail(dev, err, e, CUBERT_ERR_PEER_ACCESS, "%s cannot enable access to memory of %s",
+                       dev->label, other->label);
+      if (st != CUBERT_ERR_DEVICE_LOST) st = CUBERT_ERR_PEER_ACCESS;
+    }
+  }
+  pthread_mutex_unlock(&dev->peer_lock);
+  return st;
+}
+
+static cubert_status hip_link_info(void *device, void *peer, cubert_backend_link *link,
+                                   cubert_berr *err) {
+  cb_hip_device *dev = device, *other = peer;
+  cubert_status st = enter_live(dev, err);
+  if (st) return st;
+  if (!other || !link) return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT, "link_info: no peer");
+#if CB_HIP_NVIDIA
+  return cubert_berr_set(err, CUBERT_ERR_UNSUPPORTED,
+                         "link between %s and %s: HIP on NVIDIA has no call for the link type "
+                         "(NVLink is known to NVML, not to HIP)",
+                         dev->label, other->label);
+#else
+  if (other->index == dev->index) {
+    memset(link, 0, sizeof *link);
+    return CUBERT_OK;
+  }
+  uint32_t type = 0, hops = 0;
+  hipError_t e = hipExtGetLinkTypeAndHopCount(dev->index, other->index, &type, &hops);
+  if (e != hipSuccess)
+    return cb_hip_fail(dev, err, e, CUBERT_ERR_UNSUPPORTED, "hipExtGetLinkTypeAndHopCount(%s, %s)",
+                       dev->label, other->label);
+  /* HSA's link types: 2 PCIe, 4 xGMI (0 HyperTransport, 1 QPI, 3 InfiniBand) */
+  link->type = type == 4 ? 1 : type == 2 ? 2 : 0;
+  link->hops = (int)hops;
+  link->links = 0;
+  return CUBERT_OK;
+#endif
+}
+
+/* ------------------------------------------------------------ the table */
+
+static const cubert_backend_ops hip_ops = {
+    .abi = CUBERT_BACKEND_ABI,
+    .name = "hip",
+    .open = hip_open,
+    .close = hip_close,
+    .device_open = hip_device_open,
+    .device_close = hip_device_close,
+    .mem_alloc = hip_mem_alloc,
+    .mem_free = hip_mem_free,
+    .stream_create = cb_hip_stream_create,
+    .stream_destroy = cb_hip_stream_destroy,
+    .event_record = cb_hip_event_record,
+    .stream_wait = cb_hip_stream_wait,
+    .event_destroy = cb_hip_event_destroy,
+    .write = cb_hip_write,
+    .read = cb_hip_read,
+    .fill = cb_hip_fill,
+    .copy = cb_hip_copy,
+    .copy_peer = cb_hip_copy_peer,
+    .module_load = hip_module_load,
+    .module_unload = hip_module_unload,
+    .launch = hip_launch,
+    .sync = cb_hip_sync,
+    .progress = cb_hip_progress,
+    .drain_failures = cb_hip_drain_failures,
+    .peer_can_access = hip_peer_can_access,
+    .peer_enable = hip_peer_enable,
+    .link_info = hip_link_info,
+};
+
+const cubert_backend_ops *cubert_backend_hip(void) { return &hip_ops; }

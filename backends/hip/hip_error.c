@@ -1,0 +1,133 @@
+/* backends/hip/hip_error.c: hipError_t becomes a cubert_status here, at the
+ * boundary, keeping HIP's name and description in the message.
+ *
+ * Sticky errors (the device is marked lost: its context cannot run anything
+ * more, on CUDA every later call returns the same error):
+ *   hipErrorIllegalAddress      a kernel or copy touched unmapped memory
+ *   hipErrorLaunchFailure       a kernel raised an exception (AMD: a
+ *                               hardware exception or memory fault)
+ *   hipErrorLaunchTimeOut       the watchdog killed a kernel
+ *   hipErrorAssert              a device-side assert fired
+ *   hipErrorECCNotCorrectable   uncorrectable ECC error in device memory
+ *   hipErrorContextIsDestroyed  the context is gone
+ *   hipErrorPriorLaunchFailure  an earlier launch failed and poisoned it
+ *   hipErrorDeinitialized       the driver is shutting down
+ *   hipErrorUnknown             only when a probe allocation right after it
+ *                               fails too: HIP's NVIDIA table folds CUDA's
+ *                               misaligned address, illegal instruction,
+ *                               hardware stack error, invalid PC and NVLink
+ *                               uncorrectable errors (all sticky on CUDA)
+ *                               into hipErrorUnknown, with benign ones.
+ * Everything else (out of memory, invalid values, launch configuration,
+ * peer access, not ready) leaves the device usable.
+ *
+ * On AMD, note that ROCm's default handler for a GPU memory fault aborts the
+ * process before HIP returns anything; the sticky path matters where the
+ * runtime reports the fault (CUDA always does). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backends/hip/hip_internal.h"
+
+void cb_hip_format(char *buf, size_t capacity, const char *fmt, ...) {
+  if (!buf || !capacity) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, capacity, fmt, ap);
+  va_end(ap);
+}
+
+bool cb_hip_error_sticky(hipError_t e) {
+  switch (e) {
+  case hipErrorIllegalAddress:
+  case hipErrorLaunchFailure:
+  case hipErrorLaunchTimeOut:
+  case hipErrorAssert:
+  case hipErrorECCNotCorrectable:
+  case hipErrorContextIsDestroyed:
+  case hipErrorPriorLaunchFailure:
+  case hipErrorDeinitialized:
+    return true;
+  default:
+    return false;
+  }
+}
+
+/* After hipErrorUnknown: does the context still serve a small allocation?
+ * The device is current (every caller went through cb_hip_enter). */
+static bool probe_fails(void) {
+  void *p = NULL;
+  hipError_t e = hipMalloc(&p, 256);
+  if (e == hipSuccess) {
+    (void)hipFree(p);
+    return false;
+  }
+  return e != hipErrorOutOfMemory;
+}
+
+void cb_hip_describe(hipError_t e, char *buf, size_t capacity) {
+  const char *name = hipGetErrorName(e);
+  const char *text = hipGetErrorString(e);
+  int n = snprintf(buf, capacity, "%s (%s)", name ? name : "hipError?", text ? text : "no description");
+#if CB_HIP_NVIDIA
+  /* HIP's table maps many CUDA errors to hipErrorUnknown; the CUDA runtime
+   * still knows which one it was. */
+  if (e == hipErrorUnknown && n > 0 && (size_t)n < capacity) {
+    cudaError_t c = cudaPeekAtLastError();
+    if (c != cudaSuccess && c != cudaErrorUnknown)
+      cb_hip_format(buf + n, capacity - (size_t)n, " [CUDA: %s: %s]", cudaGetErrorName(c),
+               cudaGetErrorString(c));
+  }
+#else
+  (void)n;
+#endif
+}
+
+static cubert_status status_of(hipError_t e, cubert_status fallback) {
+  switch (e) {
+  case hipErrorOutOfMemory:
+    return CUBERT_ERR_OUT_OF_MEMORY;
+  case hipErrorNoDevice:
+  case hipErrorInvalidDevice:
+    return CUBERT_ERR_NO_DEVICE;
+  case hipErrorPeerAccessUnsupported:
+  case hipErrorPeerAccessNotEnabled:
+    return CUBERT_ERR_PEER_ACCESS;
+  case hipErrorNotSupported:
+    return CUBERT_ERR_UNSUPPORTED;
+  case hipErrorInvalidConfiguration:
+  case hipErrorLaunchOutOfResources:
+  case hipErrorCooperativeLaunchTooLarge:
+    return CUBERT_ERR_LAUNCH_CONFIG;
+  case hipErrorInvalidImage:
+  case hipErrorInvalidKernelFile:
+  case hipErrorNoBinaryForGpu:
+  case hipErrorSharedObjectInitFailed:
+  case hipErrorSharedObjectSymbolNotFound:
+  case hipErrorInvalidSource:
+    return CUBERT_ERR_COMPILE;
+  default:
+    return fallback;
+  }
+}
+
+cubert_status cb_hip_fail(cb_hip_device *dev, cubert_berr *err, hipError_t e,
+                          cubert_status fallback, const char *what, ...) {
+  bool sticky = cb_hip_error_sticky(e) || (e == hipErrorUnknown && probe_fails());
+  cubert_status st = sticky ? CUBERT_ERR_DEVICE_LOST : status_of(e, fallback);
+  cubert_berr local;
+  cubert_berr *out = err ? err : &local;
+  char desc[200];
+  cb_hip_describe(e, desc, sizeof desc);
+  char head[300];
+  va_list ap;
+  va_start(ap, what);
+  vsnprintf(head, sizeof head, what, ap);
+  va_end(ap);
+  out->sticky = sticky;
+  cb_hip_format(out->message, sizeof out->message, "%s: %s%s", head, desc,
+           sticky ? "; the device cannot recover (sticky error)" : "");
+  if (sticky && dev) cb_hip_mark_lost(dev, out->message);
+  return st;
+}

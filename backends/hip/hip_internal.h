@@ -1,0 +1,226 @@
+/* backends/hip/hip_internal.h: state shared by the files of the HIP backend
+ * (internal). With the hip_*.c files of this folder it is the only code in
+ * cubert that includes <hip/...>; nothing outside backends/hip may include it.
+ *
+ * One source for both HIP platforms: built with __HIP_PLATFORM_AMD__ it
+ * drives ROCm, with __HIP_PLATFORM_NVIDIA__ the same calls go to the CUDA
+ * runtime and driver through HIP's NVIDIA headers. The few differences
+ * (device pointer types, the primary context the CUDA driver API needs, the
+ * target names, xGMI) are marked with CB_HIP_NVIDIA.
+ *
+ * Objects and who owns them:
+ *   cb_hip_backend  from open(), freed by close(); owns the in-memory code
+ *                   cache. Devices point to it and must be closed first.
+ *   cb_hip_device   from device_open(), freed by device_close(); owns its
+ *                   streams (a list, so sync(NULL) can reach them all), its
+ *                   failure queue, pinned staging buffers and the built-in
+ *                   fill module.
+ *   cb_hip_stream   from stream_create(); owns the events marking its work.
+ *   cb_hip_module   from module_load(); owns the hipModule_t.
+ *
+ * Locks (none held while waiting on the GPU; never nested except
+ * device->streams_lock -> stream->lock in device_close):
+ *   backend->compile_lock  compiles and the code cache (compiles are rare)
+ *   device->streams_lock   the stream list
+ *   device->fail_lock      the failure queue and the lost flag's message
+ *   device->staging_lock   the free list of staging buffers
+ *   device->peer_lock      which peers were enabled
+ *   device->fill_lock      the lazily built fill module
+ *   stream->lock           the stream's marks (progress may run beside work) */
+#ifndef CUBERT_BACKENDS_HIP_INTERNAL_H
+#define CUBERT_BACKENDS_HIP_INTERNAL_H
+
+#if !defined(__HIP_PLATFORM_AMD__) && !defined(__HIP_PLATFORM_NVIDIA__)
+#error "backends/hip is built with -D__HIP_PLATFORM_AMD__ or -D__HIP_PLATFORM_NVIDIA__"
+#endif
+
+#include <hip/hip_runtime_api.h>
+#include <hip/hiprtc.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cubert/backend.h"
+
+#if defined(__HIP_PLATFORM_NVIDIA__)
+#define CB_HIP_NVIDIA 1
+#else
+#define CB_HIP_NVIDIA 0
+#endif
+
+/* A device address as HIP's memset/launch calls take it (void * on AMD, an
+ * integer CUdeviceptr on NVIDIA), and as a plain pointer. */
+#define CB_HIP_DPTR(a) ((hipDeviceptr_t)(uintptr_t)(a))
+#define CB_HIP_PTR(a) ((void *)(uintptr_t)(a))
+
+typedef struct cb_hip_backend cb_hip_backend;
+typedef struct cb_hip_device cb_hip_device;
+typedef struct cb_hip_stream cb_hip_stream;
+typedef struct cb_hip_module cb_hip_module;
+typedef struct cb_hip_staging cb_hip_staging;
+
+/* snprintf for messages and names, where cutting a long value is fine
+ * (gcc's -Wformat-truncation does not follow it). */
+void cb_hip_format(char *buf, size_t capacity, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* ------------------------------------------------------------ errors */
+
+/* Whether a HIP error leaves the device's context unusable (the runtime
+ * then marks the device lost). The list and why: hip_error.c. */
+bool cb_hip_error_sticky(hipError_t e);
+
+/* Converts `e` at the boundary: the cubert status (`fallback` for errors
+ * with no closer status), err->sticky, and err->message = "<what>: <name>
+ * (<description>)". `what` is printf-formatted; err may be NULL. A sticky
+ * error marks `dev` (may be NULL) lost. */
+cubert_status cb_hip_fail(cb_hip_device *dev, cubert_berr *err, hipError_t e,
+                          cubert_status fallback, const char *what, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 5, 6)))
+#endif
+    ;
+
+/* "<name> (<description>)" of `e` into buf; on NVIDIA, for errors HIP's
+ * table folds into hipErrorUnknown, the CUDA runtime's own name is added. */
+void cb_hip_describe(hipError_t e, char *buf, size_t capacity);
+
+/* ------------------------------------------------------------ objects */
+
+
+/* Code compiled for one target, kept for the other devices of that target. */
+typedef struct cb_hip_code {
+  struct cb_hip_code *next;
+  uint64_t key;           /* hash of the cache key */
+  char *key_text;         /* the key itself (collisions) */
+  void *data;
+  size_t size;
+} cb_hip_code;
+
+struct cb_hip_backend {
+  int device_count;
+  pthread_mutex_t compile_lock;
+  cb_hip_code *codes;
+};
+
+/* A mark: an event recorded after work `last` on a stream; it covers the
+ * work numbered `first`..`last` enqueued on the stream since the previous
+ * mark (first == last unless marks were merged when the ring was full). */
+typedef struct cb_hip_mark {
+  hipEvent_t event;
+  uint64_t first;
+  uint64_t last;
+  const char *op;         /* "write", "launch", ... ("work" when merged) */
+} cb_hip_mark;
+
+struct cb_hip_stream {
+  cb_hip_stream *next;    /* device->streams */
+  cb_hip_device *device;
+  hipStream_t stream;
+  pthread_mutex_t lock;
+  cb_hip_mark *marks;     /* ring of pending marks, oldest at head */
+  uint32_t head, count, capacity;
+  hipEvent_t *spare;      /* completed events kept for reuse */
+  uint32_t nspare;
+  uint64_t done;          /* highest work known complete (progress) */
+  uint64_t enqueued;      /* highest work enqueued */
+};
+
+struct cb_hip_module {
+  hipModule_t module;
+  hipFunction_t function;
+  void *image;            /* the code it was loaded from */
+  uint32_t nparams;       /* arguments the kernel takes */
+  char name[64];
+};
+
+struct cb_hip_device {
+  cb_hip_backend *backend;
+  int index;
+  char name[128];
+  char arch[64];          /* gcnArchName on AMD, "sm_XY" on NVIDIA */
+  char label[192];        /* "hip device 0 (NVIDIA H200, 0000:00:06.0)" for messages */
+#if CB_HIP_NVIDIA
+  hipCtx_t context;       /* the primary context, retained */
+#endif
+  atomic_bool lost;
+  char lost_message[256]; /* under fail_lock */
+
+  pthread_mutex_t streams_lock;
+  cb_hip_stream *streams;
+
+  pthread_mutex_t fail_lock;
+  cubert_async_failure *failures;
+  size_t nfailures, cap_failures;
+  uint64_t dropped_failures;
+
+  pthread_mutex_t staging_lock;
+  cb_hip_staging *staging_free;
+  int nstaging;
+
+  pthread_mutex_t peer_lock;
+  bool *peer_enabled;     /* per peer index */
+
+  pthread_mutex_t fill_lock;
+  cb_hip_module *fill;
+};
+
+/* Makes `dev` current on the calling thread (and on NVIDIA its primary
+ * context, which the driver-API calls behind hipModule* and hipMemsetD*
+ * need). Every operation calls it first: calls come from many threads. */
+cubert_status cb_hip_enter(cb_hip_device *dev, cubert_berr *err);
+
+/* CUBERT_ERR_DEVICE_LOST with the recorded cause when `dev` is lost. */
+cubert_status cb_hip_check_lost(cb_hip_device *dev, cubert_berr *err);
+
+/* Records a failure found when work executed (work 0: not attributable);
+ * a sticky one marks the device lost. */
+void cb_hip_push_failure(cb_hip_device *dev, uint64_t work, cubert_status status, bool sticky,
+                         const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 5, 6)))
+#endif
+    ;
+void cb_hip_mark_lost(cb_hip_device *dev, const char *message);
+
+/* hip_stream.c: streams, marks, progress, transfers. */
+cubert_status cb_hip_stream_create(void *device, void **stream, cubert_berr *err);
+void cb_hip_stream_destroy(void *device, void *stream);
+cubert_status cb_hip_event_record(void *device, void *stream, void **event, cubert_berr *err);
+cubert_status cb_hip_stream_wait(void *device, void *stream, void *event, cubert_berr *err);
+void cb_hip_event_destroy(void *device, void *event);
+cubert_status cb_hip_write(void *device, void *stream, uint64_t work, uint64_t dst, const void *src,
+                           uint64_t size, cubert_berr *err);
+cubert_status cb_hip_read(void *device, void *stream, uint64_t work, void *dst, uint64_t src,
+                          uint64_t size, cubert_berr *err);
+cubert_status cb_hip_fill(void *device, void *stream, uint64_t work, uint64_t dst,
+                          const void *pattern, uint32_t pattern_size, uint64_t size,
+                          cubert_berr *err);
+cubert_status cb_hip_copy(void *device, void *stream, uint64_t work, uint64_t dst, uint64_t src,
+                          uint64_t size, cubert_berr *err);
+cubert_status cb_hip_copy_peer(void *device, void *stream, uint64_t work, uint64_t dst,
+                               void *src_device, uint64_t src, uint64_t size, cubert_berr *err);
+cubert_status cb_hip_sync(void *device, void *stream, cubert_berr *err);
+uint64_t cb_hip_progress(void *device, void *stream);
+size_t cb_hip_drain_failures(void *device, cubert_async_failure *out, size_t capacity);
+
+/* After work `work` (operation `op`, a static string) was handed to the
+ * stream, successfully or not: records the mark progress() follows. */
+void cb_hip_mark_work(cb_hip_stream *s, uint64_t work, const char *op);
+
+/* Frees the device's staging buffers and the streams left open. */
+void cb_hip_stream_teardown(cb_hip_device *dev);
+
+/* hip_backend.c: the built-in 8-byte / unaligned fill kernel, loaded on
+ * first use; and launching a module. */
+cubert_status cb_hip_fill_module(cb_hip_device *dev, cb_hip_module **module, cubert_berr *err);
+cubert_status cb_hip_launch_raw(cb_hip_device *dev, cb_hip_stream *s, cb_hip_module *m,
+                                const uint32_t grid[3], const uint32_t block[3], uint32_t shared,
+                                void **params, cubert_berr *err);
+
+#endif

@@ -1,0 +1,24 @@
+/* backends/hip/hip_none.c: what a build without HIP has in place of the HIP
+ * backend: no ops table, and compiling for a GPU target is unsupported. */
+#include "backends/hip/hip_compile.h"
+
+const cubert_backend_ops *cubert_backend_hip(void) { return NULL; }
+
+const char *cb_hip_platform(void) { return "none"; }
+
+cubert_status cb_hip_compile(const char *arch, const cubert_backend_kernel *kernel, unsigned flags,
+                             void **code, size_t *size, bool *from_cache, cubert_berr *err) {
+  (void)kernel;
+  (void)flags;
+  (void)code;
+  (void)size;
+  (void)from_cache;
+  return cubert_berr_set(err, CUBERT_ERR_UNSUPPORTED,
+                         "cannot compile for %s: cubert was built without HIP", arch ? arch : "a GPU");
+}
+
+bool cb_hip_cache_dir(char *buf, size_t capacity) {
+  (void)buf;
+  (void)capacity;
+  return false;
+}

@@ -1,0 +1,568 @@
+/* backends/hip/hip_raw.c: the plain-HIP baselines of `cubert bench`
+ * (hip_raw.h). Nothing here touches cubert's objects: these are the calls a
+ * program without cubert would make, so that the benchmark can set each
+ * cubert figure beside the same work done raw, in the same run.
+ *
+ * Per device, made on first use: the primary context (hipSetDevice then
+ * hipFree(0); on NVIDIA also retained and made current, as the module API
+ * needs), two non-blocking streams with a start and an end event each, an
+ * 8-byte accumulator for the checksum, and the three modules compiled by
+ * hiprtc (NVRTC on NVIDIA) from the sources the bench hands in: the same
+ * source text cubert compiles, so both sides run the same kernel. */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backends/hip/hip_raw.h"
+
+#include <hip/hip_runtime_api.h>
+#include <hip/hiprtc.h>
+
+#if defined(__HIP_PLATFORM_NVIDIA__)
+#define RAW_NVIDIA 1
+#else
+#define RAW_NVIDIA 0
+#endif
+
+#define DPTR(a) ((hipDeviceptr_t)(uintptr_t)(a))
+#define PTR(a) ((void *)(uintptr_t)(a))
+#define NSLOTS 2
+
+enum { MOD_COPY = 0, MOD_CHECKSUM, MOD_BENCH, MOD_COUNT };
+enum { FN_COPY = 0, FN_CHECKSUM, FN_EMPTY0, FN_EMPTY4, FN_EMPTY16, FN_HOLD, FN_CHASE, FN_COUNT };
+static const struct {
+  int module;
+  const char *entry;
+} fn_entries[FN_COUNT] = {
+    [FN_COPY] = {MOD_COPY, "cubert_copy_u32"},
+    [FN_CHECKSUM] = {MOD_CHECKSUM, "cubert_checksum_u32"},
+    [FN_EMPTY0] = {MOD_BENCH, "cb_bench_empty0"},
+    [FN_EMPTY4] = {MOD_BENCH, "cb_bench_empty4"},
+    [FN_EMPTY16] = {MOD_BENCH, "cb_bench_empty16"},
+    [FN_HOLD] = {MOD_BENCH, "cb_bench_hold"},
+    [FN_CHASE] = {MOD_BENCH, "cb_bench_chase"},
+};
+
+typedef struct raw_dev {
+  bool ready;
+#if RAW_NVIDIA
+  hipCtx_t context;
+  bool retained;
+#endif
+  char arch_option[288];     /* "--offload-arch=" + gcnArchName (256) */
+  int multiprocessors;
+  hipStream_t stream[NSLOTS];
+  hipEvent_t start[NSLOTS], end[NSLOTS];
+  void *acc;                      /* 8 bytes for the checksum */
+  bool tried[MOD_COUNT];          /* a failed compile is not retried */
+  hipModule_t module[MOD_COUNT];
+  void *image[MOD_COUNT];         /* kept while the module is loaded */
+  hipFunction_t fn[FN_COUNT];
+} raw_dev;
+
+struct cb_hip_raw {
+  cb_hip_raw_sources src;
+  int ndev;
+  raw_dev *dev;
+  char message[1024];
+};
+
+/* ------------------------------------------------------------ errors */
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 4, 5)))
+#endif
+static cubert_status fail(cb_hip_raw *r, hipError_t e, cubert_status st, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(r->message, sizeof r->message, fmt, ap);
+  va_end(ap);
+  if (e != hipSuccess && n >= 0 && (size_t)n < sizeof r->message) {
+    const char *name = hipGetErrorName(e), *text = hipGetErrorString(e);
+    snprintf(r->message + n, sizeof r->message - (size_t)n, ": %s (%s)", name ? name : "hipError?",
+             text ? text : "no description");
+  }
+  return st;
+}
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ------------------------------------------------------------ devices */
+
+static cubert_status enter(cb_hip_raw *r, int d) {
+  if (d < 0 || d >= r->ndev)
+    return fail(r, hipSuccess, CUBERT_ERR_NO_DEVICE, "raw HIP: no device %d (%d devices)", d,
+                r->ndev);
+  raw_dev *v = &r->dev[d];
+  hipError_t e = hipSetDevice(d);
+  if (e != hipSuccess) return fail(r, e, CUBERT_ERR_BACKEND, "raw HIP: hipSetDevice(%d)", d);
+#if RAW_NVIDIA
+  if (v->ready && (e = hipCtxSetCurrent(v->context)) != hipSuccess)
+    return fail(r, e, CUBERT_ERR_BACKEND, "raw HIP: making device %d's context current", d);
+#endif
+  if (v->ready) return CUBERT_OK;
+
+  if ((e = hipFree(NULL)) != hipSuccess)
+    return fail(r, e, CUBERT_ERR_BACKEND, "raw HIP: hipFree(0) on device %d", d);
+#if RAW_NVIDIA
+  hipDevice_t hd = 0;
+  if ((e = hipDeviceGet(&hd, d)) != hipSuccess ||
+      (e = hipDevicePrimaryCtxRetain(&v->context, hd)) != hipSuccess)
+    return fail(r, e, CUBERT_ERR_BACKEND, "raw HIP: retaining device %d's primary context", d);
+  v->retained = true;
+  if ((e = hipCtxSetCurrent(v->context)) != hipSuccess)
+    return fail(r, e, CUBERT_ERR_BACKEND, "raw HIP: making device %d's context current", d);
+#endif
+  hipDeviceProp_t p;
+  memset(&p, 0, sizeof p);
+  if ((e = hipGetDeviceProperties(&p, d)) != hipSuccess)
+    return fail(r, e, CUBERT_ERR_BACKEND, "raw HIP: hipGetDeviceProperties(%d)", d);
+#if RAW_NVIDIA
+  snprintf(v->arch_option, sizeof v->arch_option, "--gpu-architecture=compute_%d%d", p.major,
+           p.minor);
+#else
+  if (p.gcnArchName[0])
+    snprintf(v->arch_option, sizeof v->arch_option, "--offload-arch=%s", p.gcnArchName);
+  else
+    snprintf(v->arch_option, sizeof v->arch_option, "--offload-arch=gfx%d", p.gcnArch);
+#endif
+  v->multiprocessors = p.multiProcessorCount > 0 ? p.multiProcessorCount : 1;
+  for (int i = 0; i < NSLOTS; i++) {
+    if ((e = hipStreamCreateWithFlags(&v->stream[i], hipStreamNonBlocking)) != hipSuccess ||
+        (e = hipEventCreate(&v->start[i])) != hipSuccess ||
+        (e = hipEventCreate(&v->end[i])) != hipSuccess)
+      return fail(r, e, CUBERT_ERR_BACKEND, "raw HIP: streams and events on device %d", d);
+  }
+  if ((e = hipMalloc(&v->acc, 8)) != hipSuccess)
+    return fail(r, e, CUBERT_ERR_OUT_OF_MEMORY, "raw HIP: hipMalloc(8) on device %d", d);
+  v->ready = true;
+  return CUBERT_OK;
+}
+
+/* Compiles and loads module `m` on device d (current), once. */
+static cubert_status load_module(cb_hip_raw *r, int d, int m) {
+  raw_dev *v = &r->dev[d];
+  if (v->module[m]) return CUBERT_OK;
+  static const char *const names[MOD_COUNT] = {"copy", "checksum", "bench"};
+  if (v->tried[m])
+    return fail(r, hipSuccess, CUBERT_ERR_COMPILE,
+                "raw HIP: the %s kernels did not compile for device %d earlier", names[m], d);
+  v->tried[m] = true;
+  const char *source = m == MOD_COPY ? r->src.copy : m == MOD_CHECKSUM ? r->src.checksum : r->src.bench;
+  if (!source)
+    return fail(r, hipSuccess, CUBERT_ERR_INVALID_ARGUMENT, "raw HIP: no source for the %s kernels",
+                names[m]);
+  hiprtcProgram prog;
+  hiprtcResult rr = hiprtcCreateProgram(&prog, source, "cb_bench_raw.cu", 0, NULL, NULL);
+  if (rr != HIPRTC_SUCCESS)
+    return fail(r, hipSuccess, CUBERT_ERR_COMPILE, "raw HIP: hiprtcCreateProgram (%s): %s",
+                names[m], hiprtcGetErrorString(rr));
+  const char *opts[] = {v->arch_option};
+  rr = hiprtcCompileProgram(prog, 1, opts);
+  if (rr != HIPRTC_SUCCESS) {
+    size_t n = 0;
+    char log[512] = "";
+    if (hiprtcGetProgramLogSize(prog, &n) == HIPRTC_SUCCESS && n > 0) {
+      char *full = malloc(n + 1);
+      if (full && hiprtcGetProgramLog(prog, full) == HIPRTC_SUCCESS) {
+        full[n] = '\0';
+        snprintf(log, sizeof log, "%s", full);
+      }
+      free(full);
+    }
+    hiprtcDestroyProgram(&prog);
+    return fail(r, hipSuccess, CUBERT_ERR_COMPILE, "raw HIP: compiling the %s kernels (%s): %s: %s",
+                names[m], v->arch_option, hiprtcGetErrorString(rr), log);
+  }
+  size_t size = 0;
+  void *code = NULL;
+  if ((rr = hiprtcGetCodeSize(prog, &size)) == HIPRTC_SUCCESS && size > 0 && (code = malloc(size)))
+    rr = hiprtcGetCode(prog, code);
+  hiprtcDestroyProgram(&prog);
+  if (rr != HIPRTC_SUCCESS || !code) {
+    free(code);
+    return fail(r, hipSuccess, CUBERT_ERR_COMPILE, "raw HIP: getting the %s kernels' code: %s",
+                names[m], rr != HIPRTC_SUCCESS ? hiprtcGetErrorString(rr) : "out of host memory");
+  }
+  hipModule_t mod;
+  hipError_t e = hipModuleLoadData(&mod, code);
+  if (e != hipSuccess) {
+    free(code);
+    return fail(r, e, CUBERT_ERR_COMPILE, "raw HIP: loading the %s kernels on device %d", names[m], d);
+  }
+  for (int f = 0; f < FN_COUNT; f++) {
+    if (fn_entries[f].module != m) continue;
+    if ((e = hipModuleGetFunction(&v->fn[f], mod, fn_entries[f].entry)) != hipSuccess) {
+      (void)hipModuleUnload(mod);
+      free(code);
+      return fail(r, e, CUBERT_ERR_COMPILE, "raw HIP: no `%s` in the %s kernels", fn_entries[f].entry,
+                  names[m]);
+    }
+  }
+  v->module[m] = mod;
+  v->image[m] = code;
+  return CUBERT_OK;
+}
+
+/* Device d current, its function f loaded. */
+static cubert_status enter_fn(cb_hip_raw *r, int d, int f, hipFunction_t *fn) {
+  cubert_status st = enter(r, d);
+  if (!st) st = load_module(r, d, fn_entries[f].module);
+  if (!st) *fn = r->dev[d].fn[f];
+  return st;
+}
+
+static hipError_t launch(hipFunction_t f, uint32_t grid, uint32_t block, hipStream_t s,
+                         void **params) {
+  return hipModuleLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, s, params, NULL);
+}
+
+/* ------------------------------------------------------------ open/close */
+
+cubert_status cb_hip_raw_open(const cb_hip_raw_sources *sources, cb_hip_raw **raw,
+                              int *device_count, char *message, size_t capacity) {
+  if (!sources || !raw || !device_count) {
+    if (message && capacity) snprintf(message, capacity, "raw HIP: NULL argument");
+    return CUBERT_ERR_INVALID_ARGUMENT;
+  }
+  int n = 0;
+  hipError_t e = hipGetDeviceCount(&n);
+  if (e != hipSuccess) n = 0; /* no driver or no device: zero devices */
+  cb_hip_raw *r = calloc(1, sizeof *r);
+  raw_dev *devs = n > 0 ? calloc((size_t)n, sizeof *devs) : NULL;
+  if (!r || (n > 0 && !devs)) {
+    free(r);
+    free(devs);
+    if (message && capacity) snprintf(message, capacity, "raw HIP: out of host memory");
+    return CUBERT_ERR_OUT_OF_MEMORY;
+  }
+  r->src = *sources;
+  r->ndev = n;
+  r->dev = devs;
+  *raw = r;
+  *device_count = n;
+  return CUBERT_OK;
+}
+
+void cb_hip_raw_close(cb_hip_raw *r) {
+  if (!r) return;
+  for (int d = 0; d < r->ndev; d++) {
+    raw_dev *v = &r->dev[d];
+    if (!v->ready) continue;
+    if (hipSetDevice(d) != hipSuccess) continue;
+#if RAW_NVIDIA
+    (void)hipCtxSetCurrent(v->context);
+#endif
+    for (int i = 0; i < NSLOTS; i++) {
+      if (v->stream[i]) (void)hipStreamSynchronize(v->stream[i]);
+    }
+    for (int m = 0; m < MOD_COUNT; m++) {
+      if (v->module[m]) (void)hipModuleUnload(v->module[m]);
+      free(v->image[m]);
+    }
+    for (int i = 0; i < NSLOTS; i++) {
+      if (v->start[i]) (void)hipEventDestroy(v->start[i]);
+      if (v->end[i]) (void)hipEventDestroy(v->end[i]);
+      if (v->stream[i]) (void)hipStreamDestroy(v->stream[i]);
+    }
+    if (v->acc) (void)hipFree(v->acc);
+#if RAW_NVIDIA
+    hipDevice_t hd = 0;
+    if (v->retained && hipDeviceGet(&hd, d) == hipSuccess) (void)hipDevicePrimaryCtxRelease(hd);
+#endif
+  }
+  free(r->dev);
+  free(r);
+}
+
+const char *cb_hip_raw_error(const cb_hip_raw *r) { return r ? r->message : "raw HIP: no state"; }
+
+/* ------------------------------------------------------------ memory */
+
+cubert_status cb_hip_raw_alloc(cb_hip_raw *r, int dev, uint64_t size, uint64_t *addr) {
+  cubert_status st = enter(r, dev);
+  if (st) return st;
+  void *p = NULL;
+  hipError_t e = hipMalloc(&p, size);
+  if (e != hipSuccess)
+    return fail(r, e, CUBERT_ERR_OUT_OF_MEMORY, "raw HIP: hipMalloc(%" PRIu64 ") on device %d", size,
+                dev);
+  *addr = (uint64_t)(uintptr_t)p;
+  return CUBERT_OK;
+}
+
+void cb_hip_raw_free(cb_hip_raw *r, int dev, uint64_t addr) {
+  if (!addr || enter(r, dev)) return;
+  (void)hipFree(PTR(addr));
+}
+
+cubert_status cb_hip_raw_host_alloc(cb_hip_raw *r, uint64_t size, void **ptr) {
+  void *p = NULL;
+  hipError_t e = hipHostMalloc(&p, size, hipHostMallocPortable);
+  if (e != hipSuccess)
+    return fail(r, e, CUBERT_ERR_OUT_OF_MEMORY, "raw HIP: hipHostMalloc(%" PRIu64 ")", size);
+  *ptr = p;
+  return CUBERT_OK;
+}
+
+void cb_hip_raw_host_free(cb_hip_raw *r, void *ptr) {
+  (void)r;
+  if (ptr) (void)hipHostFree(ptr);
+}
+
+static cubert_status sync_slot(cb_hip_raw *r, int dev, int slot, const char *what) {
+  hipError_t e = hipStreamSynchronize(r->dev[dev].stream[slot]);
+  if (e != hipSuccess) return fail(r, e, CUBERT_ERR_BACKEND, "raw HIP: %s on device %d", what, dev);
+  return CUBERT_OK;
+}
+
+cubert_status cb_hip_raw_upload(cb_hip_raw *r, int dev, uint64_t dst, const void *src,
+                                uint64_t size) {
+  cubert_status st = enter(r, dev);
+  if (st) return st;
+  hipError_t e = hipMemcpyAsync(PTR(dst), src, size, hipMemcpyHostToDevice, r->dev[dev].stream[0]);
+  if (e != hipSuccess) return fail(r, e, CUBERT_ERR_COPY, "raw HIP: upload to device %d", dev);
+  return sync_slot(r, dev, 0, "upload");
+}
+
+cubert_status cb_hip_raw_download(cb_hip_raw *r, int dev, void *dst, uint64_t src,
+                                  uint64_t size) {
+  cubert_status st = enter(r, dev);
+  if (st) return st;
+  hipError_t e = hipMemcpyAsync(dst, PTR(src), size, hipMemcpyDeviceToHost, r->dev[dev].stream[0]);
+  if (e != hipSuccess) return fail(r, e, CUBERT_ERR_COPY, "raw HIP: download from device %d", dev);
+  return sync_slot(r, dev, 0, "download");
+}
+
+cubert_status cb_hip_raw_fill(cb_hip_raw *r, int dev, uint64_t dst, uint32_t value,
+                              uint64_t size) {
+  cubert_status st = enter(r, dev);
+  if (st) return st;
+  hipError_t e = hipMemsetD32Async(DPTR(dst), (int)value, size / 4, r->dev[dev].stream[0]);
+  if (e != hipSuccess) return fail(r, e, CUBERT_ERR_BACKEND, "raw HIP: hipMemsetD32Async on device %d", dev);
+  return sync_slot(r, dev, 0, "fill");
+}
+
+cubert_status cb_hip_raw_peer(cb_hip_raw *r, int dev, int peer, bool *can) {
+  cubert_status st = enter(r, dev);
+  if (st) return st;
+  if (peer < 0 || peer >= r->ndev)
+    return fail(r, hipSuccess, CUBERT_ERR_NO_DEVICE, "raw HIP: no device %d", peer);
+  if (peer == dev) {
+    *can = true;
+    return CUBERT_OK;
+  }
+  int ok = 0;
+  hipError_t e = hipDeviceCanAccessPeer(&ok, dev, peer);
+  if (e != hipSuccess)
+    return fail(r, e, CUBERT_ERR_PEER_ACCESS, "raw HIP: hipDeviceCanAccessPeer(%d, %d)", dev, peer);
+  if (ok) {
+    e = hipDeviceEnablePeerAccess(peer, 0);
+    if (e != hipSuccess && e != hipErrorPeerAccessAlreadyEnabled)
+      return fail(r, e, CUBERT_ERR_PEER_ACCESS, "raw HIP: hipDeviceEnablePeerAccess(%d -> %d)", dev,
+                  peer);
+    (void)hipGetLastError(); /* "already enabled" is success; do not leave it behind */
+  }
+  *can = ok != 0;
+  return CUBERT_OK;
+}
+
+cubert_status cb_hip_raw_checksum(cb_hip_raw *r, int dev, uint64_t addr, uint64_t n,
+                                  uint64_t *sum) {
+  hipFunction_t f;
+  cubert_status st = enter_fn(r, dev, FN_CHECKSUM, &f);
+  if (st) return st;
+  raw_dev *v = &r->dev[dev];
+  hipStream_t s = v->stream[0];
+  hipError_t e = hipMemsetAsync(v->acc, 0, 8, s);
+  uint64_t grid = (n + 255) / 256;
+  uint64_t cap = (uint64_t)v->multiprocessors * 8;
+  if (grid > cap) grid = cap;
+  if (grid == 0) grid = 1;
+  void *x = PTR(addr), *acc = v->acc;
+  unsigned long long nn = n;
+  void *params[] = {&x, &acc, &nn};
+  if (e == hipSuccess) e = launch(v->fn[FN_CHECKSUM], (uint32_t)grid, 256, s, params);
+  uint64_t host = 0;
+  if (e == hipSuccess) e = hipMemcpyAsync(&host, v->acc, 8, hipMemcpyDeviceToHost, s);
+  if (e == hipSuccess) e = hipStreamSynchronize(s);
+  if (e != hipSuccess) return fail(r, e, CUBERT_ERR_LAUNCH, "raw HIP: checksum kernel on device %d", dev);
+  *sum = host;
+  return CUBERT_OK;
+}
+
+/* ------------------------------------------------------------ timed work */
+
+static hipError_t enqueue(cb_hip_raw *r, const cb_hip_raw_xfer *x, hipStream_t s, void **kparams) {
+  switch (x->op) {
+  case CB_HIP_RAW_H2D:
+    return hipMemcpyAsync(PTR(x->dst), PTR(x->src), x->size, hipMemcpyHostToDevice, s);
+  case CB_HIP_RAW_D2H:
+    return hipMemcpyAsync(PTR(x->dst), PTR(x->src), x->size, hipMemcpyDeviceToHost, s);
+  case CB_HIP_RAW_D2D:
+    return hipMemcpyAsync(PTR(x->dst), PTR(x->src), x->size, hipMemcpyDeviceToDevice, s);
+  case CB_HIP_RAW_PEER:
+    return hipMemcpyPeerAsync(PTR(x->dst), x->dst_dev, PTR(x->src), x->src_dev, x->size, s);
+  case CB_HIP_RAW_KERNEL:
+    return launch(r->dev[x->exec].fn[FN_COPY], x->grid ? x->grid : 1, x->block ? x->block : 256, s,
+                  kparams);
+  }
+  return hipErrorInvalidValue;
+}
+
+cubert_status cb_hip_raw_run(cb_hip_raw *r, const cb_hip_raw_xfer *x, int n, uint32_t count,
+                             uint64_t hold_ticks, double *ms, double *enqueue_ms) {
+  if (n < 1 || n > NSLOTS)
+    return fail(r, hipSuccess, CUBERT_ERR_INVALID_ARGUMENT, "raw HIP: %d transfers in one run", n);
+  /* Kernel parameters live here for the whole run (launches read them at
+   * enqueue, but one array per transfer keeps that obvious). */
+  void *in[NSLOTS], *out[NSLOTS];
+  unsigned long long elems[NSLOTS];
+  void *kparams[NSLOTS][3];
+  hipError_t e = hipSuccess;
+  cubert_status st;
+  for (int i = 0; i < n; i++) {
+    hipFunction_t f;
+    if ((st = enter(r, x[i].exec))) return st;
+    if (x[i].op == CB_HIP_RAW_KERNEL && (st = enter_fn(r, x[i].exec, FN_COPY, &f))) return st;
+    if (hold_ticks && (st = enter_fn(r, x[i].exec, FN_HOLD, &f))) return st;
+    in[i] = PTR(x[i].src);
+    out[i] = PTR(x[i].dst);
+    elems[i] = x[i].size / 4;
+    kparams[i][0] = &in[i];
+    kparams[i][1] = &out[i];
+    kparams[i][2] = &elems[i];
+  }
+  /* Holds first, so every copy is queued before the start events fire. */
+  for (int i = 0; i < n; i++) {
+    raw_dev *v = &r->dev[x[i].exec];
+    if ((st = enter(r, x[i].exec))) return st;
+    if (hold_ticks) {
+      unsigned long long ticks = hold_ticks;
+      void *hp[] = {&ticks};
+      if ((e = launch(v->fn[FN_HOLD], 1, 1, v->stream[i], hp)) != hipSuccess)
+        return fail(r, e, CUBERT_ERR_LAUNCH, "raw HIP: hold kernel on device %d", x[i].exec);
+    }
+    if ((e = hipEventRecord(v->start[i], v->stream[i])) != hipSuccess)
+      return fail(r, e, CUBERT_ERR_BACKEND, "raw HIP: hipEventRecord on device %d", x[i].exec);
+  }
+  double t0 = now();
+  for (uint32_t k = 0; k < count; k++) {
+    for (int i = 0; i < n; i++) {
+      if (n > 1 && (st = enter(r, x[i].exec))) return st;
+      if ((e = enqueue(r, &x[i], r->dev[x[i].exec].stream[i], kparams[i])) != hipSuccess)
+        return fail(r, e, CUBERT_ERR_COPY, "raw HIP: transfer %d of a run on device %d", i, x[i].exec);
+    }
+  }
+  for (int i = 0; i < n; i++) {
+    raw_dev *v = &r->dev[x[i].exec];
+    if ((st = enter(r, x[i].exec))) return st;
+    if ((e = hipEventRecord(v->end[i], v->stream[i])) != hipSuccess)
+      return fail(r, e, CUBERT_ERR_BACKEND, "raw HIP: hipEventRecord on device %d", x[i].exec);
+  }
+  if (enqueue_ms) *enqueue_ms = (now() - t0) * 1e3;
+  for (int i = 0; i < n; i++) {
+    raw_dev *v = &r->dev[x[i].exec];
+    float f = 0;
+    if ((st = enter(r, x[i].exec))) return st;
+    if ((e = hipEventSynchronize(v->end[i])) != hipSuccess ||
+        (e = hipEventElapsedTime(&f, v->start[i], v->end[i])) != hipSuccess)
+      return fail(r, e, CUBERT_ERR_BACKEND, "raw HIP: timing a run on device %d", x[i].exec);
+    ms[i] = f;
+  }
+  return CUBERT_OK;
+}
+
+cubert_status cb_hip_raw_staged(cb_hip_raw *r, int src_dev, uint64_t src, int dst_dev,
+                                uint64_t dst, void *pinned, uint64_t size, uint32_t count,
+                                double *ms) {
+  cubert_status st;
+  if ((st = enter(r, dst_dev)) || (st = enter(r, src_dev))) return st;
+  double t0 = now();
+  for (uint32_t k = 0; k < count; k++) {
+    hipError_t e;
+    if ((st = enter(r, src_dev))) return st;
+    if ((e = hipMemcpyAsync(pinned, PTR(src), size, hipMemcpyDeviceToHost, r->dev[src_dev].stream[0])) !=
+            hipSuccess ||
+        (e = hipStreamSynchronize(r->dev[src_dev].stream[0])) != hipSuccess)
+      return fail(r, e, CUBERT_ERR_COPY, "raw HIP: staging from device %d", src_dev);
+    if ((st = enter(r, dst_dev))) return st;
+    if ((e = hipMemcpyAsync(PTR(dst), pinned, size, hipMemcpyHostToDevice, r->dev[dst_dev].stream[0])) !=
+            hipSuccess ||
+        (e = hipStreamSynchronize(r->dev[dst_dev].stream[0])) != hipSuccess)
+      return fail(r, e, CUBERT_ERR_COPY, "raw HIP: staging to device %d", dst_dev);
+  }
+  *ms = (now() - t0) * 1e3;
+  return CUBERT_OK;
+}
+
+cubert_status cb_hip_raw_chase(cb_hip_raw *r, int exec, uint64_t next, uint64_t state,
+                               uint64_t steps, double *ms) {
+  hipFunction_t f;
+  cubert_status st = enter_fn(r, exec, FN_CHASE, &f);
+  if (st) return st;
+  raw_dev *v = &r->dev[exec];
+  void *np = PTR(next), *sp = PTR(state);
+  unsigned long long s = steps;
+  void *params[] = {&np, &sp, &s};
+  hipError_t e;
+  float f_ms = 0;
+  if ((e = hipEventRecord(v->start[0], v->stream[0])) != hipSuccess ||
+      (e = launch(f, 1, 1, v->stream[0], params)) != hipSuccess ||
+      (e = hipEventRecord(v->end[0], v->stream[0])) != hipSuccess ||
+      (e = hipEventSynchronize(v->end[0])) != hipSuccess ||
+      (e = hipEventElapsedTime(&f_ms, v->start[0], v->end[0])) != hipSuccess)
+    return fail(r, e, CUBERT_ERR_LAUNCH, "raw HIP: pointer chase on device %d", exec);
+  *ms = f_ms;
+  return CUBERT_OK;
+}
+
+cubert_status cb_hip_raw_launch_loop(cb_hip_raw *r, int dev, int nbuffers,
+                                     const uint64_t *buffers, uint32_t count, double *ns) {
+  int which = nbuffers == 0 ? FN_EMPTY0 : nbuffers == 4 ? FN_EMPTY4 : nbuffers == 16 ? FN_EMPTY16 : -1;
+  if (which < 0)
+    return fail(r, hipSuccess, CUBERT_ERR_INVALID_ARGUMENT, "raw HIP: no empty kernel with %d buffers",
+                nbuffers);
+  hipFunction_t f;
+  cubert_status st = enter_fn(r, dev, which, &f);
+  if (st) return st;
+  void *ptrs[16];
+  void *params[16];
+  for (int i = 0; i < nbuffers; i++) {
+    ptrs[i] = PTR(buffers[i]);
+    params[i] = &ptrs[i];
+  }
+  hipStream_t s = r->dev[dev].stream[0];
+  double t0 = now();
+  for (uint32_t k = 0; k < count; k++) {
+    hipError_t e = launch(f, 1, 1, s, nbuffers ? params : NULL);
+    if (e != hipSuccess) return fail(r, e, CUBERT_ERR_LAUNCH, "raw HIP: empty kernel on device %d", dev);
+  }
+  if ((st = sync_slot(r, dev, 0, "launch loop"))) return st;
+  *ns = (now() - t0) * 1e9 / (count ? count : 1);
+  return CUBERT_OK;
+}
+
+cubert_status cb_hip_raw_alloc_loop(cb_hip_raw *r, int dev, uint64_t size, uint32_t count,
+                                    double *ns) {
+  cubert_status st = enter(r, dev);
+  if (st) return st;
+  double t0 = now();
+  for (uint32_t k = 0; k < count; k++) {
+    void *p = NULL;
+    hipError_t e = hipMalloc(&p, size);
+    if (e != hipSuccess)
+      return fail(r, e, CUBERT_ERR_OUT_OF_MEMORY, "raw HIP: hipMalloc(%" PRIu64 ") on device %d", size,
+                  dev);
+    if ((e = hipFree(p)) != hipSuccess) return fail(r, e, CUBERT_ERR_BACKEND, "raw HIP: hipFree on device %d", dev);
+  }
+  *ns = (now() - t0) * 1e9 / (count ? count : 1);
+  return CUBERT_OK;
+}

@@ -1,0 +1,100 @@
+/* backends/hip/hip_raw.h: plain-HIP baselines for `cubert bench` (internal,
+ * never installed). Each call does with HIP alone what the benchmark also
+ * does through cubert: hipMalloc, hipMemcpyAsync, hipMemcpyPeerAsync, a copy
+ * kernel compiled by hiprtc and launched with hipModuleLaunchKernel, timed
+ * with hipEvents. No cubert object is involved, so the ratio cubert/raw is
+ * the runtime's overhead.
+ *
+ * This header holds no HIP type, so bench/ can include it; hip_raw.c is the
+ * only file that includes <hip/...> for it. Built without HIP, the same
+ * functions come from bench/hip_raw_none.c and return CUBERT_ERR_UNSUPPORTED.
+ *
+ * Devices are HIP ordinals (cubert_device_info.backend_index). Addresses are
+ * device addresses as integers. Each device gets two streams of its own
+ * (transfer i of a run uses stream i), made on first use.
+ *
+ * Ownership: cb_hip_raw_open() returns a state owned by the caller, freed
+ * with cb_hip_raw_close() (which frees the streams, events and modules it
+ * made; memory from cb_hip_raw_alloc must be freed by the caller first). The
+ * message of cb_hip_raw_error() belongs to the state.
+ *
+ * Threads: one thread at a time per state. */
+#ifndef CUBERT_BACKENDS_HIP_RAW_H
+#define CUBERT_BACKENDS_HIP_RAW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cubert/status.h"
+
+typedef struct cb_hip_raw cb_hip_raw;
+
+/* Kernel sources compiled on first use per device; entry names:
+ *   copy:     cubert_copy_u32(const u32 *in, u32 *out, u64 n)
+ *   checksum: cubert_checksum_u32(const u32 *x, u64 *acc, u64 n)
+ *   bench:    cb_bench_empty0(), cb_bench_empty4(4 pointers),
+ *             cb_bench_empty16(16 pointers), cb_bench_hold(u64 ticks),
+ *             cb_bench_chase(const u32 *next, u32 *state, u64 steps)
+ * The strings must outlive the state. */
+typedef struct cb_hip_raw_sources {
+  const char *copy;
+  const char *checksum;
+  const char *bench;
+} cb_hip_raw_sources;
+
+typedef enum cb_hip_raw_op {
+  CB_HIP_RAW_H2D = 0,     /* hipMemcpyAsync from host memory as given */
+  CB_HIP_RAW_D2H,
+  CB_HIP_RAW_D2D,         /* hipMemcpyAsync device to device */
+  CB_HIP_RAW_PEER,        /* hipMemcpyPeerAsync */
+  CB_HIP_RAW_KERNEL       /* the copy kernel on `exec` */
+} cb_hip_raw_op;
+
+typedef struct cb_hip_raw_xfer {
+  cb_hip_raw_op op;
+  int exec;               /* whose stream runs and times it */
+  int src_dev, dst_dev;   /* -1: host memory */
+  uint64_t src, dst;      /* device addresses, or host pointers */
+  uint64_t size;
+  uint32_t grid, block;   /* CB_HIP_RAW_KERNEL */
+} cb_hip_raw_xfer;
+
+/* Opens HIP; `device_count` gets its devices (0 is not an error). On failure
+ * `message` says why. */
+cubert_status cb_hip_raw_open(const cb_hip_raw_sources *sources, cb_hip_raw **raw,
+                              int *device_count, char *message, size_t capacity);
+void cb_hip_raw_close(cb_hip_raw *raw);
+const char *cb_hip_raw_error(const cb_hip_raw *raw);
+
+cubert_status cb_hip_raw_alloc(cb_hip_raw *raw, int dev, uint64_t size, uint64_t *addr);
+void cb_hip_raw_free(cb_hip_raw *raw, int dev, uint64_t addr);
+/* Pinned host memory (hipHostMalloc, portable). */
+cubert_status cb_hip_raw_host_alloc(cb_hip_raw *raw, uint64_t size, void **ptr);
+void cb_hip_raw_host_free(cb_hip_raw *raw, void *ptr);
+/* Synchronous transfers and a 32-bit fill (size a multiple of 4). */
+cubert_status cb_hip_raw_upload(cb_hip_raw *raw, int dev, uint64_t dst, const void *src,
+                                uint64_t size);
+cubert_status cb_hip_raw_download(cb_hip_raw *raw, int dev, void *dst, uint64_t src,
+                                  uint64_t size);
+cubert_status cb_hip_raw_fill(cb_hip_raw *raw, int dev, uint64_t dst, uint32_t value,
+                              uint64_t size);
+/* hipDeviceCanAccessPeer, then hipDeviceEnablePeerAccess when it can
+ * ("already enabled" is success). */
+cubert_status cb_hip_raw_peer(cb_hip_raw *raw, int dev, int peer, bool *can);
+cubert_status cb_hip_raw_checksum(cb_hip_raw *raw, int dev, uint64_t addr, uint64_t n,
+                                  uint64_t *sum);
+/* See cb_bench_raw_run (bench/bench.h). */
+cubert_status cb_hip_raw_run(cb_hip_raw *raw, const cb_hip_raw_xfer *x, int n, uint32_t count,
+                             uint64_t hold_ticks, double *ms, double *enqueue_ms);
+cubert_status cb_hip_raw_staged(cb_hip_raw *raw, int src_dev, uint64_t src, int dst_dev,
+                                uint64_t dst, void *pinned, uint64_t size, uint32_t count,
+                                double *ms);
+cubert_status cb_hip_raw_chase(cb_hip_raw *raw, int exec, uint64_t next, uint64_t state,
+                               uint64_t steps, double *ms);
+cubert_status cb_hip_raw_launch_loop(cb_hip_raw *raw, int dev, int nbuffers,
+                                     const uint64_t *buffers, uint32_t count, double *ns);
+cubert_status cb_hip_raw_alloc_loop(cb_hip_raw *raw, int dev, uint64_t size, uint32_t count,
+                                    double *ns);
+
+#endif

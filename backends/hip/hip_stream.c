@@ -1,0 +1,656 @@
+/* backends/hip/hip_stream.c: streams, the marks progress() follows, failures
+ * found when work executes, and the transfers (write, read, fill, copy).
+ *
+ * Progress: an event is recorded after every work item (a "mark"), and
+ * progress() queries marks oldest first until one is not ready. One event
+ * per item costs one hipEventRecord (about a microsecond on CUDA, less than
+ * the launch it follows) and buys exact progress and exact attribution of
+ * asynchronous failures: the first mark whose query reports an error names
+ * the work that failed. Events are recycled; when 1024 marks are pending on
+ * a stream (work enqueued far ahead of the GPU) the newest mark is
+ * re-recorded to cover the new work too, so memory stays bounded and
+ * progress only gets coarser. Attribution rules: a failure is attributed to
+ * a work number when its mark covers one item and, for a sticky error, when
+ * that mark was the only one pending (on CUDA a sticky error makes every
+ * later query fail, so an older pending mark cannot tell); otherwise the
+ * failure carries work 0 and its message names the range of work it could
+ * be. Failed work counts as completed.
+ *
+ * Host transfers go through pinned staging buffers (8 MiB, two halves used
+ * alternately so the copy of one half overlaps filling the other), taken
+ * from a per-device free list; at most 8 exist per device and a call that
+ * finds none free (many concurrent reads) copies directly instead. A write
+ * returns as soon as its last chunk is in a staging buffer: the buffer's
+ * events say when it may be overwritten. */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/hip/hip_internal.h"
+
+#define MARK_CAPACITY 1024u
+#define STAGING_BYTES (8u << 20)
+#define STAGING_HALF (STAGING_BYTES / 2)
+#define STAGING_MAX 8
+#define FAILURES_MAX 65536u
+
+struct cb_hip_staging {
+  cb_hip_staging *next;
+  char *buf;              /* pinned host memory, STAGING_BYTES */
+  hipEvent_t done[2];     /* the last copy that used each half */
+  bool pending[2];
+};
+
+/* ------------------------------------------------------------ failures */
+
+void cb_hip_mark_lost(cb_hip_device *dev, const char *message) {
+  pthread_mutex_lock(&dev->fail_lock);
+  if (!atomic_load(&dev->lost)) {
+    cb_hip_format(dev->lost_message, sizeof dev->lost_message, "%s", message);
+    atomic_store(&dev->lost, true);
+  }
+  pthread_mutex_unlock(&dev->fail_lock);
+}
+
+cubert_status cb_hip_check_lost(cb_hip_device *dev, cubert_berr *err) {
+  if (!atomic_load(&dev->lost)) return CUBERT_OK;
+  pthread_mutex_lock(&dev->fail_lock);
+  cubert_berr_set(err, CUBERT_ERR_DEVICE_LOST, "%s is lost: %s", dev->label, dev->lost_message);
+  pthread_mutex_unlock(&dev->fail_lock);
+  if (err) err->sticky = true;
+  return CUBERT_ERR_DEVICE_LOST;
+}
+
+void cb_hip_push_failure(cb_hip_device *dev, uint64_t work, cubert_status status, bool sticky,
+                         const char *fmt, ...) {
+  cubert_async_failure f;
+  memset(&f, 0, sizeof f);
+  f.work = work;
+  f.status = status;
+  f.sticky = sticky;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(f.message, sizeof f.message, fmt, ap);
+  va_end(ap);
+  if (sticky) cb_hip_mark_lost(dev, f.message);
+  pthread_mutex_lock(&dev->fail_lock);
+  if (dev->nfailures == dev->cap_failures) {
+    size_t cap = dev->cap_failures ? dev->cap_failures * 2 : 16;
+    cubert_async_failure *p = cap <= FAILURES_MAX ? realloc(dev->failures, cap * sizeof *p) : NULL;
+    if (p) {
+      dev->failures = p;
+      dev->cap_failures = cap;
+    }
+  }
+  if (dev->nfailures < dev->cap_failures) dev->failures[dev->nfailures++] = f;
+  else dev->dropped_failures++;
+  pthread_mutex_unlock(&dev->fail_lock);
+}
+
+size_t cb_hip_drain_failures(void *device, cubert_async_failure *out, size_t capacity) {
+  cb_hip_device *dev = device;
+  pthread_mutex_lock(&dev->fail_lock);
+  size_t n = dev->nfailures < capacity ? dev->nfailures : capacity;
+  memcpy(out, dev->failures, n * sizeof *out);
+  memmove(dev->failures, dev->failures + n, (dev->nfailures - n) * sizeof *out);
+  dev->nfailures -= n;
+  if (n < capacity && dev->dropped_failures) {
+    cubert_async_failure *f = &out[n++];
+    memset(f, 0, sizeof *f);
+    f->status = CUBERT_ERR_BACKEND;
+    cb_hip_format(f->message, sizeof f->message,
+             "%" PRIu64 " failures on %s were dropped: the queue was full", dev->dropped_failures,
+             dev->label);
+    dev->dropped_failures = 0;
+  }
+  pthread_mutex_unlock(&dev->fail_lock);
+  return n;
+}
+
+/* ------------------------------------------------------------ marks */
+
+static cubert_status op_status(const char *op) {
+  return strcmp(op, "launch") == 0 ? CUBERT_ERR_LAUNCH : CUBERT_ERR_COPY;
+}
+
+static void mark_pop(cb_hip_stream *s) {
+  cb_hip_mark *m = &s->marks[s->head];
+  if (s->nspare < MARK_CAPACITY) s->spare[s->nspare++] = m->event;
+  else hipEventDestroy(m->event);
+  s->head = (s->head + 1) % s->capacity;
+  s->count--;
+}
+
+/* Everything pending counts as completed (the device is lost). */
+static void marks_settle_all(cb_hip_stream *s) {
+  while (s->count) mark_pop(s);
+  s->done = s->enqueued;
+}
+
+/* Queries marks oldest first; pops the completed ones and turns an error
+ * into a failure. Returns the number of failures recorded. s->lock held; the
+ * device is current. */
+static int reap_locked(cb_hip_stream *s) {
+  cb_hip_device *dev = s->device;
+  int failures = 0;
+  while (s->count) {
+    if (atomic_load(&dev->lost)) {
+      marks_settle_all(s);
+      break;
+    }
+    cb_hip_mark *m = &s->marks[s->head];
+    hipError_t e = hipEventQuery(m->event);
+    if (e == hipErrorNotReady) break;
+    if (e != hipSuccess) {
+      bool only = s->count == 1;
+      cubert_berr err = {0};
+      cubert_status st = cb_hip_fail(NULL, &err, e, op_status(m->op), "%s", "");
+      bool attributable = m->first == m->last && (!err.sticky || only);
+      if (attributable)
+        cb_hip_push_failure(dev, m->last, st, err.sticky, "%s (work %" PRIu64 ") on %s failed%s",
+                            m->op, m->last, dev->label, err.message);
+      else
+        cb_hip_push_failure(dev, 0, st, err.sticky,
+                            "work %" PRIu64 "..%" PRIu64 " on a stream of %s: one of them failed%s",
+                            m->first, s->enqueued, dev->label, err.message);
+      failures++;
+    }
+    if (m->last > s->done) s->done = m->last;
+    mark_pop(s);
+  }
+  return failures;
+}
+
+void cb_hip_mark_work(cb_hip_stream *s, uint64_t work, const char *op) {
+  pthread_mutex_lock(&s->lock);
+  if (work > s->enqueued) s->enqueued = work;
+  if (s->count == s->capacity) reap_locked(s);
+  hipError_t e = hipSuccess;
+  if (s->count == s->capacity) {
+    /* Full: the newest mark moves to the end of the stream and covers this
+     * work too. */
+    cb_hip_mark *m = &s->marks[(s->head + s->count - 1) % s->capacity];
+    e = hipEventRecord(m->event, s->stream);
+    if (e == hipSuccess) {
+      m->last = work;
+      m->op = "work";
+    }
+  } else {
+    hipEvent_t ev = NULL;
+    if (s->nspare) ev = s->spare[--s->nspare];
+    else e = hipEventCreateWithFlags(&ev, hipEventDisableTiming);
+    if (e == hipSuccess) e = hipEventRecord(ev, s->stream);
+    if (e == hipSuccess) {
+      cb_hip_mark *m = &s->marks[(s->head + s->count) % s->capacity];
+      m->event = ev;
+      m->first = m->last = work;
+      m->op = op;
+      s->count++;
+    } else if (ev) {
+      hipEventDestroy(ev);
+    }
+  }
+  if (e != hipSuccess) {
+    /* No event: wait here so progress stays true (rare: out of resources,
+     * or the device is failing, which the wait reports). */
+    hipError_t w = hipStreamSynchronize(s->stream);
+    reap_locked(s);
+    if (w != hipSuccess) {
+      cubert_berr err = {0};
+      cubert_status st = cb_hip_fail(NULL, &err, w, op_status(op), "%s", "");
+      cb_hip_push_failure(s->device, 0, st, err.sticky,
+                          "work up to %" PRIu64 " on a stream of %s: waiting failed%s", work,
+                          s->device->label, err.message);
+    }
+    if (work > s->done) s->done = work;
+  }
+  pthread_mutex_unlock(&s->lock);
+}
+
+uint64_t cb_hip_progress(void *device, void *stream) {
+  cb_hip_device *dev = device;
+  cb_hip_stream *s = stream;
+  if (!s) return 0;
+  pthread_mutex_lock(&s->lock);
+  if (atomic_load(&dev->lost)) marks_settle_all(s);
+  else if (s->count && cb_hip_enter(dev, NULL) == CUBERT_OK) reap_locked(s);
+  uint64_t done = s->done;
+  pthread_mutex_unlock(&s->lock);
+  return done;
+}
+
+/* ------------------------------------------------------------ streams */
+
+cubert_status cb_hip_stream_create(void *device, void **stream, cubert_berr *err) {
+  cb_hip_device *dev = device;
+  cubert_status st;
+  if ((st = cb_hip_check_lost(dev, err)) || (st = cb_hip_enter(dev, err))) return st;
+  cb_hip_stream *s = calloc(1, sizeof *s);
+  cb_hip_mark *marks = calloc(MARK_CAPACITY, sizeof *marks);
+  hipEvent_t *spare = calloc(MARK_CAPACITY, sizeof *spare);
+  if (!s || !marks || !spare) {
+    free(s);
+    free(marks);
+    free(spare);
+    return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory creating a stream");
+  }
+  hipError_t e = hipStreamCreateWithFlags(&s->stream, hipStreamNonBlocking);
+  if (e != hipSuccess) {
+    free(s);
+    free(marks);
+    free(spare);
+    return cb_hip_fail(dev, err, e, CUBERT_ERR_BACKEND, "hipStreamCreateWithFlags on %s", dev->label);
+  }
+  pthread_mutex_init(&s->lock, NULL);
+  s->device = dev;
+  s->marks = marks;
+  s->spare = spare;
+  s->capacity = MARK_CAPACITY;
+  pthread_mutex_lock(&dev->streams_lock);
+  s->next = dev->streams;
+  dev->streams = s;
+  pthread_mutex_unlock(&dev->streams_lock);
+  *stream = s;
+  return CUBERT_OK;
+}
+
+static void stream_free(cb_hip_device *dev, cb_hip_stream *s) {
+  bool lost = atomic_load(&dev->lost);
+  if (!lost) (void)hipStreamSynchronize(s->stream);
+  pthread_mutex_lock(&s->lock);
+  if (!lost) reap_locked(s); /* keep the failures of its last work */
+  marks_settle_all(s);
+  for (uint32_t i = 0; i < s->nspare; i++) hipEventDestroy(s->spare[i]);
+  pthread_mutex_unlock(&s->lock);
+  (void)hipStreamDestroy(s->stream);
+  pthread_mutex_destroy(&s->lock);
+  free(s->marks);
+  free(s->spare);
+  free(s);
+}
+
+void cb_hip_stream_destroy(void *device, void *stream) {
+  cb_hip_device *dev = device;
+  cb_hip_stream *s = stream;
+  if (!s) return;
+  (void)cb_hip_enter(dev, NULL);
+  pthread_mutex_lock(&dev->streams_lock);
+  for (cb_hip_stream **p = &dev->streams; *p; p = &(*p)->next) {
+    if (*p == s) {
+      *p = s->next;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&dev->streams_lock);
+  stream_free(dev, s);
+}
+
+cubert_status cb_hip_event_record(void *device, void *stream, void **event, cubert_berr *err) {
+  cb_hip_device *dev = device;
+  cb_hip_stream *s = stream;
+  cubert_status st;
+  if ((st = cb_hip_check_lost(dev, err)) || (st = cb_hip_enter(dev, err))) return st;
+  if (!s) return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT, "event_record: no stream");
+  hipEvent_t ev = NULL;
+  hipError_t e = hipEventCreateWithFlags(&ev, hipEventDisableTiming);
+  if (e == hipSuccess && (e = hipEventRecord(ev, s->stream)) != hipSuccess) hipEventDestroy(ev);
+  if (e != hipSuccess)
+    return cb_hip_fail(dev, err, e, CUBERT_ERR_BACKEND, "recording an event on %s", dev->label);
+  *event = ev;
+  return CUBERT_OK;
+}
+
+cubert_status cb_hip_stream_wait(void *device, void *stream, void *event, cubert_berr *err) {
+  cb_hip_device *dev = device;
+  cb_hip_stream *s = stream;
+  cubert_status st;
+  if ((st = cb_hip_check_lost(dev, err)) || (st = cb_hip_enter(dev, err))) return st;
+  if (!s || !event) return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT, "stream_wait: no stream or event");
+  hipError_t e = hipStreamWaitEvent(s->stream, (hipEvent_t)event, 0);
+  if (e != hipSuccess)
+    return cb_hip_fail(dev, err, e, CUBERT_ERR_BACKEND, "hipStreamWaitEvent on %s", dev->label);
+  return CUBERT_OK;
+}
+
+void cb_hip_event_destroy(void *device, void *event) {
+  if (!event) return;
+  (void)cb_hip_enter(device, NULL);
+  (void)hipEventDestroy((hipEvent_t)event);
+}
+
+/* ------------------------------------------------------------ sync */
+
+/* Waits for one stream and records what the wait found. True when the
+ * device is (now) lost. */
+static bool sync_one(cb_hip_device *dev, cb_hip_stream *s) {
+  hipError_t e = atomic_load(&dev->lost) ? hipSuccess : hipStreamSynchronize(s->stream);
+  pthread_mutex_lock(&s->lock);
+  int found = reap_locked(s);
+  if (e != hipSuccess && !found) {
+    /* The wait failed but no mark did: name what was pending. */
+    cubert_berr err = {0};
+    cubert_status st = cb_hip_fail(NULL, &err, e, CUBERT_ERR_BACKEND, "%s", "");
+    cb_hip_push_failure(dev, 0, st, err.sticky,
+                        "waiting for a stream of %s (work up to %" PRIu64 ") failed%s", dev->label,
+                        s->enqueued, err.message);
+  }
+  if (atomic_load(&dev->lost)) marks_settle_all(s);
+  else if (e == hipSuccess) s->done = s->enqueued;
+  pthread_mutex_unlock(&s->lock);
+  return atomic_load(&dev->lost);
+}
+
+cubert_status cb_hip_sync(void *device, void *stream, cubert_berr *err) {
+  cb_hip_device *dev = device;
+  cubert_status st = cb_hip_enter(dev, err);
+  if (st && !atomic_load(&dev->lost)) return st;
+  if (stream) {
+    sync_one(dev, stream);
+  } else {
+    pthread_mutex_lock(&dev->streams_lock);
+    for (cb_hip_stream *s = dev->streams; s; s = s->next) sync_one(dev, s);
+    pthread_mutex_unlock(&dev->streams_lock);
+  }
+  return cb_hip_check_lost(dev, err);
+}
+
+/* ------------------------------------------------------------ staging */
+
+static cb_hip_staging *staging_take(cb_hip_device *dev) {
+  pthread_mutex_lock(&dev->staging_lock);
+  cb_hip_staging *st = dev->staging_free;
+  if (st) {
+    dev->staging_free = st->next;
+  } else if (dev->nstaging < STAGING_MAX) {
+    dev->nstaging++; /* reserve the slot, allocate outside the lock */
+  } else {
+    pthread_mutex_unlock(&dev->staging_lock);
+    return NULL;
+  }
+  pthread_mutex_unlock(&dev->staging_lock);
+  if (st) return st;
+  st = calloc(1, sizeof *st);
+  bool ok = st && hipHostMalloc((void **)&st->buf, STAGING_BYTES, hipHostMallocDefault) == hipSuccess;
+  if (ok && hipEventCreateWithFlags(&st->done[0], hipEventDisableTiming) != hipSuccess) ok = false;
+  if (ok && hipEventCreateWithFlags(&st->done[1], hipEventDisableTiming) != hipSuccess) {
+    hipEventDestroy(st->done[0]);
+    ok = false;
+  }
+  if (!ok) {
+    if (st && st->buf) hipHostFree(st->buf);
+    free(st);
+    pthread_mutex_lock(&dev->staging_lock);
+    dev->nstaging--;
+    pthread_mutex_unlock(&dev->staging_lock);
+    return NULL; /* the caller copies directly */
+  }
+  return st;
+}
+
+static void staging_give(cb_hip_device *dev, cb_hip_staging *st) {
+  pthread_mutex_lock(&dev->staging_lock);
+  st->next = dev->staging_free;
+  dev->staging_free = st;
+  pthread_mutex_unlock(&dev->staging_lock);
+}
+
+/* Waits until half h may be reused. */
+static hipError_t staging_wait(cb_hip_staging *st, int h) {
+  if (!st->pending[h]) return hipSuccess;
+  st->pending[h] = false;
+  return hipEventSynchronize(st->done[h]);
+}
+
+void cb_hip_stream_teardown(cb_hip_device *dev) {
+  pthread_mutex_lock(&dev->streams_lock);
+  cb_hip_stream *s = dev->streams;
+  dev->streams = NULL;
+  pthread_mutex_unlock(&dev->streams_lock);
+  while (s) {
+    cb_hip_stream *next = s->next;
+    stream_free(dev, s);
+    s = next;
+  }
+  cb_hip_staging *st = dev->staging_free;
+  dev->staging_free = NULL;
+  while (st) {
+    cb_hip_staging *next = st->next;
+    (void)staging_wait(st, 0);
+    (void)staging_wait(st, 1);
+    hipEventDestroy(st->done[0]);
+    hipEventDestroy(st->done[1]);
+    hipHostFree(st->buf);
+    free(st);
+    st = next;
+  }
+}
+
+/* ------------------------------------------------------------ transfers */
+
+/* Common prologue of work operations. */
+static cubert_status work_begin(cb_hip_device *dev, cb_hip_stream *s, const char *op,
+                                cubert_berr *err) {
+  cubert_status st;
+  if (!s) return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT, "%s on %s: no stream", op, dev->label);
+  if ((st = cb_hip_check_lost(dev, err)) || (st = cb_hip_enter(dev, err))) return st;
+  return CUBERT_OK;
+}
+
+cubert_status cb_hip_write(void *device, void *stream, uint64_t work, uint64_t dst, const void *src,
+                           uint64_t size, cubert_berr *err) {
+  cb_hip_device *dev = device;
+  cb_hip_stream *s = stream;
+  cubert_status st = work_begin(dev, s, "write", err);
+  if (st) return st;
+  hipError_t e = hipSuccess;
+  const char *where = "hipMemcpyAsync";
+  cb_hip_staging *sb = size ? staging_take(dev) : NULL;
+  if (size && !sb) {
+    /* No staging buffer: copy directly and wait, so `src` is free on return. */
+    e = hipMemcpyAsync(CB_HIP_PTR(dst), src, size, hipMemcpyHostToDevice, s->stream);
+    if (e == hipSuccess) {
+      where = "hipStreamSynchronize";
+      e = hipStreamSynchronize(s->stream);
+    }
+  }
+  for (uint64_t off = 0, k = 0; sb && off < size && e == hipSuccess; k++) {
+    int h = (int)(k & 1);
+    size_t n = size - off < STAGING_HALF ? (size_t)(size - off) : STAGING_HALF;
+    char *half = sb->buf + (size_t)h * STAGING_HALF;
+    if ((e = staging_wait(sb, h)) != hipSuccess) {
+      where = "waiting for a staging buffer";
+      break;
+    }
+    memcpy(half, (const char *)src + off, n);
+    e = hipMemcpyAsync(CB_HIP_PTR(dst + off), half, n, hipMemcpyHostToDevice, s->stream);
+    if (e == hipSuccess) {
+      where = "hipEventRecord";
+      e = hipEventRecord(sb->done[h], s->stream);
+      sb->pending[h] = e == hipSuccess;
+    }
+    off += n;
+  }
+  if (sb) {
+    /* after a failed enqueue a copy may still read the buffer: let it end */
+    if (e != hipSuccess) (void)hipStreamSynchronize(s->stream);
+    staging_give(dev, sb);
+  }
+  cb_hip_mark_work(s, work, "write");
+  if (e != hipSuccess)
+    return cb_hip_fail(dev, err, e, CUBERT_ERR_COPY,
+                       "write of %" PRIu64 " bytes to 0x%" PRIx64 " on %s (%s)", size, dst,
+                       dev->label, where);
+  return CUBERT_OK;
+}
+
+cubert_status cb_hip_read(void *device, void *stream, uint64_t work, void *dst, uint64_t src,
+                          uint64_t size, cubert_berr *err) {
+  cb_hip_device *dev = device;
+  cb_hip_stream *s = stream;
+  cubert_status st = work_begin(dev, s, "read", err);
+  if (st) return st;
+  hipError_t e = hipSuccess;
+  const char *where = "hipMemcpyAsync";
+  cb_hip_staging *sb = size ? staging_take(dev) : NULL;
+  if (size && !sb) {
+    e = hipMemcpyAsync(dst, CB_HIP_PTR(src), size, hipMemcpyDeviceToHost, s->stream);
+    if (e == hipSuccess) {
+      where = "hipStreamSynchronize";
+      e = hipStreamSynchronize(s->stream);
+    }
+  } else if (sb) {
+    /* Chunk k goes to half k&1; it is copied out when that half is needed
+     * again, and the last two at the end, oldest first. */
+    uint64_t chunk_off[2] = {0, 0};
+    size_t chunk_n[2] = {0, 0};
+    bool ours[2] = {false, false};
+    uint64_t off = 0;
+    for (uint64_t k = 0; off < size; k++) {
+      int h = (int)(k & 1);
+      char *half = sb->buf + (size_t)h * STAGING_HALF;
+      if ((e = staging_wait(sb, h)) != hipSuccess) {
+        where = "waiting for a chunk";
+        break;
+      }
+      if (ours[h]) memcpy((char *)dst + chunk_off[h], half, chunk_n[h]);
+      ours[h] = false;
+      size_t n = size - off < STAGING_HALF ? (size_t)(size - off) : STAGING_HALF;
+      if ((e = hipMemcpyAsync(half, CB_HIP_PTR(src + off), n, hipMemcpyDeviceToHost, s->stream)) !=
+          hipSuccess)
+        break;
+      if ((e = hipEventRecord(sb->done[h], s->stream)) != hipSuccess) {
+        where = "hipEventRecord";
+        break;
+      }
+      sb->pending[h] = true;
+      ours[h] = true;
+      chunk_off[h] = off;
+      chunk_n[h] = n;
+      off += n;
+    }
+    /* The older of the two halves first (any order is correct: they hold
+     * disjoint ranges). */
+    for (int i = 0; i < 2 && e == hipSuccess; i++) {
+      int h = (chunk_off[0] <= chunk_off[1]) ? i : 1 - i;
+      if (!ours[h]) continue;
+      if ((e = staging_wait(sb, h)) != hipSuccess) {
+        where = "waiting for a chunk";
+        break;
+      }
+      memcpy((char *)dst + chunk_off[h], sb->buf + (size_t)h * STAGING_HALF, chunk_n[h]);
+    }
+    if (e != hipSuccess) (void)hipStreamSynchronize(s->stream);
+    staging_give(dev, sb);
+  }
+  if (e != hipSuccess)
+    return cb_hip_fail(dev, err, e, CUBERT_ERR_COPY,
+                       "read of %" PRIu64 " bytes from 0x%" PRIx64 " on %s (%s)", size, src,
+                       dev->label, where);
+  /* Everything before the read on this stream has completed. */
+  pthread_mutex_lock(&s->lock);
+  reap_locked(s);
+  if ((s->count == 0 || s->marks[s->head].first > work) && work > s->done) s->done = work;
+  pthread_mutex_unlock(&s->lock);
+  return CUBERT_OK;
+}
+
+cubert_status cb_hip_fill(void *device, void *stream, uint64_t work, uint64_t dst,
+                          const void *pattern, uint32_t pattern_size, uint64_t size,
+                          cubert_berr *err) {
+  cb_hip_device *dev = device;
+  cb_hip_stream *s = stream;
+  cubert_status st = work_begin(dev, s, "fill", err);
+  if (st) return st;
+  if (!pattern || (pattern_size != 1 && pattern_size != 2 && pattern_size != 4 && pattern_size != 8) ||
+      size % pattern_size)
+    return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT,
+                           "fill on %s: pattern of %" PRIu32 " bytes over %" PRIu64 " bytes",
+                           dev->label, pattern_size, size);
+  hipError_t e = hipSuccess;
+  const char *how = "hipMemsetD8Async";
+  bool aligned = dst % pattern_size == 0;
+  if (size == 0) {
+    /* nothing to write */
+  } else if (pattern_size == 1) {
+    e = hipMemsetD8Async(CB_HIP_DPTR(dst), *(const unsigned char *)pattern, (size_t)size, s->stream);
+  } else if (pattern_size == 2 && aligned) {
+    unsigned short v;
+    memcpy(&v, pattern, 2);
+    how = "hipMemsetD16Async";
+    e = hipMemsetD16Async(CB_HIP_DPTR(dst), v, (size_t)(size / 2), s->stream);
+  } else if (pattern_size == 4 && aligned) {
+    uint32_t v;
+    memcpy(&v, pattern, 4);
+    how = "hipMemsetD32Async";
+    e = hipMemsetD32Async(CB_HIP_DPTR(dst), (int)v, (size_t)(size / 4), s->stream);
+  } else {
+    /* 8-byte patterns, and unaligned 2/4-byte ones: the built-in kernel. */
+    cb_hip_module *m = NULL;
+    if ((st = cb_hip_fill_module(dev, &m, err)) != CUBERT_OK) {
+      cb_hip_mark_work(s, work, "fill");
+      return st;
+    }
+    void *ptr = CB_HIP_PTR(dst);
+    unsigned long long pat = 0, n = size;
+    unsigned int psize = pattern_size;
+    memcpy(&pat, pattern, pattern_size);
+    void *params[] = {&ptr, &pat, &psize, &n};
+    uint64_t items = aligned && pattern_size == 8 ? size / 8 : size;
+    uint64_t blocks = (items + 255) / 256;
+    uint32_t grid[3] = {(uint32_t)(blocks < 4096 ? (blocks ? blocks : 1) : 4096), 1, 1};
+    uint32_t block[3] = {256, 1, 1};
+    st = cb_hip_launch_raw(dev, s, m, grid, block, 0, params, err);
+    cb_hip_mark_work(s, work, "fill");
+    return st;
+  }
+  cb_hip_mark_work(s, work, "fill");
+  if (e != hipSuccess)
+    return cb_hip_fail(dev, err, e, CUBERT_ERR_COPY, "fill of %" PRIu64 " bytes at 0x%" PRIx64 " on %s (%s)",
+                       size, dst, dev->label, how);
+  return CUBERT_OK;
+}
+
+cubert_status cb_hip_copy(void *device, void *stream, uint64_t work, uint64_t dst, uint64_t src,
+                          uint64_t size, cubert_berr *err) {
+  cb_hip_device *dev = device;
+  cb_hip_stream *s = stream;
+  cubert_status st = work_begin(dev, s, "copy", err);
+  if (st) return st;
+  hipError_t e = size ? hipMemcpyAsync(CB_HIP_PTR(dst), CB_HIP_PTR(src), (size_t)size,
+                                       hipMemcpyDeviceToDevice, s->stream)
+                      : hipSuccess;
+  cb_hip_mark_work(s, work, "copy");
+  if (e != hipSuccess)
+    return cb_hip_fail(dev, err, e, CUBERT_ERR_COPY,
+                       "copy of %" PRIu64 " bytes 0x%" PRIx64 " -> 0x%" PRIx64 " on %s", size, src,
+                       dst, dev->label);
+  return CUBERT_OK;
+}
+
+cubert_status cb_hip_copy_peer(void *device, void *stream, uint64_t work, uint64_t dst,
+                               void *src_device, uint64_t src, uint64_t size, cubert_berr *err) {
+  cb_hip_device *dev = device;
+  cb_hip_device *from = src_device;
+  cb_hip_stream *s = stream;
+  cubert_status st = work_begin(dev, s, "copy_peer", err);
+  if (st) return st;
+  if (!from) return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT, "copy_peer on %s: no source device", dev->label);
+  if ((st = cb_hip_check_lost(from, err)) != CUBERT_OK) {
+    cb_hip_mark_work(s, work, "copy-peer");
+    return st;
+  }
+  hipError_t e = hipSuccess;
+  if (size && from->index == dev->index)
+    e = hipMemcpyAsync(CB_HIP_PTR(dst), CB_HIP_PTR(src), (size_t)size, hipMemcpyDeviceToDevice,
+                       s->stream);
+  else if (size)
+    e = hipMemcpyPeerAsync(CB_HIP_PTR(dst), dev->index, CB_HIP_PTR(src), from->index, (size_t)size,
+                           s->stream);
+  cb_hip_mark_work(s, work, "copy-peer");
+  if (e != hipSuccess)
+    return cb_hip_fail(dev, err, e, CUBERT_ERR_COPY,
+                       "peer copy of %" PRIu64 " bytes from %s to %s", size, from->label, dev->label);
+  return CUBERT_OK;
+}

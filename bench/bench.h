@@ -1,0 +1,230 @@
+/* bench/bench.h: what the files of `cubert bench` share (internal, never
+ * installed): statistics, result rows, the raw baselines, the bench's own
+ * kernels, output (table, CSV, JSON, SVG) and small helpers.
+ *
+ *   cli_bench.c     cb_cli_bench: `cubert bench peer|runtime|plot`
+ *   bench_peer.c    peer bandwidth: matrix, size sweep, latency
+ *   bench_runtime.c the runtime's own costs: pools, launch path, ledger,
+ *                   fault layer
+ *   bench_kernels.c kernels the bench launches through cubert and compiles
+ *                   raw: empty kernels, the hold kernel, the pointer chase
+ *   bench_raw.c     raw baselines behind one interface: plain memcpy and
+ *                   host calls on the host backend, plain HIP
+ *                   (backends/hip/hip_raw.h) on HIP devices
+ *   bench_out.c     statistics, rows to JSON/CSV, the terminal table
+ *   bench_svg.c     SVG heatmap and size sweep through cairo (from the JSON)
+ *   hip_raw_none.c  the raw HIP calls when cubert is built without HIP
+ *
+ * Ownership: a cb_bench_rows owns its rows; JSON objects returned are new
+ * references the caller decrefs; a cb_bench_raw is owned by whoever opened
+ * it and closed with cb_bench_raw_close(). */
+#ifndef CUBERT_BENCH_BENCH_H
+#define CUBERT_BENCH_BENCH_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cubert/cubert.h"
+
+/* ------------------------------------------------------------ helpers */
+
+/* Seconds of CLOCK_MONOTONIC. */
+double cb_bench_now(void);
+
+/* "1K", "64M", "1G", "4096", "1.5M" into bytes (binary units); false when
+ * it is not a size. */
+bool cb_bench_parse_size(const char *text, uint64_t *bytes);
+/* "1K..1G" (powers of two between), "1K..1G:4" (factor 4), "4K,1M,64M" (a
+ * list) into a sorted list without duplicates; false with a message. */
+bool cb_bench_parse_sizes(const char *text, uint64_t **sizes, size_t *count, char *message,
+                          size_t capacity);
+/* "1 KiB", "256 MiB" (exact), "1.5 MiB" otherwise. */
+const char *cb_bench_size_name(uint64_t bytes, char *buf, size_t capacity);
+
+/* Progress on stderr: a line per step ("[12/150] peer-ce 0->1 256 MiB");
+ * on a terminal the line is rewritten in place. Off with quiet. */
+void cb_bench_progress(bool quiet, int step, int total, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+void cb_bench_progress_done(bool quiet);
+
+/* ------------------------------------------------------------ statistics */
+
+typedef struct cb_bench_stats {
+  int n;
+  double median, min, max, mean;
+  double cv;      /* standard deviation / mean (0 for fewer than 2 samples) */
+} cb_bench_stats;
+
+/* Statistics of `n` samples (sorted in place). */
+cb_bench_stats cb_bench_stats_of(double *samples, int n);
+json_t *cb_bench_stats_json(const cb_bench_stats *s, const double *samples, int n);
+
+/* ------------------------------------------------------------ rows */
+
+/* One measured cell: a test, a device pair, a size; cubert's figures and the
+ * raw baseline's, in the same unit. For bidirectional rows `cubert`/`raw`
+ * are the sum of both directions (per repetition) and fwd/rev each one. */
+typedef struct cb_bench_row {
+  char test[24];        /* "peer-ce", "peer-read", "h2d", "chase", ... */
+  char dir[8];          /* "uni", "bidi" */
+  char section[12];     /* "matrix", "sweep", "latency" */
+  int src, dst;         /* devices; -1 for the host */
+  char link[16];        /* the pair's topology class, "?" when unknown */
+  uint64_t size;        /* bytes per operation */
+  uint32_t count;       /* operations per repetition */
+  char unit[8];         /* "GB/s", "us", "ns" */
+  bool higher_better;   /* GB/s: true; times: false */
+  bool have_cubert, have_raw;
+  cb_bench_stats cubert, raw;
+  double cubert_fwd, cubert_rev, raw_fwd, raw_rev; /* bidi medians */
+  double *cubert_samples, *raw_samples;            /* owned */
+  int validated;        /* 1 passed, 0 failed, -1 not checked */
+  char note[160];
+} cb_bench_row;
+
+/* cubert/raw of the medians (0 when either is missing). */
+double cb_bench_ratio(const cb_bench_row *row);
+
+typedef struct cb_bench_rows {
+  cb_bench_row *v;
+  size_t n, cap;
+} cb_bench_rows;
+
+/* A zeroed row appended (NULL when out of memory). */
+cb_bench_row *cb_bench_rows_add(cb_bench_rows *rows);
+void cb_bench_rows_free(cb_bench_rows *rows);
+json_t *cb_bench_row_json(const cb_bench_row *row);
+/* The header and the rows as CSV. */
+bool cb_bench_rows_csv(const cb_bench_rows *rows, FILE *out);
+
+/* Writes `root` to `path` (indented); false with a message on stderr. */
+bool cb_bench_write_json(json_t *root, const char *path);
+
+/* ------------------------------------------------------------ SVG */
+
+/* True when cubert was built with cairo (SVG output). */
+bool cb_bench_svg_available(void);
+/* From a `cubert bench peer` JSON document: PREFIX-matrix.svg (a heatmap per
+ * matrix test) and PREFIX-sweep.svg (GB/s against size, cubert and raw).
+ * Files with nothing to draw are not written; each written path is printed
+ * on `log`. False with a message on stderr. */
+bool cb_bench_svg_write(json_t *peer_doc, const char *prefix, FILE *log);
+
+/* ------------------------------------------------------------ kernels */
+
+/* The bench's own kernels, created once per process (references the caller
+ * releases). Each has HIP source and a host function. */
+typedef enum cb_bench_kernel_id {
+  CB_BENCH_EMPTY0 = 0,    /* no parameter */
+  CB_BENCH_EMPTY4,        /* 4 buffers: 2 read, 2 write */
+  CB_BENCH_EMPTY16,       /* 16 buffers: 8 read, 8 write */
+  CB_BENCH_TOUCH,         /* in: read, out: write; does nothing */
+  CB_BENCH_TAINT,         /* out: write; the fault rule fails it */
+  CB_BENCH_HOLD,          /* ticks: u64; spins that long (clock64 / ns on host) */
+  CB_BENCH_CHASE,         /* next: read, state: read-write u32, steps: u64 */
+  CB_BENCH_CHASE_PEER,    /* the same with `next` a peer buffer */
+  CB_BENCH_KERNEL_COUNT
+} cb_bench_kernel_id;
+
+cubert_status cb_bench_kernel(cb_bench_kernel_id id, cubert_kernel **kernel);
+/* One HIP source holding every bench kernel, for the raw baseline. Entry
+ * names: cb_bench_empty0, cb_bench_empty4, cb_bench_empty16, cb_bench_hold,
+ * cb_bench_chase. */
+const char *cb_bench_kernel_source(void);
+/* The host function of a kernel (for the host raw baseline). */
+cubert_host_fn cb_bench_kernel_host_fn(cb_bench_kernel_id id);
+
+/* Pointer chase data: `bytes` of u32 holding one random cycle through nodes
+ * `stride` u32 apart (Sattolo), seeded. next[node] = next node's index. */
+void cb_bench_chase_fill(uint32_t *next, uint64_t bytes, uint32_t stride, uint64_t seed);
+/* Where a chase of `steps` steps from `start` ends. */
+uint32_t cb_bench_chase_walk(const uint32_t *next, uint32_t start, uint64_t steps);
+
+/* ------------------------------------------------------------ raw baselines */
+
+/* The raw baseline: the same work without cubert. On HIP devices plain HIP
+ * calls timed with hipEvents (backends/hip/hip_raw.h); on the host backend
+ * plain memcpy and direct host-function calls timed with the host clock.
+ * Devices are the backend's own indexes (cubert_device_info.backend_index).
+ * Addresses are device addresses on HIP, host pointers on the host. */
+typedef struct cb_bench_raw cb_bench_raw;
+
+typedef enum cb_bench_raw_op {
+  CB_RAW_H2D = 0,       /* host `src` (pageable) -> device `dst` */
+  CB_RAW_H2D_PINNED,    /* host `src` (pinned) -> device `dst` */
+  CB_RAW_D2H,           /* device `src` -> host `dst` (pageable) */
+  CB_RAW_D2D,           /* within one device, copy engine */
+  CB_RAW_PEER,          /* between devices, copy engine (hipMemcpyPeerAsync) */
+  CB_RAW_KERNEL         /* the copy kernel on `exec` (pointers local or peer) */
+} cb_bench_raw_op;
+
+typedef struct cb_bench_xfer {
+  cb_bench_raw_op op;
+  int exec;             /* the device whose stream runs and times it */
+  int src_dev, dst_dev; /* -1 for host memory */
+  uint64_t src, dst;
+  uint64_t size;
+  uint32_t grid, block; /* CB_RAW_KERNEL */
+} cb_bench_xfer;
+
+/* "hip" or "host". */
+cubert_status cb_bench_raw_open(const char *backend, cb_bench_raw **raw);
+void cb_bench_raw_close(cb_bench_raw *raw);
+/* One line saying what the baseline is ("plain memcpy on the host ..."). */
+const char *cb_bench_raw_describe(const cb_bench_raw *raw);
+/* The last error's message. */
+const char *cb_bench_raw_error(const cb_bench_raw *raw);
+bool cb_bench_raw_is_host(const cb_bench_raw *raw);
+
+cubert_status cb_bench_raw_alloc(cb_bench_raw *raw, int dev, uint64_t size, uint64_t *addr);
+void cb_bench_raw_free(cb_bench_raw *raw, int dev, uint64_t addr);
+cubert_status cb_bench_raw_host_alloc(cb_bench_raw *raw, uint64_t size, void **ptr); /* pinned */
+void cb_bench_raw_host_free(cb_bench_raw *raw, void *ptr);
+cubert_status cb_bench_raw_upload(cb_bench_raw *raw, int dev, uint64_t dst, const void *src,
+                                  uint64_t size);
+cubert_status cb_bench_raw_download(cb_bench_raw *raw, int dev, void *dst, uint64_t src,
+                                    uint64_t size);
+cubert_status cb_bench_raw_fill(cb_bench_raw *raw, int dev, uint64_t dst, uint32_t value,
+                                uint64_t size);
+/* Whether `dev` can access `peer`'s memory; enables it when it can. */
+cubert_status cb_bench_raw_peer(cb_bench_raw *raw, int dev, int peer, bool *can);
+/* CHECKSUM_U32 over n u32 at `addr` (kernels.h), on `dev`. */
+cubert_status cb_bench_raw_checksum(cb_bench_raw *raw, int dev, uint64_t addr, uint64_t n,
+                                    uint64_t *sum);
+/* `count` copies of each of `n` (1 or 2) transfers, concurrently when 2,
+ * each on its own stream of its exec device, after a hold kernel of
+ * `hold_ticks` (0: none); ms[i] is transfer i's elapsed time, enqueue_ms
+ * the host's enqueue time (may be NULL). */
+cubert_status cb_bench_raw_run(cb_bench_raw *raw, const cb_bench_xfer *x, int n, uint32_t count,
+                               uint64_t hold_ticks, double *ms, double *enqueue_ms);
+/* `count` times: `src_dev` to the pinned host buffer, then to `dst_dev`;
+ * host-timed milliseconds for all. */
+cubert_status cb_bench_raw_staged(cb_bench_raw *raw, int src_dev, uint64_t src, int dst_dev,
+                                  uint64_t dst, void *pinned, uint64_t size, uint32_t count,
+                                  double *ms);
+/* The chase kernel on `exec` over `next` (local or peer), `state` one u32
+ * on exec: start index in, end index out. Device-timed ms. */
+cubert_status cb_bench_raw_chase(cb_bench_raw *raw, int exec, uint64_t next, uint64_t state,
+                                 uint64_t steps, double *ms);
+/* `count` launches of the empty kernel with `nbuffers` (0, 4, 16) buffer
+ * arguments, then one sync; host-timed ns per launch. */
+cubert_status cb_bench_raw_launch_loop(cb_bench_raw *raw, int dev, int nbuffers,
+                                       const uint64_t *buffers, uint32_t count, double *ns);
+/* `count` allocations of `size` each freed at once (hipMalloc+hipFree,
+ * malloc+free); host-timed ns per pair. */
+cubert_status cb_bench_raw_alloc_loop(cb_bench_raw *raw, int dev, uint64_t size, uint32_t count,
+                                      double *ns);
+
+/* ------------------------------------------------------------ commands */
+
+int cb_bench_peer_main(int argc, char **argv);
+int cb_bench_runtime_main(int argc, char **argv);
+int cb_bench_plot_main(int argc, char **argv);
+
+#endif

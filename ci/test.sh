@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# ci/test.sh: THE test command (README; .ci/run calls it). On a fresh Debian 12
+# machine (root or sudo, no GPU needed) it installs what it needs, then:
+#   deps     apt packages (only those missing)
+#   lint     shellcheck over the scripts
+#   gcc      gcc, -Werror, HIP backend on (Debian's ROCm 5.2, AMD platform) -> ctest
+#   clang    clang, -Werror, HIP backend on -> ctest
+#   asan     gcc, ASan + UBSan, HIP backend on -> ctest
+#   tsan     gcc, TSan, HIP backend on -> ctest
+#   install  install the gcc build, build examples/consumer against it through
+#            the CMake package and through pkg-config, shared and static; run them
+# `bash ci/test.sh gcc install` runs only the stages named. Every stage runs
+# even after another failed; the summary says which failed; exit 1 if any.
+# Builds go to $CUBERT_CI_BUILD (default build-ci/); $CUBERT_JOBS sets -j (2).
+set -uo pipefail
+# shellcheck source=ci/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$CB_ROOT" || exit 1
+
+BUILD=${CUBERT_CI_BUILD:-$CB_ROOT/build-ci}
+ALL_STAGES=(deps lint gcc clang asan tsan install)
+if [ "$#" -gt 0 ]; then STAGES=("$@"); else STAGES=("${ALL_STAGES[@]}"); fi
+for s in "${STAGES[@]}"; do
+  case " ${ALL_STAGES[*]} " in *" $s "*) ;; *) echo "ci: unknown stage '$s' (stages: ${ALL_STAGES[*]})" >&2; exit 2 ;; esac
+done
+want() { case " ${STAGES[*]} " in *" $1 "*) return 0 ;; esac; return 1; }
+
+# ------------------------------------------------------------ helpers
+
+# The tests' "skipped: ..." lines (testutil.h), counted, from ctest's log.
+report_skips() {
+  local log=$1/Testing/Temporary/LastTest.log
+  [ -f "$log" ] || return 0
+  local n
+  n=$(grep -c '^skipped: ' "$log")
+  if [ "$n" -gt 0 ]; then
+    echo "ci: $n test runs skipped, by reason:"
+    grep '^skipped: ' "$log" | sed 's/ in [^ ]*$//; s/, [^ ]* needs [0-9]*)$/)/' | sort | uniq -c
+  else
+    echo "ci: no test skipped"
+  fi
+}
+
+# run_ctest DIR [PREFIX...]: every test of DIR, -j, output of failures.
+run_ctest() {
+  local dir=$1 rc
+  shift
+  "$@" ctest --test-dir "$dir" --output-on-failure --no-tests=error -j "$CB_JOBS" --timeout 300
+  rc=$?
+  report_skips "$dir"
+  return "$rc"
+}
+
+# Some kernels place mappings where the sanitizers' shadow memory must go
+# (high mmap_rnd_bits): then the sanitizer dies at start. Probe once with a
+# tiny threaded program; if it fails, run the tests with ASLR off.
+sanitizer_prefix() {
+  local kind=$1 dir probe
+  dir=$(mktemp -d)
+  probe=$dir/probe
+  printf '%s\n' '#include <pthread.h>' 'static void *f(void *p) { return p; }' \
+    'int main(void) { pthread_t t; pthread_create(&t, 0, f, 0); return pthread_join(t, 0); }' \
+    >"$dir/probe.c"
+  if gcc "-fsanitize=$kind" -pthread "$dir/probe.c" -o "$probe" 2>"$dir/err"; then
+    if ! "$probe" >/dev/null 2>&1; then
+      if setarch "$(uname -m)" -R "$probe" >/dev/null 2>&1; then
+        echo "ci: -fsanitize=$kind needs ASLR off on this kernel: running tests under setarch -R" >&2
+        echo "setarch $(uname -m) -R"
+      else
+        echo "ci: -fsanitize=$kind programs do not run here, even without ASLR" >&2
+        echo "false"
+      fi
+    fi
+  else
+    echo "ci: cannot build with -fsanitize=$kind: $(cat "$dir/err")" >&2
+    echo "false"
+  fi
+  rm -rf "$dir"
+}
+
+# ------------------------------------------------------------ stages
+
+stage_deps() { cb_apt_install "${CB_PACKAGES_TEST[@]}"; }
+
+stage_lint() {
+  local scripts=(ci/*.sh .ci/run)
+  if ! command -v shellcheck >/dev/null 2>&1; then
+    echo "ci: shellcheck not installed"
+    return 1
+  fi
+  shellcheck -x "${scripts[@]}" && echo "ci: shellcheck clean: ${scripts[*]}"
+}
+
+stage_gcc() {
+  cb_build "$BUILD/gcc" -DCMAKE_C_COMPILER=gcc -DCUBERT_WERROR=ON \
+    -DCUBERT_HIP=ON -DCUBERT_HIP_PLATFORM=amd && run_ctest "$BUILD/gcc"
+}
+
+stage_clang() {
+  cb_build "$BUILD/clang" -DCMAKE_C_COMPILER=clang -DCUBERT_WERROR=ON \
+    -DCUBERT_HIP=ON -DCUBERT_HIP_PLATFORM=amd && run_ctest "$BUILD/clang"
+}
+
+# Sanitizer builds skip the benchmarks (nothing in ctest runs them).
+stage_sanitize() {
+  local kind=$1 flag=$2 dir=$BUILD/$1 prefix
+  prefix=$(sanitizer_prefix "$flag")
+  [ "$prefix" = false ] && return 1
+  # shellcheck disable=SC2086 # the prefix is words on purpose
+  cb_build "$dir" -DCMAKE_C_COMPILER=gcc -DCUBERT_SANITIZE="$kind" -DCUBERT_BUILD_BENCH=OFF \
+    -DCUBERT_HIP=ON -DCUBERT_HIP_PLATFORM=amd && run_ctest "$dir" $prefix
+}
+stage_asan() { stage_sanitize address address,undefined; }
+stage_tsan() { stage_sanitize thread thread; }
+
+stage_install() {
+  local prefix=$BUILD/prefix work=$BUILD/consumer rc=0
+  if [ ! -f "$BUILD/gcc/build.ninja" ]; then
+    cb_build "$BUILD/gcc" -DCMAKE_C_COMPILER=gcc -DCUBERT_WERROR=ON \
+      -DCUBERT_HIP=ON -DCUBERT_HIP_PLATFORM=amd || return 1
+  fi
+  rm -rf "$prefix" "$work"
+  cmake --install "$BUILD/gcc" --prefix "$prefix" || return 1
+  "$prefix/bin/cubert" --version || rc=1
+
+  echo "ci: consumer through find_package(cubert) (cubert::cubert, cubert::cubert_static)"
+  mkdir -p "$work"
+  cp -r examples/consumer "$work/make"
+  cmake -S examples/consumer -B "$work/cmake" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" &&
+    cmake --build "$work/cmake" &&
+    "$work/cmake/consumer" && "$work/cmake/consumer_static" || rc=1
+
+  echo "ci: consumer through pkg-config (shared and static)"
+  PKG_CONFIG_PATH=$(dirname "$(find "$prefix" -name cubert.pc | head -n 1)")
+  export PKG_CONFIG_PATH
+  echo "ci: pkg-config --cflags --libs cubert: $(pkg-config --cflags --libs cubert)"
+  make -C "$work/make" consumer consumer-static &&
+    "$work/make/consumer" && "$work/make/consumer-static" || rc=1
+  unset PKG_CONFIG_PATH
+  return "$rc"
+}
+
+# ------------------------------------------------------------ run
+echo "ci: cubert tests on $(nproc) cores, -j$CB_JOBS, stages: ${STAGES[*]}"
+for s in "${ALL_STAGES[@]}"; do
+  want "$s" || continue
+  case $s in
+    deps) cb_stage deps stage_deps || { cb_summary; exit 1; } ;;
+    *) cb_stage "$s" "stage_$s" ;;
+  esac
+done
+cb_summary

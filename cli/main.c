@@ -1,0 +1,141 @@
+/* cli/main.c: the `cubert` tool's front door: global options, dispatch to
+ * the subcommands of commands.h, weak "not built" defaults for subcommands
+ * whose folder did not add its implementation, and shared helpers. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/commands.h"
+
+typedef struct command {
+  const char *name;
+  int (*run)(int argc, char **argv);
+  const char *summary;
+} command;
+
+static const command commands[] = {
+    {"info", cb_cli_info, "backends, devices, limits and memory pools (--json)"},
+    {"topo", cb_cli_topo, "where each device sits: pair classes, NUMA nodes (hwloc)"},
+    {"demo", cb_cli_demo, "a short tour of the runtime and its failure account (host backend)"},
+    {"faultinj", cb_cli_faultinj, "fault-injection scenarios and campaigns, checked"},
+    {"bench", cb_cli_bench, "peer bandwidth and runtime-overhead benchmarks"},
+};
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: cubert <command> [options]\n"
+          "       cubert --help | --version\n"
+          "\n"
+          "commands:\n");
+  for (size_t i = 0; i < NCOMMANDS; i++)
+    fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].summary);
+  fprintf(out,
+          "\n"
+          "`cubert <command> --help` describes a command's options.\n"
+          "Environment: CUBERT_BACKENDS (host,hip), CUBERT_HOST_DEVICES, CUBERT_HOST_MEMORY,\n"
+          "CUBERT_HOST_PEER_DENY, CUBERT_FAULTS (see README.md and docs/).\n");
+}
+
+static const command *find_command(const char *name) {
+  for (size_t i = 0; i < NCOMMANDS; i++)
+    if (strcmp(commands[i].name, name) == 0) return &commands[i];
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fputs("cubert: no command given\n", stderr);
+    usage(stderr);
+    return CB_CLI_USAGE;
+  }
+  const char *arg = argv[1];
+  if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+    usage(stdout);
+    return CB_CLI_OK;
+  }
+  if (strcmp(arg, "--version") == 0 || strcmp(arg, "-V") == 0) {
+    printf("cubert %s\n", cubert_version());
+    return CB_CLI_OK;
+  }
+  if (strcmp(arg, "help") == 0) {
+    if (argc < 3) {
+      usage(stdout);
+      return CB_CLI_OK;
+    }
+    const command *cmd = find_command(argv[2]);
+    if (cmd == NULL) {
+      fprintf(stderr, "cubert: unknown command '%s'\n", argv[2]);
+      usage(stderr);
+      return CB_CLI_USAGE;
+    }
+    char *help_argv[] = {argv[2], "--help", NULL};
+    return cmd->run(2, help_argv);
+  }
+  const command *cmd = find_command(arg);
+  if (cmd == NULL) {
+    fprintf(stderr, "cubert: unknown %s '%s'\n", arg[0] == '-' ? "option" : "command", arg);
+    usage(stderr);
+    return CB_CLI_USAGE;
+  }
+  return cmd->run(argc - 1, argv + 1);
+}
+
+/* ------------------------------------------------------------ defaults */
+
+static int not_built(const char *name, const char *folder) {
+  fprintf(stderr,
+          "cubert %s: not built into this cubert (its implementation in %s/ was not "
+          "compiled into the tool)\n",
+          name, folder);
+  return CB_CLI_FAILED;
+}
+
+__attribute__((weak)) int cb_cli_info(int argc, char **argv) { return not_built("info", "cli"); }
+__attribute__((weak)) int cb_cli_demo(int argc, char **argv) { return not_built("demo", "cli"); }
+__attribute__((weak)) int cb_cli_topo(int argc, char **argv) {
+  return not_built("topo", "topology");
+}
+__attribute__((weak)) int cb_cli_faultinj(int argc, char **argv) {
+  return not_built("faultinj", "faultinj");
+}
+__attribute__((weak)) int cb_cli_bench(int argc, char **argv) {
+  return not_built("bench", "bench");
+}
+
+/* ------------------------------------------------------------ helpers */
+
+const char *cb_cli_bytes(uint64_t bytes, char *buf, size_t capacity) {
+  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  size_t u = 0;
+  double v = (double)bytes;
+  while (v >= 1024.0 && u + 1 < sizeof units / sizeof units[0]) {
+    v /= 1024.0;
+    u++;
+  }
+  if (u == 0)
+    snprintf(buf, capacity, "%" PRIu64 " B", bytes);
+  else if (v == (double)(uint64_t)v)
+    snprintf(buf, capacity, "%.0f %s", v, units[u]);
+  else
+    snprintf(buf, capacity, "%.1f %s", v, units[u]);
+  return buf;
+}
+
+int cb_cli_fail(const char *cmd, const char *what, cubert_status status) {
+  fprintf(stderr, "cubert %s: %s failed: %s: %s\n", cmd, what, cubert_status_name(status),
+          cubert_last_error_message());
+  return CB_CLI_FAILED;
+}
+
+bool cb_cli_parse_uint(const char *text, uint64_t max, uint64_t *value) {
+  if (text == NULL || *text < '0' || *text > '9') return false;
+  char *end = NULL;
+  errno = 0;
+  unsigned long long v = strtoull(text, &end, 10);
+  if (errno != 0 || *end != '\0' || v > max) return false;
+  *value = v;
+  return true;
+}

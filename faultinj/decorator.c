@@ -1,0 +1,792 @@
+/* faultinj/decorator.c: a backend ops table that wraps another, forwards
+ * every call unchanged and fails the calls the rules select.
+ *
+ * Every decorated call starts with cb_fi_armed(): while no rule is set and
+ * no device is lost it forwards at once. When armed it checks the lost
+ * devices, asks cb_fi_decide(), and applies the fault it gets. Faults that
+ * touch memory go through the INNER ops with the call's own work number (a
+ * scribble is an inner fill of garbage, a partial copy an inner copy of a
+ * prefix), so what the runtime sees is what a real half-done call leaves. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "faultinj/decorator.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "faultinj/injector.h"
+
+/* ------------------------------------------------------------ states */
+
+typedef struct fi_alloc {
+  uint64_t address, size;
+  int device;                 /* runtime-wide */
+} fi_alloc;
+
+typedef struct fi_lost {
+  atomic_int flag;
+  char message[320];          /* written once under the backend lock, before flag */
+} fi_lost;
+
+typedef struct fi_backend {
+  const cubert_backend_ops *ops;
+  void *inner;
+  int base, count;
+  /* Allocations of every device (sorted by address) to find who owns a peer
+   * buffer, and the lost devices' messages. Devices allocate concurrently. */
+  pthread_mutex_t lock;
+  fi_alloc *allocs;
+  size_t nallocs, cap;
+  fi_lost *lost;              /* one per device; outlives the device states */
+} fi_backend;
+
+typedef struct fi_stream {
+  void *inner;
+  uint64_t id;                /* 1, 2, 3... per device, as the runtime numbers it */
+} fi_stream;
+
+typedef struct fi_module {
+  void *inner;
+  char kernel[];              /* the kernel's name, for kernel= filters */
+} fi_module;
+
+typedef struct fi_pending {
+  uint64_t work;
+  fi_stream *stream;          /* NULL once the stream is gone: report at once */
+  cubert_async_failure failure;
+} fi_pending;
+
+typedef struct fi_device {
+  fi_backend *b;
+  const cubert_backend_ops *ops;
+  void *inner;
+  int local;                  /* index within the backend */
+  int index;                  /* runtime-wide */
+  uint64_t nstreams;
+  /* Injected asynchronous failures not yet drained. drain_failures runs
+   * beside other calls on the device, hence a lock of their own. */
+  pthread_mutex_t lock;
+  atomic_size_t npending;
+  fi_pending *pending;
+  size_t pcount, pcap;
+} fi_device;
+
+#define FI_MAX_PEERS 16
+
+/* ------------------------------------------------------------ helpers */
+
+static void set_err(cubert_berr *err, bool sticky, const char *message) {
+  if (!err) return;
+  err->sticky = sticky;
+  cb_fi_copy(err->message, sizeof err->message, message);
+}
+
+/* Fails the call with the hit's status: "injected fault #N (rule R): ...";
+ * the log record gets the same words. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 4, 5)))
+#endif
+static cubert_status inject(cubert_berr *err, const cb_fi_hit *hit, bool sticky, const char *fmt, ...) {
+  char what[400], msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  snprintf(msg, sizeof msg, "injected fault #%llu (rule %u): %s", (unsigned long long)hit->id, hit->rule, what);
+  set_err(err, sticky, msg);
+  cb_fi_note(hit->id, msg);
+  return hit->status;
+}
+
+/* "launch of `k1` on device 0 stream 1 (work 12)" */
+static void describe(char *buf, size_t cap, uint32_t op, const fi_device *d, const fi_stream *s,
+                     uint64_t work, const char *kernel, int peer) {
+  int n = snprintf(buf, cap, "%s", cb_fi_op_name(op));
+  if (kernel && n >= 0 && (size_t)n < cap) n += snprintf(buf + n, cap - (size_t)n, " of `%s`", kernel);
+  if (n >= 0 && (size_t)n < cap) n += snprintf(buf + n, cap - (size_t)n, " on device %d", d->index);
+  if (s && n >= 0 && (size_t)n < cap)
+    n += snprintf(buf + n, cap - (size_t)n, " stream %llu", (unsigned long long)s->id);
+  if (peer >= 0 && n >= 0 && (size_t)n < cap)
+    n += snprintf(buf + n, cap - (size_t)n, op == CB_FI_OP_COPY_PEER ? " from device %d" : " with device %d", peer);
+  if (work && n >= 0 && (size_t)n < cap) snprintf(buf + n, cap - (size_t)n, " (work %llu)", (unsigned long long)work);
+}
+
+static bool decide(const fi_device *d, const fi_stream *s, uint32_t op, uint32_t extra, uint64_t work,
+                   const char *kernel, const int *peers, uint32_t npeers, cb_fi_hit *hit) {
+  cb_fi_call call = {op, op | extra, d->index, s ? s->id : 0, work, kernel, peers, npeers};
+  return cb_fi_decide(&call, hit);
+}
+
+/* Whether device `local` of `b` is lost; if so the error says so (sticky
+ * when it is the device called, not when it is the peer). */
+static bool lost(fi_backend *b, int local, bool self, cubert_berr *err) {
+  if (local < 0 || local >= b->count) return false;
+  if (!atomic_load_explicit(&b->lost[local].flag, memory_order_acquire)) return false;
+  char msg[512];
+  pthread_mutex_lock(&b->lock);
+  snprintf(msg, sizeof msg, "%sdevice %d is lost: %s", self ? "" : "peer ", b->base + local,
+           b->lost[local].message);
+  pthread_mutex_unlock(&b->lock);
+  set_err(err, self, msg);
+  return true;
+}
+
+static cubert_status lose(fi_device *d, const cb_fi_hit *hit, const char *what, cubert_berr *err) {
+  char msg[320];
+  snprintf(msg, sizeof msg, "injected fault #%llu (rule %u): device %d lost during %s",
+           (unsigned long long)hit->id, hit->rule, d->index, what);
+  fi_backend *b = d->b;
+  bool first = false;
+  pthread_mutex_lock(&b->lock);
+  if (!atomic_load_explicit(&b->lost[d->local].flag, memory_order_relaxed)) {
+    cb_fi_copy(b->lost[d->local].message, sizeof b->lost[d->local].message, msg);
+    atomic_store_explicit(&b->lost[d->local].flag, 1, memory_order_release);
+    first = true;
+  }
+  pthread_mutex_unlock(&b->lock);
+  if (first) cb_fi_lost_add(1);
+  set_err(err, true, msg);
+  cb_fi_note(hit->id, msg);
+  return CUBERT_ERR_DEVICE_LOST;
+}
+
+/* Runtime-wide index of the device owning `address`, -1 when unknown. */
+static int owner_of(fi_backend *b, uint64_t address) {
+  int owner = -1;
+  pthread_mutex_lock(&b->lock);
+  size_t lo = 0, hi = b->nallocs;
+  while (lo < hi) { /* first allocation starting after address */
+    size_t mid = lo + (hi - lo) / 2;
+    if (b->allocs[mid].address <= address) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo > 0) {
+    const fi_alloc *a = &b->allocs[lo - 1];
+    if (address - a->address < a->size) owner = a->device;
+  }
+  pthread_mutex_unlock(&b->lock);
+  return owner;
+}
+
+static void map_insert(fi_backend *b, uint64_t address, uint64_t size, int device) {
+  pthread_mutex_lock(&b->lock);
+  if (b->nallocs == b->cap) {
+    size_t ncap = b->cap ? b->cap * 2 : 64;
+    fi_alloc *n = realloc(b->allocs, ncap * sizeof *n);
+    if (!n) { /* the owner stays unknown: only pair/peer filters miss it */
+      pthread_mutex_unlock(&b->lock);
+      return;
+    }
+    b->allocs = n;
+    b->cap = ncap;
+  }
+  size_t i = b->nallocs;
+  while (i > 0 && b->allocs[i - 1].address > address) i--;
+  memmove(&b->allocs[i + 1], &b->allocs[i], (b->nallocs - i) * sizeof b->allocs[0]);
+  b->allocs[i] = (fi_alloc){address, size, device};
+  b->nallocs++;
+  pthread_mutex_unlock(&b->lock);
+}
+
+static void map_remove(fi_backend *b, uint64_t address) {
+  pthread_mutex_lock(&b->lock);
+  size_t lo = 0, hi = b->nallocs;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (b->allocs[mid].address < address) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo < b->nallocs && b->allocs[lo].address == address) {
+    memmove(&b->allocs[lo], &b->allocs[lo + 1], (b->nallocs - lo - 1) * sizeof b->allocs[0]);
+    b->nallocs--;
+  }
+  pthread_mutex_unlock(&b->lock);
+}
+
+/* Garbage that depends only on the injection id (a replay scribbles alike). */
+static void garbage(uint64_t id, unsigned char pattern[8]) {
+  uint64_t s = id * 0x9E3779B97F4A7C15ull ^ 0x6A09E667F3BCC909ull;
+  uint64_t v = cb_fi_splitmix64(&s);
+  for (int i = 0; i < 8; i++) pattern[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* floor(size * fraction), where the fraction was written in decimal: 0.3
+ * is a hair under 3/10 in binary, and 0.3 of 1000 bytes must be 300. */
+static uint64_t share(uint64_t size, double fraction) {
+  long double n = (long double)size * fraction * (1.0L + 1e-12L);
+  return n >= (long double)size ? size : (uint64_t)n;
+}
+
+/* Bytes a scribble covers: a share of the size, at least one byte. */
+static uint64_t scribble_len(uint64_t size, double fraction) {
+  uint64_t k = share(size, fraction);
+  return k || !size ? k : 1;
+}
+
+/* Bytes a partial transfer moves: a share of the size, down to whole units. */
+static uint64_t partial_len(uint64_t size, double fraction, uint64_t unit) {
+  uint64_t k = share(size, fraction);
+  return k - k % unit;
+}
+
+/* An inner fill of garbage over [address, address + len). */
+static void scribble(fi_device *d, fi_stream *s, uint64_t work, uint64_t address, uint64_t len, uint64_t id) {
+  if (len == 0) return;
+  unsigned char pattern[8];
+  garbage(id, pattern);
+  uint32_t size = len % 8 == 0 ? 8 : len % 4 == 0 ? 4 : len % 2 == 0 ? 2 : 1;
+  cubert_berr ignored;
+  /* A refused fill leaves the bytes as they were; the call fails either way. */
+  (void)d->ops->fill(d->inner, s->inner, work, address, pattern, size, len, &ignored);
+}
+
+/* Queues an asynchronous failure for drain_failures, once the inner stream
+ * has run the work. */
+static cubert_status defer(fi_device *d, fi_stream *s, uint64_t work, const cb_fi_hit *hit, const char *what,
+                           cubert_berr *err) {
+  char msg[512];
+  snprintf(msg, sizeof msg, "injected fault #%llu (rule %u): %s failed when it ran (reported at sync)",
+           (unsigned long long)hit->id, hit->rule, what);
+  cb_fi_note(hit->id, msg);
+  pthread_mutex_lock(&d->lock);
+  if (d->pcount == d->pcap) {
+    size_t ncap = d->pcap ? d->pcap * 2 : 8;
+    fi_pending *n = realloc(d->pending, ncap * sizeof *n);
+    if (!n) {
+      pthread_mutex_unlock(&d->lock);
+      /* Cannot remember it: fail at enqueue instead, never lose it. */
+      set_err(err, false, msg);
+      return hit->status;
+    }
+    d->pending = n;
+    d->pcap = ncap;
+  }
+  fi_pending *p = &d->pending[d->pcount++];
+  memset(p, 0, sizeof *p);
+  p->work = work;
+  p->stream = s;
+  p->failure.work = work;
+  p->failure.status = hit->status;
+  p->failure.sticky = false;
+  cb_fi_copy(p->failure.message, sizeof p->failure.message, msg);
+  atomic_store_explicit(&d->npending, d->pcount, memory_order_release);
+  pthread_mutex_unlock(&d->lock);
+  return CUBERT_OK;
+}
+
+/* ------------------------------------------------------------ work that writes device memory */
+
+/* write, fill, copy and copy_peer differ only in how they are forwarded. */
+typedef struct fi_work {
+  fi_device *d;
+  fi_stream *s;
+  uint64_t work;
+  uint32_t op;
+  uint64_t dst, size;
+  const void *host_src;       /* write */
+  const void *pattern;        /* fill */
+  uint32_t pattern_size;
+  uint64_t src;               /* copy, copy_peer */
+  fi_device *src_device;      /* copy_peer */
+} fi_work;
+
+static cubert_status forward_work(const fi_work *w, uint64_t size, cubert_berr *err) {
+  const cubert_backend_ops *o = w->d->ops;
+  void *dev = w->d->inner, *st = w->s->inner;
+  switch (w->op) {
+  case CB_FI_OP_WRITE:
+    return o->write(dev, st, w->work, w->dst, w->host_src, size, err);
+  case CB_FI_OP_FILL:
+    return o->fill(dev, st, w->work, w->dst, w->pattern, w->pattern_size, size, err);
+  case CB_FI_OP_COPY:
+    return o->copy(dev, st, w->work, w->dst, w->src, size, err);
+  default:
+    return o->copy_peer(dev, st, w->work, w->dst, w->src_device->inner, w->src, size, err);
+  }
+}
+
+static cubert_status run_work(const fi_work *w, cubert_berr *err) {
+  fi_device *d = w->d;
+  if (!cb_fi_armed()) return forward_work(w, w->size, err);
+  if (lost(d->b, d->local, true, err)) return CUBERT_ERR_DEVICE_LOST;
+  int peer = -1;
+  uint32_t extra = 0;
+  if (w->op == CB_FI_OP_COPY_PEER) {
+    peer = w->src_device->index;
+    extra = CB_FI_OP_PEER_WRITE;
+    if (lost(d->b, w->src_device->local, false, err)) return CUBERT_ERR_DEVICE_LOST;
+  }
+  cb_fi_hit hit;
+  if (!decide(d, w->s, w->op, extra, w->work, NULL, &peer, peer >= 0, &hit)) return forward_work(w, w->size, err);
+  char what[256];
+  describe(what, sizeof what, w->op, d, w->s, w->work, NULL, peer);
+  unsigned long long size = (unsigned long long)w->size;
+  switch (hit.fault) {
+  case CUBERT_FAULT_SCRIBBLE: {
+    uint64_t len = scribble_len(w->size, hit.fraction);
+    scribble(d, w->s, w->work, w->dst, len, hit.id);
+    return inject(err, &hit, false, "%s failed after scribbling garbage over %llu of its %llu bytes", what,
+                  (unsigned long long)len, size);
+  }
+  case CUBERT_FAULT_PARTIAL: {
+    uint64_t unit = w->op == CB_FI_OP_FILL && w->pattern_size ? w->pattern_size : 1;
+    uint64_t len = partial_len(w->size, hit.fraction, unit);
+    cubert_berr ignored;
+    if (len) (void)forward_work(w, len, &ignored);
+    return inject(err, &hit, false, "%s stopped after %llu of %llu bytes", what, (unsigned long long)len, size);
+  }
+  case CUBERT_FAULT_DEVICE_LOST:
+    return lose(d, &hit, what, err);
+  case CUBERT_FAULT_ASYNC:
+  case CUBERT_FAULT_ASYNC_SCRIBBLE: {
+    cubert_status st = forward_work(w, w->size, err);
+    if (st != CUBERT_OK) return st;
+    if (hit.fault == CUBERT_FAULT_ASYNC_SCRIBBLE)
+      scribble(d, w->s, w->work, w->dst, scribble_len(w->size, hit.fraction), hit.id);
+    return defer(d, w->s, w->work, &hit, what, err);
+  }
+  default:
+    return inject(err, &hit, false, "%s failed", what);
+  }
+}
+
+/* ------------------------------------------------------------ the ops */
+
+static cubert_status fi_open_refused(const cubert_backend_config *config, void **backend, int *device_count,
+                                     cubert_berr *err) {
+  set_err(err, false, "the fault layer opens through cb_faultinj_open(inner, device_base, ...)");
+  return CUBERT_ERR_UNSUPPORTED;
+}
+
+static void fi_close(void *backend) {
+  fi_backend *b = backend;
+  b->ops->close(b->inner);
+  int nlost = 0;
+  for (int i = 0; i < b->count; i++) nlost += atomic_load(&b->lost[i].flag) != 0;
+  if (nlost) cb_fi_lost_add(-nlost);
+  pthread_mutex_destroy(&b->lock);
+  free(b->allocs);
+  free(b->lost);
+  free(b);
+}
+
+static cubert_status fi_device_open(void *backend, int index, void **device, cubert_device_info *info,
+                                    cubert_berr *err) {
+  fi_backend *b = backend;
+  fi_device *d = calloc(1, sizeof *d);
+  if (!d) {
+    set_err(err, false, "fault layer: out of memory opening a device");
+    return CUBERT_ERR_OUT_OF_MEMORY;
+  }
+  d->b = b;
+  d->ops = b->ops;
+  d->local = index;
+  d->index = b->base + index;
+  if (cb_fi_armed()) {
+    cb_fi_hit hit;
+    char what[64];
+    cubert_status st = CUBERT_OK;
+    if (lost(b, index, true, err)) st = CUBERT_ERR_DEVICE_LOST;
+    else if (decide(d, NULL, CB_FI_OP_DEVICE_OPEN, 0, 0, NULL, NULL, 0, &hit)) {
+      describe(what, sizeof what, CB_FI_OP_DEVICE_OPEN, d, NULL, 0, NULL, -1);
+      st = (hit.fault == CUBERT_FAULT_DEVICE_LOST && index >= 0 && index < b->count)
+               ? lose(d, &hit, what, err)
+               : inject(err, &hit, hit.fault == CUBERT_FAULT_DEVICE_LOST, "%s failed", what);
+    }
+    if (st != CUBERT_OK) {
+      free(d);
+      return st;
+    }
+  }
+  cubert_status st = b->ops->device_open(b->inner, index, &d->inner, info, err);
+  if (st != CUBERT_OK) {
+    free(d);
+    return st;
+  }
+  pthread_mutex_init(&d->lock, NULL);
+  atomic_init(&d->npending, 0);
+  *device = d;
+  return CUBERT_OK;
+}
+
+static void fi_device_close(void *device) {
+  fi_device *d = device;
+  d->ops->device_close(d->inner);
+  pthread_mutex_destroy(&d->lock);
+  free(d->pending);
+  free(d);
+}
+
+static cubert_status fi_mem_alloc(void *device, uint64_t size, cubert_backend_mem *mem, cubert_berr *err) {
+  fi_device *d = device;
+  if (cb_fi_armed()) {
+    if (lost(d->b, d->local, true, err)) return CUBERT_ERR_DEVICE_LOST;
+    cb_fi_hit hit;
+    if (decide(d, NULL, CB_FI_OP_ALLOC, 0, 0, NULL, NULL, 0, &hit)) {
+      char what[64];
+      describe(what, sizeof what, CB_FI_OP_ALLOC, d, NULL, 0, NULL, -1);
+      if (hit.fault == CUBERT_FAULT_DEVICE_LOST) return lose(d, &hit, what, err);
+      return inject(err, &hit, false, "allocation of %llu bytes on device %d failed", (unsigned long long)size,
+                    d->index);
+    }
+  }
+  cubert_status st = d->ops->mem_alloc(d->inner, size, mem, err);
+  /* Always tracked (one insert per driver allocation; the runtime pools), so
+   * rules set later still know who owns a peer buffer. */
+  if (st == CUBERT_OK) map_insert(d->b, mem->address, mem->size > size ? mem->size : size, d->index);
+  return st;
+}
+
+static void fi_mem_free(void *device, cubert_backend_mem *mem) {
+  fi_device *d = device;
+  map_remove(d->b, mem->address);
+  d->ops->mem_free(d->inner, mem);
+}
+
+/* A plain failure for calls that only fail or lose the device. */
+static bool plain_fault(fi_device *d, fi_stream *s, uint32_t op, int peer, cubert_berr *err, cubert_status *st) {
+  if (lost(d->b, d->local, true, err)) {
+    *st = CUBERT_ERR_DEVICE_LOST;
+    return true;
+  }
+  if (peer >= 0 && lost(d->b, peer - d->b->base, false, err)) {
+    *st = CUBERT_ERR_DEVICE_LOST;
+    return true;
+  }
+  cb_fi_hit hit;
+  if (!decide(d, s, op, 0, 0, NULL, &peer, peer >= 0, &hit)) return false;
+  char what[128];
+  describe(what, sizeof what, op, d, s, 0, NULL, peer);
+  *st = hit.fault == CUBERT_FAULT_DEVICE_LOST ? lose(d, &hit, what, err) : inject(err, &hit, false, "%s failed", what);
+  return true;
+}
+
+static cubert_status fi_stream_create(void *device, void **stream, cubert_berr *err) {
+  fi_device *d = device;
+  cubert_status st;
+  if (cb_fi_armed() && plain_fault(d, NULL, CB_FI_OP_STREAM_CREATE, -1, err, &st)) return st;
+  fi_stream *s = malloc(sizeof *s);
+  if (!s) {
+    set_err(err, false, "fault layer: out of memory creating a stream");
+    return CUBERT_ERR_OUT_OF_MEMORY;
+  }
+  st = d->ops->stream_create(d->inner, &s->inner, err);
+  if (st != CUBERT_OK) {
+    free(s);
+    return st;
+  }
+  s->id = ++d->nstreams;
+  *stream = s;
+  return CUBERT_OK;
+}
+
+static void fi_stream_destroy(void *device, void *stream) {
+  fi_device *d = device;
+  fi_stream *s = stream;
+  pthread_mutex_lock(&d->lock);
+  for (size_t i = 0; i < d->pcount; i++)
+    if (d->pending[i].stream == s) d->pending[i].stream = NULL;
+  pthread_mutex_unlock(&d->lock);
+  d->ops->stream_destroy(d->inner, s->inner);
+  free(s);
+}
+
+static cubert_status fi_event_record(void *device, void *stream, void **event, cubert_berr *err) {
+  fi_device *d = device;
+  fi_stream *s = stream;
+  cubert_status st;
+  if (cb_fi_armed() && plain_fault(d, s, CB_FI_OP_EVENT_RECORD, -1, err, &st)) return st;
+  return d->ops->event_record(d->inner, s->inner, event, err);
+}
+
+static cubert_status fi_stream_wait(void *device, void *stream, void *event, cubert_berr *err) {
+  fi_device *d = device;
+  fi_stream *s = stream;
+  cubert_status st;
+  if (cb_fi_armed() && plain_fault(d, s, CB_FI_OP_STREAM_WAIT, -1, err, &st)) return st;
+  return d->ops->stream_wait(d->inner, s->inner, event, err);
+}
+
+static void fi_event_destroy(void *device, void *event) {
+  fi_device *d = device;
+  d->ops->event_destroy(d->inner, event);
+}
+
+static cubert_status fi_write(void *device, void *stream, uint64_t work, uint64_t dst, const void *src,
+                              uint64_t size, cubert_berr *err) {
+  fi_work w = {.d = device, .s = stream, .work = work, .op = CB_FI_OP_WRITE, .dst = dst, .size = size, .host_src = src};
+  return run_work(&w, err);
+}
+
+static cubert_status fi_fill(void *device, void *stream, uint64_t work, uint64_t dst, const void *pattern,
+                             uint32_t pattern_size, uint64_t size, cubert_berr *err) {
+  fi_work w = {.d = device, .s = stream, .work = work, .op = CB_FI_OP_FILL, .dst = dst, .size = size,
+               .pattern = pattern, .pattern_size = pattern_size};
+  return run_work(&w, err);
+}
+
+static cubert_status fi_copy(void *device, void *stream, uint64_t work, uint64_t dst, uint64_t src, uint64_t size,
+                             cubert_berr *err) {
+  fi_work w = {.d = device, .s = stream, .work = work, .op = CB_FI_OP_COPY, .dst = dst, .size = size, .src = src};
+  return run_work(&w, err);
+}
+
+static cubert_status fi_copy_peer(void *device, void *stream, uint64_t work, uint64_t dst, void *src_device,
+                                  uint64_t src, uint64_t size, cubert_berr *err) {
+  fi_work w = {.d = device, .s = stream, .work = work, .op = CB_FI_OP_COPY_PEER, .dst = dst, .size = size,
+               .src = src, .src_device = src_device};
+  return run_work(&w, err);
+}
+
+static cubert_status fi_read(void *device, void *stream, uint64_t work, void *dst, uint64_t src, uint64_t size,
+                             cubert_berr *err) {
+  fi_device *d = device;
+  fi_stream *s = stream;
+  if (!cb_fi_armed()) return d->ops->read(d->inner, s->inner, work, dst, src, size, err);
+  if (lost(d->b, d->local, true, err)) return CUBERT_ERR_DEVICE_LOST;
+  cb_fi_hit hit;
+  if (!decide(d, s, CB_FI_OP_READ, 0, work, NULL, NULL, 0, &hit))
+    return d->ops->read(d->inner, s->inner, work, dst, src, size, err);
+  char what[160];
+  describe(what, sizeof what, CB_FI_OP_READ, d, s, work, NULL, -1);
+  switch (hit.fault) {
+  case CUBERT_FAULT_SCRIBBLE: {
+    uint64_t len = scribble_len(size, hit.fraction);
+    unsigned char pattern[8];
+    garbage(hit.id, pattern);
+    for (uint64_t i = 0; i < len; i++) ((unsigned char *)dst)[i] = pattern[i % 8];
+    return inject(err, &hit, false, "%s failed after scribbling garbage over %llu of %llu bytes", what,
+                  (unsigned long long)len, (unsigned long long)size);
+  }
+  case CUBERT_FAULT_PARTIAL: {
+    uint64_t len = partial_len(size, hit.fraction, 1);
+    cubert_berr ignored;
+    if (len) (void)d->ops->read(d->inner, s->inner, work, dst, src, len, &ignored);
+    return inject(err, &hit, false, "%s stopped after %llu of %llu bytes", what, (unsigned long long)len,
+                  (unsigned long long)size);
+  }
+  case CUBERT_FAULT_DEVICE_LOST:
+    return lose(d, &hit, what, err);
+  default:
+    return inject(err, &hit, false, "%s failed", what);
+  }
+}
+
+static cubert_status fi_module_load(void *device, const cubert_backend_kernel *kernel, void **module,
+                                    cubert_berr *err) {
+  fi_device *d = device;
+  const char *name = kernel->name ? kernel->name : kernel->entry ? kernel->entry : "";
+  if (cb_fi_armed()) {
+    if (lost(d->b, d->local, true, err)) return CUBERT_ERR_DEVICE_LOST;
+    cb_fi_hit hit;
+    if (decide(d, NULL, CB_FI_OP_COMPILE, 0, 0, name, NULL, 0, &hit)) {
+      char what[256];
+      describe(what, sizeof what, CB_FI_OP_COMPILE, d, NULL, 0, name, -1);
+      if (hit.fault == CUBERT_FAULT_DEVICE_LOST) return lose(d, &hit, what, err);
+      return inject(err, &hit, false, "%s failed", what);
+    }
+  }
+  size_t len = strlen(name);
+  fi_module *m = malloc(sizeof *m + len + 1);
+  if (!m) {
+    set_err(err, false, "fault layer: out of memory loading a module");
+    return CUBERT_ERR_OUT_OF_MEMORY;
+  }
+  memcpy(m->kernel, name, len + 1);
+  cubert_status st = d->ops->module_load(d->inner, kernel, &m->inner, err);
+  if (st != CUBERT_OK) {
+    free(m);
+    return st;
+  }
+  *module = m;
+  return CUBERT_OK;
+}
+
+static void fi_module_unload(void *device, void *module) {
+  fi_device *d = device;
+  fi_module *m = module;
+  d->ops->module_unload(d->inner, m->inner);
+  free(m);
+}
+
+static cubert_status fi_launch(void *device, void *stream, uint64_t work, void *module,
+                               const cubert_launch_config *config, const cubert_backend_arg *args, uint32_t nargs,
+                               cubert_berr *err) {
+  fi_device *d = device;
+  fi_stream *s = stream;
+  fi_module *m = module;
+  if (!cb_fi_armed()) return d->ops->launch(d->inner, s->inner, work, m->inner, config, args, nargs, err);
+  if (lost(d->b, d->local, true, err)) return CUBERT_ERR_DEVICE_LOST;
+
+  /* The other devices: owners of the peer buffers it binds. */
+  int peers[FI_MAX_PEERS];
+  uint32_t npeers = 0, extra = 0;
+  for (uint32_t i = 0; i < nargs; i++) {
+    if (args[i].kind != CUBERT_PARAM_PEER_BUFFER) continue;
+    if (args[i].access & CUBERT_ACCESS_WRITE) extra |= CB_FI_OP_PEER_WRITE;
+    int owner = owner_of(d->b, args[i].address);
+    if (owner < 0) continue;
+    if (lost(d->b, owner - d->b->base, false, err)) return CUBERT_ERR_DEVICE_LOST;
+    bool seen = false;
+    for (uint32_t k = 0; k < npeers; k++) seen |= peers[k] == owner;
+    if (!seen && npeers < FI_MAX_PEERS) peers[npeers++] = owner;
+  }
+  cb_fi_hit hit;
+  if (!decide(d, s, CB_FI_OP_LAUNCH, extra, work, m->kernel, peers, npeers, &hit))
+    return d->ops->launch(d->inner, s->inner, work, m->inner, config, args, nargs, err);
+  char what[256];
+  describe(what, sizeof what, CB_FI_OP_LAUNCH, d, s, work, m->kernel, npeers ? peers[0] : -1);
+
+  switch (hit.fault) {
+  case CUBERT_FAULT_SCRIBBLE: {
+    uint64_t bytes = 0;
+    uint32_t outputs = 0;
+    for (uint32_t i = 0; i < nargs; i++) {
+      if (args[i].kind == CUBERT_PARAM_SCALAR || !(args[i].access & CUBERT_ACCESS_WRITE)) continue;
+      uint64_t len = scribble_len(args[i].size, hit.fraction);
+      scribble(d, s, work, args[i].address, len, hit.id);
+      bytes += len;
+      outputs++;
+    }
+    return inject(err, &hit, false, "%s failed after scribbling garbage over %llu bytes of %u output%s", what,
+                  (unsigned long long)bytes, outputs, outputs == 1 ? "" : "s");
+  }
+  case CUBERT_FAULT_DEVICE_LOST:
+    return lose(d, &hit, what, err);
+  case CUBERT_FAULT_ASYNC:
+  case CUBERT_FAULT_ASYNC_SCRIBBLE: {
+    cubert_status st = d->ops->launch(d->inner, s->inner, work, m->inner, config, args, nargs, err);
+    if (st != CUBERT_OK) return st;
+    if (hit.fault == CUBERT_FAULT_ASYNC_SCRIBBLE)
+      for (uint32_t i = 0; i < nargs; i++)
+        if (args[i].kind != CUBERT_PARAM_SCALAR && (args[i].access & CUBERT_ACCESS_WRITE))
+          scribble(d, s, work, args[i].address, scribble_len(args[i].size, hit.fraction), hit.id);
+    return defer(d, s, work, &hit, what, err);
+  }
+  default:
+    return inject(err, &hit, false, "%s failed before writing", what);
+  }
+}
+
+static cubert_status fi_sync(void *device, void *stream, cubert_berr *err) {
+  fi_device *d = device;
+  fi_stream *s = stream;
+  cubert_status st;
+  if (cb_fi_armed() && plain_fault(d, s, CB_FI_OP_SYNC, -1, err, &st)) return st;
+  return d->ops->sync(d->inner, s ? s->inner : NULL, err);
+}
+
+static uint64_t fi_progress(void *device, void *stream) {
+  fi_device *d = device;
+  fi_stream *s = stream;
+  return d->ops->progress(d->inner, s ? s->inner : NULL);
+}
+
+static size_t fi_drain_failures(void *device, cubert_async_failure *out, size_t capacity) {
+  fi_device *d = device;
+  size_t n = d->ops->drain_failures(d->inner, out, capacity);
+  if (atomic_load_explicit(&d->npending, memory_order_acquire) == 0 || n >= capacity) return n;
+  pthread_mutex_lock(&d->lock);
+  size_t keep = 0;
+  for (size_t i = 0; i < d->pcount; i++) {
+    fi_pending *p = &d->pending[i];
+    /* Reported once the stream has run the work, as a real failure is. */
+    bool ran = !p->stream || d->ops->progress(d->inner, p->stream->inner) >= p->work;
+    if (ran && n < capacity) out[n++] = p->failure;
+    else d->pending[keep++] = *p;
+  }
+  d->pcount = keep;
+  atomic_store_explicit(&d->npending, keep, memory_order_release);
+  pthread_mutex_unlock(&d->lock);
+  return n;
+}
+
+static cubert_status fi_peer_can_access(void *device, void *peer, bool *can, cubert_berr *err) {
+  fi_device *d = device, *p = peer;
+  cubert_status st;
+  if (cb_fi_armed() && plain_fault(d, NULL, CB_FI_OP_PEER_CAN_ACCESS, p->index, err, &st)) return st;
+  return d->ops->peer_can_access(d->inner, p->inner, can, err);
+}
+
+static cubert_status fi_peer_enable(void *device, void *peer, cubert_berr *err) {
+  fi_device *d = device, *p = peer;
+  cubert_status st;
+  if (cb_fi_armed() && plain_fault(d, NULL, CB_FI_OP_PEER_ENABLE, p->index, err, &st)) return st;
+  return d->ops->peer_enable(d->inner, p->inner, err);
+}
+
+static cubert_status fi_link_info(void *device, void *peer, cubert_backend_link *link, cubert_berr *err) {
+  fi_device *d = device, *p = peer;
+  cubert_status st;
+  if (cb_fi_armed() && plain_fault(d, NULL, CB_FI_OP_LINK_INFO, p->index, err, &st)) return st;
+  return d->ops->link_info(d->inner, p->inner, link, err);
+}
+
+static const cubert_backend_ops fi_ops = {
+    .abi = CUBERT_BACKEND_ABI,
+    .name = "faultinj",
+    .open = fi_open_refused,
+    .close = fi_close,
+    .device_open = fi_device_open,
+    .device_close = fi_device_close,
+    .mem_alloc = fi_mem_alloc,
+    .mem_free = fi_mem_free,
+    .stream_create = fi_stream_create,
+    .stream_destroy = fi_stream_destroy,
+    .event_record = fi_event_record,
+    .stream_wait = fi_stream_wait,
+    .event_destroy = fi_event_destroy,
+    .write = fi_write,
+    .read = fi_read,
+    .fill = fi_fill,
+    .copy = fi_copy,
+    .copy_peer = fi_copy_peer,
+    .module_load = fi_module_load,
+    .module_unload = fi_module_unload,
+    .launch = fi_launch,
+    .sync = fi_sync,
+    .progress = fi_progress,
+    .drain_failures = fi_drain_failures,
+    .peer_can_access = fi_peer_can_access,
+    .peer_enable = fi_peer_enable,
+    .link_info = fi_link_info,
+};
+
+const cubert_backend_ops *cb_faultinj_ops(void) { return &fi_ops; }
+
+cubert_status cb_faultinj_open(const cubert_backend_ops *inner, int device_base, const cubert_backend_config *config,
+                               void **backend, int *device_count, cubert_berr *err) {
+  if (!inner || inner->abi != CUBERT_BACKEND_ABI) {
+    set_err(err, false, "fault layer: the inner backend's ops table is missing or of another ABI");
+    return CUBERT_ERR_BACKEND;
+  }
+  fi_backend *b = calloc(1, sizeof *b);
+  if (!b) {
+    set_err(err, false, "fault layer: out of memory opening a backend");
+    return CUBERT_ERR_OUT_OF_MEMORY;
+  }
+  int count = 0;
+  cubert_status st = inner->open(config, &b->inner, &count, err);
+  if (st != CUBERT_OK) {
+    free(b);
+    return st;
+  }
+  b->lost = calloc(count > 0 ? (size_t)count : 1, sizeof *b->lost);
+  if (!b->lost) {
+    inner->close(b->inner);
+    free(b);
+    set_err(err, false, "fault layer: out of memory opening a backend");
+    return CUBERT_ERR_OUT_OF_MEMORY;
+  }
+  b->ops = inner;
+  b->base = device_base;
+  b->count = count;
+  pthread_mutex_init(&b->lock, NULL);
+  *backend = b;
+  *device_count = count;
+  return CUBERT_OK;
+}

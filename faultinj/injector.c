@@ -1,0 +1,475 @@
+/* faultinj/injector.c: process-wide fault rules, decisions, the injection log
+ * and the public API of cubert/faultinj.h. One mutex guards it all: calls
+ * reach it only while the layer is armed, and holding it across the whole
+ * decision is what makes the count order the call order. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "faultinj/injector.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "faultinj/rules.h"
+
+atomic_int cb_fi_armed_flag;
+
+typedef struct live_rule {
+  cb_fi_rule rule;
+  uint32_t id;
+  bool configured;            /* from cubert_faultinj_configure */
+  uint64_t matched, injected;
+  uint64_t prng;
+} live_rule;
+
+static struct {
+  pthread_mutex_t lock;
+  live_rule *rules;
+  size_t nrules, cap;
+  uint32_t next_rule;         /* last rule id given */
+  uint64_t seed;
+  int lost;                   /* open devices the layer lost */
+
+  uint64_t next_id;           /* last injection id given */
+  uint64_t calls, matched;
+  cubert_fault_record *ring;  /* the newest records, oldest at `head` */
+  size_t ring_cap, head, count;
+  uint64_t dropped;
+
+  char *configured_text;      /* what the last configure call installed */
+  cubert_faultinj_pair_classifier classify;
+  void *classify_ctx;
+} g = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* Callers hold g.lock. */
+static void rearm(void) {
+  atomic_store_explicit(&cb_fi_armed_flag, g.nrules > 0 || g.lost > 0, memory_order_relaxed);
+}
+
+void cb_fi_lost_add(int delta) {
+  pthread_mutex_lock(&g.lock);
+  g.lost += delta;
+  rearm();
+  pthread_mutex_unlock(&g.lock);
+}
+
+/* ------------------------------------------------------------ the log */
+
+static cubert_fault_record *log_slot(uint64_t id) {
+  uint64_t oldest = g.next_id - g.count + 1;
+  if (g.count == 0 || id < oldest || id > g.next_id) return NULL;
+  return &g.ring[(g.head + (size_t)(id - oldest)) % g.ring_cap];
+}
+
+/* A slot for the newest record (id g.next_id, already counted), or NULL
+ * when memory ran out: then the record is dropped, never the program. */
+static cubert_fault_record *log_push(void) {
+  if (g.count == g.ring_cap && g.ring_cap < CUBERT_FAULTINJ_LOG_CAPACITY) {
+    size_t ncap = g.ring_cap ? g.ring_cap * 2 : 64;
+    if (ncap > CUBERT_FAULTINJ_LOG_CAPACITY) ncap = CUBERT_FAULTINJ_LOG_CAPACITY;
+    cubert_fault_record *n = malloc(ncap * sizeof *n);
+    if (n) {
+      for (size_t i = 0; i < g.count; i++) n[i] = g.ring[(g.head + i) % g.ring_cap];
+      free(g.ring);
+      g.ring = n;
+      g.ring_cap = ncap;
+      g.head = 0;
+    }
+  }
+  if (g.ring_cap == 0) {
+    g.dropped++;
+    return NULL;
+  }
+  if (g.count == g.ring_cap) { /* full: the oldest goes */
+    cubert_fault_record *slot = &g.ring[g.head];
+    g.head = (g.head + 1) % g.ring_cap;
+    g.dropped++;
+    return slot;
+  }
+  return &g.ring[(g.head + g.count++) % g.ring_cap];
+}
+
+/* ------------------------------------------------------------ decisions */
+
+static bool pair_ok(const live_rule *l, const cb_fi_call *call) {
+  if (!g.classify) return false; /* no topology yet: an unknown class never matches */
+  for (uint32_t i = 0; i < call->npeers; i++)
+    if (cb_fi_rule_pair_matches(&l->rule, g.classify(g.classify_ctx, call->device, call->peers[i])))
+      return true;
+  return false;
+}
+
+bool cb_fi_decide(const cb_fi_call *call, cb_fi_hit *hit) {
+  pthread_mutex_lock(&g.lock);
+  g.calls++;
+  bool matched = false;
+  live_rule *win = NULL;
+  for (size_t i = 0; i < g.nrules; i++) {
+    live_rule *l = &g.rules[i];
+    if (!cb_fi_rule_filters(&l->rule, call)) continue;
+    if (l->rule.npairs && !pair_ok(l, call)) continue;
+    matched = true;
+    /* Every matching rule counts the call and draws, fired or not, so one
+     * rule's counts never depend on another's. */
+    l->matched++;
+    if (cb_fi_rule_trigger(&l->rule, l->matched, l->injected, &l->prng) && !win) win = l;
+  }
+  if (matched) g.matched++;
+  if (!win) {
+    pthread_mutex_unlock(&g.lock);
+    return false;
+  }
+  win->injected++;
+  hit->id = ++g.next_id;
+  hit->rule = win->id;
+  hit->fault = win->rule.fault;
+  hit->fraction = win->rule.fraction;
+  hit->status = win->rule.status != CUBERT_OK ? win->rule.status : cb_fi_default_status(call->op, win->rule.fault);
+  hit->match = win->matched;
+
+  cubert_fault_record *r = log_push();
+  if (r) {
+    memset(r, 0, sizeof *r);
+    r->id = hit->id;
+    r->rule = hit->rule;
+    r->fault = hit->fault;
+    r->status = hit->status;
+    const char *op = cb_fi_op_name(call->op);
+    cb_fi_copy(r->operation, sizeof r->operation, op ? op : "?");
+    r->device = call->device;
+    r->peer = call->npeers ? call->peers[0] : -1;
+    r->stream = call->stream;
+    r->work = call->work;
+    r->match = hit->match;
+    cb_fi_copy(r->kernel, sizeof r->kernel, call->kernel ? call->kernel : "");
+    snprintf(r->message, sizeof r->message, "injected fault #%llu (rule %u): %s on %s on device %d",
+             (unsigned long long)hit->id, hit->rule, cubert_fault_kind_name(hit->fault), r->operation,
+             call->device);
+  }
+  pthread_mutex_unlock(&g.lock);
+  return true;
+}
+
+void cb_fi_note(uint64_t id, const char *message) {
+  pthread_mutex_lock(&g.lock);
+  cubert_fault_record *r = log_slot(id);
+  if (r) cb_fi_copy(r->message, sizeof r->message, message);
+  pthread_mutex_unlock(&g.lock);
+}
+
+/* ------------------------------------------------------------ rule set */
+
+static void reseed_locked(uint64_t seed) {
+  g.seed = seed;
+  for (size_t i = 0; i < g.nrules; i++)
+    if (!g.rules[i].rule.has_seed) g.rules[i].prng = cb_fi_stream_seed(seed, g.rules[i].id, false);
+}
+
+/* Installs parsed rules (all or nothing); callers hold g.lock. */
+static cubert_status install_locked(const cb_fi_parsed *p, bool configured, uint32_t *first_id) {
+  if (g.nrules + p->count > g.cap) {
+    size_t ncap = g.cap ? g.cap : 8;
+    while (ncap < g.nrules + p->count) ncap *= 2;
+    live_rule *n = realloc(g.rules, ncap * sizeof *n);
+    if (!n) return CUBERT_ERR_OUT_OF_MEMORY;
+    g.rules = n;
+    g.cap = ncap;
+  }
+  if (p->has_seed) reseed_locked(p->seed);
+  if (first_id) *first_id = p->count ? g.next_rule + 1 : 0;
+  for (size_t i = 0; i < p->count; i++) {
+    live_rule *l = &g.rules[g.nrules++];
+    memset(l, 0, sizeof *l);
+    l->rule = p->rules[i];
+    l->id = ++g.next_rule;
+    l->configured = configured;
+    l->prng = cb_fi_stream_seed(l->rule.has_seed ? l->rule.seed : g.seed, l->id, l->rule.has_seed);
+  }
+  rearm();
+  return CUBERT_OK;
+}
+
+static void remove_if_locked(bool configured_only) {
+  size_t k = 0;
+  for (size_t i = 0; i < g.nrules; i++)
+    if (configured_only && !g.rules[i].configured) g.rules[k++] = g.rules[i];
+  g.nrules = k;
+  rearm();
+}
+
+static cubert_status add_text(const char *text, size_t len, const char *source, bool configured,
+                              uint32_t *first_id, cubert_faultinj_diag *diag) {
+  cb_fi_parsed p;
+  cubert_status st = cb_fi_parse(text, len, source, &p, diag);
+  if (st != CUBERT_OK) return st;
+  pthread_mutex_lock(&g.lock);
+  if (configured) remove_if_locked(true);
+  st = install_locked(&p, configured, first_id);
+  pthread_mutex_unlock(&g.lock);
+  cb_fi_parsed_free(&p);
+  if (st != CUBERT_OK && diag) snprintf(diag->message, sizeof diag->message, "%s: out of memory adding rules", source);
+  return st;
+}
+
+static void diag_plain(cubert_faultinj_diag *diag, const char *source, const char *message) {
+  if (!diag) return;
+  memset(diag, 0, sizeof *diag);
+  cb_fi_copy(diag->source, sizeof diag->source, source);
+  snprintf(diag->message, sizeof diag->message, "%s: %s", source, message);
+}
+
+/* The whole file, NUL-terminated, in *text (caller frees). */
+static cubert_status read_file(const char *path, char **text, size_t *len, cubert_faultinj_diag *diag) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    char msg[256];
+    snprintf(msg, sizeof msg, "cannot open the rule file (%s)", strerror(errno));
+    diag_plain(diag, path, msg);
+    return CUBERT_ERR_IO;
+  }
+  size_t cap = 4096, n = 0;
+  char *buf = malloc(cap);
+  cubert_status st = buf ? CUBERT_OK : CUBERT_ERR_OUT_OF_MEMORY;
+  while (st == CUBERT_OK) {
+    if (n + 1 >= cap) {
+      if (cap >= ((size_t)16 << 20)) {
+        diag_plain(diag, path, "rule file larger than 16 MiB");
+        st = CUBERT_ERR_IO;
+        break;
+      }
+      char *nb = realloc(buf, cap * 2);
+      if (!nb) {
+        st = CUBERT_ERR_OUT_OF_MEMORY;
+        break;
+      }
+      buf = nb;
+      cap *= 2;
+    }
+    size_t got = fread(buf + n, 1, cap - n - 1, f);
+    n += got;
+    if (got == 0) {
+      if (ferror(f)) {
+        diag_plain(diag, path, "read error");
+        st = CUBERT_ERR_IO;
+      }
+      break;
+    }
+  }
+  fclose(f);
+  if (st != CUBERT_OK) {
+    if (st == CUBERT_ERR_OUT_OF_MEMORY) diag_plain(diag, path, "out of memory reading the rule file");
+    free(buf);
+    return st;
+  }
+  buf[n] = '\0';
+  *text = buf;
+  *len = n;
+  return CUBERT_OK;
+}
+
+/* ------------------------------------------------------------ public API */
+
+cubert_status cubert_faultinj_add(const char *text, const char *source, uint32_t *first_id,
+                                  cubert_faultinj_diag *diag) {
+  if (!source) source = "api";
+  if (!text) {
+    diag_plain(diag, source, "no rule text");
+    return CUBERT_ERR_INVALID_ARGUMENT;
+  }
+  return add_text(text, strlen(text), source, false, first_id, diag);
+}
+
+cubert_status cubert_faultinj_load(const char *path, uint32_t *first_id, cubert_faultinj_diag *diag) {
+  if (!path || !*path) {
+    diag_plain(diag, "api", "no rule file path");
+    return CUBERT_ERR_INVALID_ARGUMENT;
+  }
+  char *text;
+  size_t len;
+  cubert_status st = read_file(path, &text, &len, diag);
+  if (st != CUBERT_OK) return st;
+  st = add_text(text, len, path, false, first_id, diag);
+  free(text);
+  return st;
+}
+
+cubert_status cubert_faultinj_configure(const char *text, cubert_faultinj_diag *diag) {
+  const char *source = "faults option";
+  if (!text) {
+    text = getenv("CUBERT_FAULTS");
+    source = "CUBERT_FAULTS";
+  }
+  if (!text) text = "";
+  pthread_mutex_lock(&g.lock);
+  bool same = g.configured_text && strcmp(g.configured_text, text) == 0;
+  if (!same && !*text && !g.configured_text) same = true;
+  pthread_mutex_unlock(&g.lock);
+  if (same) return CUBERT_OK;
+
+  char *copy = strdup(text);
+  if (!copy) {
+    diag_plain(diag, source, "out of memory");
+    return CUBERT_ERR_OUT_OF_MEMORY;
+  }
+  const char *body = text;
+  while (*body == ' ' || *body == '\t') body++;
+  cubert_status st;
+  if (*body == '@') {
+    const char *path = body + 1;
+    char *file;
+    size_t len;
+    st = read_file(path, &file, &len, diag);
+    if (st == CUBERT_OK) {
+      st = add_text(file, len, path, true, NULL, diag);
+      free(file);
+    }
+  } else {
+    st = add_text(text, strlen(text), source, true, NULL, diag);
+  }
+  if (st != CUBERT_OK) {
+    free(copy);
+    return st;
+  }
+  pthread_mutex_lock(&g.lock);
+  free(g.configured_text);
+  g.configured_text = copy;
+  pthread_mutex_unlock(&g.lock);
+  return CUBERT_OK;
+}
+
+cubert_status cubert_faultinj_remove(uint32_t rule_id) {
+  pthread_mutex_lock(&g.lock);
+  size_t i = 0;
+  while (i < g.nrules && g.rules[i].id != rule_id) i++;
+  bool found = i < g.nrules;
+  if (found) {
+    memmove(&g.rules[i], &g.rules[i + 1], (g.nrules - i - 1) * sizeof g.rules[0]);
+    g.nrules--;
+    rearm();
+  }
+  pthread_mutex_unlock(&g.lock);
+  return found ? CUBERT_OK : CUBERT_ERR_INVALID_ARGUMENT;
+}
+
+void cubert_faultinj_clear(void) {
+  pthread_mutex_lock(&g.lock);
+  remove_if_locked(false);
+  free(g.configured_text);
+  g.configured_text = NULL;
+  pthread_mutex_unlock(&g.lock);
+}
+
+void cubert_faultinj_reset(void) {
+  pthread_mutex_lock(&g.lock);
+  remove_if_locked(false);
+  free(g.configured_text);
+  g.configured_text = NULL;
+  free(g.rules);
+  g.rules = NULL;
+  g.cap = 0;
+  free(g.ring);
+  g.ring = NULL;
+  g.ring_cap = g.head = g.count = 0;
+  g.next_rule = 0;
+  g.next_id = 0;
+  g.seed = 0;
+  g.calls = g.matched = g.dropped = 0;
+  pthread_mutex_unlock(&g.lock);
+}
+
+void cubert_faultinj_set_seed(uint64_t seed) {
+  pthread_mutex_lock(&g.lock);
+  reseed_locked(seed);
+  pthread_mutex_unlock(&g.lock);
+}
+
+uint64_t cubert_faultinj_seed(void) {
+  pthread_mutex_lock(&g.lock);
+  uint64_t s = g.seed;
+  pthread_mutex_unlock(&g.lock);
+  return s;
+}
+
+void cubert_faultinj_set_pair_classifier(cubert_faultinj_pair_classifier fn, void *ctx) {
+  pthread_mutex_lock(&g.lock);
+  g.classify = fn;
+  g.classify_ctx = fn ? ctx : NULL;
+  pthread_mutex_unlock(&g.lock);
+}
+
+size_t cubert_faultinj_log(uint64_t first_id, cubert_fault_record *out, size_t capacity) {
+  pthread_mutex_lock(&g.lock);
+  size_t n = 0;
+  if (g.count) {
+    uint64_t oldest = g.next_id - g.count + 1;
+    if (first_id < oldest) first_id = oldest;
+    for (uint64_t id = first_id; id <= g.next_id && n < capacity; id++) {
+      const cubert_fault_record *r = log_slot(id);
+      if (r) out[n++] = *r;
+    }
+  }
+  pthread_mutex_unlock(&g.lock);
+  return n;
+}
+
+bool cubert_faultinj_record(uint64_t id, cubert_fault_record *record) {
+  pthread_mutex_lock(&g.lock);
+  const cubert_fault_record *r = log_slot(id);
+  if (r && record) *record = *r;
+  pthread_mutex_unlock(&g.lock);
+  return r != NULL;
+}
+
+uint64_t cubert_faultinj_injected(void) {
+  pthread_mutex_lock(&g.lock);
+  uint64_t n = g.next_id;
+  pthread_mutex_unlock(&g.lock);
+  return n;
+}
+
+void cubert_faultinj_get_stats(cubert_faultinj_stats *stats) {
+  if (!stats) return;
+  pthread_mutex_lock(&g.lock);
+  stats->injected = g.next_id;
+  stats->calls = g.calls;
+  stats->matched = g.matched;
+  stats->log_dropped = g.dropped;
+  stats->seed = g.seed;
+  stats->rules = (uint32_t)g.nrules;
+  pthread_mutex_unlock(&g.lock);
+}
+
+cubert_status cubert_faultinj_rule_describe(uint32_t rule_id, char *text, size_t capacity, uint64_t *matched,
+                                            uint64_t *injected) {
+  pthread_mutex_lock(&g.lock);
+  size_t i = 0;
+  while (i < g.nrules && g.rules[i].id != rule_id) i++;
+  bool found = i < g.nrules;
+  if (found) {
+    if (text && capacity) cb_fi_rule_format(&g.rules[i].rule, text, capacity);
+    if (matched) *matched = g.rules[i].matched;
+    if (injected) *injected = g.rules[i].injected;
+  }
+  pthread_mutex_unlock(&g.lock);
+  return found ? CUBERT_OK : CUBERT_ERR_INVALID_ARGUMENT;
+}
+
+size_t cubert_faultinj_summary(char *text, size_t capacity) {
+  cubert_faultinj_stats s;
+  cubert_faultinj_get_stats(&s);
+  int n;
+  if (s.injected == 0 && s.rules == 0 && s.calls == 0)
+    n = snprintf(text, capacity, "fault injection: no faults were injected (no rules set)");
+  else if (s.injected == 0)
+    n = snprintf(text, capacity, "fault injection: no faults were injected (%u rule%s set; %llu of %llu calls matched)",
+                 s.rules, s.rules == 1 ? "" : "s", (unsigned long long)s.matched, (unsigned long long)s.calls);
+  else
+    n = snprintf(text, capacity, "fault injection: %llu fault%s injected, #1-#%llu (seed %llu; %u rule%s set; %llu of %llu calls matched)",
+                 (unsigned long long)s.injected, s.injected == 1 ? "" : "s", (unsigned long long)s.injected,
+                 (unsigned long long)s.seed, s.rules, s.rules == 1 ? "" : "s", (unsigned long long)s.matched,
+                 (unsigned long long)s.calls);
+  return n < 0 ? 0 : (size_t)n;
+}

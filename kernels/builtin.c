@@ -1,0 +1,360 @@
+/* kernels/builtin.c: the built-in kernel library (include/cubert/kernels.h).
+ *
+ * Each built-in is a static descriptor: parameters, one source in the subset
+ * HIP and CUDA share (compiled at run time by hiprtc/NVRTC; no includes,
+ * `unsigned long long` for 64 bits) and a host function for the host
+ * backend that gives the same bytes. Element-wise kernels walk the whole
+ * grid (all three dimensions, linearised) grid-stride, so any shape covers
+ * every index exactly once; their results do not depend on the order. The
+ * two whose results could depend on order are pinned down:
+ *  - SCALE_ADD_F32 uses fmaf() on both sides, so neither compiler's choice
+ *    of contracting a*x+y changes a bit;
+ *  - SUM_F32's host function replays the device's assignment of elements to
+ *    threads and its reduction tree, addition for addition.
+ * Host functions validate the launch (argument count, scalar sizes, buffer
+ * sizes and alignment, the shape SUM_F32 needs) and refuse with a message:
+ * a wrong n is an error, never a read past a buffer.
+ *
+ * Ownership: descriptors and sources are static; cubert_builtin_kernel()
+ * creates each kernel once (cubert_kernel_create copies the descriptor) and
+ * hands out new references; the cache's own reference lives as long as the
+ * process. */
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cubert/cubert.h"
+#include "cubert/kernels.h"
+#include "runtime/internal.h" /* cb_fail: a failed public call records its error */
+
+/* ------------------------------------------------------------ sources */
+
+/* The global index of this thread over the whole grid, and the stride. */
+#define GRID_STRIDE_PROLOGUE                                                                 \
+  "  unsigned long long threads = (unsigned long long)blockDim.x * blockDim.y * blockDim.z;\n" \
+  "  unsigned long long block = ((unsigned long long)blockIdx.z * gridDim.y + blockIdx.y)\n"   \
+  "                             * gridDim.x + blockIdx.x;\n"                                   \
+  "  unsigned long long i = block * threads\n"                                                 \
+  "      + ((unsigned long long)threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x\n"        \
+  "      + threadIdx.x;\n"                                                                     \
+  "  unsigned long long stride = threads * gridDim.x * gridDim.y * gridDim.z;\n"
+
+static const char fill_source[] =
+    "extern \"C\" __global__ void cubert_fill_u32(unsigned int *out, unsigned long long n,\n"
+    "                                           unsigned int value)\n"
+    "{\n" GRID_STRIDE_PROLOGUE
+    "  for (; i < n; i += stride)\n"
+    "    out[i] = value;\n"
+    "}\n";
+
+static const char copy_source[] =
+    "extern \"C\" __global__ void cubert_copy_u32(const unsigned int *in, unsigned int *out,\n"
+    "                                           unsigned long long n)\n"
+    "{\n" GRID_STRIDE_PROLOGUE
+    "  for (; i < n; i += stride)\n"
+    "    out[i] = in[i];\n"
+    "}\n";
+
+static const char scale_add_source[] =
+    "extern \"C\" __global__ void cubert_scale_add_f32(const float *x, float *y, float a,\n"
+    "                                                unsigned long long n)\n"
+    "{\n" GRID_STRIDE_PROLOGUE
+    "  for (; i < n; i += stride)\n"
+    "    y[i] = fmaf(a, x[i], y[i]);\n"
+    "}\n";
+
+/* One partial per block: each thread sums its grid-stride share in order,
+ * then the block reduces its blockDim.x values as a tree (blockDim.x a power
+ * of two). Only x dimensions are used. */
+static const char sum_source[] =
+    "extern \"C\" __global__ void cubert_sum_f32(const float *x, float *partial,\n"
+    "                                          unsigned long long n)\n"
+    "{\n"
+    "  extern __shared__ float cubert_sum_shared[];\n"
+    "  unsigned int t = threadIdx.x;\n"
+    "  unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;\n"
+    "  float acc = 0.0f;\n"
+    "  for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + t; i < n;\n"
+    "       i += stride)\n"
+    "    acc += x[i];\n"
+    "  cubert_sum_shared[t] = acc;\n"
+    "  __syncthreads();\n"
+    "  for (unsigned int s = blockDim.x / 2; s > 0; s >>= 1) {\n"
+    "    if (t < s)\n"
+    "      cubert_sum_shared[t] += cubert_sum_shared[t + s];\n"
+    "    __syncthreads();\n"
+    "  }\n"
+    "  if (t == 0)\n"
+    "    partial[blockIdx.x] = cubert_sum_shared[0];\n"
+    "}\n";
+
+static const char checksum_source[] =
+    "extern \"C\" __global__ void cubert_checksum_u32(const unsigned int *x,\n"
+    "                                               unsigned long long *acc,\n"
+    "                                               unsigned long long n)\n"
+    "{\n" GRID_STRIDE_PROLOGUE
+    "  unsigned long long sum = 0;\n"
+    "  for (; i < n; i += stride)\n"
+    "    sum += (unsigned long long)x[i] ^ (i * 2654435761ull);\n"
+    "  if (sum)\n"
+    "    atomicAdd(acc, sum);\n"
+    "}\n";
+
+/* ------------------------------------------------------------ host side */
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 4, 5)))
+#endif
+static cubert_status refuse(char *message, size_t capacity, cubert_status status, const char *fmt,
+                            ...) {
+  if (message && capacity) {
+    va_list ap;
+    va_start(ap, fmt);
+    int len = vsnprintf(message, capacity, fmt, ap);
+    va_end(ap);
+    (void)len; /* a long message is cut, never overrun */
+  }
+  return status;
+}
+
+/* What every host function needs from the launch: `nargs` arguments, and the
+ * 8-byte scalar n at index `n_index`. */
+static cubert_status take_n(const cubert_host_launch *l, const char *kernel, uint32_t nargs,
+                            uint32_t n_index, uint64_t *n, char *msg, size_t cap) {
+  if (!l || (l->nargs && (!l->args || !l->sizes)))
+    return refuse(msg, cap, CUBERT_ERR_INVALID_ARGUMENT, "%s: no launch description", kernel);
+  if (l->nargs != nargs)
+    return refuse(msg, cap, CUBERT_ERR_INVALID_ARGUMENT, "%s: %" PRIu32 " arguments, %" PRIu32
+                  " expected", kernel, l->nargs, nargs);
+  if (l->sizes[n_index] != sizeof(uint64_t) || !l->args[n_index])
+    return refuse(msg, cap, CUBERT_ERR_INVALID_ARGUMENT,
+                  "%s: `n` is a %" PRIu64 "-byte scalar, expected 8 (unsigned 64-bit)", kernel,
+                  l->sizes[n_index]);
+  memcpy(n, l->args[n_index], sizeof *n);
+  return CUBERT_OK;
+}
+
+/* Argument `index`, a buffer named `param` that must hold `count` elements of
+ * `elem` bytes, aligned to `elem`. */
+static cubert_status take_buffer(const cubert_host_launch *l, const char *kernel, uint32_t index,
+                                 const char *param, uint64_t count, uint64_t elem, void **out,
+                                 char *msg, size_t cap) {
+  void *p = l->args[index];
+  if (count > UINT64_MAX / elem || count * elem > l->sizes[index])
+    return refuse(msg, cap, CUBERT_ERR_OUT_OF_RANGE,
+                  "%s: `%s` must hold %" PRIu64 " elements of %" PRIu64 " bytes, but %" PRIu64
+                  " bytes are bound",
+                  kernel, param, count, elem, l->sizes[index]);
+  if (count && !p)
+    return refuse(msg, cap, CUBERT_ERR_INVALID_ARGUMENT, "%s: `%s` is a null buffer", kernel, param);
+  if ((uintptr_t)p % elem)
+    return refuse(msg, cap, CUBERT_ERR_INVALID_ARGUMENT,
+                  "%s: `%s` at %p is not aligned to %" PRIu64 " bytes", kernel, param, p, elem);
+  *out = p;
+  return CUBERT_OK;
+}
+
+static cubert_status host_fill_u32(const cubert_host_launch *l, char *msg, size_t cap) {
+  static const char k[] = "cubert_fill_u32";
+  uint64_t n;
+  void *out;
+  cubert_status st = take_n(l, k, 3, 1, &n, msg, cap);
+  if (st != CUBERT_OK)
+    return st;
+  if (l->sizes[2] != sizeof(uint32_t) || !l->args[2])
+    return refuse(msg, cap, CUBERT_ERR_INVALID_ARGUMENT,
+                  "%s: `value` is a %" PRIu64 "-byte scalar, expected 4 (unsigned 32-bit)", k,
+                  l->sizes[2]);
+  if ((st = take_buffer(l, k, 0, "out", n, 4, &out, msg, cap)) != CUBERT_OK)
+    return st;
+  uint32_t value;
+  memcpy(&value, l->args[2], sizeof value);
+  uint32_t *o = out;
+  for (uint64_t i = 0; i < n; i++)
+    o[i] = value;
+  return CUBERT_OK;
+}
+
+static cubert_status host_copy_u32(const cubert_host_launch *l, char *msg, size_t cap) {
+  static const char k[] = "cubert_copy_u32";
+  uint64_t n;
+  void *in, *out;
+  cubert_status st = take_n(l, k, 3, 2, &n, msg, cap);
+  if (st == CUBERT_OK)
+    st = take_buffer(l, k, 0, "in", n, 4, &in, msg, cap);
+  if (st == CUBERT_OK)
+    st = take_buffer(l, k, 1, "out", n, 4, &out, msg, cap);
+  if (st != CUBERT_OK)
+    return st;
+  if (n)
+    memmove(out, in, (size_t)(n * 4));
+  return CUBERT_OK;
+}
+
+static cubert_status host_scale_add_f32(const cubert_host_launch *l, char *msg, size_t cap) {
+  static const char k[] = "cubert_scale_add_f32";
+  uint64_t n;
+  void *xv, *yv;
+  cubert_status st = take_n(l, k, 4, 3, &n, msg, cap);
+  if (st != CUBERT_OK)
+    return st;
+  if (l->sizes[2] != sizeof(float) || !l->args[2])
+    return refuse(msg, cap, CUBERT_ERR_INVALID_ARGUMENT,
+                  "%s: `a` is a %" PRIu64 "-byte scalar, expected 4 (float)", k, l->sizes[2]);
+  if ((st = take_buffer(l, k, 0, "x", n, 4, &xv, msg, cap)) != CUBERT_OK ||
+      (st = take_buffer(l, k, 1, "y", n, 4, &yv, msg, cap)) != CUBERT_OK)
+    return st;
+  float a;
+  memcpy(&a, l->args[2], sizeof a);
+  const float *x = xv;
+  float *y = yv;
+  for (uint64_t i = 0; i < n; i++)
+    y[i] = fmaf(a, x[i], y[i]);
+  return CUBERT_OK;
+}
+
+static cubert_status host_sum_f32(const cubert_host_launch *l, char *msg, size_t cap) {
+  static const char k[] = "cubert_sum_f32";
+  uint64_t n;
+  void *xv, *pv;
+  cubert_status st = take_n(l, k, 3, 2, &n, msg, cap);
+  if (st != CUBERT_OK)
+    return st;
+  uint32_t blocks = l->grid[0], threads = l->block[0];
+  if (l->grid[1] != 1 || l->grid[2] != 1 || l->block[1] != 1 || l->block[2] != 1)
+    return refuse(msg, cap, CUBERT_ERR_LAUNCH_CONFIG,
+                  "%s: one-dimensional launches only (grid %" PRIu32 "x%" PRIu32 "x%" PRIu32
+                  ", block %" PRIu32 "x%" PRIu32 "x%" PRIu32 ")",
+                  k, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2]);
+  if (blocks == 0 || threads == 0 || (threads & (threads - 1)))
+    return refuse(msg, cap, CUBERT_ERR_LAUNCH_CONFIG,
+                  "%s: block[0] = %" PRIu32 " must be a power of two (and grid[0] = %" PRIu32
+                  " at least 1)",
+                  k, threads, blocks);
+  if ((uint64_t)l->shared_memory < (uint64_t)threads * sizeof(float))
+    return refuse(msg, cap, CUBERT_ERR_LAUNCH_CONFIG,
+                  "%s: needs block[0] * 4 = %" PRIu64 " bytes of shared memory, %" PRIu32 " given",
+                  k, (uint64_t)threads * sizeof(float), l->shared_memory);
+  if ((st = take_buffer(l, k, 0, "x", n, 4, &xv, msg, cap)) != CUBERT_OK ||
+      (st = take_buffer(l, k, 1, "partial", blocks, 4, &pv, msg, cap)) != CUBERT_OK)
+    return st;
+  float *shared = malloc((size_t)threads * sizeof *shared);
+  if (!shared)
+    return refuse(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "%s: no host memory for %" PRIu32
+                  " threads' shared values", k, threads);
+  const float *x = xv;
+  float *partial = pv;
+  const uint64_t stride = (uint64_t)blocks * threads;
+  for (uint64_t b = 0; b < blocks; b++) {
+    /* Each thread's share, summed in the order the device thread reads it. */
+    for (uint32_t t = 0; t < threads; t++) {
+      float acc = 0.0f;
+      for (uint64_t i = b * threads + t; i < n; i += stride)
+        acc = (float)(acc + x[i]);
+      shared[t] = acc;
+    }
+    /* The same tree as the device's, level by level. */
+    for (uint32_t s = threads / 2; s > 0; s >>= 1)
+      for (uint32_t t = 0; t < s; t++)
+        shared[t] = (float)(shared[t] + shared[t + s]);
+    partial[b] = shared[0];
+  }
+  free(shared);
+  return CUBERT_OK;
+}
+
+static cubert_status host_checksum_u32(const cubert_host_launch *l, char *msg, size_t cap) {
+  static const char k[] = "cubert_checksum_u32";
+  uint64_t n;
+  void *xv, *accv;
+  cubert_status st = take_n(l, k, 3, 2, &n, msg, cap);
+  if (st == CUBERT_OK)
+    st = take_buffer(l, k, 0, "x", n, 4, &xv, msg, cap);
+  if (st == CUBERT_OK)
+    st = take_buffer(l, k, 1, "acc", 1, 8, &accv, msg, cap);
+  if (st != CUBERT_OK)
+    return st;
+  const uint32_t *x = xv;
+  uint64_t sum = 0;
+  for (uint64_t i = 0; i < n; i++)
+    sum += (uint64_t)x[i] ^ (i * UINT64_C(2654435761));
+  uint64_t *acc = accv;
+  *acc += sum;
+  return CUBERT_OK;
+}
+
+/* ------------------------------------------------------------ descriptors */
+
+#define BUF(n, a) {n, CUBERT_PARAM_BUFFER, CUBERT_ACCESS_##a, 0}
+#define PEER(n, a) {n, CUBERT_PARAM_PEER_BUFFER, CUBERT_ACCESS_##a, 0}
+#define SCALAR(n, s) {n, CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, s}
+
+static const cubert_param fill_params[] = {BUF("out", WRITE), SCALAR("n", 8), SCALAR("value", 4)};
+static const cubert_param copy_params[] = {BUF("in", READ), BUF("out", WRITE), SCALAR("n", 8)};
+static const cubert_param scale_add_params[] = {BUF("x", READ), BUF("y", READ_WRITE),
+                                                SCALAR("a", 4), SCALAR("n", 8)};
+static const cubert_param sum_params[] = {BUF("x", READ), BUF("partial", WRITE), SCALAR("n", 8)};
+static const cubert_param checksum_params[] = {BUF("x", READ), BUF("acc", READ_WRITE),
+                                               SCALAR("n", 8)};
+static const cubert_param copy_peer_read_params[] = {PEER("in", READ), BUF("out", WRITE),
+                                                     SCALAR("n", 8)};
+static const cubert_param copy_peer_write_params[] = {BUF("in", READ), PEER("out", WRITE),
+                                                      SCALAR("n", 8)};
+
+#define COUNT_OF(a) ((uint32_t)(sizeof(a) / sizeof((a)[0])))
+#define DESC(name_, entry_, params_, source_, fn_)                                            \
+  {.name = name_, .params = params_, .nparams = COUNT_OF(params_), .source = source_,          \
+   .entry = entry_, .compile_options = NULL, .objects = NULL, .nobjects = 0, .host_fn = fn_}
+
+static const cubert_kernel_desc builtins[CUBERT_BUILTIN_COUNT] = {
+    [CUBERT_BUILTIN_FILL_U32] =
+        DESC("cubert_fill_u32", "cubert_fill_u32", fill_params, fill_source, host_fill_u32),
+    [CUBERT_BUILTIN_COPY_U32] =
+        DESC("cubert_copy_u32", "cubert_copy_u32", copy_params, copy_source, host_copy_u32),
+    [CUBERT_BUILTIN_SCALE_ADD_F32] = DESC("cubert_scale_add_f32", "cubert_scale_add_f32",
+                                          scale_add_params, scale_add_source, host_scale_add_f32),
+    [CUBERT_BUILTIN_SUM_F32] =
+        DESC("cubert_sum_f32", "cubert_sum_f32", sum_params, sum_source, host_sum_f32),
+    [CUBERT_BUILTIN_CHECKSUM_U32] = DESC("cubert_checksum_u32", "cubert_checksum_u32",
+                                         checksum_params, checksum_source, host_checksum_u32),
+    [CUBERT_BUILTIN_COPY_PEER_READ] = DESC("cubert_copy_peer_read", "cubert_copy_u32",
+                                           copy_peer_read_params, copy_source, host_copy_u32),
+    [CUBERT_BUILTIN_COPY_PEER_WRITE] = DESC("cubert_copy_peer_write", "cubert_copy_u32",
+                                            copy_peer_write_params, copy_source, host_copy_u32),
+};
+
+const cubert_kernel_desc *cubert_builtin_desc(cubert_builtin which) {
+  if ((unsigned)which >= CUBERT_BUILTIN_COUNT)
+    return NULL;
+  return &builtins[which];
+}
+
+/* Created on first use, under a lock (a failed creation is retried by the
+ * next call rather than remembered). */
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static cubert_kernel *cache[CUBERT_BUILTIN_COUNT];
+
+cubert_status cubert_builtin_kernel(cubert_builtin which, cubert_kernel **kernel) {
+  if ((unsigned)which >= CUBERT_BUILTIN_COUNT)
+    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_builtin_kernel: no built-in kernel %d",
+                   (int)which);
+  if (!kernel)
+    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_builtin_kernel: kernel is NULL");
+  cubert_status st = CUBERT_OK;
+  pthread_mutex_lock(&cache_lock);
+  if (!cache[which])
+    st = cubert_kernel_create(&builtins[which], &cache[which]);
+  cubert_kernel *k = st == CUBERT_OK ? cache[which] : NULL;
+  if (k)
+    cubert_kernel_retain(k);
+  pthread_mutex_unlock(&cache_lock);
+  if (st != CUBERT_OK)
+    return st;
+  *kernel = k;
+  return CUBERT_OK;
+}

@@ -1,0 +1,519 @@
+/* runtime/pool.c: the memory manager of one device (see pool.h).
+ *
+ * Three pools, picked by a size ladder (sizes rounded up to 256 bytes):
+ *   sliced-4K   <= 4 KiB out of 2 MiB pages: 2 MiB is the GPU's large-page
+ *               and allocation granule, so a page holds at least 512 of the
+ *               biggest blocks and a few pages serve all the small buffers
+ *               (scalars, counters, reductions) of a program.
+ *   sliced-1M   <= 1 MiB out of 32 MiB pages: at least 32 of the biggest
+ *               blocks a page, so one driver call (~90 us) serves many
+ *               allocations, and a half-used page wastes at most 16 MiB.
+ *   exclusive   larger sizes: one block a page. A page whose block was freed
+ *               is kept and reused by a later size it fits with at most 1/8
+ *               of it wasted; above 1 MiB the driver call is small next to
+ *               what filling the buffer costs, and the memory returns exactly.
+ * Page sizes are capped at an eighth of the device's memory (a power of two,
+ * at least 64 KiB, else that sliced pool is off), and a sliced pool takes
+ * only sizes up to a quarter of its page: a small simulated device still
+ * works, with the rest going to exclusive pages.
+ *
+ * A sliced page keeps two bitmaps of 256-byte units: `used`, and `start`
+ * (the first unit of each block). First fit is a scan for a run of clear bits
+ * from the page's first free unit; freeing clears bits, so free neighbours
+ * coalesce by construction, and `start` lets a free check the block it is
+ * given. Per page, `max_run` bounds the longest free run from above (exact
+ * after a search that failed, raised when a free makes a longer run), and
+ * per pool `hint` is the first page that is not full, so first fit skips
+ * hopeless pages in O(1) each and a free costs O(max_run / 64) words at most.
+ * Idle exclusive pages sit on a list of their own, so reuse looks at those
+ * only.
+ *
+ * Device addresses are only ever computed with, never dereferenced. */
+#include "runtime/pool.h"
+
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define UNIT 256u
+#define UNIT_SHIFT 8
+#define NONE UINT32_MAX
+#define MIN_SLICED_PAGE (64u * 1024u)
+
+enum { POOL_SMALL, POOL_MEDIUM, POOL_EXCLUSIVE, POOL_COUNT };
+
+static const struct {
+  const char *name;
+  uint64_t max_size;
+  uint64_t page_size;
+} ladder[POOL_COUNT] = {
+  [POOL_SMALL] = {"sliced-4K", 4096, 2u << 20},
+  [POOL_MEDIUM] = {"sliced-1M", 1u << 20, 32u << 20},
+  [POOL_EXCLUSIVE] = {"exclusive", UINT64_MAX, 0},
+};
+
+typedef struct page {
+  cubert_backend_mem mem;
+  uint64_t bytes;       /* asked of the driver */
+  uint64_t base;        /* mem.address rounded up to UNIT */
+  uint64_t usable;      /* bytes from base to the end, a multiple of UNIT */
+  uint32_t pool;
+  uint32_t index;       /* position in its pool's page array */
+  uint32_t blocks;      /* blocks out */
+  bool idle_seen;       /* idle at the last check, no allocation since */
+  struct page *idle_prev, *idle_next;  /* exclusive pages with no block out */
+  /* sliced pages only */
+  uint32_t units;
+  uint32_t free_units;
+  uint32_t first_free;  /* every unit below is used */
+  uint32_t max_run;     /* no free run is longer (units) */
+  uint32_t words;
+  uint64_t *used;       /* bits past `units` stay set */
+  uint64_t *start;
+  uint64_t bits[];
+} page;
+
+typedef struct pool_class {
+  uint64_t page_size;   /* 0: varied (exclusive) */
+  uint64_t max_size;    /* biggest size it takes; 0: off */
+  page **pages;
+  uint32_t npages;
+  uint32_t cap;
+  uint32_t hint;        /* every page below is full */
+  uint32_t idle;        /* exclusive: pages with no block out... */
+  page *idle_head;      /* ...listed here */
+  uint64_t reserved;
+  uint64_t in_use;
+  uint64_t high_water;
+} pool_class;
+
+struct cb_pool {
+  const cubert_backend_ops *ops;
+  void *device;
+  uint64_t device_memory;
+  uint64_t allocs;
+  pool_class pools[POOL_COUNT];
+};
+
+/* ------------------------------------------------------------ bitmaps */
+
+/* First clear bit at or after `from`; NONE when there is none. */
+static uint32_t next_zero(const uint64_t *w, uint32_t words, uint32_t from) {
+  uint32_t i = from >> 6;
+  if (i >= words) return NONE;
+  uint64_t x = ~w[i] & (~UINT64_C(0) << (from & 63));
+  while (!x) {
+    if (++i == words) return NONE;
+    x = ~w[i];
+  }
+  return i * 64 + (uint32_t)__builtin_ctzll(x);
+}
+
+/* First set bit in [from, limit); `limit` when there is none. */
+static uint32_t next_one(const uint64_t *w, uint32_t from, uint32_t limit) {
+  if (from >= limit) return limit;
+  uint32_t i = from >> 6, last = (limit - 1) >> 6;
+  uint64_t x = w[i] & (~UINT64_C(0) << (from & 63));
+  while (!x) {
+    if (++i > last) return limit;
+    x = w[i];
+  }
+  uint32_t bit = i * 64 + (uint32_t)__builtin_ctzll(x);
+  return bit < limit ? bit : limit;
+}
+
+/* Sets or clears bits [from, from + n), n > 0: whole words in the middle. */
+static void set_bits(uint64_t *w, uint32_t from, uint32_t n, bool on) {
+  uint32_t i = from >> 6, last = (from + n - 1) >> 6;
+  uint64_t head = ~UINT64_C(0) << (from & 63);
+  uint64_t tail = ~UINT64_C(0) >> (63 - ((from + n - 1) & 63));
+  if (i == last) head &= tail;
+  w[i] = on ? w[i] | head : w[i] & ~head;
+  if (i == last) return;
+  uint64_t fill = on ? ~UINT64_C(0) : 0;
+  for (uint32_t j = i + 1; j < last; j++) w[j] = fill;
+  w[last] = on ? w[last] | tail : w[last] & ~tail;
+}
+
+/* Whether bits [from, from + n), n > 0, are all set. */
+static bool all_set(const uint64_t *w, uint32_t from, uint32_t n) {
+  uint32_t i = from >> 6, last = (from + n - 1) >> 6;
+  uint64_t head = ~UINT64_C(0) << (from & 63);
+  uint64_t tail = ~UINT64_C(0) >> (63 - ((from + n - 1) & 63));
+  if (i == last) return (w[i] & (head & tail)) == (head & tail);
+  uint64_t all = (w[i] | ~head) & (w[last] | ~tail);
+  for (uint32_t j = i + 1; j < last; j++) all &= w[j];
+  return all == ~UINT64_C(0);
+}
+
+/* How many clear bits lie just below `u`, counting at most `limit`. */
+static uint32_t zeros_before(const uint64_t *w, uint32_t u, uint32_t limit) {
+  uint32_t n = 0;
+  while (n < limit && u > 0) {
+    uint32_t top = (u - 1) & 63;
+    uint64_t x = w[(u - 1) >> 6] & (~UINT64_C(0) >> (63 - top));
+    if (x) {
+      n += top - (63 - (uint32_t)__builtin_clzll(x));
+      break;
+    }
+    n += top + 1;
+    u -= top + 1;
+  }
+  return n < limit ? n : limit;
+}
+
+static bool bit_set(const uint64_t *w, uint32_t bit) {
+  return (w[bit >> 6] >> (bit & 63)) & 1;
+}
+
+/* ------------------------------------------------------------ pages */
+
+/* First fit of `k` units; false when no run is long enough. */
+static bool page_take(page *pg, uint32_t k, uint32_t *at) {
+  if (k > pg->free_units || k > pg->max_run) return false;
+  uint32_t u = next_zero(pg->used, pg->words, pg->first_free), longest = 0;
+  pg->first_free = u == NONE ? pg->units : u;
+  while (u != NONE) {
+    if (u + k > pg->units) {
+      if (pg->units - u > longest) longest = pg->units - u;
+      break;
+    }
+    uint32_t end = next_one(pg->used, u, u + k);
+    if (end == u + k) {
+      set_bits(pg->used, u, k, true);
+      pg->start[u >> 6] |= UINT64_C(1) << (u & 63);
+      pg->free_units -= k;
+      if (u == pg->first_free) pg->first_free = u + k;
+      *at = u;
+      return true;
+    }
+    if (end - u > longest) longest = end - u;
+    u = next_zero(pg->used, pg->words, end);
+  }
+  pg->max_run = longest;  /* every run was seen */
+  return false;
+}
+
+/* Clears the block of `k` units at `u`, keeping max_run an upper bound:
+ * the run the block joins is measured only as far as the bound, and a run
+ * longer than the bound makes it unknown (units) until a search fails. */
+static void page_give(page *pg, uint32_t u, uint32_t k) {
+  pg->start[u >> 6] &= ~(UINT64_C(1) << (u & 63));
+  set_bits(pg->used, u, k, false);
+  pg->free_units += k;
+  if (u < pg->first_free) pg->first_free = u;
+  if (pg->max_run >= pg->units) return;
+  if (k > pg->max_run) {
+    pg->max_run = pg->units;
+    return;
+  }
+  uint32_t room = pg->max_run - k;  /* free neighbours the bound allows */
+  uint32_t below = zeros_before(pg->used, u, room + 1);
+  uint32_t limit = u + k + (below > room ? 0 : room - below + 1);
+  uint32_t above = next_one(pg->used, u + k, limit < pg->units ? limit : pg->units) - (u + k);
+  if (below + above > room) pg->max_run = pg->units;
+}
+
+static void idle_link(pool_class *c, page *pg) {
+  pg->idle_prev = NULL;
+  pg->idle_next = c->idle_head;
+  if (c->idle_head) c->idle_head->idle_prev = pg;
+  c->idle_head = pg;
+  c->idle++;
+}
+
+static void idle_unlink(pool_class *c, page *pg) {
+  if (pg->idle_prev)
+    pg->idle_prev->idle_next = pg->idle_next;
+  else
+    c->idle_head = pg->idle_next;
+  if (pg->idle_next) pg->idle_next->idle_prev = pg->idle_prev;
+  c->idle--;
+}
+
+static void page_release(cb_pool *p, page *pg) {
+  pool_class *c = &p->pools[pg->pool];
+  c->reserved -= pg->bytes;
+  if (pg->pool == POOL_EXCLUSIVE && pg->blocks == 0) idle_unlink(c, pg);
+  p->ops->mem_free(p->device, &pg->mem);
+  free(pg);
+}
+
+/* Releases the pages of `c` with no block out: all of them (`every`), or
+ * those idle at the last check too (marking the others); keeps page order. */
+static void release_idle(cb_pool *p, pool_class *c, bool every) {
+  uint32_t kept = 0;
+  for (uint32_t i = 0; i < c->npages; i++) {
+    page *pg = c->pages[i];
+    if (pg->blocks == 0 && (every || pg->idle_seen)) {
+      page_release(p, pg);
+      continue;
+    }
+    pg->idle_seen = pg->blocks == 0;
+    pg->index = kept;
+    c->pages[kept++] = pg;
+  }
+  c->npages = kept;
+  c->hint = 0;
+}
+
+static void release_all_idle(cb_pool *p, bool every) {
+  for (int i = 0; i < POOL_COUNT; i++) release_idle(p, &p->pools[i], every);
+}
+
+/* mem_alloc of `bytes` whose usable part, from the first 256-aligned
+ * address, holds `need`; asks once more with 256 bytes spare when the
+ * driver's address is not aligned enough. */
+static cubert_status driver_alloc(cb_pool *p, uint64_t *bytes, uint64_t need,
+                                  cubert_backend_mem *mem, cubert_berr *err) {
+  for (int attempt = 0;; attempt++) {
+    memset(mem, 0, sizeof *mem);
+    cubert_status st = p->ops->mem_alloc(p->device, *bytes, mem, err);
+    if (st != CUBERT_OK) return st;
+    uint64_t pad = (UNIT - (mem->address & (UNIT - 1))) & (UNIT - 1);
+    if (attempt > 0 || ((*bytes - pad) & ~(uint64_t)(UNIT - 1)) >= need) return CUBERT_OK;
+    p->ops->mem_free(p->device, mem);
+    *bytes += UNIT;
+  }
+}
+
+static uint64_t total_reserved(const cb_pool *p) {
+  uint64_t sum = 0;
+  for (int i = 0; i < POOL_COUNT; i++) sum += p->pools[i].reserved;
+  return sum;
+}
+
+static cubert_status fail(cubert_berr *err, cubert_status status, const char *message) {
+  err->sticky = false;
+  snprintf(err->message, sizeof err->message, "%s", message);
+  return status;
+}
+
+static cubert_status oom(const cb_pool *p, cubert_berr *err, uint64_t size, const char *why) {
+  uint64_t in_use = 0;
+  err->sticky = false;
+  for (int i = 0; i < POOL_COUNT; i++) in_use += p->pools[i].in_use;
+  snprintf(err->message, sizeof err->message,
+           "out of memory allocating %" PRIu64 " bytes on the device (%" PRIu64
+           " bytes reserved by its pools, %" PRIu64 " in use)%s%s",
+           size, total_reserved(p), in_use, why[0] ? ": " : "", why);
+  return CUBERT_ERR_OUT_OF_MEMORY;
+}
+
+/* A new page for pool `pi` holding at least `need` bytes. Out of memory:
+ * every idle page goes back and the driver is asked once more. */
+static cubert_status page_new(cb_pool *p, uint32_t pi, uint64_t need, uint64_t asked, page **out,
+                              cubert_berr *err) {
+  pool_class *c = &p->pools[pi];
+  if (c->npages == c->cap) {
+    uint32_t cap = c->cap ? c->cap * 2 : 8;
+    page **pages = realloc(c->pages, (size_t)cap * sizeof *pages);
+    if (!pages) return oom(p, err, asked, "no host memory for the pool's page table");
+    c->pages = pages;
+    c->cap = cap;
+  }
+
+  uint64_t bytes = c->page_size ? c->page_size : need;
+  cubert_backend_mem mem;
+  cubert_status st = driver_alloc(p, &bytes, need, &mem, err);
+  if (st == CUBERT_ERR_OUT_OF_MEMORY) {
+    release_all_idle(p, true);
+    bytes = c->page_size ? c->page_size : need;
+    st = driver_alloc(p, &bytes, need, &mem, err);
+    if (st == CUBERT_ERR_OUT_OF_MEMORY) {
+      char why[sizeof err->message];
+      snprintf(why, sizeof why, "%s", err->message);
+      return oom(p, err, asked, why);
+    }
+  }
+  if (st != CUBERT_OK) return st;
+
+  uint64_t base = (mem.address + UNIT - 1) & ~(uint64_t)(UNIT - 1);
+  uint64_t usable = (bytes - (base - mem.address)) & ~(uint64_t)(UNIT - 1);
+  uint32_t units = 0, words = 0;
+  if (c->page_size) {
+    units = (uint32_t)(usable >> UNIT_SHIFT);
+    words = (units + 63) / 64;
+  }
+  page *pg = calloc(1, sizeof *pg + 2 * (size_t)words * sizeof(uint64_t));
+  if (!pg) {
+    p->ops->mem_free(p->device, &mem);
+    return oom(p, err, asked, "no host memory to track a page");
+  }
+  pg->mem = mem;
+  pg->bytes = bytes;
+  pg->base = base;
+  pg->usable = usable;
+  pg->pool = pi;
+  pg->index = c->npages;
+  if (c->page_size) {
+    pg->units = pg->free_units = units;
+    pg->max_run = units;
+    pg->words = words;
+    pg->used = pg->bits;
+    pg->start = pg->bits + words;
+    if (units & 63) pg->used[words - 1] = ~UINT64_C(0) << (units & 63);
+  } else {
+    idle_link(c, pg);  /* no block out yet */
+  }
+  c->pages[c->npages++] = pg;
+  c->reserved += bytes;
+  *out = pg;
+  return CUBERT_OK;
+}
+
+/* ------------------------------------------------------------ the pool */
+
+cubert_status cb_pool_create(const cubert_backend_ops *ops, void *device, uint64_t device_memory,
+                             cb_pool **pool) {
+  if (!ops || !pool) return CUBERT_ERR_INVALID_ARGUMENT;
+  cb_pool *p = calloc(1, sizeof *p);
+  if (!p) return CUBERT_ERR_OUT_OF_MEMORY;
+  p->ops = ops;
+  p->device = device;
+  p->device_memory = device_memory;
+
+  uint64_t cap = UINT64_MAX;
+  if (device_memory) {
+    cap = UINT64_C(1) << 63;
+    while (cap > device_memory / 8 && cap) cap >>= 1;
+  }
+  for (int i = 0; i < POOL_COUNT; i++) {
+    pool_class *c = &p->pools[i];
+    if (!ladder[i].page_size) {  /* exclusive */
+      c->max_size = UINT64_MAX;
+      continue;
+    }
+    c->page_size = ladder[i].page_size < cap ? ladder[i].page_size : cap;
+    if (c->page_size < MIN_SLICED_PAGE) {
+      c->page_size = 0;  /* too small a device to slice: all exclusive */
+      c->max_size = 0;
+      continue;
+    }
+    c->max_size = ladder[i].max_size < c->page_size / 4 ? ladder[i].max_size : c->page_size / 4;
+  }
+  *pool = p;
+  return CUBERT_OK;
+}
+
+void cb_pool_destroy(cb_pool *pool) {
+  if (!pool) return;
+  for (int i = 0; i < POOL_COUNT; i++) {
+    pool_class *c = &pool->pools[i];
+    for (uint32_t j = 0; j < c->npages; j++) page_release(pool, c->pages[j]);
+    free(c->pages);
+  }
+  free(pool);
+}
+
+static void hand_out(pool_class *c, page *pg, uint32_t pi, uint64_t address, uint64_t size,
+                     cb_block *block) {
+  pg->blocks++;
+  pg->idle_seen = false;
+  c->in_use += size;
+  if (c->in_use > c->high_water) c->high_water = c->in_use;
+  block->address = address;
+  block->size = size;
+  block->page = pg;
+  block->pool = pi;
+}
+
+cubert_status cb_pool_alloc(cb_pool *pool, uint64_t size, cb_block *block, cubert_berr *err) {
+  cubert_berr local;
+  if (!err) err = &local;
+  if (!pool || !block || size == 0)
+    return fail(err, CUBERT_ERR_INVALID_ARGUMENT,
+                "pool allocation needs a pool, a block and a size above 0");
+  if (size > UINT64_MAX - (UNIT - 1) || (pool->device_memory && size > pool->device_memory)) {
+    char why[96];
+    snprintf(why, sizeof why, "the device has %" PRIu64 " bytes in all", pool->device_memory);
+    return oom(pool, err, size, pool->device_memory ? why : "");
+  }
+  uint64_t rounded = (size + UNIT - 1) & ~(uint64_t)(UNIT - 1);
+
+  if (++pool->allocs % CB_POOL_IDLE_INTERVAL == 0) release_all_idle(pool, false);
+
+  uint32_t pi = POOL_SMALL;
+  while (pi < POOL_EXCLUSIVE && rounded > pool->pools[pi].max_size) pi++;
+  pool_class *c = &pool->pools[pi];
+  page *pg = NULL;
+
+  if (pi != POOL_EXCLUSIVE) {
+    uint32_t k = (uint32_t)(rounded >> UNIT_SHIFT), at;
+    while (c->hint < c->npages && c->pages[c->hint]->free_units == 0) c->hint++;
+    for (uint32_t i = c->hint; i < c->npages; i++) {
+      if (page_take(c->pages[i], k, &at)) {
+        pg = c->pages[i];
+        break;
+      }
+    }
+    if (!pg) {
+      cubert_status st = page_new(pool, pi, rounded, size, &pg, err);
+      if (st != CUBERT_OK) return st;
+      if (!page_take(pg, k, &at)) return oom(pool, err, size, "the new page is too small");
+    }
+    hand_out(c, pg, pi, pg->base + ((uint64_t)at << UNIT_SHIFT), rounded, block);
+    return CUBERT_OK;
+  }
+
+  /* exclusive: the smallest idle page that fits with at most 1/8 wasted */
+  for (page *cand = c->idle_head; cand; cand = cand->idle_next) {
+    if (cand->usable < rounded || cand->usable - rounded > cand->usable / 8) continue;
+    if (!pg || cand->usable < pg->usable) pg = cand;
+  }
+  if (!pg) {
+    cubert_status st = page_new(pool, pi, rounded, size, &pg, err);
+    if (st != CUBERT_OK) return st;
+  }
+  idle_unlink(c, pg);
+  hand_out(c, pg, pi, pg->base, pg->usable, block);
+  return CUBERT_OK;
+}
+
+void cb_pool_free(cb_pool *pool, const cb_block *block) {
+  if (!pool || !block || block->pool >= POOL_COUNT || !block->page) return;
+  pool_class *c = &pool->pools[block->pool];
+  page *pg = block->page;
+  /* Cheap checks that the block is one the pool handed out and still out;
+   * anything else is ignored rather than corrupting the pool. */
+  if (pg->pool != block->pool || pg->index >= c->npages || c->pages[pg->index] != pg ||
+      pg->blocks == 0 || block->address < pg->base || block->size == 0 ||
+      block->address - pg->base > pg->usable || block->size > pg->usable - (block->address - pg->base))
+    return;
+
+  if (block->pool == POOL_EXCLUSIVE) {
+    if (block->address != pg->base || block->size != pg->usable) return;
+    idle_link(c, pg);
+  } else {
+    uint64_t off = block->address - pg->base;
+    if ((off | block->size) & (UNIT - 1)) return;
+    uint32_t u = (uint32_t)(off >> UNIT_SHIFT), k = (uint32_t)(block->size >> UNIT_SHIFT);
+    if (!bit_set(pg->start, u) || !all_set(pg->used, u, k)) return;
+    if (u + k < pg->units && !bit_set(pg->start, u + k) && bit_set(pg->used, u + k)) return;
+    page_give(pg, u, k);
+    if (pg->index < c->hint) c->hint = pg->index;
+  }
+  pg->blocks--;
+  c->in_use -= block->size;
+}
+
+void cb_pool_cleanup(cb_pool *pool) {
+  if (pool) release_all_idle(pool, true);
+}
+
+size_t cb_pool_usage(const cb_pool *pool, cubert_pool_usage *out, size_t capacity) {
+  if (!pool) return 0;
+  for (size_t i = 0; i < POOL_COUNT && i < capacity && out; i++) {
+    const pool_class *c = &pool->pools[i];
+    memset(&out[i], 0, sizeof out[i]);
+    snprintf(out[i].name, sizeof out[i].name, "%s", ladder[i].name);
+    out[i].page_size = c->page_size;
+    out[i].pages = c->npages;
+    out[i].reserved = c->reserved;
+    out[i].in_use = c->in_use;
+    out[i].high_water = c->high_water;
+  }
+  return POOL_COUNT;
+}

@@ -1,0 +1,33 @@
+# tests/cli_check.cmake: runs the cubert tool once and checks its exit status
+# and output. -DCLI=path -DARGS=a|b|c -DRC=n [-DSTDOUT=regex] [-DSTDERR=regex]
+# [-DJSON=ON: stdout must be `cubert info --json` with at least one device].
+string(REPLACE "|" ";" args "${ARGS}")
+execute_process(COMMAND ${CLI} ${args} RESULT_VARIABLE rc
+                OUTPUT_VARIABLE out ERROR_VARIABLE err)
+set(what "cubert ${args}")
+if(NOT rc STREQUAL RC)
+  message(FATAL_ERROR "${what}: exit status ${rc}, expected ${RC}\nstdout:\n${out}\nstderr:\n${err}")
+endif()
+if(STDOUT AND NOT out MATCHES "${STDOUT}")
+  message(FATAL_ERROR "${what}: stdout does not match '${STDOUT}':\n${out}\nstderr:\n${err}")
+endif()
+if(STDERR AND NOT err MATCHES "${STDERR}")
+  message(FATAL_ERROR "${what}: stderr does not match '${STDERR}':\n${err}")
+endif()
+if(JSON)
+  string(JSON version ERROR_VARIABLE jerr GET "${out}" version)
+  if(jerr)
+    message(FATAL_ERROR "${what}: not the JSON expected (${jerr}):\n${out}")
+  endif()
+  string(JSON ndev LENGTH "${out}" devices)
+  string(JSON nback LENGTH "${out}" backends)
+  if(ndev LESS 1 OR nback LESS 1)
+    message(FATAL_ERROR "${what}: ${ndev} devices, ${nback} backends:\n${out}")
+  endif()
+  string(JSON name GET "${out}" devices 0 name)
+  string(JSON total GET "${out}" devices 0 total_memory)
+  string(JSON pools LENGTH "${out}" devices 0 memory pools)
+  message(STATUS "JSON: version ${version}, ${nback} backends, ${ndev} devices, "
+                 "device 0 '${name}' ${total} bytes, ${pools} pools")
+endif()
+message(STATUS "${what}: exit ${rc} as expected")

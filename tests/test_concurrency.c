@@ -1,0 +1,449 @@
+/* tests/test_concurrency.c: many threads at once: launches, fills, copies
+ * and reads on several streams and devices, handles cloned, sliced, bound
+ * and released from many threads, allocation from many threads, peer copies
+ * in opposite directions, and a writer thread handing memory to a reader
+ * thread. Every result is checked; a deadlock shows as the test's timeout.
+ * CI runs this suite under TSan and ASan+UBSan.
+ *
+ * Worker threads never call ck_assert (Check's failure path is not meant for
+ * other threads): each records its first failure in its own slot and stops,
+ * and the test thread asserts after joining. */
+#include <check.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cubert/cubert.h"
+#include "tests/testutil.h"
+
+#define THREADS 8
+
+/* One worker's outcome. */
+typedef struct worker {
+  pthread_t thread;
+  int index;
+  cb_test_env *env;
+  void *shared;       /* what the test hands every worker */
+  char failure[512];  /* first failure; "" when it passed */
+  uint64_t done;      /* iterations completed */
+} worker;
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static bool record_failure(worker *w, const char *fmt, ...) {
+  if (w->failure[0]) return false;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(w->failure, sizeof w->failure, fmt, ap);
+  va_end(ap);
+  return false;
+}
+
+/* Records a failed call with the thread's last error; returns false. */
+#define CALL(w, call)                                                                         \
+  do {                                                                                        \
+    cubert_status st_ = (call);                                                               \
+    if (st_ != CUBERT_OK)                                                                     \
+      return record_failure((w), "thread %d, iteration %" PRIu64 ": %s returned %s: %s", (w)->index,   \
+                  (w)->done, #call, cubert_status_name(st_), cubert_last_error_message());   \
+  } while (0)
+
+static void run_workers(cb_test_env *env, worker *ws, int n, void *shared, void *(*fn)(void *)) {
+  for (int t = 0; t < n; t++) {
+    memset(&ws[t], 0, sizeof ws[t]);
+    ws[t].index = t;
+    ws[t].env = env;
+    ws[t].shared = shared;
+    ck_assert_int_eq(pthread_create(&ws[t].thread, NULL, fn, &ws[t]), 0);
+  }
+  for (int t = 0; t < n; t++) ck_assert_int_eq(pthread_join(ws[t].thread, NULL), 0);
+  for (int t = 0; t < n; t++) ck_assert_msg(ws[t].failure[0] == '\0', "%s", ws[t].failure);
+}
+
+/* ------------------------------------------------------------ launches */
+
+#define LAUNCHES 200
+#define WORDS 1024
+
+static bool check_words(worker *w, cubert_client *c, const cubert_handle *h, uint32_t value,
+                        const char *what) {
+  uint32_t got[WORDS];
+  CALL(w, cubert_handle_read(c, h, got, sizeof got));
+  for (int i = 0; i < WORDS; i++)
+    if (got[i] != value)
+      return record_failure(w, "thread %d, iteration %" PRIu64 ": %s word %d is 0x%08x, expected 0x%08x", w->index,
+                  w->done, what, i, got[i], value);
+  return true;
+}
+
+static bool launch_loop(worker *w) {
+  cb_test_env *env = w->env;
+  int d = w->index % env->nclients;
+  /* even threads share the test's client (each gets its thread's stream);
+   * odd threads have a client of their own, pinned to a new stream */
+  cubert_client *own = NULL, *c = env->clients[d];
+  if (w->index % 2) {
+    CALL(w, cubert_client_create(env->runtime, d, &own));
+    cubert_stream s;
+    CALL(w, cubert_stream_create(own, &s));
+    CALL(w, cubert_client_use_stream(own, s));
+    c = own;
+  }
+  cubert_kernel *fill = NULL, *copy = NULL;
+  CALL(w, cubert_builtin_kernel(CUBERT_BUILTIN_FILL_U32, &fill));
+  CALL(w, cubert_builtin_kernel(CUBERT_BUILTIN_COPY_U32, &copy));
+  cubert_handle *a = NULL, *b = NULL;
+  CALL(w, cubert_handle_empty(c, WORDS * 4, &a));
+  CALL(w, cubert_handle_empty(c, WORDS * 4, &b));
+  uint64_t n = WORDS;
+  cubert_launch_config cfg = {{4, 1, 1}, {64, 1, 1}, 0};
+  bool ok = true;
+  for (uint64_t i = 0; i < LAUNCHES && ok; i++, w->done++) {
+    uint32_t value = (uint32_t)w->index << 24 | (uint32_t)i;
+    if (i % 4 == 3) {
+      ok = cubert_handle_fill(c, a, &value, 4) == CUBERT_OK ||
+           record_failure(w, "thread %d: fill: %s", w->index, cubert_last_error_message());
+    } else {
+      cubert_arg fargs[3] = {cubert_arg_buffer(a), cubert_arg_scalar(&n, 8), cubert_arg_scalar(&value, 4)};
+      ok = cubert_launch(c, fill, &cfg, fargs, 3) == CUBERT_OK ||
+           record_failure(w, "thread %d: fill launch: %s", w->index, cubert_last_error_message());
+    }
+    if (!ok) break;
+    if (i % 2) {
+      cubert_arg cargs[3] = {cubert_arg_buffer(a), cubert_arg_buffer(b), cubert_arg_scalar(&n, 8)};
+      ok = cubert_launch(c, copy, &cfg, cargs, 3) == CUBERT_OK ||
+           record_failure(w, "thread %d: copy launch: %s", w->index, cubert_last_error_message());
+    } else {
+      ok = cubert_handle_copy(c, a, b) == CUBERT_OK ||
+           record_failure(w, "thread %d: copy: %s", w->index, cubert_last_error_message());
+    }
+    if (ok && i % 10 == 0) ok = check_words(w, c, b, value, "b");
+  }
+  if (ok) ok = check_words(w, c, a, (uint32_t)w->index << 24 | (LAUNCHES - 1), "a at the end");
+  if (ok && cubert_sync(c) != CUBERT_OK) ok = record_failure(w, "thread %d: sync: %s", w->index, cubert_last_error_message());
+  cubert_handle_release(a);
+  cubert_handle_release(b);
+  cubert_kernel_release(fill);
+  cubert_kernel_release(copy);
+  cubert_client_destroy(own);
+  return ok;
+}
+
+static void *launch_thread(void *arg) {
+  launch_loop(arg);
+  return NULL;
+}
+
+START_TEST(test_threads_launch_on_many_streams_and_devices) {
+  cb_test_env env;
+  if (!cb_test_open(_i, 1, &env)) return;
+  worker ws[THREADS];
+  run_workers(&env, ws, THREADS, NULL, launch_thread);
+  for (int t = 0; t < THREADS; t++) ck_assert_uint_eq(ws[t].done, LAUNCHES);
+  for (int d = 0; d < env.nclients; d++) cb_test_ok(cubert_sync_device(env.clients[d]));
+  cb_test_close(&env);
+}
+END_TEST
+
+/* ------------------------------------------------------------ handles */
+
+#define HANDLE_ROUNDS 2000
+
+static bool handle_loop(worker *w) {
+  const cubert_handle *h = w->shared;
+  uint64_t id = cubert_handle_memory_id(h), size = cubert_handle_size(h);
+  for (uint64_t i = 0; i < HANDLE_ROUNDS; i++, w->done++) {
+    cubert_handle *cl = cubert_handle_clone(h);
+    if (!cl) return record_failure(w, "thread %d: clone returned NULL", w->index);
+    if (cubert_handle_can_mut(cl)) return record_failure(w, "thread %d: a clone can mut", w->index);
+    uint64_t off = (i * 7 + (uint64_t)w->index) % (size / 2);
+    cubert_handle *s = NULL;
+    CALL(w, cubert_handle_slice(cl, off, off, &s));
+    if (cubert_handle_memory_id(s) != id || cubert_handle_offset_start(s) != off ||
+        cubert_handle_size_in_use(s) != size - 2 * off)
+      return record_failure(w, "thread %d: slice (%" PRIu64 ", %" PRIu64 ") is wrong", w->index, off, off);
+    cubert_binding *b = NULL;
+    CALL(w, cubert_handle_bind(s, &b));
+    cubert_claim_key k = cubert_binding_claim_key(b);
+    if (k.memory != id || k.start != off || k.end != size - off)
+      return record_failure(w, "thread %d: claim key (%" PRIu64 ", %" PRIu64 ", %" PRIu64 ")", w->index, k.memory,
+                  k.start, k.end);
+    cubert_weak *weak = NULL;
+    CALL(w, cubert_binding_downgrade(b, &weak));
+    cubert_binding *up = NULL;
+    CALL(w, cubert_weak_upgrade(weak, &up));
+    if (cubert_binding_claim_key(up).start != off) return record_failure(w, "thread %d: upgraded key differs", w->index);
+    /* release in an order that differs by thread */
+    if (w->index % 2) {
+      cubert_handle_release(cl);
+      cubert_binding_release(b);
+      cubert_handle_release(s);
+      cubert_binding_release(up);
+    } else {
+      cubert_binding_release(up);
+      cubert_handle_release(s);
+      cubert_binding_release(b);
+      cubert_handle_release(cl);
+    }
+    cubert_weak_release(weak);
+  }
+  return true;
+}
+
+static void *handle_thread(void *arg) {
+  handle_loop(arg);
+  return NULL;
+}
+
+START_TEST(test_handles_are_cloned_and_released_from_many_threads) {
+  cb_test_env env;
+  if (!cb_test_open(_i, 1, &env)) return;
+  cubert_client *c = env.clients[0];
+  uint8_t data[4096];
+  cb_test_pattern(data, sizeof data, 1);
+  cubert_handle *h = NULL;
+  cb_test_ok(cubert_handle_create(c, data, sizeof data, &h));
+  cb_test_ok(cubert_sync_device(c));
+  cubert_pool_usage before[8];
+  size_t count = 0;
+  cb_test_ok(cubert_memory_usage(c, before, 8, &count));
+  worker ws[THREADS];
+  run_workers(&env, ws, THREADS, h, handle_thread);
+  for (int t = 0; t < THREADS; t++) ck_assert_uint_eq(ws[t].done, HANDLE_ROUNDS);
+  /* every reference the threads took is gone */
+  ck_assert(cubert_handle_can_mut(h));
+  cubert_pool_usage after[8];
+  cb_test_ok(cubert_memory_usage(c, after, 8, &count));
+  for (size_t p = 0; p < count && p < 8; p++) ck_assert_uint_eq(after[p].in_use, before[p].in_use);
+  uint8_t got[4096];
+  cb_test_ok(cubert_handle_read(c, h, got, sizeof got));
+  ck_assert_mem_eq(got, data, sizeof data);
+  cubert_weak *weak = NULL;
+  cb_test_ok(cubert_handle_downgrade(h, &weak));
+  cubert_handle_release(h);
+  cubert_binding *b = NULL;
+  cb_test_status(cubert_weak_upgrade(weak, &b), CUBERT_ERR_EXPIRED);
+  cubert_weak_release(weak);
+  cb_test_close(&env);
+}
+END_TEST
+
+/* ------------------------------------------------------------ allocation */
+
+#define ALLOC_ROUNDS 300
+
+static bool alloc_loop(worker *w) {
+  cb_test_env *env = w->env;
+  cubert_client *c = env->clients[w->index % env->nclients];
+  uint8_t *buf = malloc(64 * 1024), *got = malloc(64 * 1024);
+  bool ok = buf && got;
+  if (!ok) record_failure(w, "thread %d: no host memory", w->index);
+  for (uint64_t i = 0; i < ALLOC_ROUNDS && ok; i++, w->done++) {
+    uint64_t seed = (uint64_t)w->index * 100000 + i;
+    uint64_t size = 1 + (cb_test_pattern_byte(seed, 0) | (uint64_t)cb_test_pattern_byte(seed, 1) << 8);
+    cb_test_pattern(buf, size, seed);
+    cubert_handle *h = NULL;
+    if (cubert_handle_create(c, buf, size, &h) != CUBERT_OK) {
+      ok = record_failure(w, "thread %d: create %" PRIu64 " bytes: %s", w->index, size, cubert_last_error_message());
+      break;
+    }
+    if (cubert_handle_read(c, h, got, size) != CUBERT_OK) {
+      ok = record_failure(w, "thread %d: read: %s", w->index, cubert_last_error_message());
+    } else if (cb_test_pattern_mismatch(got, size, seed) != size) {
+      ok = record_failure(w, "thread %d: %" PRIu64 "-byte handle differs at byte %zu", w->index, size,
+                cb_test_pattern_mismatch(got, size, seed));
+    } else if (size > 2) {
+      cubert_handle *s = NULL;
+      if (cubert_handle_slice(h, 1, 1, &s) != CUBERT_OK || cubert_handle_read(c, s, got, size - 2) != CUBERT_OK)
+        ok = record_failure(w, "thread %d: slice read: %s", w->index, cubert_last_error_message());
+      else if (memcmp(got, buf + 1, size - 2) != 0)
+        ok = record_failure(w, "thread %d: slice of a %" PRIu64 "-byte handle differs", w->index, size);
+      cubert_handle_release(s);
+    }
+    cubert_handle_release(h);
+  }
+  free(buf);
+  free(got);
+  return ok;
+}
+
+static void *alloc_thread(void *arg) {
+  alloc_loop(arg);
+  return NULL;
+}
+
+START_TEST(test_threads_allocate_and_free_concurrently) {
+  cb_test_env env;
+  if (!cb_test_open(_i, 1, &env)) return;
+  worker ws[THREADS];
+  run_workers(&env, ws, THREADS, NULL, alloc_thread);
+  for (int t = 0; t < THREADS; t++) ck_assert_uint_eq(ws[t].done, ALLOC_ROUNDS);
+  /* everything went back to the pools */
+  for (int d = 0; d < env.nclients; d++) {
+    cubert_client *c = env.clients[d];
+    cb_test_ok(cubert_sync_device(c));
+    cubert_pool_usage p[8];
+    size_t count = 0;
+    cb_test_ok(cubert_memory_usage(c, p, 8, &count));
+    for (size_t i = 0; i < count && i < 8; i++)
+      ck_assert_msg(p[i].in_use == 0, "device %d pool %s: %" PRIu64 " bytes still in use", d, p[i].name,
+                    p[i].in_use);
+  }
+  cb_test_close(&env);
+}
+END_TEST
+
+/* ------------------------------------------------------------ peer copies */
+
+#define PEER_ROUNDS 150
+#define PEER_BYTES (16 * 1024)
+
+static bool peer_loop(worker *w) {
+  cb_test_env *env = w->env;
+  /* threads 0, 2: device 0 -> 1; threads 1, 3: device 1 -> 0 */
+  int from = w->index % 2, to = 1 - from;
+  cubert_client *sc = env->clients[from], *dc = env->clients[to];
+  uint8_t *buf = malloc(PEER_BYTES), *got = malloc(PEER_BYTES);
+  cubert_handle *src = NULL, *dst = NULL;
+  bool ok = buf && got;
+  if (!ok) record_failure(w, "thread %d: no host memory", w->index);
+  if (ok && (cubert_handle_empty(sc, PEER_BYTES, &src) != CUBERT_OK ||
+             cubert_handle_empty(dc, PEER_BYTES, &dst) != CUBERT_OK))
+    ok = record_failure(w, "thread %d: empty: %s", w->index, cubert_last_error_message());
+  for (uint64_t i = 0; i < PEER_ROUNDS && ok; i++, w->done++) {
+    uint64_t seed = (uint64_t)w->index << 32 | i;
+    cb_test_pattern(buf, PEER_BYTES, seed);
+    if (cubert_handle_write(sc, src, buf, PEER_BYTES) != CUBERT_OK ||
+        cubert_handle_copy_peer(sc, src, dc, dst) != CUBERT_OK ||
+        cubert_handle_read(dc, dst, got, PEER_BYTES) != CUBERT_OK) {
+      ok = record_failure(w, "thread %d (device %d -> %d), round %" PRIu64 ": %s", w->index, from, to, i,
+                cubert_last_error_message());
+    } else if (cb_test_pattern_mismatch(got, PEER_BYTES, seed) != PEER_BYTES) {
+      ok = record_failure(w, "thread %d (device %d -> %d), round %" PRIu64 ": byte %zu differs", w->index, from, to, i,
+                cb_test_pattern_mismatch(got, PEER_BYTES, seed));
+    }
+  }
+  cubert_handle_release(src);
+  cubert_handle_release(dst);
+  free(buf);
+  free(got);
+  return ok;
+}
+
+static void *peer_thread(void *arg) {
+  peer_loop(arg);
+  return NULL;
+}
+
+START_TEST(test_peer_copies_in_opposite_directions_do_not_deadlock) {
+  cb_test_env env;
+  if (!cb_test_open(_i, 2, &env)) return;
+  worker ws[4];
+  run_workers(&env, ws, 4, NULL, peer_thread);
+  for (int t = 0; t < 4; t++) ck_assert_uint_eq(ws[t].done, PEER_ROUNDS);
+  cb_test_close(&env);
+}
+END_TEST
+
+/* ------------------------------------------------------------ hand-off */
+
+#define HANDOFF_ROUNDS 60
+#define HANDOFF_WORDS (256 * 1024)
+
+/* A writer thread fills a buffer on its stream, then hands it to a reader
+ * thread, whose read on another stream must see the writer's last value. */
+typedef struct handoff {
+  cubert_handle *h;
+  pthread_barrier_t written, read;
+} handoff;
+
+static void *handoff_writer(void *arg) {
+  worker *w = arg;
+  handoff *ho = w->shared;
+  cubert_client *c = w->env->clients[0];
+  cubert_kernel *fill = NULL;
+  if (cubert_builtin_kernel(CUBERT_BUILTIN_FILL_U32, &fill) != CUBERT_OK)
+    record_failure(w, "writer: %s", cubert_last_error_message());
+  uint64_t n = HANDOFF_WORDS;
+  cubert_launch_config cfg = {{16, 1, 1}, {256, 1, 1}, 0};
+  for (uint32_t i = 0; i < HANDOFF_ROUNDS; i++, w->done++) {
+    uint32_t value = 0xA0000000u + i;
+    cubert_arg args[3] = {cubert_arg_buffer(ho->h), cubert_arg_scalar(&n, 8), cubert_arg_scalar(&value, 4)};
+    if (fill && cubert_launch(c, fill, &cfg, args, 3) != CUBERT_OK)
+      record_failure(w, "writer round %u: %s", i, cubert_last_error_message());
+    pthread_barrier_wait(&ho->written); /* enqueued, not waited for */
+    pthread_barrier_wait(&ho->read);
+  }
+  cubert_kernel_release(fill);
+  return NULL;
+}
+
+static void *handoff_reader(void *arg) {
+  worker *w = arg;
+  handoff *ho = w->shared;
+  cubert_client *c = w->env->clients[0];
+  uint32_t *got = malloc(HANDOFF_WORDS * 4);
+  if (!got) record_failure(w, "reader: no host memory");
+  for (uint32_t i = 0; i < HANDOFF_ROUNDS; i++, w->done++) {
+    pthread_barrier_wait(&ho->written);
+    if (got && cubert_handle_read(c, ho->h, got, HANDOFF_WORDS * 4) != CUBERT_OK)
+      record_failure(w, "reader round %u: %s", i, cubert_last_error_message());
+    else if (got)
+      for (uint32_t k = 0; k < HANDOFF_WORDS; k++)
+        if (got[k] != 0xA0000000u + i) {
+          record_failure(w, "reader round %u: word %u is 0x%08x", i, k, got[k]);
+          break;
+        }
+    pthread_barrier_wait(&ho->read);
+  }
+  free(got);
+  return NULL;
+}
+
+static void *handoff_thread(void *arg) {
+  worker *w = arg;
+  return w->index == 0 ? handoff_writer(arg) : handoff_reader(arg);
+}
+
+START_TEST(test_reader_thread_sees_the_writer_threads_work) {
+  cb_test_env env;
+  if (!cb_test_open(_i, 1, &env)) return;
+  handoff ho;
+  cb_test_ok(cubert_handle_empty(env.clients[0], HANDOFF_WORDS * 4, &ho.h));
+  ck_assert_int_eq(pthread_barrier_init(&ho.written, NULL, 2), 0);
+  ck_assert_int_eq(pthread_barrier_init(&ho.read, NULL, 2), 0);
+  worker ws[2];
+  run_workers(&env, ws, 2, &ho, handoff_thread);
+  ck_assert_uint_eq(ws[0].done, HANDOFF_ROUNDS);
+  ck_assert_uint_eq(ws[1].done, HANDOFF_ROUNDS);
+  pthread_barrier_destroy(&ho.written);
+  pthread_barrier_destroy(&ho.read);
+  cubert_handle_release(ho.h);
+  cb_test_close(&env);
+}
+END_TEST
+
+/* ------------------------------------------------------------ main */
+
+static void add_loop(Suite *s, const char *name, const TTest *test) {
+  TCase *tc = tcase_create(name);
+  tcase_add_loop_test(tc, test, 0, CB_TEST_BACKEND_COUNT);
+  suite_add_tcase(s, tc);
+}
+
+#define LOOP(s, fn) add_loop((s), #fn, fn)
+
+int main(void) {
+  Suite *s = suite_create("concurrency");
+  LOOP(s, test_threads_launch_on_many_streams_and_devices);
+  LOOP(s, test_handles_are_cloned_and_released_from_many_threads);
+  LOOP(s, test_threads_allocate_and_free_concurrently);
+  LOOP(s, test_peer_copies_in_opposite_directions_do_not_deadlock);
+  LOOP(s, test_reader_thread_sees_the_writer_threads_work);
+  return cb_test_run(s);
+}
