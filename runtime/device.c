@@ -211,10 +211,9 @@ cubert_stream cubert_client_stream(const cubert_client *c) {
   return st == CUBERT_OK ? s->id : 0;
 }
 
-cubert_status cb_order_after_writer(cb_device *dev, cb_stream *s, cb_alloc *a) {
-  if (a->dev != dev || !a->last_writer || a->last_writer == s->id) return CUBERT_OK;
-  cb_stream *p = dev->streams[a->last_writer - 1];
-  uint64_t w = a->last_write;
+/* Makes `s` wait for stream `pid`'s work up to `w`. */
+static cubert_status wait_for(cb_device *dev, cb_stream *s, uint32_t pid, uint64_t w) {
+  cb_stream *p = dev->streams[pid - 1];
   if (s->nwaited < dev->nstreams) {
     uint64_t *v = realloc(s->waited, dev->nstreams * sizeof *v);
     if (!v) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "ordering streams: out of host memory");
@@ -238,6 +237,16 @@ cubert_status cb_order_after_writer(cb_device *dev, cb_stream *s, cb_alloc *a) {
   if (st) return cb_fail_backend(st, &err, "waiting for an event", dev->info.name);
   s->waited[p->id - 1] = p->event_work;
   return CUBERT_OK;
+}
+
+cubert_status cb_order_access(cb_device *dev, cb_stream *s, cb_alloc *a, bool write) {
+  if (a->dev != dev) return CUBERT_OK;
+  cubert_status st = CUBERT_OK;
+  if (a->last_writer && a->last_writer != s->id)
+    st = wait_for(dev, s, a->last_writer, a->last_write);
+  if (!st && write && a->last_reader && a->last_reader != s->id)
+    st = wait_for(dev, s, a->last_reader, a->last_read);
+  return st;
 }
 
 /* ------------------------------------------------------------ work records */
@@ -295,13 +304,18 @@ void cb_work_settle(cb_device *dev, cb_work *w, cubert_failure *f) {
   }
 }
 
-void cb_work_mark_writes(cb_device *dev, cb_work *w) {
+void cb_work_mark_uses(cb_device *dev, cb_work *w) {
   for (uint32_t i = 0; i < w->nb; i++) {
     cb_wbind *b = &cb_work_binds(w)[i];
     /* stream order means something on the owning device only */
-    if (!b->alloc || b->alloc->dev != dev || !(b->access & CUBERT_ACCESS_WRITE)) continue;
-    b->alloc->last_writer = w->stream;
-    b->alloc->last_write = w->work;
+    if (!b->alloc || b->alloc->dev != dev) continue;
+    if (b->access & CUBERT_ACCESS_WRITE) {
+      b->alloc->last_writer = w->stream;
+      b->alloc->last_write = w->work;
+    } else {
+      b->alloc->last_reader = w->stream;
+      b->alloc->last_read = w->work;
+    }
   }
 }
 

@@ -168,6 +168,8 @@ struct cb_alloc {
   cb_shared *_Atomic shared;
   uint32_t last_writer; /* stream id that last wrote it */
   uint64_t last_write;  /* its work number */
+  uint32_t last_reader; /* stream id that last read it (a kernel or copy) */
+  uint64_t last_read;
   cb_alloc *next_grave;
 };
 
@@ -333,8 +335,10 @@ cubert_status cb_device_lost_error(cb_device *dev);
 
 /* The stream the client uses on this thread (created on first use). */
 cubert_status cb_client_stream(cubert_client *c, cb_stream **out);
-/* Makes `s` wait for the last write of `a` when another stream made it. */
-cubert_status cb_order_after_writer(cb_device *dev, cb_stream *s, cb_alloc *a);
+/* Makes `s` wait for the last write of `a` when another stream made it,
+ * and, when `write`, for its last read on another stream too (a write must
+ * not land under a reader). */
+cubert_status cb_order_access(cb_device *dev, cb_stream *s, cb_alloc *a, bool write);
 
 /* Work records. */
 cb_work *cb_work_begin(cb_device *dev, cb_stream *s, const char *operation, cubert_kernel *k,
@@ -343,8 +347,8 @@ void cb_work_bind(cb_work *w, uint32_t i, cb_alloc *a, uint64_t start, uint64_t 
                   cubert_access access, const char *name);
 /* Settles the write set of `w`: releases it, or taints it with `f`. */
 void cb_work_settle(cb_device *dev, cb_work *w, cubert_failure *f);
-/* Marks writes: last writer stream/work of each written allocation. */
-void cb_work_mark_writes(cb_device *dev, cb_work *w);
+/* Marks uses: last writer and last reader stream/work of each allocation. */
+void cb_work_mark_uses(cb_device *dev, cb_work *w);
 /* Drains asynchronous failures and frees records of completed work. With
  * `all`, waits for nothing but drops every record up to progress. */
 void cb_device_reap(cb_device *dev);

@@ -219,7 +219,7 @@ cubert_status cubert_launch(cubert_client *c, const cubert_kernel *k, const cube
     goto out_unlock;
   }
   for (uint32_t i = 0; i < nargs; i++) {
-    if (res[i].alloc && !res[i].peer && (st = cb_order_after_writer(dev, s, res[i].alloc))) {
+    if (res[i].alloc && !res[i].peer && (st = cb_order_access(dev, s, res[i].alloc, (k->params[i].access & CUBERT_ACCESS_WRITE) != 0))) {
       w = &dev->pending[dev->npending - 1];
       cb_work_settle(dev, w, NULL);
       goto out_unlock;
@@ -246,7 +246,7 @@ cubert_status cubert_launch(cubert_client *c, const cubert_kernel *k, const cube
     st = launch_failed(dev, w, s, k, st, &err);
   } else {
     cb_work_settle(dev, w, NULL);
-    cb_work_mark_writes(dev, w);
+    cb_work_mark_uses(dev, w);
     dev->launches++;
   }
 out_unlock:

@@ -93,6 +93,7 @@ cubert_status cubert_handle_empty(cubert_client *c, uint64_t size, cubert_handle
 
 cubert_status cubert_handle_create(cubert_client *c, const void *data, uint64_t size,
                                    cubert_handle **out) {
+  if (!out) return NULL_ARG("cubert_handle_create", "handle");
   if (!data && size) return NULL_ARG("cubert_handle_create", "data");
   cubert_handle *h = NULL;
   cubert_status st = cubert_handle_empty(c, size, &h);
@@ -144,7 +145,9 @@ bool cubert_handle_can_mut(const cubert_handle *h) {
 }
 
 cubert_overlap cubert_handle_overlap(const cubert_handle *a, const cubert_handle *b) {
-  if (!a || !b || a->alloc != b->alloc || a->end <= b->start || b->end <= a->start)
+  /* an empty view shares no byte with anything */
+  if (!a || !b || a->alloc != b->alloc || a->start == a->end || b->start == b->end ||
+      a->end <= b->start || b->end <= a->start)
     return CUBERT_OVERLAP_DISJOINT;
   if (a->start == b->start && a->end == b->end) return CUBERT_OVERLAP_SAME;
   return CUBERT_OVERLAP_PARTIAL;
@@ -319,7 +322,7 @@ static cubert_status host_write(cubert_client *c, cubert_handle *h, wop op, cons
   cb_work_bind(w, 0, h->alloc, h->start, h->end, CUBERT_ACCESS_WRITE, "destination");
   uint64_t work = w->work;
   cubert_berr err = {0};
-  if ((st = cb_order_after_writer(dev, s, h->alloc))) {
+  if ((st = cb_order_access(dev, s, h->alloc, true))) {
     cb_work_settle(dev, w, NULL); /* nothing was written: the old verdict stands */
     cb_device_leave(dev);
     return st;
@@ -339,7 +342,7 @@ static cubert_status host_write(cubert_client *c, cubert_handle *h, wop op, cons
     st = write_failed(dev, w, s, st, &err, opname);
   } else {
     cb_work_settle(dev, w, NULL);
-    cb_work_mark_writes(dev, w);
+    cb_work_mark_uses(dev, w);
   }
   cb_device_leave(dev);
   return st;
@@ -388,7 +391,7 @@ cubert_status cubert_handle_read(cubert_client *c, const cubert_handle *h, void 
   if ((st = cb_device_enter(dev))) return st;
   cb_stream *s;
   if ((st = cb_client_stream(c, &s)) || (st = refuse_tainted("read", a, h->start, h->end)) ||
-      (st = cb_order_after_writer(dev, s, a))) {
+      (st = cb_order_access(dev, s, a, false))) {
     cb_device_leave(dev);
     return st;
   }
@@ -487,8 +490,8 @@ cubert_status cubert_handle_copy(cubert_client *c, const cubert_handle *src, cub
     cb_device_leave(dev);
     return st;
   }
-  if ((st = cb_order_after_writer(dev, s, src->alloc)) ||
-      (st = cb_order_after_writer(dev, s, dst->alloc))) {
+  if ((st = cb_order_access(dev, s, src->alloc, false)) ||
+      (st = cb_order_access(dev, s, dst->alloc, true))) {
     cb_work_settle(dev, w, NULL);
     cb_device_leave(dev);
     return st;
@@ -503,7 +506,7 @@ cubert_status cubert_handle_copy(cubert_client *c, const cubert_handle *src, cub
     st = write_failed(dev, w, s, st, &err, "copy");
   } else {
     cb_work_settle(dev, w, NULL);
-    cb_work_mark_writes(dev, w);
+    cb_work_mark_uses(dev, w);
   }
   cb_device_leave(dev);
   return st;
@@ -580,7 +583,7 @@ cubert_status cubert_handle_copy_peer(cubert_client *sc, const cubert_handle *sr
     cb_device_leave(dd);
     return st;
   }
-  if ((st = cb_order_after_writer(dd, s, dst->alloc))) {
+  if ((st = cb_order_access(dd, s, dst->alloc, true))) {
     cb_work_settle(dd, w, NULL);
     cb_device_leave(dd);
     return st;
@@ -594,7 +597,7 @@ cubert_status cubert_handle_copy_peer(cubert_client *sc, const cubert_handle *sr
     st = write_failed(dd, w, s, st, &err, "copy-peer");
   } else {
     cb_work_settle(dd, w, NULL);
-    cb_work_mark_writes(dd, w);
+    cb_work_mark_uses(dd, w);
   }
   cb_device_leave(dd);
   return st;

@@ -17,14 +17,15 @@
  * only sizes up to a quarter of its page: a small simulated device still
  * works, with the rest going to exclusive pages.
  *
- * A sliced page keeps two bitmaps of 256-byte units: `used`, and `start`
- * (the first unit of each block). First fit is a scan for a run of clear bits
- * from the page's first free unit; freeing clears bits, so free neighbours
- * coalesce by construction, and `start` lets a free check the block it is
- * given. Per page, `max_run` bounds the longest free run from above (exact
- * after a search that failed, raised when a free makes a longer run), and
- * per pool `hint` is the first page that is not full, so first fit skips
- * hopeless pages in O(1) each and a free costs O(max_run / 64) words at most.
+ * A sliced page keeps two bitmaps of 256-byte units, `used` and `start` (the
+ * first unit of each block), and over the words of `used` a segment tree
+ * holding, per node, the free run at its start, at its end and the longest
+ * inside. First fit descends that tree to the lowest run that fits:
+ * O(log units) whatever the fragmentation; the root says in O(1) whether a
+ * page can serve a size at all, and per pool `hint` is the first page that
+ * is not full. Freeing clears bits and refreshes the tree above them, so free
+ * neighbours coalesce by construction; `start` lets a free check the block
+ * it is given. Work per call: O(log units + size / 16 KiB).
  * Idle exclusive pages sit on a list of their own, so reuse looks at those
  * only.
  *
@@ -54,6 +55,11 @@ static const struct {
   [POOL_EXCLUSIVE] = {"exclusive", UINT64_MAX, 0},
 };
 
+/* Free units of a stretch of the page: at its start, at its end, longest. */
+typedef struct run {
+  uint32_t head, tail, longest;
+} run;
+
 typedef struct page {
   cubert_backend_mem mem;
   uint64_t bytes;       /* asked of the driver */
@@ -67,11 +73,11 @@ typedef struct page {
   /* sliced pages only */
   uint32_t units;
   uint32_t free_units;
-  uint32_t first_free;  /* every unit below is used */
-  uint32_t max_run;     /* no free run is longer (units) */
-  uint32_t words;
+  uint32_t words;       /* of `used` */
+  uint32_t leaves;      /* the tree's: a power of two >= words */
   uint64_t *used;       /* bits past `units` stay set */
   uint64_t *start;
+  struct run *tree;     /* node n has children 2n, 2n+1; word w is leaf leaves + w */
   uint64_t bits[];
 } page;
 
@@ -99,32 +105,7 @@ struct cb_pool {
 
 /* ------------------------------------------------------------ bitmaps */
 
-/* First clear bit at or after `from`; NONE when there is none. */
-static uint32_t next_zero(const uint64_t *w, uint32_t words, uint32_t from) {
-  uint32_t i = from >> 6;
-  if (i >= words) return NONE;
-  uint64_t x = ~w[i] & (~UINT64_C(0) << (from & 63));
-  while (!x) {
-    if (++i == words) return NONE;
-    x = ~w[i];
-  }
-  return i * 64 + (uint32_t)__builtin_ctzll(x);
-}
-
-/* First set bit in [from, limit); `limit` when there is none. */
-static uint32_t next_one(const uint64_t *w, uint32_t from, uint32_t limit) {
-  if (from >= limit) return limit;
-  uint32_t i = from >> 6, last = (limit - 1) >> 6;
-  uint64_t x = w[i] & (~UINT64_C(0) << (from & 63));
-  while (!x) {
-    if (++i > last) return limit;
-    x = w[i];
-  }
-  uint32_t bit = i * 64 + (uint32_t)__builtin_ctzll(x);
-  return bit < limit ? bit : limit;
-}
-
-/* Sets or clears bits [from, from + n), n > 0: whole words in the middle. */
+/* Sets or clears bits [from, from + n), n > 0. */
 static void set_bits(uint64_t *w, uint32_t from, uint32_t n, bool on) {
   uint32_t i = from >> 6, last = (from + n - 1) >> 6;
   uint64_t head = ~UINT64_C(0) << (from & 63);
@@ -132,8 +113,7 @@ static void set_bits(uint64_t *w, uint32_t from, uint32_t n, bool on) {
   if (i == last) head &= tail;
   w[i] = on ? w[i] | head : w[i] & ~head;
   if (i == last) return;
-  uint64_t fill = on ? ~UINT64_C(0) : 0;
-  for (uint32_t j = i + 1; j < last; j++) w[j] = fill;
+  if (last > i + 1) memset(&w[i + 1], on ? 0xff : 0, (size_t)(last - i - 1) * sizeof *w);
   w[last] = on ? w[last] | tail : w[last] & ~tail;
 }
 
@@ -143,25 +123,14 @@ static bool all_set(const uint64_t *w, uint32_t from, uint32_t n) {
   uint64_t head = ~UINT64_C(0) << (from & 63);
   uint64_t tail = ~UINT64_C(0) >> (63 - ((from + n - 1) & 63));
   if (i == last) return (w[i] & (head & tail)) == (head & tail);
-  uint64_t all = (w[i] | ~head) & (w[last] | ~tail);
-  for (uint32_t j = i + 1; j < last; j++) all &= w[j];
-  return all == ~UINT64_C(0);
-}
-
-/* How many clear bits lie just below `u`, counting at most `limit`. */
-static uint32_t zeros_before(const uint64_t *w, uint32_t u, uint32_t limit) {
-  uint32_t n = 0;
-  while (n < limit && u > 0) {
-    uint32_t top = (u - 1) & 63;
-    uint64_t x = w[(u - 1) >> 6] & (~UINT64_C(0) >> (63 - top));
-    if (x) {
-      n += top - (63 - (uint32_t)__builtin_clzll(x));
-      break;
-    }
-    n += top + 1;
-    u -= top + 1;
+  uint64_t a = (w[i] | ~head) & (w[last] | ~tail), b = a;
+  uint32_t j = i + 1;
+  for (; j + 1 < last; j += 2) {
+    a &= w[j];
+    b &= w[j + 1];
   }
-  return n < limit ? n : limit;
+  if (j < last) a &= w[j];
+  return (a & b) == ~UINT64_C(0);
 }
 
 static bool bit_set(const uint64_t *w, uint32_t bit) {
@@ -170,50 +139,89 @@ static bool bit_set(const uint64_t *w, uint32_t bit) {
 
 /* ------------------------------------------------------------ pages */
 
-/* First fit of `k` units; false when no run is long enough. */
-static bool page_take(page *pg, uint32_t k, uint32_t *at) {
-  if (k > pg->free_units || k > pg->max_run) return false;
-  uint32_t u = next_zero(pg->used, pg->words, pg->first_free), longest = 0;
-  pg->first_free = u == NONE ? pg->units : u;
-  while (u != NONE) {
-    if (u + k > pg->units) {
-      if (pg->units - u > longest) longest = pg->units - u;
-      break;
-    }
-    uint32_t end = next_one(pg->used, u, u + k);
-    if (end == u + k) {
-      set_bits(pg->used, u, k, true);
-      pg->start[u >> 6] |= UINT64_C(1) << (u & 63);
-      pg->free_units -= k;
-      if (u == pg->first_free) pg->first_free = u + k;
-      *at = u;
-      return true;
-    }
-    if (end - u > longest) longest = end - u;
-    u = next_zero(pg->used, pg->words, end);
+/* The runs of one word of `used`. */
+static run word_run(uint64_t used) {
+  if (used == 0) return (run){64, 64, 64};
+  run r = {(uint32_t)__builtin_ctzll(used), (uint32_t)__builtin_clzll(used), 0};
+  r.longest = r.head > r.tail ? r.head : r.tail;
+  uint64_t x = ~used >> r.head;  /* interior runs */
+  uint32_t pos = r.head;
+  while (x) {
+    uint32_t skip = (uint32_t)__builtin_ctzll(x);
+    x >>= skip;
+    uint32_t len = (uint32_t)__builtin_ctzll(~x);
+    pos += skip + len;
+    if (pos == 64) break;  /* the tail run, counted */
+    if (len > r.longest) r.longest = len;
+    x >>= len;
   }
-  pg->max_run = longest;  /* every run was seen */
-  return false;
+  return r;
 }
 
-/* Clears the block of `k` units at `u`, keeping max_run an upper bound:
- * the run the block joins is measured only as far as the bound, and a run
- * longer than the bound makes it unknown (units) until a search fails. */
+/* First unit of the lowest run of `k` (<= 64) free units inside `used`. */
+static uint32_t word_fit(uint64_t used, uint32_t k) {
+  uint64_t x = ~used;
+  uint32_t pos = 0;
+  while (x) {
+    uint32_t skip = (uint32_t)__builtin_ctzll(x);
+    x >>= skip;
+    pos += skip;
+    uint32_t len = x == ~UINT64_C(0) ? 64 : (uint32_t)__builtin_ctzll(~x);
+    if (len >= k) return pos;
+    pos += len;
+    x >>= len;  /* len < 64 here */
+  }
+  return 64;  /* not reached when the leaf's longest >= k */
+}
+
+static run join(run l, run r, uint32_t half) {
+  run j;
+  j.head = l.head == half ? half + r.head : l.head;
+  j.tail = r.tail == half ? half + l.tail : r.tail;
+  j.longest = l.longest > r.longest ? l.longest : r.longest;
+  if (l.tail + r.head > j.longest) j.longest = l.tail + r.head;
+  return j;
+}
+
+/* Refreshes the tree over words [first, last] of `used`. */
+static void tree_update(page *pg, uint32_t first, uint32_t last) {
+  for (uint32_t w = first; w <= last; w++) pg->tree[pg->leaves + w] = word_run(pg->used[w]);
+  uint32_t lo = (pg->leaves + first) >> 1, hi = (pg->leaves + last) >> 1, half = 64;
+  for (; lo; lo >>= 1, hi >>= 1, half <<= 1)
+    for (uint32_t n = lo; n <= hi; n++) pg->tree[n] = join(pg->tree[2 * n], pg->tree[2 * n + 1], half);
+}
+
+/* First fit of `k` units; false when no run is long enough. */
+static bool page_take(page *pg, uint32_t k, uint32_t *at) {
+  if (pg->tree[1].longest < k) return false;
+  uint32_t n = 1, base = 0, half = pg->leaves * 32;  /* node 1 spans leaves * 64 units */
+  uint32_t u = NONE;
+  for (; n < pg->leaves; half >>= 1) {
+    const run *l = &pg->tree[2 * n], *r = &pg->tree[2 * n + 1];
+    if (l->longest >= k) {
+      n = 2 * n;
+    } else if (l->tail + r->head >= k) {
+      u = base + half - l->tail;  /* straddles the middle */
+      break;
+    } else {
+      n = 2 * n + 1;
+      base += half;
+    }
+  }
+  if (u == NONE) u = base + word_fit(pg->used[n - pg->leaves], k);
+  set_bits(pg->used, u, k, true);
+  tree_update(pg, u >> 6, (u + k - 1) >> 6);
+  pg->start[u >> 6] |= UINT64_C(1) << (u & 63);
+  pg->free_units -= k;
+  *at = u;
+  return true;
+}
+
 static void page_give(page *pg, uint32_t u, uint32_t k) {
   pg->start[u >> 6] &= ~(UINT64_C(1) << (u & 63));
   set_bits(pg->used, u, k, false);
+  tree_update(pg, u >> 6, (u + k - 1) >> 6);
   pg->free_units += k;
-  if (u < pg->first_free) pg->first_free = u;
-  if (pg->max_run >= pg->units) return;
-  if (k > pg->max_run) {
-    pg->max_run = pg->units;
-    return;
-  }
-  uint32_t room = pg->max_run - k;  /* free neighbours the bound allows */
-  uint32_t below = zeros_before(pg->used, u, room + 1);
-  uint32_t limit = u + k + (below > room ? 0 : room - below + 1);
-  uint32_t above = next_one(pg->used, u + k, limit < pg->units ? limit : pg->units) - (u + k);
-  if (below + above > room) pg->max_run = pg->units;
 }
 
 static void idle_link(pool_class *c, page *pg) {
@@ -332,12 +340,15 @@ static cubert_status page_new(cb_pool *p, uint32_t pi, uint64_t need, uint64_t a
 
   uint64_t base = (mem.address + UNIT - 1) & ~(uint64_t)(UNIT - 1);
   uint64_t usable = (bytes - (base - mem.address)) & ~(uint64_t)(UNIT - 1);
-  uint32_t units = 0, words = 0;
+  uint32_t units = 0, words = 0, leaves = 0;
   if (c->page_size) {
     units = (uint32_t)(usable >> UNIT_SHIFT);
     words = (units + 63) / 64;
+    for (leaves = 1; leaves < words; leaves <<= 1) {
+    }
   }
-  page *pg = calloc(1, sizeof *pg + 2 * (size_t)words * sizeof(uint64_t));
+  page *pg = calloc(1, sizeof *pg + 2 * (size_t)words * sizeof(uint64_t) +
+                           2 * (size_t)leaves * sizeof(run));
   if (!pg) {
     p->ops->mem_free(p->device, &mem);
     return oom(p, err, asked, "no host memory to track a page");
@@ -350,11 +361,14 @@ static cubert_status page_new(cb_pool *p, uint32_t pi, uint64_t need, uint64_t a
   pg->index = c->npages;
   if (c->page_size) {
     pg->units = pg->free_units = units;
-    pg->max_run = units;
     pg->words = words;
+    pg->leaves = leaves;
     pg->used = pg->bits;
     pg->start = pg->bits + words;
+    pg->tree = (run *)(pg->bits + 2 * words);
     if (units & 63) pg->used[words - 1] = ~UINT64_C(0) << (units & 63);
+    /* leaves past the last word stay {0, 0, 0}: nothing free there */
+    tree_update(pg, 0, words - 1);
   } else {
     idle_link(c, pg);  /* no block out yet */
   }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cubert/faultinj.h"
 #include "faultinj/decorator.h"
 #include "runtime/internal.h"
 #include "topology/host_node.h"
@@ -145,10 +146,10 @@ cubert_status cubert_runtime_create(const cubert_runtime_options *options, cuber
 
   bool faults = !o.no_faultinj;
   if (faults) {
-    const char *rules = o.faults ? o.faults : cb_env("CUBERT_FAULTS");
-    if (rules && (st = cubert_faultinj_configure(rules)) != CUBERT_OK) {
+    cubert_faultinj_diag diag = {0};
+    if ((st = cubert_faultinj_configure(o.faults, &diag)) != CUBERT_OK) {
       cubert_runtime_destroy(rt);
-      return st;
+      return cb_fail(st, "fault rules: %s", diag.message);
     }
   }
 
@@ -232,7 +233,7 @@ static cubert_status get_device(cubert_runtime *rt, int device, cb_device **out)
 }
 
 cubert_status cubert_runtime_device_info(cubert_runtime *rt, int device, cubert_device_info *info) {
-  cb_device *dev;
+  cb_device *dev = NULL;
   cubert_status st = get_device(rt, device, &dev);
   if (st) return st;
   if (!info) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_runtime_device_info: info is NULL");
@@ -242,7 +243,7 @@ cubert_status cubert_runtime_device_info(cubert_runtime *rt, int device, cubert_
 }
 
 cubert_status cubert_runtime_device_link(cubert_runtime *rt, int a, int b, cubert_device_link *link) {
-  cb_device *da, *db;
+  cb_device *da = NULL, *db = NULL;
   cubert_status st = get_device(rt, a, &da);
   if (st || (st = get_device(rt, b, &db))) return st;
   if (!link) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_runtime_device_link: link is NULL");
@@ -264,7 +265,7 @@ cubert_status cubert_runtime_device_link(cubert_runtime *rt, int a, int b, cuber
 /* ------------------------------------------------------------ clients */
 
 cubert_status cubert_client_create(cubert_runtime *rt, int device, cubert_client **out) {
-  cb_device *dev;
+  cb_device *dev = NULL;
   cubert_status st = get_device(rt, device, &dev);
   if (st) return st;
   if (!out) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_client_create: client is NULL");

@@ -428,6 +428,72 @@ START_TEST(test_reader_thread_sees_the_writer_threads_work) {
 }
 END_TEST
 
+/* ------------------------------------------------------------ pinning */
+
+#define PIN_ROUNDS 500
+
+/* One client shared by every thread; thread 0 pins and unpins it while the
+ * others allocate through it. Each handle lands on the pinned stream or on
+ * the allocating thread's own stream, never on anything else. */
+typedef struct pin_share {
+  cubert_client *c;
+  cubert_stream pinned;
+} pin_share;
+
+static void *pin_thread(void *arg) {
+  worker *w = arg;
+  pin_share *ps = w->shared;
+  if (w->index == 0) {
+    for (uint64_t i = 0; i < PIN_ROUNDS; i++, w->done++)
+      if (cubert_client_use_stream(ps->c, i % 2 ? ps->pinned : 0) != CUBERT_OK) {
+        record_failure(w, "pinning round %" PRIu64 ": %s", i, cubert_last_error_message());
+        break;
+      }
+    return NULL;
+  }
+  /* this thread's own stream: ask a client nobody pins */
+  cubert_client *mine = NULL;
+  if (cubert_client_create(w->env->runtime, 0, &mine) != CUBERT_OK) {
+    record_failure(w, "thread %d: client: %s", w->index, cubert_last_error_message());
+    return NULL;
+  }
+  cubert_stream own = cubert_client_stream(mine);
+  cubert_client_destroy(mine);
+  for (uint64_t i = 0; i < PIN_ROUNDS; i++, w->done++) {
+    cubert_handle *h = NULL;
+    if (cubert_handle_empty(ps->c, 256, &h) != CUBERT_OK) {
+      record_failure(w, "thread %d: empty: %s", w->index, cubert_last_error_message());
+      break;
+    }
+    cubert_stream s = cubert_handle_stream(h);
+    cubert_stream now = cubert_client_stream(ps->c);
+    cubert_handle_release(h);
+    if (s != own && s != ps->pinned) {
+      record_failure(w, "thread %d: a handle on stream %" PRIu64 " (own %" PRIu64 ", pinned %" PRIu64 ")",
+                     w->index, s, own, ps->pinned);
+      break;
+    }
+    if (now != own && now != ps->pinned) {
+      record_failure(w, "thread %d: the client says stream %" PRIu64, w->index, now);
+      break;
+    }
+  }
+  return NULL;
+}
+
+START_TEST(test_pinning_a_shared_client_while_others_use_it) {
+  cb_test_env env;
+  if (!cb_test_open(_i, 1, &env)) return;
+  pin_share ps = {env.clients[0], 0};
+  cb_test_ok(cubert_stream_create(ps.c, &ps.pinned));
+  worker ws[4];
+  run_workers(&env, ws, 4, &ps, pin_thread);
+  for (int t = 0; t < 4; t++) ck_assert_uint_eq(ws[t].done, PIN_ROUNDS);
+  cb_test_ok(cubert_client_use_stream(ps.c, 0));
+  cb_test_close(&env);
+}
+END_TEST
+
 /* ------------------------------------------------------------ main */
 
 static void add_loop(Suite *s, const char *name, const TTest *test) {
@@ -445,5 +511,6 @@ int main(void) {
   LOOP(s, test_threads_allocate_and_free_concurrently);
   LOOP(s, test_peer_copies_in_opposite_directions_do_not_deadlock);
   LOOP(s, test_reader_thread_sees_the_writer_threads_work);
+  LOOP(s, test_pinning_a_shared_client_while_others_use_it);
   return cb_test_run(s);
 }

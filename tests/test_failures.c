@@ -51,8 +51,6 @@ static const char broken_src[] = "extern \"C\" __global__ void t_broken( { this 
 
 static const cubert_param copy_params[] = {{"in", CUBERT_PARAM_BUFFER, CUBERT_ACCESS_READ, 0},
                                            {"out", CUBERT_PARAM_BUFFER, CUBERT_ACCESS_WRITE, 0}};
-static const cubert_param fill_params[] = {{"out", CUBERT_PARAM_BUFFER, CUBERT_ACCESS_WRITE, 0},
-                                           {"value", CUBERT_PARAM_SCALAR, 0, 1}};
 static const cubert_param broken_params[] = {{"out", CUBERT_PARAM_BUFFER, CUBERT_ACCESS_WRITE, 0}};
 static const cubert_param peer_read_params[] = {
     {"in", CUBERT_PARAM_PEER_BUFFER, CUBERT_ACCESS_READ, 0},
@@ -81,14 +79,6 @@ static cubert_status run_copy(cubert_client *c, const char *name, const cubert_h
                               cubert_handle *out) {
   cubert_kernel *k = make(name, copy_params, 2, copy_fn, copy_src);
   cubert_arg a[2] = {cubert_arg_buffer(in), cubert_arg_buffer(out)};
-  cubert_status st = cubert_launch(c, k, &one, a, 2);
-  cubert_kernel_release(k);
-  return st;
-}
-
-static cubert_status run_fill(cubert_client *c, cubert_handle *out, uint8_t v) {
-  cubert_kernel *k = make("t_fill", fill_params, 2, fill_fn, NULL);
-  cubert_arg a[2] = {cubert_arg_buffer(out), cubert_arg_scalar(&v, 1)};
   cubert_status st = cubert_launch(c, k, &one, a, 2);
   cubert_kernel_release(k);
   return st;

@@ -1363,6 +1363,7 @@ typedef struct worker {
   int dev;
   int injected_async;
   _Atomic int *stop;
+  _Atomic int *started;         /* helpers running: workers wait for them */
 } worker;
 
 static void *work_loop(void *arg) {
@@ -1373,7 +1374,9 @@ static void *work_loop(void *arg) {
   uint64_t a = r->mems[d * 2].address, b = r->mems[d * 2 + 1].address, w;
   unsigned char buf[256];
   memset(buf, d, sizeof buf);
-  for (int i = 0; i < 400; i++) {
+  while (atomic_load(k->started) < 2) {
+  }
+  for (int i = 0; i < 2000; i++) {
     cubert_status st;
     switch (i % 4) {
     case 0: st = r->ops->write(r->dev[d], r->stream[d][0], next_work(r, d), a, buf, 256, &err); break;
@@ -1392,6 +1395,7 @@ static void *work_loop(void *arg) {
 static void *drain_loop(void *arg) {
   worker *k = arg;
   cubert_async_failure f[8];
+  atomic_fetch_add(k->started, 1);
   while (!atomic_load(k->stop)) {
     for (int d = 0; d < k->r->ndev; d++) {
       k->injected_async += (int)k->r->ops->drain_failures(k->r->dev[d], f, 8);
@@ -1404,6 +1408,7 @@ static void *drain_loop(void *arg) {
 /* Adds and removes rules while calls run. */
 static void *rule_loop(void *arg) {
   worker *k = arg;
+  atomic_fetch_add(k->started, 1);
   while (!atomic_load(k->stop)) {
     uint32_t id = 0;
     cubert_faultinj_diag diag;
@@ -1425,13 +1430,13 @@ START_TEST(test_threads_share_the_layer_safely) {
     (void)rig_alloc(&r, d, 256);
     (void)rig_alloc(&r, d, 256);
   }
-  _Atomic int stop = 0;
-  worker w[NDEV], drainer = {&r, 0, 0, &stop}, ruler = {&r, 0, 0, &stop};
+  _Atomic int stop = 0, started = 0;
+  worker w[NDEV], drainer = {&r, 0, 0, &stop, &started}, ruler = {&r, 0, 0, &stop, &started};
   pthread_t t[NDEV], td, tr;
   pthread_create(&td, NULL, drain_loop, &drainer);
   pthread_create(&tr, NULL, rule_loop, &ruler);
   for (int d = 0; d < NDEV; d++) {
-    w[d] = (worker){&r, d, 0, &stop};
+    w[d] = (worker){&r, d, 0, &stop, &started};
     pthread_create(&t[d], NULL, work_loop, &w[d]);
   }
   for (int d = 0; d < NDEV; d++) pthread_join(t[d], NULL);
@@ -1445,8 +1450,11 @@ START_TEST(test_threads_share_the_layer_safely) {
     while ((n = r.ops->drain_failures(r.dev[d], f, 64)) > 0) drained += (int)n;
   }
   /* Every async injection was drained exactly once. */
-  cubert_fault_record *rec = malloc(4096 * sizeof *rec);
-  size_t n = cubert_faultinj_log(0, rec, 4096);
+  cubert_fault_record *rec = malloc(CUBERT_FAULTINJ_LOG_CAPACITY * sizeof *rec);
+  size_t n = cubert_faultinj_log(0, rec, CUBERT_FAULTINJ_LOG_CAPACITY);
+  cubert_faultinj_stats stats;
+  cubert_faultinj_get_stats(&stats);
+  ck_assert_uint_eq(stats.log_dropped, 0);
   int async = 0;
   for (size_t i = 0; i < n; i++) async += rec[i].fault == CUBERT_FAULT_ASYNC;
   ck_assert_int_gt(async, 10);

@@ -149,7 +149,9 @@ START_TEST(test_prob_rule_seed_ignores_process_seed) {
 END_TEST
 
 START_TEST(test_prob_edges_and_reseed_restarts) {
-  ck_assert_str_eq(prob_sequence("launch prob=0", true, 5, 50), "");
+  char *none = prob_sequence("launch prob=0", true, 5, 50);
+  ck_assert_str_eq(none, "");
+  free(none);
   char *all = prob_sequence("launch prob=1", true, 5, 5);
   ck_assert_str_eq(all, "1,2,3,4,5");
   free(all);
@@ -446,8 +448,8 @@ START_TEST(test_canonical_text_round_trips) {
       "launch kernel=k1 nth=3 fault=fail-before-write",
       "copy every=10 fault=partial:0.5 device=1",
       "alloc prob=0.01 seed=7 fault=oom",
-      "launch|copy_peer kernel=\"we,ird \\\"name\\\"\" device=0-3,7 peer=1 pair=pix stream=2 first=4 after=1 "
-      "prob=1e-3 times=9 fault=scribble:0.75 status=ERR_IO",
+      ("launch|copy_peer kernel=\"we,ird \\\"name\\\"\" device=0-3,7 peer=1 pair=pix stream=2 first=4 after=1 "
+       "prob=1e-3 times=9 fault=scribble:0.75 status=ERR_IO"),
       "* fault=device-lost after=100",
       "work fault=async",
       "compile kernel=a*,b fault=compile-error",

@@ -156,6 +156,25 @@ START_TEST(open_reports_devices_and_their_limits) {
   ck_assert_ptr_null(again);
   ck_assert_str_eq(ops->name, "host");
   ck_assert_uint_eq(ops->abi, CUBERT_BACKEND_ABI);
+  /* Every slot filled: the runtime never checks for NULL. */
+  const void *slots[] = {
+      (const void *)ops->open,            (const void *)ops->close,
+      (const void *)ops->device_open,     (const void *)ops->device_close,
+      (const void *)ops->mem_alloc,       (const void *)ops->mem_free,
+      (const void *)ops->stream_create,   (const void *)ops->stream_destroy,
+      (const void *)ops->event_record,    (const void *)ops->stream_wait,
+      (const void *)ops->event_destroy,   (const void *)ops->write,
+      (const void *)ops->read,            (const void *)ops->fill,
+      (const void *)ops->copy,            (const void *)ops->copy_peer,
+      (const void *)ops->module_load,     (const void *)ops->module_unload,
+      (const void *)ops->launch,          (const void *)ops->sync,
+      (const void *)ops->progress,        (const void *)ops->drain_failures,
+      (const void *)ops->peer_can_access, (const void *)ops->peer_enable,
+      (const void *)ops->link_info,       (const void *)ops->timer_record,
+      (const void *)ops->timer_elapsed,   (const void *)ops->timer_destroy,
+  };
+  for (size_t i = 0; i < sizeof slots / sizeof slots[0]; i++)
+    ck_assert_msg(slots[i] != NULL, "slot %zu is empty", i);
   cubert_backend_link link;
   ck_assert_int_eq(ops->link_info(f.dev[0], f.dev[1], &link, &err), CUBERT_ERR_UNSUPPORTED);
   close_fixture(&f);

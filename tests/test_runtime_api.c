@@ -132,6 +132,27 @@ START_TEST(test_host_device_names_are_distinct) {
 }
 END_TEST
 
+START_TEST(test_device_link_is_unsupported_on_the_host_backend) {
+  cb_test_env env;
+  if (!cb_test_open(_i, 2, &env)) return;
+  cubert_device_link link = {7, 7, 7};
+  cubert_status st = cubert_runtime_device_link(env.runtime, 0, 1, &link);
+  if (strcmp(env.backend, "host") == 0) {
+    ck_assert_int_eq(st, CUBERT_ERR_UNSUPPORTED);
+    expect_message("host");
+    ck_assert_int_eq(link.type, 7); /* untouched on failure */
+  } else if (st == CUBERT_OK) {
+    ck_assert_int_ge(link.type, 0);
+    ck_assert_int_le(link.type, 2);
+  } else {
+    ck_assert_int_eq(st, CUBERT_ERR_UNSUPPORTED);
+  }
+  cb_test_status(cubert_runtime_device_link(env.runtime, 0, env.devices, &link), CUBERT_ERR_NO_DEVICE);
+  cb_test_status(cubert_runtime_device_link(env.runtime, -1, 0, &link), CUBERT_ERR_NO_DEVICE);
+  cb_test_close(&env);
+}
+END_TEST
+
 START_TEST(test_options_struct_size_zero_is_refused) {
   clear_runtime_env();
   cubert_runtime_options o;
@@ -641,6 +662,7 @@ int main(void) {
   LOOP(s, test_runtime_names_its_backends);
   LOOP(s, test_device_info_describes_each_device);
   LOOP(s, test_host_device_names_are_distinct);
+  LOOP(s, test_device_link_is_unsupported_on_the_host_backend);
   ONCE(s, test_options_struct_size_zero_is_refused);
   ONCE(s, test_options_of_an_older_layout_take_defaults_for_the_rest);
   ONCE(s, test_unknown_backend_in_the_list_is_refused);

@@ -362,6 +362,56 @@ START_TEST(test_copy_and_launch_on_another_stream_see_a_slow_launch) {
 }
 END_TEST
 
+/* A slow kernel on A copies in -> out after SLOW_MS. */
+static cubert_status slow_copy_host(const cubert_host_launch *l, char *message, size_t capacity) {
+  if (l->nargs != 2 || l->sizes[0] != l->sizes[1]) {
+    snprintf(message, capacity, "slow_copy: wrong arguments");
+    return CUBERT_ERR_INVALID_ARGUMENT;
+  }
+  sleep_ms(SLOW_MS);
+  memcpy(l->args[1], l->args[0], l->sizes[0]);
+  atomic_fetch_add(&slow_done, 1);
+  return CUBERT_OK;
+}
+
+/* Write after read: work on B that overwrites memory a pending kernel on A
+ * still reads must wait for that kernel, or the kernel reads bytes written
+ * after it was enqueued. The memory's last writer is B itself, so waiting
+ * for the last writer alone is not enough. */
+START_TEST(test_write_on_another_stream_waits_for_a_slow_reader) {
+  cb_test_env env;
+  if (!cb_test_open(_i, 1, &env)) return;
+  if (!host_only(&env)) {
+    cb_test_close(&env);
+    return;
+  }
+  cubert_stream sa, sb;
+  cubert_client *a = pinned_client(&env, 0, &sa), *b = pinned_client(&env, 0, &sb);
+  static const cubert_param params[] = {{"in", CUBERT_PARAM_BUFFER, CUBERT_ACCESS_READ, 0},
+                                        {"out", CUBERT_PARAM_BUFFER, CUBERT_ACCESS_WRITE, 0}};
+  cubert_kernel_desc d = {.name = "slow_copy", .params = params, .nparams = 2, .host_fn = slow_copy_host};
+  cubert_kernel *slow = NULL;
+  cb_test_ok(cubert_kernel_create(&d, &slow));
+  cubert_handle *x = filled(b, 4096, 0x0A0A0A0A); /* last written on B */
+  cubert_handle *y = filled(a, 4096, 0);
+  cb_test_ok(cubert_sync_device(a));
+  cubert_arg args[2] = {cubert_arg_buffer(x), cubert_arg_buffer(y)};
+  cubert_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0};
+  cb_test_ok(cubert_launch(a, slow, &cfg, args, 2)); /* A reads x */
+  const uint32_t later = 0x0B0B0B0B;
+  cb_test_ok(cubert_handle_fill(b, x, &later, 4)); /* B overwrites x */
+  cb_test_ok(cubert_sync_device(a));
+  expect_words(a, y, 0x0A0A0A0A, "what A's kernel read of x");
+  expect_words(a, x, later, "x after B's fill");
+  cubert_handle_release(x);
+  cubert_handle_release(y);
+  cubert_kernel_release(slow);
+  cubert_client_destroy(a);
+  cubert_client_destroy(b);
+  cb_test_close(&env);
+}
+END_TEST
+
 START_TEST(test_memory_of_pending_work_is_not_reused) {
   cb_test_env env;
   if (!cb_test_open(_i, 1, &env)) return;
@@ -509,6 +559,7 @@ int main(void) {
   LOOP(s, test_write_queued_behind_slow_work_is_seen_on_another_stream);
   LOOP(s, test_write_on_another_stream_lands_after_a_slow_launch);
   LOOP(s, test_copy_and_launch_on_another_stream_see_a_slow_launch);
+  LOOP(s, test_write_on_another_stream_waits_for_a_slow_reader);
   LOOP(s, test_memory_of_pending_work_is_not_reused);
   LOOP(s, test_sync_waits_for_the_clients_stream);
   LOOP(s, test_sync_stream_waits_for_that_stream);

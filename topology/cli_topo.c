@@ -117,6 +117,7 @@ static void print_text(const cubert_topology *t, const char *origin) {
   }
   if (any_simulated)
     printf("\nSimulated layout: placement (thread binding, NUMA-local memory) is not applied.\n");
+  if (cubert_topology_notes(t)[0]) printf("\nNote: %s.\n", cubert_topology_notes(t));
 }
 
 int cb_cli_topo(int argc, char **argv) {

@@ -463,9 +463,7 @@ static cubert_status load(const kfd_fs *fs, bool missing_ok, cb_kfd **out, char 
                   k->nodes[i].links[j].node_to);
       }
   if (!st) {
-    char w[4200];
-    where(fs, "", w, sizeof w);
-    k->source = strdup(w);
+    k->source = strdup(fs->root ? fs->root : fs->label);
     if (!k->source) st = fail(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   }
   if (st) {

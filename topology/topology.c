@@ -209,6 +209,9 @@ static cubert_status place_device(cubert_topology *t, int i, int mi, const char 
     return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   hwloc_obj_t pkg = hwloc_get_ancestor_obj_by_type(m->topo, HWLOC_OBJ_PACKAGE, anchor);
   if (!pkg && anchor->type == HWLOC_OBJ_PACKAGE) pkg = anchor;
+  /* Attached above the packages (a VM, firmware without locality): with one
+   * package there is still no doubt which it is. */
+  if (!pkg && m->package_count == 1) pkg = hwloc_get_obj_by_type(m->topo, HWLOC_OBJ_PACKAGE, 0);
   d->package = pkg ? (int)pkg->os_index : -1;
 
   /* Local NUMA nodes: those whose locality contains the device's (on
@@ -381,9 +384,9 @@ static cubert_status classify_all(cubert_topology *t, const drv_link *drv) {
           out->xgmi_weight = weight[k];
         }
       }
-      if (dl && dl->known && dl->type == 1) {
-        if (!out->xgmi_hops) out->xgmi_hops = dl->hops > 0 ? dl->hops : 1;
-        if (dl->hops <= 1) {
+      if (dl && dl->known) { /* the driver answered: it decides */
+        if (dl->type == 1 && !out->xgmi_hops) out->xgmi_hops = dl->hops > 0 ? dl->hops : 1;
+        if (dl->type == 1 && dl->hops <= 1) {
           out->link_class = CUBERT_LINK_XGMI;
           out->links = dl->links > 0 ? dl->links : 1;
           out->hops = 1;
@@ -477,6 +480,9 @@ static cubert_status load_plain_machine(cubert_topology *t, const char *xml_path
     snprintf(note, sizeof note, "KFD topology not read: %s", msg);
     add_note(t, note);
     kfd = NULL;
+  } else if (kfd && kfd->nnodes == 0) { /* no AMD GPU driver here */
+    cb_kfd_free(kfd);
+    kfd = NULL;
   }
   char label[4200];
   if (live)
@@ -563,6 +569,7 @@ cubert_status cubert_topology_create(cubert_runtime *runtime, const char *xml_pa
     drv = calloc((size_t)n * (size_t)n, sizeof *drv);
     if (!drv) st = cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   }
+  bool unknown_nvlink = false;
   for (int a = 0; a < n && !st; a++)
     for (int b = 0; b < n; b++) {
       if (a == b || strcmp(info[a].backend, info[b].backend) || !strcmp(info[a].backend, "host")) continue;
@@ -573,8 +580,13 @@ cubert_status cubert_topology_create(cubert_runtime *runtime, const char *xml_pa
         d->type = l.type;
         d->hops = l.hops;
         d->links = l.links;
+      } else if (t->devs[a].nvidia && t->devs[b].nvidia) {
+        unknown_nvlink = true;
       }
     }
+  if (unknown_nvlink)
+    add_note(t, "the driver API does not report NVLink here (HIP on NVIDIA has no call for it): "
+                "NVIDIA pairs show their PCIe class");
   if (!st) st = classify_all(t, drv);
   free(drv);
   free(info);
@@ -639,6 +651,8 @@ const char *cubert_topology_pair_name(const cubert_topology *t, int a, int b) {
   if (c == CUBERT_LINK_XGMI && t->devs[a].nvidia && t->devs[b].nvidia) return "NVLINK";
   return cubert_link_class_name(c);
 }
+
+const char *cubert_topology_notes(const cubert_topology *t) { return t && t->notes ? t->notes : ""; }
 
 /* ------------------------------------------------------------ JSON */
 

@@ -72,7 +72,8 @@ typedef struct cubert_topology_device {
                                node or an XML file): placement is not applied */
   int numa_count;           /* local NUMA nodes (hwloc, larger locality) */
   const int *numa_nodes;    /* their OS indexes */
-  int package;              /* OS index of its package (socket); -1 unknown */
+  int package;              /* OS index of its package (socket); -1 unknown
+                               (the only package when the machine has one) */
   const char *cpuset;       /* local CPUs as a list, "48-55,112-119"; "" unknown */
   const char *source;       /* "live", "xml:PATH", "xml:buffer", "node:NAME" */
   int machine_numa_nodes;   /* NUMA nodes of its machine */
@@ -138,6 +139,10 @@ CUBERT_API const char *cubert_link_class_description(cubert_link_class link_clas
 /* The pair's class name as tools print it: "NVLINK" instead of "XGMI" when
  * both devices are NVIDIA's; NULL for an index out of range. Static. */
 CUBERT_API const char *cubert_topology_pair_name(const cubert_topology *topology, int a, int b);
+
+/* What the topology could not find out, in words ("the driver API does not
+ * report NVLink here ..."); "" when nothing. Owned by the topology. */
+CUBERT_API const char *cubert_topology_notes(const cubert_topology *topology);
 
 /* The whole topology as JSON (devices, machines, the class matrix, every
  * pair, the legend). The caller frees *json with free(). */

@@ -1,0 +1,348 @@
+/* bench/bench_out.c: helpers of `cubert bench`: the clock, sizes, progress,
+ * statistics, and result rows as JSON and CSV. */
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench/bench.h"
+
+double cb_bench_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ------------------------------------------------------------ sizes */
+
+bool cb_bench_parse_size(const char *text, uint64_t *bytes) {
+  if (!text || !isdigit((unsigned char)*text)) return false;
+  char *end = NULL;
+  errno = 0;
+  double v = strtod(text, &end);
+  if (errno || end == text) return false;
+  uint64_t unit = 1;
+  switch (toupper((unsigned char)*end)) {
+  case 'K': unit = UINT64_C(1) << 10; end++; break;
+  case 'M': unit = UINT64_C(1) << 20; end++; break;
+  case 'G': unit = UINT64_C(1) << 30; end++; break;
+  case 'T': unit = UINT64_C(1) << 40; end++; break;
+  default: break;
+  }
+  if (unit > 1 && (*end == 'i' || *end == 'I')) end++;
+  if (unit > 1 && (*end == 'b' || *end == 'B')) end++;
+  else if (unit == 1 && (*end == 'b' || *end == 'B')) end++;
+  if (*end != '\0') return false;
+  double b = v * (double)unit;
+  if (!(b >= 1.0) || b > 9.0e18) return false;
+  *bytes = (uint64_t)b;
+  return true;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+bool cb_bench_parse_sizes(const char *text, uint64_t **sizes, size_t *count, char *message,
+                          size_t capacity) {
+  uint64_t *v = NULL;
+  size_t n = 0, cap = 0;
+  char *copy = strdup(text ? text : "");
+  if (!copy) {
+    snprintf(message, capacity, "out of memory");
+    return false;
+  }
+  bool ok = true;
+  char *save = NULL;
+  for (char *item = strtok_r(copy, ",", &save); item && ok; item = strtok_r(NULL, ",", &save)) {
+    char *dots = strstr(item, "..");
+    uint64_t lo, hi, factor = 2;
+    if (dots) {
+      *dots = '\0';
+      char *hi_text = dots + 2;
+      char *colon = strchr(hi_text, ':');
+      if (colon) {
+        *colon = '\0';
+        char *end = NULL;
+        unsigned long long f = strtoull(colon + 1, &end, 10);
+        if (!end || *end || f < 2 || f > 1024) {
+          snprintf(message, capacity, "sizes: factor '%s' is not an integer from 2 to 1024", colon + 1);
+          ok = false;
+          break;
+        }
+        factor = f;
+      }
+      if (!cb_bench_parse_size(item, &lo) || !cb_bench_parse_size(hi_text, &hi) || hi < lo) {
+        snprintf(message, capacity, "sizes: '%s..%s' is not a range of sizes (e.g. 1K..1G)", item, hi_text);
+        ok = false;
+        break;
+      }
+    } else {
+      if (!cb_bench_parse_size(item, &lo)) {
+        snprintf(message, capacity, "sizes: '%s' is not a size (e.g. 4096, 64K, 256M, 1G)", item);
+        ok = false;
+        break;
+      }
+      hi = lo;
+    }
+    for (uint64_t s = lo; s <= hi; s *= factor) {
+      if (n == cap) {
+        cap = cap ? cap * 2 : 32;
+        uint64_t *nv = realloc(v, cap * sizeof *nv);
+        if (!nv) {
+          snprintf(message, capacity, "out of memory");
+          ok = false;
+          break;
+        }
+        v = nv;
+      }
+      v[n++] = s;
+      if (n > 4096) {
+        snprintf(message, capacity, "sizes: more than 4096 sizes");
+        ok = false;
+        break;
+      }
+      if (s > UINT64_MAX / factor) break;
+    }
+  }
+  free(copy);
+  if (ok && n == 0) {
+    snprintf(message, capacity, "sizes: empty list");
+    ok = false;
+  }
+  if (!ok) {
+    free(v);
+    return false;
+  }
+  qsort(v, n, sizeof *v, cmp_u64);
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++)
+    if (m == 0 || v[m - 1] != v[i]) v[m++] = v[i];
+  *sizes = v;
+  *count = m;
+  return true;
+}
+
+const char *cb_bench_size_name(uint64_t bytes, char *buf, size_t capacity) {
+  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  size_t u = 0;
+  double v = (double)bytes;
+  while (v >= 1024.0 && u + 1 < sizeof units / sizeof units[0]) {
+    v /= 1024.0;
+    u++;
+  }
+  if (v == floor(v)) snprintf(buf, capacity, "%.0f %s", v, units[u]);
+  else snprintf(buf, capacity, "%.1f %s", v, units[u]);
+  return buf;
+}
+
+/* ------------------------------------------------------------ progress */
+
+static bool progress_open;
+
+void cb_bench_progress(bool quiet, int step, int total, const char *fmt, ...) {
+  if (quiet) return;
+  static int tty = -1;
+  if (tty < 0) tty = isatty(STDERR_FILENO);
+  char line[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  if (tty) {
+    fprintf(stderr, "\r\033[K[%d/%d] %s", step, total, line);
+    progress_open = true;
+  } else {
+    fprintf(stderr, "[%d/%d] %s\n", step, total, line);
+  }
+  fflush(stderr);
+}
+
+void cb_bench_progress_done(bool quiet) {
+  if (!quiet && progress_open) {
+    fputs("\r\033[K", stderr);
+    fflush(stderr);
+  }
+  progress_open = false;
+}
+
+/* ------------------------------------------------------------ statistics */
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+cb_bench_stats cb_bench_stats_of(double *samples, int n) {
+  cb_bench_stats s = {0};
+  if (n <= 0) return s;
+  qsort(samples, (size_t)n, sizeof *samples, cmp_double);
+  s.n = n;
+  s.min = samples[0];
+  s.max = samples[n - 1];
+  s.median = n % 2 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
+  double sum = 0;
+  for (int i = 0; i < n; i++) sum += samples[i];
+  s.mean = sum / n;
+  if (n > 1 && s.mean != 0) {
+    double sq = 0;
+    for (int i = 0; i < n; i++) sq += (samples[i] - s.mean) * (samples[i] - s.mean);
+    s.cv = sqrt(sq / (n - 1)) / fabs(s.mean);
+  }
+  return s;
+}
+
+/* A number JSON can hold (NaN and infinities become null). */
+static json_t *number(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+json_t *cb_bench_stats_json(const cb_bench_stats *s, const double *samples, int n) {
+  json_t *o = json_object();
+  json_object_set_new(o, "median", number(s->median));
+  json_object_set_new(o, "min", number(s->min));
+  json_object_set_new(o, "max", number(s->max));
+  json_object_set_new(o, "mean", number(s->mean));
+  json_object_set_new(o, "cv", number(s->cv));
+  json_object_set_new(o, "n", json_integer(s->n));
+  if (samples) {
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++) json_array_append_new(a, number(samples[i]));
+    json_object_set_new(o, "samples", a);
+  }
+  return o;
+}
+
+/* ------------------------------------------------------------ rows */
+
+double cb_bench_ratio(const cb_bench_row *r) {
+  if (!r->have_cubert || !r->have_raw || r->raw.median == 0) return 0;
+  return r->cubert.median / r->raw.median;
+}
+
+cb_bench_row *cb_bench_rows_add(cb_bench_rows *rows) {
+  if (rows->n == rows->cap) {
+    size_t cap = rows->cap ? rows->cap * 2 : 64;
+    cb_bench_row *v = realloc(rows->v, cap * sizeof *v);
+    if (!v) return NULL;
+    rows->v = v;
+    rows->cap = cap;
+  }
+  cb_bench_row *r = &rows->v[rows->n++];
+  memset(r, 0, sizeof *r);
+  r->validated = -1;
+  r->src = r->dst = -1;
+  snprintf(r->link, sizeof r->link, "?");
+  snprintf(r->dir, sizeof r->dir, "uni");
+  return r;
+}
+
+void cb_bench_rows_free(cb_bench_rows *rows) {
+  for (size_t i = 0; i < rows->n; i++) {
+    free(rows->v[i].cubert_samples);
+    free(rows->v[i].raw_samples);
+  }
+  free(rows->v);
+  rows->v = NULL;
+  rows->n = rows->cap = 0;
+}
+
+json_t *cb_bench_row_json(const cb_bench_row *r) {
+  json_t *o = json_object();
+  json_object_set_new(o, "section", json_string(r->section));
+  json_object_set_new(o, "test", json_string(r->test));
+  json_object_set_new(o, "direction", json_string(r->dir));
+  json_object_set_new(o, "src", r->src >= 0 ? json_integer(r->src) : json_string("host"));
+  json_object_set_new(o, "dst", r->dst >= 0 ? json_integer(r->dst) : json_string("host"));
+  json_object_set_new(o, "link", json_string(r->link));
+  json_object_set_new(o, "size", json_integer((json_int_t)r->size));
+  json_object_set_new(o, "count", json_integer(r->count));
+  json_object_set_new(o, "unit", json_string(r->unit));
+  json_object_set_new(o, "higher_is_better", json_boolean(r->higher_better));
+  json_object_set_new(o, "cubert", r->have_cubert ? cb_bench_stats_json(&r->cubert, r->cubert_samples, r->cubert.n)
+                                                  : json_null());
+  json_object_set_new(o, "raw", r->have_raw ? cb_bench_stats_json(&r->raw, r->raw_samples, r->raw.n) : json_null());
+  double ratio = cb_bench_ratio(r);
+  json_object_set_new(o, "ratio", ratio > 0 ? number(ratio) : json_null());
+  if (strcmp(r->dir, "bidi") == 0) {
+    json_t *d = json_object();
+    json_object_set_new(d, "cubert_forward", number(r->cubert_fwd));
+    json_object_set_new(d, "cubert_reverse", number(r->cubert_rev));
+    json_object_set_new(d, "raw_forward", number(r->raw_fwd));
+    json_object_set_new(d, "raw_reverse", number(r->raw_rev));
+    json_object_set_new(o, "directions", d);
+  }
+  json_object_set_new(o, "validated", r->validated < 0 ? json_null() : json_boolean(r->validated == 1));
+  if (r->note[0]) json_object_set_new(o, "note", json_string(r->note));
+  return o;
+}
+
+static void csv_text(FILE *out, const char *s) {
+  bool quote = strpbrk(s, ",\"\n") != NULL;
+  if (!quote) {
+    fputs(s, out);
+    return;
+  }
+  fputc('"', out);
+  for (; *s; s++) {
+    if (*s == '"') fputc('"', out);
+    fputc(*s, out);
+  }
+  fputc('"', out);
+}
+
+static void csv_num(FILE *out, bool have, double v) {
+  if (have && isfinite(v)) fprintf(out, ",%.6g", v);
+  else fputs(",", out);
+}
+
+bool cb_bench_rows_csv(const cb_bench_rows *rows, FILE *out) {
+  fputs("section,test,direction,src,dst,link,size,count,unit,"
+        "cubert_median,cubert_min,cubert_max,cubert_cv,raw_median,raw_min,raw_max,raw_cv,"
+        "ratio,cubert_forward,cubert_reverse,raw_forward,raw_reverse,validated,note\n",
+        out);
+  for (size_t i = 0; i < rows->n; i++) {
+    const cb_bench_row *r = &rows->v[i];
+    bool bidi = strcmp(r->dir, "bidi") == 0;
+    csv_text(out, r->section);
+    fputc(',', out);
+    csv_text(out, r->test);
+    fprintf(out, ",%s,", r->dir);
+    if (r->src >= 0) fprintf(out, "%d,", r->src);
+    else fputs("host,", out);
+    if (r->dst >= 0) fprintf(out, "%d,", r->dst);
+    else fputs("host,", out);
+    csv_text(out, r->link);
+    fprintf(out, ",%" PRIu64 ",%" PRIu32 ",%s", r->size, r->count, r->unit);
+    csv_num(out, r->have_cubert, r->cubert.median);
+    csv_num(out, r->have_cubert, r->cubert.min);
+    csv_num(out, r->have_cubert, r->cubert.max);
+    csv_num(out, r->have_cubert, r->cubert.cv);
+    csv_num(out, r->have_raw, r->raw.median);
+    csv_num(out, r->have_raw, r->raw.min);
+    csv_num(out, r->have_raw, r->raw.max);
+    csv_num(out, r->have_raw, r->raw.cv);
+    double ratio = cb_bench_ratio(r);
+    csv_num(out, ratio > 0, ratio);
+    csv_num(out, bidi && r->have_cubert, r->cubert_fwd);
+    csv_num(out, bidi && r->have_cubert, r->cubert_rev);
+    csv_num(out, bidi && r->have_raw, r->raw_fwd);
+    csv_num(out, bidi && r->have_raw, r->raw_rev);
+    fprintf(out, ",%s,", r->validated < 0 ? "" : r->validated ? "pass" : "FAIL");
+    csv_text(out, r->note);
+    fputc('\n', out);
+  }
+  return !ferror(out);
+}
+
+bool cb_bench_write_json(json_t *root, const char *path) {
+  if (json_dump_file(root, path, JSON_INDENT(1) | JSON_REAL_PRECISION(8)) != 0) {
+    fprintf(stderr, "cubert bench: cannot write %s: %s\n", path, strerror(errno));
+    return false;
+  }
+  return true;
+}

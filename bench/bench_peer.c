@@ -1,0 +1,1335 @@
+/* bench/bench_peer.c: `cubert bench peer`, the bandwidth and latency of every
+ * way cubert moves bytes, each beside the same work done raw.
+ *
+ * What is measured (docs/bench.md says what each column means):
+ *   matrix   every ordered pair at one size: copy engine (peer-ce:
+ *            cubert_handle_copy_peer; the diagonal is d2d: cubert_handle_copy),
+ *            kernel copies through peer bindings (peer-read: the destination
+ *            runs COPY_PEER_READ; peer-write: the source runs COPY_PEER_WRITE;
+ *            the diagonal is d2d-kernel: COPY_U32), peer access off (staged:
+ *            read to the host, then write to the destination); every
+ *            unordered pair both ways at once (bidi: each direction and the
+ *            sum); latency: the pointer chase (chase: the device on the row
+ *            reads memory of the device on the column) and 4-byte copies
+ *            (lat-copy).
+ *   sweep    sizes from --sizes on device 0 (h2d, d2h, d2d, d2d-kernel) and
+ *            on the pair 0,1 (peer-ce, peer-read, peer-write, staged, bidi).
+ *   latency  4-byte host transfers (lat-h2d, lat-d2h).
+ *
+ * Method: per cell, warm-ups then repetitions; each repetition clears the
+ * destination, (for asynchronous work) launches a hold kernel that keeps
+ * the stream busy while the timed work is enqueued, records a timer,
+ * enqueues `count` operations, records a timer, and reads the elapsed time
+ * the device measured; then the destination is checked with the checksum
+ * kernel (CHECKSUM_U32) against the pattern's checksum. Host-side checks
+ * (d2h) are done on the last repetition. The raw side does the same with
+ * plain HIP (or memcpy on the host backend). */
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench/bench.h"
+#include "cubert/topology.h"
+
+#define MAXDEV 16
+#define NCHECKS 64
+
+typedef enum ttype {
+  T_H2D = 0,
+  T_D2H,
+  T_D2D,
+  T_D2D_KERNEL,
+  T_PEER_CE,
+  T_PEER_READ,
+  T_PEER_WRITE,
+  T_STAGED,
+  T_CHASE,
+  T_COUNT
+} ttype;
+
+static const char *const ttype_name[T_COUNT] = {
+    [T_H2D] = "h2d",           [T_D2H] = "d2h",
+    [T_D2D] = "d2d",           [T_D2D_KERNEL] = "d2d-kernel",
+    [T_PEER_CE] = "peer-ce",   [T_PEER_READ] = "peer-read",
+    [T_PEER_WRITE] = "peer-write", [T_STAGED] = "staged",
+    [T_CHASE] = "chase"};
+
+/* One transfer: a -> b (bench device indexes; -1 the host). */
+typedef struct spec {
+  ttype t;
+  int a, b;
+  uint64_t size;
+} spec;
+
+/* One cell to measure. */
+typedef struct job {
+  const char *section;
+  const char *test;   /* row name */
+  spec s[2];
+  int n;              /* 1, or 2 for bidirectional */
+  uint32_t count;
+  bool latency;       /* report time per operation, not GB/s */
+} job;
+
+typedef struct opts {
+  uint64_t *sizes;
+  size_t nsizes;
+  uint64_t matrix_size;
+  int reps, warmup;
+  const char *csv, *json, *svg;
+  const char *backend;
+  bool quick, quiet, hold, do_matrix, do_sweep, do_latency;
+  uint64_t chase_bytes, chase_steps;
+  uint32_t lat_count;
+  uint64_t rep_bytes;   /* bytes per repetition aimed at (count = rep_bytes / size) */
+} opts;
+
+typedef struct ctx {
+  opts o;
+  cubert_runtime *rt;
+  int ndev;
+  int rt_index[MAXDEV];
+  int raw_index[MAXDEV];
+  cubert_device_info info[MAXDEV];
+  cubert_client *client[MAXDEV];
+  char link[MAXDEV][MAXDEV][16];
+  bool topology_ok;
+  cb_bench_raw *raw;
+  char raw_note[256];
+  uint64_t max;                       /* bytes of each src/dst buffer */
+  cubert_handle *src[MAXDEV], *dst[MAXDEV], *acc[MAXDEV];
+  cubert_handle *chase[MAXDEV], *state[MAXDEV];
+  bool shared;                         /* src, dst and chase of every device shared */
+  char share_note[256];
+  uint64_t raw_src[MAXDEV], raw_dst[MAXDEV], raw_chase[MAXDEV], raw_state[MAXDEV];
+  bool raw_peer[MAXDEV][MAXDEV];
+  uint32_t *pattern;                  /* max bytes */
+  uint32_t *host_buf;                 /* max bytes */
+  uint32_t *chase_data;               /* chase_bytes */
+  void *pinned;                       /* raw staging, max bytes */
+  struct sum_cache { uint64_t size, sum; } sums[NCHECKS];
+  int nsums;
+  double ticks_per_us[MAXDEV];
+  bool hold_ok;
+  char hold_note[200];
+  cubert_kernel *k_copy, *k_read, *k_write, *k_checksum, *k_hold, *k_chase, *k_chase_peer;
+  cb_bench_rows rows;
+  int checks, failed_checks, errors;
+  json_t *notes;
+} ctx;
+
+/* ------------------------------------------------------------ helpers */
+
+static uint32_t pattern_at(uint64_t i) {
+  return (uint32_t)(i * 0x9E3779B1u + 0x7F4A7C15u) ^ (uint32_t)(i >> 3);
+}
+
+static uint64_t checksum_host(const uint32_t *x, uint64_t n) {
+  uint64_t s = 0;
+  for (uint64_t i = 0; i < n; i++) s += (uint64_t)x[i] ^ (i * UINT64_C(2654435761));
+  return s;
+}
+
+/* The checksum of the pattern's first `size` bytes (cached). */
+static uint64_t expected(ctx *c, uint64_t size) {
+  for (int i = 0; i < c->nsums; i++)
+    if (c->sums[i].size == size) return c->sums[i].sum;
+  uint64_t s = checksum_host(c->pattern, size / 4);
+  if (c->nsums < NCHECKS) c->sums[c->nsums++] = (struct sum_cache){size, s};
+  return s;
+}
+
+static void note(ctx *c, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+static void note(ctx *c, const char *fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  json_array_append_new(c->notes, json_string(buf));
+}
+
+static uint32_t grid_for(const ctx *c, int dev, uint64_t n) {
+  uint64_t g = (n + 255) / 256;
+  uint64_t cap = (uint64_t)(c->info[dev].multiprocessors ? c->info[dev].multiprocessors : 1) * 4;
+  if (g > cap) g = cap;
+  return g ? (uint32_t)g : 1;
+}
+
+static uint32_t count_for(const ctx *c, uint64_t size) {
+  uint64_t k = c->o.rep_bytes / (size ? size : 1);
+  if (k < 1) k = 1;
+  if (k > 64) k = 64;
+  return (uint32_t)k;
+}
+
+static int exec_of(const spec *s) {
+  switch (s->t) {
+  case T_H2D: case T_PEER_CE: case T_PEER_READ: return s->b;
+  default: return s->a;
+  }
+}
+
+/* Where the bytes land: the device (and whose memory). */
+static int dst_dev(const spec *s) { return s->b; }
+
+static bool async_op(ttype t) {
+  return t == T_D2D || t == T_D2D_KERNEL || t == T_PEER_CE || t == T_PEER_READ || t == T_PEER_WRITE;
+}
+
+/* ------------------------------------------------------------ cubert side */
+
+typedef struct views {
+  cubert_handle *src, *dst; /* slices of `size` bytes */
+} views;
+
+static cubert_status make_views(ctx *c, const spec *s, views *v) {
+  v->src = v->dst = NULL;
+  cubert_status st = CUBERT_OK;
+  if (s->a >= 0) st = cubert_handle_slice(c->src[s->a], 0, c->max - s->size, &v->src);
+  if (!st && s->b >= 0) st = cubert_handle_slice(c->dst[s->b], 0, c->max - s->size, &v->dst);
+  if (st) {
+    cubert_handle_release(v->src);
+    v->src = NULL;
+  }
+  return st;
+}
+
+static void drop_views(views *v) {
+  cubert_handle_release(v->src);
+  cubert_handle_release(v->dst);
+}
+
+static cubert_status cubert_op(ctx *c, const spec *s, const views *v) {
+  uint64_t n = s->size / 4;
+  switch (s->t) {
+  case T_H2D: return cubert_handle_write(c->client[s->b], v->dst, c->pattern, s->size);
+  case T_D2H: return cubert_handle_read(c->client[s->a], v->src, c->host_buf, s->size);
+  case T_D2D: return cubert_handle_copy(c->client[s->a], v->src, v->dst);
+  case T_PEER_CE: return cubert_handle_copy_peer(c->client[s->a], v->src, c->client[s->b], v->dst);
+  case T_STAGED: {
+    cubert_status st = cubert_handle_read(c->client[s->a], v->src, c->host_buf, s->size);
+    return st ? st : cubert_handle_write(c->client[s->b], v->dst, c->host_buf, s->size);
+  }
+  case T_D2D_KERNEL: case T_PEER_READ: case T_PEER_WRITE: {
+    int e = exec_of(s);
+    cubert_launch_config cfg = {{grid_for(c, e, n), 1, 1}, {256, 1, 1}, 0};
+    cubert_arg args[3] = {cubert_arg_buffer(v->src), cubert_arg_buffer(v->dst), cubert_arg_scalar(&n, 8)};
+    const cubert_kernel *k = c->k_copy;
+    if (s->t == T_PEER_READ) {
+      args[0] = cubert_arg_peer(v->src);
+      k = c->k_read;
+    } else if (s->t == T_PEER_WRITE) {
+      args[1] = cubert_arg_peer(v->dst);
+      k = c->k_write;
+    }
+    return cubert_launch(c->client[e], k, &cfg, args, 3);
+  }
+  default: return CUBERT_ERR_INTERNAL;
+  }
+}
+
+static cubert_status cubert_hold(ctx *c, int dev, double hold_us) {
+  uint64_t ticks = (uint64_t)(hold_us * c->ticks_per_us[dev]);
+  cubert_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0};
+  cubert_arg a = cubert_arg_scalar(&ticks, 8);
+  return cubert_launch(c->client[dev], c->k_hold, &cfg, &a, 1);
+}
+
+/* Checksum of `n` u32 of `h` on device `dev`, through CHECKSUM_U32. */
+static cubert_status cubert_checksum(ctx *c, int dev, const cubert_handle *h, uint64_t n, uint64_t *sum) {
+  uint64_t zero = 0;
+  cubert_status st = cubert_handle_fill(c->client[dev], c->acc[dev], &zero, 8);
+  if (st) return st;
+  cubert_launch_config cfg = {{grid_for(c, dev, n) * 2, 1, 1}, {256, 1, 1}, 0};
+  cubert_arg args[3] = {cubert_arg_buffer(h), cubert_arg_buffer(c->acc[dev]), cubert_arg_scalar(&n, 8)};
+  if ((st = cubert_launch(c->client[dev], c->k_checksum, &cfg, args, 3))) return st;
+  return cubert_handle_read(c->client[dev], c->acc[dev], sum, 8);
+}
+
+static cubert_status sync_all(ctx *c, const spec *s, int n) {
+  cubert_status st = CUBERT_OK;
+  for (int i = 0; i < n && !st; i++) {
+    if (s[i].a >= 0) st = cubert_sync(c->client[s[i].a]);
+    if (!st && s[i].b >= 0) st = cubert_sync(c->client[s[i].b]);
+  }
+  return st;
+}
+
+/* Clears the destinations of one repetition. */
+static cubert_status cubert_clear(ctx *c, const spec *s, int n, views *v, bool host_check) {
+  uint32_t zero = 0;
+  cubert_status st = CUBERT_OK;
+  for (int i = 0; i < n && !st; i++) {
+    if (s[i].t == T_D2H) {
+      if (host_check) memset(c->host_buf, 0, s[i].size);
+    } else {
+      st = cubert_handle_fill(c->client[s[i].b], v[i].dst, &zero, 4);
+    }
+  }
+  return st ? st : sync_all(c, s, n);
+}
+
+/* Checks one repetition's destinations; false when one is wrong. */
+static cubert_status cubert_check(ctx *c, const spec *s, int n, views *v, bool host_check, bool *ok) {
+  *ok = true;
+  for (int i = 0; i < n; i++) {
+    uint64_t want = expected(c, s[i].size), got = 0;
+    if (s[i].t == T_D2H) {
+      if (!host_check) continue;
+      got = checksum_host(c->host_buf, s[i].size / 4);
+    } else {
+      cubert_status st = cubert_checksum(c, s[i].b, v[i].dst, s[i].size / 4, &got);
+      if (st) return st;
+    }
+    c->checks++;
+    if (got != want) {
+      *ok = false;
+      c->failed_checks++;
+    }
+  }
+  return CUBERT_OK;
+}
+
+/* One timed repetition: ms[i] per transfer. */
+static cubert_status cubert_rep(ctx *c, const spec *s, int n, uint32_t count, views *v, double *hold_us,
+                                double *ms) {
+  cubert_status st = CUBERT_OK;
+  if (s[0].t == T_STAGED) { /* two devices and the host: the host's clock */
+    double t0 = cb_bench_now();
+    for (uint32_t k = 0; k < count && !st; k++) st = cubert_op(c, &s[0], &v[0]);
+    ms[0] = (cb_bench_now() - t0) * 1e3;
+    return st;
+  }
+  bool hold = c->o.hold && c->hold_ok && async_op(s[0].t);
+  cubert_timer *t0[2] = {NULL, NULL}, *t1[2] = {NULL, NULL};
+  for (int i = 0; i < n && !st; i++)
+    if (hold) st = cubert_hold(c, exec_of(&s[i]), *hold_us);
+  for (int i = 0; i < n && !st; i++) st = cubert_timer_record(c->client[exec_of(&s[i])], &t0[i]);
+  double e0 = cb_bench_now();
+  for (uint32_t k = 0; k < count && !st; k++)
+    for (int i = 0; i < n && !st; i++) st = cubert_op(c, &s[i], &v[i]);
+  double enq_us = (cb_bench_now() - e0) * 1e6;
+  for (int i = 0; i < n && !st; i++) st = cubert_timer_record(c->client[exec_of(&s[i])], &t1[i]);
+  for (int i = 0; i < n && !st; i++) st = cubert_timer_elapsed(t0[i], t1[i], &ms[i]);
+  for (int i = 0; i < 2; i++) {
+    cubert_timer_release(t0[i]);
+    cubert_timer_release(t1[i]);
+  }
+  /* The next hold outlasts this enqueue with room to spare. */
+  *hold_us = fmin(20000.0, fmax(20.0, 2.0 * enq_us + 20.0));
+  return st;
+}
+
+/* ------------------------------------------------------------ raw side */
+
+static cb_bench_xfer raw_xfer(ctx *c, const spec *s) {
+  cb_bench_xfer x = {0};
+  int e = exec_of(s);
+  x.exec = c->raw_index[e];
+  x.src_dev = s->a >= 0 ? c->raw_index[s->a] : -1;
+  x.dst_dev = s->b >= 0 ? c->raw_index[s->b] : -1;
+  x.size = s->size;
+  x.src = s->a >= 0 ? c->raw_src[s->a] : (uint64_t)(uintptr_t)c->pattern;
+  x.dst = s->b >= 0 ? c->raw_dst[s->b] : (uint64_t)(uintptr_t)c->host_buf;
+  x.grid = grid_for(c, e, s->size / 4);
+  x.block = 256;
+  switch (s->t) {
+  case T_H2D: x.op = CB_RAW_H2D; break;
+  case T_D2H: x.op = CB_RAW_D2H; break;
+  case T_D2D: x.op = CB_RAW_D2D; break;
+  case T_PEER_CE: x.op = CB_RAW_PEER; break;
+  default: x.op = CB_RAW_KERNEL; break;
+  }
+  return x;
+}
+
+static cubert_status raw_clear(ctx *c, const spec *s, int n, bool host_check) {
+  for (int i = 0; i < n; i++) {
+    if (s[i].t == T_D2H) {
+      if (host_check) memset(c->host_buf, 0, s[i].size);
+      continue;
+    }
+    cubert_status st = cb_bench_raw_fill(c->raw, c->raw_index[s[i].b], c->raw_dst[s[i].b], 0, s[i].size);
+    if (st) return st;
+  }
+  return CUBERT_OK;
+}
+
+static cubert_status raw_check(ctx *c, const spec *s, int n, bool host_check, bool *ok) {
+  *ok = true;
+  for (int i = 0; i < n; i++) {
+    uint64_t want = expected(c, s[i].size), got = 0;
+    if (s[i].t == T_D2H) {
+      if (!host_check) continue;
+      got = checksum_host(c->host_buf, s[i].size / 4);
+    } else {
+      cubert_status st = cb_bench_raw_checksum(c->raw, c->raw_index[s[i].b], c->raw_dst[s[i].b], s[i].size / 4, &got);
+      if (st) return st;
+    }
+    c->checks++;
+    if (got != want) {
+      *ok = false;
+      c->failed_checks++;
+    }
+  }
+  return CUBERT_OK;
+}
+
+static cubert_status raw_rep(ctx *c, const spec *s, int n, uint32_t count, double *hold_us, double *ms) {
+  if (s[0].t == T_STAGED)
+    return cb_bench_raw_staged(c->raw, c->raw_index[s[0].a], c->raw_src[s[0].a], c->raw_index[s[0].b],
+                               c->raw_dst[s[0].b], c->pinned, s[0].size, count, ms);
+  cb_bench_xfer x[2];
+  for (int i = 0; i < n; i++) x[i] = raw_xfer(c, &s[i]);
+  bool hold = c->o.hold && c->hold_ok && async_op(s[0].t);
+  uint64_t ticks = hold ? (uint64_t)(*hold_us * c->ticks_per_us[exec_of(&s[0])]) : 0;
+  double enq_ms = 0;
+  cubert_status st = cb_bench_raw_run(c->raw, x, n, count, ticks, ms, &enq_ms);
+  *hold_us = fmin(20000.0, fmax(20.0, 2.0 * enq_ms * 1e3 + 20.0));
+  return st;
+}
+
+/* Why the raw side cannot do `s`, or NULL. */
+static const char *raw_missing(ctx *c, const spec *s) {
+  if (!c->raw) return c->raw_note;
+  if ((s->t == T_PEER_READ && !c->raw_peer[s->b][s->a]) ||
+      ((s->t == T_PEER_WRITE || s->t == T_CHASE) && !c->raw_peer[s->a][s->b]))
+    return "raw: no peer access between these devices";
+  return NULL;
+}
+
+/* ------------------------------------------------------------ chase */
+
+/* Start of repetition r's walk: each repetition walks nodes no earlier one
+ * touched (steps << nodes), so caches warmed by the last do not help. */
+static uint32_t chase_start(const ctx *c, int r) {
+  uint64_t nodes = c->o.chase_bytes / 4 / 64;
+  return (uint32_t)((((uint64_t)r * 7919u) % (nodes ? nodes : 1)) * 64);
+}
+
+static cubert_status cubert_chase_rep(ctx *c, int exec, int mem, int r, double *ms, bool *ok) {
+  uint32_t start = chase_start(c, r);
+  cubert_status st = cubert_handle_write(c->client[exec], c->state[exec], &start, 4);
+  if (st) return st;
+  cubert_timer *t0 = NULL, *t1 = NULL;
+  cubert_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0};
+  cubert_arg args[3] = {exec == mem ? cubert_arg_buffer(c->chase[mem]) : cubert_arg_peer(c->chase[mem]),
+                        cubert_arg_buffer(c->state[exec]), cubert_arg_scalar(&c->o.chase_steps, 8)};
+  if (!(st = cubert_timer_record(c->client[exec], &t0)) &&
+      !(st = cubert_launch(c->client[exec], exec == mem ? c->k_chase : c->k_chase_peer, &cfg, args, 3)) &&
+      !(st = cubert_timer_record(c->client[exec], &t1)))
+    st = cubert_timer_elapsed(t0, t1, ms);
+  cubert_timer_release(t0);
+  cubert_timer_release(t1);
+  uint32_t end = 0;
+  if (!st) st = cubert_handle_read(c->client[exec], c->state[exec], &end, 4);
+  if (!st) {
+    c->checks++;
+    *ok = end == cb_bench_chase_walk(c->chase_data, start, c->o.chase_steps);
+    if (!*ok) c->failed_checks++;
+  }
+  return st;
+}
+
+static cubert_status raw_chase_rep(ctx *c, int exec, int mem, int r, double *ms, bool *ok) {
+  uint32_t start = chase_start(c, r), end = 0;
+  int re = c->raw_index[exec];
+  cubert_status st = cb_bench_raw_upload(c->raw, re, c->raw_state[exec], &start, 4);
+  if (!st) st = cb_bench_raw_chase(c->raw, re, c->raw_chase[mem], c->raw_state[exec], c->o.chase_steps, ms);
+  if (!st) st = cb_bench_raw_download(c->raw, re, &end, c->raw_state[exec], 4);
+  if (!st) {
+    c->checks++;
+    *ok = end == cb_bench_chase_walk(c->chase_data, start, c->o.chase_steps);
+    if (!*ok) c->failed_checks++;
+  }
+  return st;
+}
+
+/* ------------------------------------------------------------ one cell */
+
+static double per_rep_value(const job *j, const spec *s, double ms) {
+  if (s->t == T_CHASE) return ms * 1e6 / (double)j->count; /* ns per step */
+  if (j->latency) return ms * 1e3 / (double)j->count;      /* us per operation */
+  return ms > 0 ? (double)s->size * (double)j->count / (ms * 1e6) : 0; /* GB/s */
+}
+
+static void fill_stats(cb_bench_row *row, bool raw, double *sum, double *fwd, double *rev, int n, int dirs) {
+  double *keep = malloc((size_t)n * sizeof *keep);
+  if (keep) memcpy(keep, sum, (size_t)n * sizeof *keep);
+  cb_bench_stats s = cb_bench_stats_of(sum, n);
+  if (raw) {
+    row->raw = s;
+    row->raw_samples = keep;
+    row->have_raw = true;
+  } else {
+    row->cubert = s;
+    row->cubert_samples = keep;
+    row->have_cubert = true;
+  }
+  if (dirs == 2) {
+    double f = cb_bench_stats_of(fwd, n).median, r = cb_bench_stats_of(rev, n).median;
+    if (raw) {
+      row->raw_fwd = f;
+      row->raw_rev = r;
+    } else {
+      row->cubert_fwd = f;
+      row->cubert_rev = r;
+    }
+  }
+}
+
+static void measure(ctx *c, const job *j) {
+  cb_bench_row *row = cb_bench_rows_add(&c->rows);
+  if (!row) {
+    c->errors++;
+    return;
+  }
+  const spec *s = j->s;
+  snprintf(row->section, sizeof row->section, "%s", j->section);
+  snprintf(row->test, sizeof row->test, "%s", j->test);
+  snprintf(row->dir, sizeof row->dir, "%s", j->n == 2 ? "bidi" : "uni");
+  row->src = s[0].a;
+  row->dst = s[0].b;
+  if (s[0].a >= 0 && s[0].b >= 0) snprintf(row->link, sizeof row->link, "%s", c->link[s[0].a][s[0].b]);
+  else snprintf(row->link, sizeof row->link, "HOST");
+  row->size = s[0].size;
+  row->count = j->count;
+  bool timed = j->latency || s[0].t == T_CHASE;
+  snprintf(row->unit, sizeof row->unit, "%s", s[0].t == T_CHASE ? "ns" : j->latency ? "us" : "GB/s");
+  row->higher_better = !timed;
+
+  int total = c->o.warmup + c->o.reps;
+  double *sum = calloc((size_t)c->o.reps + 1, sizeof *sum);
+  double *fwd = calloc((size_t)c->o.reps + 1, sizeof *fwd);
+  double *rev = calloc((size_t)c->o.reps + 1, sizeof *rev);
+  if (!sum || !fwd || !rev) {
+    free(sum);
+    free(fwd);
+    free(rev);
+    snprintf(row->note, sizeof row->note, "out of host memory");
+    c->errors++;
+    return;
+  }
+  bool all_ok = true;
+
+  for (int side = 0; side < 2; side++) {
+    bool raw = side == 1;
+    if (raw) {
+      const char *why = raw_missing(c, &s[0]);
+      if (why) {
+        if (!row->note[0]) snprintf(row->note, sizeof row->note, "%s", why);
+        continue;
+      }
+    }
+    views v[2] = {{NULL, NULL}, {NULL, NULL}};
+    cubert_status st = CUBERT_OK;
+    if (!raw && s[0].t != T_CHASE)
+      for (int i = 0; i < j->n && !st; i++) st = make_views(c, &s[i], &v[i]);
+    double hold_us = 100.0;
+    int kept = 0;
+    for (int r = 0; r < total && !st; r++) {
+      bool last = r == total - 1;
+      double ms[2] = {0, 0};
+      bool ok = true;
+      if (s[0].t == T_CHASE) {
+        st = raw ? raw_chase_rep(c, s[0].a, s[0].b, r, &ms[0], &ok)
+                 : cubert_chase_rep(c, s[0].a, s[0].b, r, &ms[0], &ok);
+      } else if (raw) {
+        if (!(st = raw_clear(c, s, j->n, last)) && !(st = raw_rep(c, s, j->n, j->count, &hold_us, ms)))
+          st = raw_check(c, s, j->n, last, &ok);
+      } else {
+        if (!(st = cubert_clear(c, s, j->n, v, last)) && !(st = cubert_rep(c, s, j->n, j->count, v, &hold_us, ms)))
+          st = cubert_check(c, s, j->n, v, last, &ok);
+      }
+      if (st) break;
+      all_ok = all_ok && ok;
+      if (r < c->o.warmup) continue;
+      double a = per_rep_value(j, &s[0], ms[0]);
+      double b = j->n == 2 ? per_rep_value(j, &s[1], ms[1]) : 0;
+      fwd[kept] = a;
+      rev[kept] = b;
+      sum[kept] = a + b;
+      kept++;
+    }
+    if (!raw)
+      for (int i = 0; i < j->n; i++) drop_views(&v[i]);
+    if (st) {
+      const char *msg = raw ? cb_bench_raw_error(c->raw) : cubert_last_error_message();
+      snprintf(row->note, sizeof row->note, "%s: %s", raw ? "raw" : "cubert", msg);
+      c->errors++;
+      all_ok = false;
+      /* leave no half-done work behind for the next cell */
+      if (!raw) (void)sync_all(c, s, j->n);
+      continue;
+    }
+    fill_stats(row, raw, sum, fwd, rev, kept, j->n);
+  }
+  row->validated = (row->have_cubert || row->have_raw) ? (all_ok ? 1 : 0) : -1;
+  free(sum);
+  free(fwd);
+  free(rev);
+}
+
+/* ------------------------------------------------------------ the plan */
+
+typedef struct plan {
+  job *v;
+  size_t n, cap;
+} plan;
+
+static void plan_add(plan *p, const char *section, const char *test, ttype t, int a, int b, uint64_t size,
+                     bool bidi, uint32_t count, bool latency) {
+  if (p->n == p->cap) {
+    size_t cap = p->cap ? p->cap * 2 : 64;
+    job *v = realloc(p->v, cap * sizeof *v);
+    if (!v) return;
+    p->v = v;
+    p->cap = cap;
+  }
+  job *j = &p->v[p->n++];
+  memset(j, 0, sizeof *j);
+  j->section = section;
+  j->test = test;
+  j->s[0] = (spec){t, a, b, size};
+  j->n = bidi ? 2 : 1;
+  if (bidi) j->s[1] = (spec){t, b, a, size};
+  j->count = count;
+  j->latency = latency;
+}
+
+static void make_plan(ctx *c, plan *p) {
+  int n = c->ndev;
+  uint64_t ms = c->o.matrix_size;
+  uint32_t mk = count_for(c, ms);
+  if (c->o.do_matrix) {
+    for (int a = 0; a < n; a++)
+      for (int b = 0; b < n; b++) {
+        if (a == b) {
+          plan_add(p, "matrix", "d2d", T_D2D, a, a, ms, false, mk, false);
+          plan_add(p, "matrix", "d2d-kernel", T_D2D_KERNEL, a, a, ms, false, mk, false);
+          continue;
+        }
+        plan_add(p, "matrix", "peer-ce", T_PEER_CE, a, b, ms, false, mk, false);
+        plan_add(p, "matrix", "peer-read", T_PEER_READ, a, b, ms, false, mk, false);
+        plan_add(p, "matrix", "peer-write", T_PEER_WRITE, a, b, ms, false, mk, false);
+        plan_add(p, "matrix", "staged", T_STAGED, a, b, ms, false, mk, false);
+      }
+    for (int a = 0; a < n; a++)
+      for (int b = a + 1; b < n; b++) {
+        plan_add(p, "matrix", "peer-ce", T_PEER_CE, a, b, ms, true, mk, false);
+        plan_add(p, "matrix", "peer-read", T_PEER_READ, a, b, ms, true, mk, false);
+        plan_add(p, "matrix", "peer-write", T_PEER_WRITE, a, b, ms, true, mk, false);
+      }
+  }
+  if (c->o.do_latency) {
+    for (int a = 0; a < n; a++)
+      for (int b = 0; b < n; b++) {
+        /* chase: device a reads device b's memory (spec a = exec, b = memory) */
+        plan_add(p, "latency", "chase", T_CHASE, a, b, c->o.chase_bytes, false, (uint32_t)c->o.chase_steps, true);
+        plan_add(p, "latency", "lat-copy", a == b ? T_D2D : T_PEER_CE, a, b, 4, false, c->o.lat_count, true);
+      }
+    plan_add(p, "latency", "lat-h2d", T_H2D, -1, 0, 4, false, c->o.lat_count, true);
+    plan_add(p, "latency", "lat-d2h", T_D2H, 0, -1, 4, false, c->o.lat_count, true);
+  }
+  if (c->o.do_sweep) {
+    static const ttype dev_tests[] = {T_H2D, T_D2H, T_D2D, T_D2D_KERNEL};
+    static const ttype pair_tests[] = {T_PEER_CE, T_PEER_READ, T_PEER_WRITE, T_STAGED};
+    for (size_t t = 0; t < sizeof dev_tests / sizeof dev_tests[0]; t++)
+      for (size_t i = 0; i < c->o.nsizes; i++) {
+        uint64_t sz = c->o.sizes[i];
+        ttype tt = dev_tests[t];
+        plan_add(p, "sweep", ttype_name[tt], tt, tt == T_H2D ? -1 : 0, tt == T_D2H ? -1 : 0, sz, false,
+                 count_for(c, sz), false);
+      }
+    if (n >= 2) {
+      for (size_t t = 0; t < sizeof pair_tests / sizeof pair_tests[0]; t++)
+        for (size_t i = 0; i < c->o.nsizes; i++)
+          plan_add(p, "sweep", ttype_name[pair_tests[t]], pair_tests[t], 0, 1, c->o.sizes[i], false,
+                   count_for(c, c->o.sizes[i]), false);
+      for (size_t i = 0; i < c->o.nsizes; i++)
+        plan_add(p, "sweep", "peer-ce", T_PEER_CE, 0, 1, c->o.sizes[i], true, count_for(c, c->o.sizes[i]), false);
+    }
+  }
+}
+
+/* ------------------------------------------------------------ setup */
+
+static cubert_status calibrate_hold(ctx *c, int d) {
+  /* ticks per microsecond of the device's clock64 (ns on the host) */
+  uint64_t ticks = strcmp(c->o.backend, "host") == 0 ? 200000 : 2000000;
+  double best = 0;
+  for (int r = 0; r < 3; r++) {
+    cubert_timer *t0 = NULL, *t1 = NULL;
+    cubert_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0};
+    cubert_arg a = cubert_arg_scalar(&ticks, 8);
+    double ms = 0;
+    cubert_status st;
+    if (!(st = cubert_timer_record(c->client[d], &t0)) && !(st = cubert_launch(c->client[d], c->k_hold, &cfg, &a, 1)) &&
+        !(st = cubert_timer_record(c->client[d], &t1)))
+      st = cubert_timer_elapsed(t0, t1, &ms);
+    cubert_timer_release(t0);
+    cubert_timer_release(t1);
+    if (st) return st;
+    if (ms > best) best = ms;
+  }
+  c->ticks_per_us[d] = best > 0 ? (double)ticks / (best * 1e3) : 1000.0;
+  return CUBERT_OK;
+}
+
+static cubert_status alloc_all(ctx *c) {
+  cubert_status st;
+  bool raw = c->raw != NULL;
+  c->pattern = malloc(c->max);
+  c->host_buf = malloc(c->max);
+  c->chase_data = malloc(c->o.chase_bytes);
+  if (!c->pattern || !c->host_buf || !c->chase_data) {
+    fprintf(stderr, "cubert bench peer: no host memory for %" PRIu64 "-byte buffers\n", c->max);
+    return CUBERT_ERR_OUT_OF_MEMORY;
+  }
+  for (uint64_t i = 0; i < c->max / 4; i++) c->pattern[i] = pattern_at(i);
+  cb_bench_chase_fill(c->chase_data, c->o.chase_bytes, 64, 0x5eed);
+  for (int d = 0; d < c->ndev; d++) {
+    cubert_client *cl = c->client[d];
+    if ((st = cubert_handle_create(cl, c->pattern, c->max, &c->src[d])) ||
+        (st = cubert_handle_empty(cl, c->max, &c->dst[d])) || (st = cubert_handle_empty(cl, 8, &c->acc[d])) ||
+        (st = cubert_handle_create(cl, c->chase_data, c->o.chase_bytes, &c->chase[d])) ||
+        (st = cubert_handle_empty(cl, 4, &c->state[d])) || (st = cubert_sync(cl))) {
+      fprintf(stderr, "cubert bench peer: buffers on device %d: %s\n", c->rt_index[d], cubert_last_error_message());
+      return st;
+    }
+  }
+  /* Peer bindings need the memory shared by its owner. */
+  c->shared = c->ndev > 1;
+  for (int d = 0; d < c->ndev && c->ndev > 1; d++) {
+    if ((st = cubert_handle_share(c->client[d], c->src[d])) || (st = cubert_handle_share(c->client[d], c->dst[d])) ||
+        (st = cubert_handle_share(c->client[d], c->chase[d]))) {
+      snprintf(c->share_note, sizeof c->share_note, "sharing device %d's buffers: %s", c->rt_index[d],
+               cubert_last_error_message());
+      note(c, "%s", c->share_note);
+      c->shared = false;
+    }
+  }
+  if (raw) {
+    for (int d = 0; d < c->ndev; d++) {
+      int rd = c->raw_index[d];
+      if ((st = cb_bench_raw_alloc(c->raw, rd, c->max, &c->raw_src[d])) ||
+          (st = cb_bench_raw_alloc(c->raw, rd, c->max, &c->raw_dst[d])) ||
+          (st = cb_bench_raw_alloc(c->raw, rd, c->o.chase_bytes, &c->raw_chase[d])) ||
+          (st = cb_bench_raw_alloc(c->raw, rd, 256, &c->raw_state[d])) ||
+          (st = cb_bench_raw_upload(c->raw, rd, c->raw_src[d], c->pattern, c->max)) ||
+          (st = cb_bench_raw_upload(c->raw, rd, c->raw_chase[d], c->chase_data, c->o.chase_bytes))) {
+        fprintf(stderr, "cubert bench peer: raw buffers on device %d: %s\n", c->rt_index[d],
+                cb_bench_raw_error(c->raw));
+        return st;
+      }
+      for (int p = 0; p < c->ndev; p++) {
+        bool can = false;
+        if (cb_bench_raw_peer(c->raw, rd, c->raw_index[p], &can) == CUBERT_OK) c->raw_peer[d][p] = can;
+      }
+    }
+    if (c->ndev > 1 && (st = cb_bench_raw_host_alloc(c->raw, c->max, &c->pinned))) {
+      fprintf(stderr, "cubert bench peer: pinned host buffer: %s\n", cb_bench_raw_error(c->raw));
+      return st;
+    }
+  }
+  return CUBERT_OK;
+}
+
+static void free_all(ctx *c) {
+  for (int d = 0; d < c->ndev; d++) {
+    cubert_handle_release(c->src[d]);
+    cubert_handle_release(c->dst[d]);
+    cubert_handle_release(c->acc[d]);
+    cubert_handle_release(c->chase[d]);
+    cubert_handle_release(c->state[d]);
+    if (c->raw) {
+      int rd = c->raw_index[d];
+      cb_bench_raw_free(c->raw, rd, c->raw_src[d]);
+      cb_bench_raw_free(c->raw, rd, c->raw_dst[d]);
+      cb_bench_raw_free(c->raw, rd, c->raw_chase[d]);
+      cb_bench_raw_free(c->raw, rd, c->raw_state[d]);
+    }
+  }
+  if (c->raw && c->pinned) cb_bench_raw_host_free(c->raw, c->pinned);
+  free(c->pattern);
+  free(c->host_buf);
+  free(c->chase_data);
+}
+
+/* ------------------------------------------------------------ report */
+
+static const cb_bench_row *find_row(const ctx *c, const char *section, const char *test, const char *dir, int a,
+                                    int b) {
+  for (size_t i = 0; i < c->rows.n; i++) {
+    const cb_bench_row *r = &c->rows.v[i];
+    if (strcmp(r->section, section) == 0 && strcmp(r->test, test) == 0 && strcmp(r->dir, dir) == 0 &&
+        r->src == a && r->dst == b)
+      return r;
+  }
+  return NULL;
+}
+
+static void cell(char *buf, size_t cap, const cb_bench_row *r) {
+  if (!r) snprintf(buf, cap, "-");
+  else if (!r->have_cubert) snprintf(buf, cap, "error");
+  else {
+    double ratio = cb_bench_ratio(r);
+    const char *mark = r->validated == 0 ? "!" : "";
+    if (ratio > 0) snprintf(buf, cap, "%.4g%s (%.2f)", r->cubert.median, mark, ratio);
+    else snprintf(buf, cap, "%.4g%s", r->cubert.median, mark);
+  }
+}
+
+static void print_matrix(const ctx *c, const char *title, const char *test, const char *diag, const char *dir,
+                         bool chase) {
+  bool any = false;
+  for (size_t i = 0; i < c->rows.n && !any; i++)
+    any = strcmp(c->rows.v[i].test, test) == 0 || (diag && strcmp(c->rows.v[i].test, diag) == 0);
+  if (!any) return;
+  printf("\n%s\n%-8s", title, chase ? "exec\\mem" : "src\\dst");
+  for (int b = 0; b < c->ndev; b++) printf(" %20d", c->rt_index[b]);
+  printf("\n");
+  for (int a = 0; a < c->ndev; a++) {
+    printf("%-8d", c->rt_index[a]);
+    for (int b = 0; b < c->ndev; b++) {
+      const char *sec = strcmp(test, "lat-copy") == 0 || chase ? "latency" : "matrix";
+      const cb_bench_row *r = a == b ? (diag ? find_row(c, sec, diag, "uni", a, a) : NULL)
+                                     : (strcmp(dir, "bidi") == 0 ? (a < b ? find_row(c, sec, test, dir, a, b)
+                                                                          : find_row(c, sec, test, dir, b, a))
+                                                                 : find_row(c, sec, test, dir, a, b));
+      char buf[40];
+      cell(buf, sizeof buf, r);
+      printf(" %20s", buf);
+    }
+    printf("\n");
+  }
+}
+
+static void print_table(const ctx *c, const char *section) {
+  bool header = false;
+  for (size_t i = 0; i < c->rows.n; i++) {
+    const cb_bench_row *r = &c->rows.v[i];
+    if (strcmp(r->section, section) != 0) continue;
+    if (!header) {
+      printf("\n%-11s %-4s %-9s %-9s %10s %5s %11s %11s %11s %6s %11s %6s %5s\n", "test", "dir", "src->dst",
+             "link", "size", "count", "cubert", "min", "max", "cv%", "raw", "ratio", "check");
+      header = true;
+    }
+    char sz[32], pair[24], cm[16], mn[16], mx[16], cv[12], rw[16], ra[12];
+    cb_bench_size_name(r->size, sz, sizeof sz);
+    char sa[8], sb[8];
+    if (r->src >= 0) snprintf(sa, sizeof sa, "%d", r->src);
+    else snprintf(sa, sizeof sa, "host");
+    if (r->dst >= 0) snprintf(sb, sizeof sb, "%d", r->dst);
+    else snprintf(sb, sizeof sb, "host");
+    snprintf(pair, sizeof pair, "%s%s%s", sa, strcmp(r->dir, "bidi") == 0 ? "<>" : "->", sb);
+    if (r->have_cubert) {
+      snprintf(cm, sizeof cm, "%.4g", r->cubert.median);
+      snprintf(mn, sizeof mn, "%.4g", r->cubert.min);
+      snprintf(mx, sizeof mx, "%.4g", r->cubert.max);
+      snprintf(cv, sizeof cv, "%.1f", r->cubert.cv * 100);
+    } else {
+      snprintf(cm, sizeof cm, "error");
+      mn[0] = mx[0] = cv[0] = '\0';
+    }
+    if (r->have_raw) snprintf(rw, sizeof rw, "%.4g", r->raw.median);
+    else snprintf(rw, sizeof rw, "-");
+    double ratio = cb_bench_ratio(r);
+    if (ratio > 0) snprintf(ra, sizeof ra, "%.3f", ratio);
+    else snprintf(ra, sizeof ra, "-");
+    printf("%-11s %-4s %-9s %-9s %10s %5" PRIu32 " %11s %11s %11s %6s %11s %6s %5s %s\n", r->test, r->dir, pair,
+           r->link, sz, r->count, cm, mn, mx, cv, rw, ra,
+           r->validated < 0 ? "-" : r->validated ? "ok" : "FAIL", r->unit);
+    if (r->note[0]) printf("            note: %s\n", r->note);
+  }
+}
+
+/* Targets (printed, never asserted): appended to `targets` too. */
+static void targets(const ctx *c, json_t *out) {
+  printf("\nTargets (printed, not asserted):\n");
+  /* 1. copies >= 64 MiB at >= 0.97 of raw */
+  double worst = 0;
+  const cb_bench_row *wr = NULL;
+  for (size_t i = 0; i < c->rows.n; i++) {
+    const cb_bench_row *r = &c->rows.v[i];
+    if (!r->higher_better || r->size < (UINT64_C(64) << 20) || strcmp(r->test, "staged") == 0) continue;
+    double ratio = cb_bench_ratio(r);
+    if (ratio <= 0) continue;
+    if (!wr || ratio < worst) {
+      worst = ratio;
+      wr = r;
+    }
+  }
+  json_t *t = json_object();
+  json_object_set_new(t, "name", json_string("copies >= 64 MiB: cubert/raw bandwidth"));
+  json_object_set_new(t, "target", json_real(0.97));
+  if (wr) {
+    char sz[32];
+    printf("  copies >= 64 MiB at >= 0.97 of raw: worst %.3f (%s %s %d->%d %s): %s\n", worst, wr->test, wr->dir,
+           wr->src, wr->dst, cb_bench_size_name(wr->size, sz, sizeof sz), worst >= 0.97 ? "met" : "NOT met");
+    json_object_set_new(t, "value", json_real(worst));
+    json_object_set_new(t, "met", json_boolean(worst >= 0.97));
+  } else {
+    printf("  copies >= 64 MiB at >= 0.97 of raw: no copy of 64 MiB or more with a raw figure in this run\n");
+    json_object_set_new(t, "value", json_null());
+  }
+  json_array_append_new(out, t);
+
+  /* 2. d2d against the raw copy ceiling (the best raw d2d of the run) */
+  double ceiling = 0, best = 0;
+  uint64_t best_size = 0;
+  for (size_t i = 0; i < c->rows.n; i++) {
+    const cb_bench_row *r = &c->rows.v[i];
+    if (strcmp(r->test, "d2d") != 0 || !r->higher_better) continue;
+    if (r->have_raw && r->raw.median > ceiling) ceiling = r->raw.median;
+    if (r->have_cubert && r->cubert.median > best) {
+      best = r->cubert.median;
+      best_size = r->size;
+    }
+  }
+  t = json_object();
+  json_object_set_new(t, "name", json_string("d2d: best cubert / raw copy ceiling"));
+  json_object_set_new(t, "target", json_real(0.9));
+  if (ceiling > 0 && best > 0) {
+    char sz[32];
+    printf("  d2d at >= 0.9 of the raw copy ceiling: %.4g GB/s (%s) / %.4g GB/s = %.3f: %s\n", best,
+           cb_bench_size_name(best_size, sz, sizeof sz), ceiling, best / ceiling,
+           best / ceiling >= 0.9 ? "met" : "NOT met");
+    json_object_set_new(t, "value", json_real(best / ceiling));
+    json_object_set_new(t, "met", json_boolean(best / ceiling >= 0.9));
+  } else {
+    printf("  d2d at >= 0.9 of the raw copy ceiling: no d2d figures with a raw baseline\n");
+    json_object_set_new(t, "value", json_null());
+  }
+  json_array_append_new(out, t);
+}
+
+static json_t *document(ctx *c, json_t *target_list) {
+  json_t *doc = json_object();
+  json_object_set_new(doc, "tool", json_string("cubert bench peer"));
+  json_object_set_new(doc, "cubert_version", json_string(cubert_version()));
+  char date[64];
+  time_t now = time(NULL);
+  struct tm tm;
+  gmtime_r(&now, &tm);
+  strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  json_object_set_new(doc, "date", json_string(date));
+  char host[256] = "";
+  gethostname(host, sizeof host - 1);
+  json_object_set_new(doc, "host", json_string(host));
+  json_object_set_new(doc, "backend", json_string(c->o.backend));
+  json_object_set_new(doc, "raw_baseline", json_string(c->raw ? cb_bench_raw_describe(c->raw) : c->raw_note));
+  json_t *o = json_object();
+  json_object_set_new(o, "reps", json_integer(c->o.reps));
+  json_object_set_new(o, "warmup", json_integer(c->o.warmup));
+  json_object_set_new(o, "matrix_size", json_integer((json_int_t)c->o.matrix_size));
+  json_t *sz = json_array();
+  for (size_t i = 0; i < c->o.nsizes; i++) json_array_append_new(sz, json_integer((json_int_t)c->o.sizes[i]));
+  json_object_set_new(o, "sizes", sz);
+  json_object_set_new(o, "quick", json_boolean(c->o.quick));
+  json_object_set_new(o, "hold", json_boolean(c->o.hold && c->hold_ok));
+  json_object_set_new(o, "chase_bytes", json_integer((json_int_t)c->o.chase_bytes));
+  json_object_set_new(o, "chase_steps", json_integer((json_int_t)c->o.chase_steps));
+  json_object_set_new(doc, "options", o);
+  json_t *devs = json_array();
+  for (int d = 0; d < c->ndev; d++) {
+    json_t *x = json_object();
+    json_object_set_new(x, "index", json_integer(c->rt_index[d]));
+    json_object_set_new(x, "name", json_string(c->info[d].name));
+    json_object_set_new(x, "arch", json_string(c->info[d].arch));
+    json_object_set_new(x, "pci_bus_id", json_string(c->info[d].pci_bus_id));
+    json_object_set_new(x, "total_memory", json_integer((json_int_t)c->info[d].total_memory));
+    json_array_append_new(devs, x);
+  }
+  json_object_set_new(doc, "devices", devs);
+  json_t *links = json_array();
+  for (int a = 0; a < c->ndev; a++) {
+    json_t *row = json_array();
+    for (int b = 0; b < c->ndev; b++) json_array_append_new(row, json_string(c->link[a][b]));
+    json_array_append_new(links, row);
+  }
+  json_object_set_new(doc, "links", links);
+  json_t *res = json_array();
+  for (size_t i = 0; i < c->rows.n; i++) json_array_append_new(res, cb_bench_row_json(&c->rows.v[i]));
+  json_object_set_new(doc, "results", res);
+  json_object_set_new(doc, "targets", json_incref(target_list));
+  json_t *v = json_object();
+  json_object_set_new(v, "checks", json_integer(c->checks));
+  json_object_set_new(v, "failed", json_integer(c->failed_checks));
+  json_object_set_new(v, "errors", json_integer(c->errors));
+  json_object_set_new(v, "passed", json_boolean(c->failed_checks == 0 && c->checks > 0));
+  json_object_set_new(doc, "validation", v);
+  json_object_set_new(doc, "notes", json_incref(c->notes));
+  return doc;
+}
+
+/* ------------------------------------------------------------ options */
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: cubert bench peer [options]\n"
+          "\n"
+          "Peer bandwidth and latency: the all-pairs matrix (copy engine, kernel copies\n"
+          "through peer bindings, peer access off = staged through the host), one and both\n"
+          "directions, a size sweep, host transfers and latency; each cubert figure beside\n"
+          "the same work done raw (plain HIP, or memcpy on the host backend), with the\n"
+          "ratio cubert/raw. Every repetition's data is checked.\n"
+          "\n"
+          "  --sizes SPEC        sweep sizes: 1K..1G (powers of 2), 1K..1G:4, 4K,1M,64M\n"
+          "                      (default 1K..1G, capped by device memory)\n"
+          "  --matrix-size SIZE  size of the matrix cells (default 256M; 16M on the host)\n"
+          "  --reps N            timed repetitions per cell (default 10)\n"
+          "  --warmup N          untimed repetitions first (default 3)\n"
+          "  --only LIST         matrix,sweep,latency (default all three)\n"
+          "  --backend NAME      hip or host (default: hip when it has devices)\n"
+          "  --no-hold           no hold kernel before timed asynchronous work\n"
+          "  --csv FILE          every cell as CSV\n"
+          "  --json FILE         everything as JSON (what `cubert bench plot` reads)\n"
+          "  --svg PREFIX        PREFIX-matrix.svg (heatmaps) and PREFIX-sweep.svg\n"
+          "  --quick             small sizes, few repetitions (CI, the host backend)\n"
+          "  --quiet             no progress on stderr\n"
+          "  --help              this text\n"
+          "\n"
+          "Units: GB/s = 1e9 bytes per second; latency in us per operation, the chase in\n"
+          "ns per dependent load. ratio = cubert / raw of the medians (for GB/s higher is\n"
+          "better, for times lower). Exit status 1 when any check or measurement failed.\n");
+}
+
+static bool parse_int(const char *text, int min, int max, int *out) {
+  uint64_t v;
+  char *end = NULL;
+  if (!text || !*text) return false;
+  v = strtoull(text, &end, 10);
+  if (*end || v < (uint64_t)min || v > (uint64_t)max) return false;
+  *out = (int)v;
+  return true;
+}
+
+static int parse_options(int argc, char **argv, opts *o) {
+  enum { O_SIZES = 256, O_MATRIX, O_REPS, O_WARMUP, O_ONLY, O_BACKEND, O_NOHOLD, O_CSV, O_JSON, O_SVG, O_QUICK,
+         O_QUIET, O_HELP };
+  static const struct option longopts[] = {
+      {"sizes", required_argument, NULL, O_SIZES},     {"matrix-size", required_argument, NULL, O_MATRIX},
+      {"reps", required_argument, NULL, O_REPS},       {"warmup", required_argument, NULL, O_WARMUP},
+      {"only", required_argument, NULL, O_ONLY},       {"backend", required_argument, NULL, O_BACKEND},
+      {"no-hold", no_argument, NULL, O_NOHOLD},        {"csv", required_argument, NULL, O_CSV},
+      {"json", required_argument, NULL, O_JSON},       {"svg", required_argument, NULL, O_SVG},
+      {"quick", no_argument, NULL, O_QUICK},           {"quiet", no_argument, NULL, O_QUIET},
+      {"help", no_argument, NULL, O_HELP},             {NULL, 0, NULL, 0}};
+  const char *sizes = NULL, *matrix = NULL, *only = NULL;
+  int reps = -1, warmup = -1;
+  o->hold = true;
+  int ch;
+  opterr = 0;
+  while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+    switch (ch) {
+    case O_SIZES: sizes = optarg; break;
+    case O_MATRIX: matrix = optarg; break;
+    case O_REPS:
+      if (!parse_int(optarg, 1, 100000, &reps)) {
+        fprintf(stderr, "cubert bench peer: --reps wants a number from 1 to 100000, not '%s'\n", optarg);
+        return 2;
+      }
+      break;
+    case O_WARMUP:
+      if (!parse_int(optarg, 0, 100000, &warmup)) {
+        fprintf(stderr, "cubert bench peer: --warmup wants a number from 0 to 100000, not '%s'\n", optarg);
+        return 2;
+      }
+      break;
+    case O_ONLY: only = optarg; break;
+    case O_BACKEND: o->backend = optarg; break;
+    case O_NOHOLD: o->hold = false; break;
+    case O_CSV: o->csv = optarg; break;
+    case O_JSON: o->json = optarg; break;
+    case O_SVG: o->svg = optarg; break;
+    case O_QUICK: o->quick = true; break;
+    case O_QUIET: o->quiet = true; break;
+    case O_HELP: usage(stdout); return 0;
+    default:
+      fprintf(stderr, "cubert bench peer: unknown or incomplete option '%s'\n", argv[optind - 1]);
+      usage(stderr);
+      return 2;
+    }
+  }
+  if (optind < argc) {
+    fprintf(stderr, "cubert bench peer: unexpected argument '%s'\n", argv[optind]);
+    usage(stderr);
+    return 2;
+  }
+  if (o->backend && strcmp(o->backend, "hip") != 0 && strcmp(o->backend, "host") != 0) {
+    fprintf(stderr, "cubert bench peer: --backend is hip or host, not '%s'\n", o->backend);
+    return 2;
+  }
+  o->reps = reps >= 0 ? reps : o->quick ? 5 : 10;
+  o->warmup = warmup >= 0 ? warmup : o->quick ? 1 : 3;
+  char msg[256];
+  if (!cb_bench_parse_sizes(sizes ? sizes : o->quick ? "4K..1M:4" : "1K..1G", &o->sizes, &o->nsizes, msg,
+                            sizeof msg)) {
+    fprintf(stderr, "cubert bench peer: %s\n", msg);
+    return 2;
+  }
+  for (size_t i = 0; i < o->nsizes; i++)
+    if (o->sizes[i] % 4) {
+      fprintf(stderr, "cubert bench peer: sizes must be multiples of 4 bytes (%" PRIu64 ")\n", o->sizes[i]);
+      return 2;
+    }
+  o->matrix_size = 0;
+  if (matrix && (!cb_bench_parse_size(matrix, &o->matrix_size) || o->matrix_size % 4)) {
+    fprintf(stderr, "cubert bench peer: --matrix-size '%s' is not a size in multiples of 4 bytes\n", matrix);
+    return 2;
+  }
+  o->do_matrix = o->do_sweep = o->do_latency = only == NULL;
+  if (only) {
+    char *copy = strdup(only), *save = NULL;
+    for (char *w = strtok_r(copy, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+      if (strcmp(w, "matrix") == 0) o->do_matrix = true;
+      else if (strcmp(w, "sweep") == 0) o->do_sweep = true;
+      else if (strcmp(w, "latency") == 0) o->do_latency = true;
+      else {
+        fprintf(stderr, "cubert bench peer: --only takes matrix, sweep and latency, not '%s'\n", w);
+        free(copy);
+        return 2;
+      }
+    }
+    free(copy);
+  }
+  if (o->svg && !cb_bench_svg_available()) {
+    fprintf(stderr, "cubert bench peer: --svg: this cubert was built without cairo (libcairo2-dev); "
+                    "write --json and render it with `cubert bench plot` where cairo is\n");
+    return 2;
+  }
+  return -1;
+}
+
+/* ------------------------------------------------------------ main */
+
+static uint64_t pow2_floor(uint64_t v) {
+  uint64_t p = 1;
+  while (p <= v / 2) p *= 2;
+  return p;
+}
+
+static int run(ctx *c) {
+  opts *o = &c->o;
+  cubert_runtime_options ro;
+  cubert_runtime_options_init(&ro);
+  if (o->backend) ro.backends = o->backend;
+  cubert_status st = cubert_runtime_create(&ro, &c->rt);
+  if (st) {
+    fprintf(stderr, "cubert bench peer: cubert_runtime_create: %s: %s\n", cubert_status_name(st),
+            cubert_last_error_message());
+    return 1;
+  }
+  /* Devices of one backend: hip when it has any (unless told), else host. */
+  int total = cubert_runtime_device_count(c->rt);
+  const char *want = o->backend;
+  if (!want) {
+    want = "host";
+    for (int d = 0; d < total; d++) {
+      cubert_device_info info;
+      if (cubert_runtime_device_info(c->rt, d, &info) == CUBERT_OK && strcmp(info.backend, "hip") == 0) want = "hip";
+    }
+  }
+  o->backend = want;
+  for (int d = 0; d < total; d++) {
+    cubert_device_info info;
+    if (cubert_runtime_device_info(c->rt, d, &info) || strcmp(info.backend, want) != 0) continue;
+    if (c->ndev == MAXDEV) {
+      note(c, "only the first %d devices are measured", MAXDEV);
+      break;
+    }
+    c->info[c->ndev] = info;
+    c->rt_index[c->ndev] = d;
+    c->raw_index[c->ndev] = info.backend_index;
+    c->ndev++;
+  }
+  if (c->ndev == 0) {
+    fprintf(stderr, "cubert bench peer: no %s device (set CUBERT_BACKENDS, or --backend host)\n", want);
+    return 1;
+  }
+  for (int d = 0; d < c->ndev; d++)
+    if ((st = cubert_client_create(c->rt, c->rt_index[d], &c->client[d]))) {
+      fprintf(stderr, "cubert bench peer: client of device %d: %s\n", c->rt_index[d], cubert_last_error_message());
+      return 1;
+    }
+
+  /* Topology classes of the pairs. */
+  for (int a = 0; a < c->ndev; a++)
+    for (int b = 0; b < c->ndev; b++) snprintf(c->link[a][b], sizeof c->link[a][b], "%s", a == b ? "SELF" : "?");
+  cubert_topology *topo = NULL;
+  if (cubert_topology_create(c->rt, NULL, &topo) == CUBERT_OK) {
+    c->topology_ok = true;
+    for (int a = 0; a < c->ndev; a++)
+      for (int b = 0; b < c->ndev; b++) {
+        const char *name = cubert_topology_pair_name(topo, c->rt_index[a], c->rt_index[b]);
+        snprintf(c->link[a][b], sizeof c->link[a][b], "%s", name ? name : "?");
+      }
+    cubert_topology_destroy(topo);
+  } else {
+    note(c, "topology unavailable (%s): pairs are labelled '?'", cubert_last_error_message());
+  }
+
+  /* Sizes capped by the smallest device: src and dst per device, each side. */
+  uint64_t mem = UINT64_MAX;
+  for (int d = 0; d < c->ndev; d++)
+    if (c->info[d].total_memory < mem) mem = c->info[d].total_memory;
+  uint64_t cap = pow2_floor(mem / 8);
+  size_t kept = 0;
+  for (size_t i = 0; i < o->nsizes; i++)
+    if (o->sizes[i] <= cap) o->sizes[kept++] = o->sizes[i];
+  if (kept < o->nsizes) note(c, "sizes above %" PRIu64 " bytes left out (device memory %" PRIu64 ")", cap, mem);
+  o->nsizes = kept;
+  if (!o->matrix_size) o->matrix_size = o->quick ? (UINT64_C(1) << 20) : strcmp(want, "host") == 0 ? (UINT64_C(16) << 20) : (UINT64_C(256) << 20);
+  if (o->matrix_size > cap) o->matrix_size = cap;
+  o->chase_bytes = o->quick || strcmp(want, "host") == 0 ? (UINT64_C(1) << 20) : (UINT64_C(256) << 20);
+  if (o->chase_bytes > cap) o->chase_bytes = cap;
+  if (o->chase_bytes < 4096) o->chase_bytes = 4096;
+  o->chase_steps = o->quick ? 2000 : 20000;
+  o->lat_count = o->quick ? 20 : 100;
+  o->rep_bytes = o->quick || strcmp(want, "host") == 0 ? (UINT64_C(4) << 20) : (UINT64_C(64) << 20);
+  c->max = o->matrix_size;
+  for (size_t i = 0; i < o->nsizes; i++)
+    if (o->sizes[i] > c->max) c->max = o->sizes[i];
+  if (c->max < 4096) c->max = 4096;
+
+  /* The raw baseline. */
+  if (cb_bench_raw_open(want, &c->raw) != CUBERT_OK) {
+    c->raw = NULL;
+    snprintf(c->raw_note, sizeof c->raw_note, "no raw baseline: the raw %s calls are not available", want);
+    note(c, "%s", c->raw_note);
+  }
+
+  /* Kernels. */
+  if ((st = cubert_builtin_kernel(CUBERT_BUILTIN_COPY_U32, &c->k_copy)) ||
+      (st = cubert_builtin_kernel(CUBERT_BUILTIN_COPY_PEER_READ, &c->k_read)) ||
+      (st = cubert_builtin_kernel(CUBERT_BUILTIN_COPY_PEER_WRITE, &c->k_write)) ||
+      (st = cubert_builtin_kernel(CUBERT_BUILTIN_CHECKSUM_U32, &c->k_checksum)) ||
+      (st = cb_bench_kernel(CB_BENCH_HOLD, &c->k_hold)) || (st = cb_bench_kernel(CB_BENCH_CHASE, &c->k_chase)) ||
+      (st = cb_bench_kernel(CB_BENCH_CHASE_PEER, &c->k_chase_peer))) {
+    fprintf(stderr, "cubert bench peer: kernels: %s\n", cubert_last_error_message());
+    return 1;
+  }
+  if (alloc_all(c)) return 1;
+  c->hold_ok = true;
+  for (int d = 0; d < c->ndev && o->hold; d++)
+    if (calibrate_hold(c, d)) {
+      snprintf(c->hold_note, sizeof c->hold_note, "no hold kernel (%s): small-size figures include enqueue time",
+               cubert_last_error_message());
+      note(c, "%s", c->hold_note);
+      c->hold_ok = false;
+      break;
+    }
+  if (!c->shared && c->ndev > 1) note(c, "peer kernel copies and chases fail: the buffers could not be shared");
+
+  printf("cubert bench peer: backend %s, %d device%s", want, c->ndev, c->ndev == 1 ? "" : "s");
+  for (int d = 0; d < c->ndev; d++) printf("%s %d %s", d ? "," : ":", c->rt_index[d], c->info[d].name);
+  printf("\nraw baseline: %s\n", c->raw ? cb_bench_raw_describe(c->raw) : c->raw_note);
+  char mz[32];
+  printf("%d warm-up + %d timed repetitions per cell, median [min max] and cv; matrix at %s; GB/s = 1e9 B/s\n",
+         o->warmup, o->reps, cb_bench_size_name(o->matrix_size, mz, sizeof mz));
+  if (c->ndev == 1) printf("one device: the matrix is 1x1 (device-to-device); peer pairs need two devices\n");
+
+  plan p = {0};
+  make_plan(c, &p);
+  for (size_t i = 0; i < p.n; i++) {
+    const job *j = &p.v[i];
+    char sz[32];
+    cb_bench_progress(o->quiet, (int)i + 1, (int)p.n, "%s %s %s %d->%d %s", j->section, j->test,
+                      j->n == 2 ? "bidi" : "uni", j->s[0].a, j->s[0].b, cb_bench_size_name(j->s[0].size, sz, sizeof sz));
+    measure(c, j);
+  }
+  cb_bench_progress_done(o->quiet);
+  free(p.v);
+
+  /* Report. */
+  printf("\nTopology classes (%s)\n%-8s", c->topology_ok ? "cubert_topology" : "unknown", "");
+  for (int b = 0; b < c->ndev; b++) printf(" %8d", c->rt_index[b]);
+  printf("\n");
+  for (int a = 0; a < c->ndev; a++) {
+    printf("%-8d", c->rt_index[a]);
+    for (int b = 0; b < c->ndev; b++) printf(" %8s", c->link[a][b]);
+    printf("\n");
+  }
+  printf("\nMatrices: cubert median (ratio cubert/raw); '!' marks a failed check\n");
+  print_matrix(c, "Copy engine, one direction, GB/s (peer-ce; diagonal d2d)", "peer-ce", "d2d", "uni", false);
+  print_matrix(c, "Copy engine, both directions at once, sum GB/s (peer-ce bidi)", "peer-ce", NULL, "bidi", false);
+  print_matrix(c, "Kernel copy, the destination reads the peer, GB/s (peer-read; diagonal d2d-kernel)", "peer-read",
+               "d2d-kernel", "uni", false);
+  print_matrix(c, "Kernel copy, the source writes the peer, GB/s (peer-write; diagonal d2d-kernel)", "peer-write",
+               "d2d-kernel", "uni", false);
+  print_matrix(c, "Peer access off: staged through the host, GB/s (staged)", "staged", NULL, "uni", false);
+  print_matrix(c, "Pointer chase, ns per dependent load (row: executing device, column: memory)", "chase", "chase",
+               "uni", true);
+  print_matrix(c, "4-byte copy latency, us per copy (lat-copy)", "lat-copy", "lat-copy", "uni", false);
+  for (int pass = 0; pass < 3; pass++) {
+    static const char *const sections[] = {"matrix", "sweep", "latency"};
+    static const char *const titles[] = {"All matrix cells", "Size sweep", "Latency"};
+    bool any = false;
+    for (size_t i = 0; i < c->rows.n && !any; i++) any = strcmp(c->rows.v[i].section, sections[pass]) == 0;
+    if (!any) continue;
+    printf("\n%s\n", titles[pass]);
+    print_table(c, sections[pass]);
+  }
+  json_t *target_list = json_array();
+  targets(c, target_list);
+  size_t nnotes = json_array_size(c->notes);
+  if (nnotes) printf("\nNotes:\n");
+  for (size_t i = 0; i < nnotes; i++) printf("  %s\n", json_string_value(json_array_get(c->notes, i)));
+  bool passed = c->failed_checks == 0 && c->checks > 0;
+  printf("\nvalidation: %s (%d checks, %d failed; %d measurement errors)\n", passed ? "passed" : "FAILED", c->checks,
+         c->failed_checks, c->errors);
+
+  int rc = passed && c->errors == 0 ? 0 : 1;
+  json_t *doc = document(c, target_list);
+  json_decref(target_list);
+  if (o->json && !cb_bench_write_json(doc, o->json)) rc = 1;
+  if (o->csv) {
+    FILE *f = fopen(o->csv, "w");
+    if (!f || !cb_bench_rows_csv(&c->rows, f)) {
+      fprintf(stderr, "cubert bench peer: cannot write %s\n", o->csv);
+      rc = 1;
+    }
+    if (f && fclose(f) != 0) rc = 1;
+  }
+  if (o->svg && !cb_bench_svg_write(doc, o->svg, stdout)) rc = 1;
+  json_decref(doc);
+  return rc;
+}
+
+int cb_bench_peer_main(int argc, char **argv) {
+  ctx *c = calloc(1, sizeof *c);
+  if (!c) return 1;
+  int rc = parse_options(argc, argv, &c->o);
+  if (rc >= 0) {
+    free(c->o.sizes);
+    free(c);
+    return rc;
+  }
+  c->notes = json_array();
+  rc = run(c);
+  free_all(c);
+  cubert_kernel *ks[] = {c->k_copy, c->k_read, c->k_write, c->k_checksum, c->k_hold, c->k_chase, c->k_chase_peer};
+  for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
+    if (ks[i]) cubert_kernel_release(ks[i]);
+  for (int d = 0; d < c->ndev; d++)
+    if (c->client[d]) cubert_client_destroy(c->client[d]);
+  if (c->raw) cb_bench_raw_close(c->raw);
+  if (c->rt) cubert_runtime_destroy(c->rt);
+  cb_bench_rows_free(&c->rows);
+  json_decref(c->notes);
+  free(c->o.sizes);
+  free(c);
+  return rc;
+}
