@@ -85,6 +85,8 @@ typedef struct cb_bench_row {
   double cubert_fwd, cubert_rev, raw_fwd, raw_rev; /* bidi medians */
   double *cubert_samples, *raw_samples;            /* owned */
   int validated;        /* 1 passed, 0 failed, -1 not checked */
+  char baseline[32];    /* what `raw` holds when it is not the raw baseline
+                           ("clean ledger", "no fault layer"); "" for raw */
   char note[160];
 } cb_bench_row;
 

@@ -266,6 +266,7 @@ json_t *cb_bench_row_json(const cb_bench_row *r) {
   json_object_set_new(o, "cubert", r->have_cubert ? cb_bench_stats_json(&r->cubert, r->cubert_samples, r->cubert.n)
                                                   : json_null());
   json_object_set_new(o, "raw", r->have_raw ? cb_bench_stats_json(&r->raw, r->raw_samples, r->raw.n) : json_null());
+  json_object_set_new(o, "baseline", json_string(r->baseline[0] ? r->baseline : "raw"));
   double ratio = cb_bench_ratio(r);
   json_object_set_new(o, "ratio", ratio > 0 ? number(ratio) : json_null());
   if (strcmp(r->dir, "bidi") == 0) {
@@ -303,7 +304,7 @@ static void csv_num(FILE *out, bool have, double v) {
 bool cb_bench_rows_csv(const cb_bench_rows *rows, FILE *out) {
   fputs("section,test,direction,src,dst,link,size,count,unit,"
         "cubert_median,cubert_min,cubert_max,cubert_cv,raw_median,raw_min,raw_max,raw_cv,"
-        "ratio,cubert_forward,cubert_reverse,raw_forward,raw_reverse,validated,note\n",
+        "ratio,cubert_forward,cubert_reverse,raw_forward,raw_reverse,validated,baseline,note\n",
         out);
   for (size_t i = 0; i < rows->n; i++) {
     const cb_bench_row *r = &rows->v[i];
@@ -333,6 +334,8 @@ bool cb_bench_rows_csv(const cb_bench_rows *rows, FILE *out) {
     csv_num(out, bidi && r->have_raw, r->raw_fwd);
     csv_num(out, bidi && r->have_raw, r->raw_rev);
     fprintf(out, ",%s,", r->validated < 0 ? "" : r->validated ? "pass" : "FAIL");
+    csv_text(out, r->baseline[0] ? r->baseline : "raw");
+    fputc(',', out);
     csv_text(out, r->note);
     fputc('\n', out);
   }

@@ -180,9 +180,6 @@ static int exec_of(const spec *s) {
   }
 }
 
-/* Where the bytes land: the device (and whose memory). */
-static int dst_dev(const spec *s) { return s->b; }
-
 static bool async_op(ttype t) {
   return t == T_D2D || t == T_D2D_KERNEL || t == T_PEER_CE || t == T_PEER_READ || t == T_PEER_WRITE;
 }
@@ -426,6 +423,8 @@ static cubert_status cubert_chase_rep(ctx *c, int exec, int mem, int r, double *
   cubert_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0};
   cubert_arg args[3] = {exec == mem ? cubert_arg_buffer(c->chase[mem]) : cubert_arg_peer(c->chase[mem]),
                         cubert_arg_buffer(c->state[exec]), cubert_arg_scalar(&c->o.chase_steps, 8)};
+  /* the hold keeps the launch's enqueue out of the timed window */
+  if (c->o.hold && c->hold_ok && (st = cubert_hold(c, exec, 50.0))) return st;
   if (!(st = cubert_timer_record(c->client[exec], &t0)) &&
       !(st = cubert_launch(c->client[exec], exec == mem ? c->k_chase : c->k_chase_peer, &cfg, args, 3)) &&
       !(st = cubert_timer_record(c->client[exec], &t1)))
@@ -528,7 +527,7 @@ static void measure(ctx *c, const job *j) {
     if (raw) {
       const char *why = raw_missing(c, &s[0]);
       if (why) {
-        if (!row->note[0]) snprintf(row->note, sizeof row->note, "%s", why);
+        if (!row->note[0]) snprintf(row->note, sizeof row->note, "%.150s", why);
         continue;
       }
     }
@@ -566,9 +565,14 @@ static void measure(ctx *c, const job *j) {
       for (int i = 0; i < j->n; i++) drop_views(&v[i]);
     if (st) {
       const char *msg = raw ? cb_bench_raw_error(c->raw) : cubert_last_error_message();
-      snprintf(row->note, sizeof row->note, "%s: %s", raw ? "raw" : "cubert", msg);
-      c->errors++;
-      all_ok = false;
+      /* a pair without peer access is the machine's shape, not a failure */
+      bool no_peer = !raw && (st == CUBERT_ERR_PEER_ACCESS || st == CUBERT_ERR_NOT_SHARED);
+      snprintf(row->note, sizeof row->note, "%s%s: %s", no_peer ? "no peer access: " : "", raw ? "raw" : "cubert",
+               msg);
+      if (!no_peer) {
+        c->errors++;
+        all_ok = false;
+      }
       /* leave no half-done work behind for the next cell */
       if (!raw) (void)sync_all(c, s, j->n);
       continue;
@@ -712,13 +716,15 @@ static cubert_status alloc_all(ctx *c) {
   /* Peer bindings need the memory shared by its owner. */
   c->shared = c->ndev > 1;
   for (int d = 0; d < c->ndev && c->ndev > 1; d++) {
-    if ((st = cubert_handle_share(c->client[d], c->src[d])) || (st = cubert_handle_share(c->client[d], c->dst[d])) ||
-        (st = cubert_handle_share(c->client[d], c->chase[d]))) {
-      snprintf(c->share_note, sizeof c->share_note, "sharing device %d's buffers: %s", c->rt_index[d],
-               cubert_last_error_message());
-      note(c, "%s", c->share_note);
-      c->shared = false;
-    }
+    /* each one on its own: a refused pair leaves the other pairs usable */
+    cubert_handle *h[3] = {c->src[d], c->dst[d], c->chase[d]};
+    for (int i = 0; i < 3; i++)
+      if (cubert_handle_share(c->client[d], h[i]) != CUBERT_OK && c->shared) {
+        snprintf(c->share_note, sizeof c->share_note, "sharing device %d's buffers: %s", c->rt_index[d],
+                 cubert_last_error_message());
+        note(c, "%s", c->share_note);
+        c->shared = false;
+      }
   }
   if (raw) {
     for (int d = 0; d < c->ndev; d++) {
@@ -782,7 +788,7 @@ static const cb_bench_row *find_row(const ctx *c, const char *section, const cha
 
 static void cell(char *buf, size_t cap, const cb_bench_row *r) {
   if (!r) snprintf(buf, cap, "-");
-  else if (!r->have_cubert) snprintf(buf, cap, "error");
+  else if (!r->have_cubert) snprintf(buf, cap, strncmp(r->note, "no peer access", 14) == 0 ? "no peer" : "error");
   else {
     double ratio = cb_bench_ratio(r);
     const char *mark = r->validated == 0 ? "!" : "";
@@ -826,9 +832,9 @@ static void print_table(const ctx *c, const char *section) {
              "link", "size", "count", "cubert", "min", "max", "cv%", "raw", "ratio", "check");
       header = true;
     }
-    char sz[32], pair[24], cm[16], mn[16], mx[16], cv[12], rw[16], ra[12];
+    char sz[32], pair[40], cm[16], mn[16], mx[16], cv[12], rw[16], ra[12];
     cb_bench_size_name(r->size, sz, sizeof sz);
-    char sa[8], sb[8];
+    char sa[16], sb[16];
     if (r->src >= 0) snprintf(sa, sizeof sa, "%d", r->src);
     else snprintf(sa, sizeof sa, "host");
     if (r->dst >= 0) snprintf(sb, sizeof sb, "%d", r->dst);
@@ -840,7 +846,7 @@ static void print_table(const ctx *c, const char *section) {
       snprintf(mx, sizeof mx, "%.4g", r->cubert.max);
       snprintf(cv, sizeof cv, "%.1f", r->cubert.cv * 100);
     } else {
-      snprintf(cm, sizeof cm, "error");
+      snprintf(cm, sizeof cm, "%s", strncmp(r->note, "no peer access", 14) == 0 ? "no peer" : "error");
       mn[0] = mx[0] = cv[0] = '\0';
     }
     if (r->have_raw) snprintf(rw, sizeof rw, "%.4g", r->raw.median);
@@ -857,7 +863,8 @@ static void print_table(const ctx *c, const char *section) {
 
 /* Targets (printed, never asserted): appended to `targets` too. */
 static void targets(const ctx *c, json_t *out) {
-  printf("\nTargets (printed, not asserted):\n");
+  printf("\nTargets (printed, not asserted%s):\n",
+         strcmp(c->o.backend, "host") == 0 ? "; they are set for HIP devices, the host backend only shows the method" : "");
   /* 1. copies >= 64 MiB at >= 0.97 of raw */
   double worst = 0;
   const cb_bench_row *wr = NULL;
@@ -1156,7 +1163,11 @@ static int run(ctx *c) {
     c->ndev++;
   }
   if (c->ndev == 0) {
-    fprintf(stderr, "cubert bench peer: no %s device (set CUBERT_BACKENDS, or --backend host)\n", want);
+    fprintf(stderr, "cubert bench peer: no %s device (%d device%s in the backends opened:", want, total,
+            total == 1 ? "" : "s");
+    for (int i = 0; i < cubert_runtime_backend_count(c->rt); i++)
+      fprintf(stderr, " %s", cubert_runtime_backend_name(c->rt, i));
+    fprintf(stderr, "); CUBERT_BACKENDS or --backend choose them\n");
     return 1;
   }
   for (int d = 0; d < c->ndev; d++)
@@ -1231,7 +1242,8 @@ static int run(ctx *c) {
       c->hold_ok = false;
       break;
     }
-  if (!c->shared && c->ndev > 1) note(c, "peer kernel copies and chases fail: the buffers could not be shared");
+  if (!c->shared && c->ndev > 1)
+    note(c, "some pairs have no peer access: their kernel copies and chases are left out");
 
   printf("cubert bench peer: backend %s, %d device%s", want, c->ndev, c->ndev == 1 ? "" : "s");
   for (int d = 0; d < c->ndev; d++) printf("%s %d %s", d ? "," : ":", c->rt_index[d], c->info[d].name);

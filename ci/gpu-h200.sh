@@ -19,6 +19,7 @@
 # the machine's cores), CUBERT_GPU_WERROR=1 for -Werror (off: gcc 13 may
 # warn where Debian CI's gcc 12 and clang 14 do not, and a GPU run is too
 # dear to lose to a warning).
+# shellcheck disable=SC2317 # the stage functions run through cb_stage
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export CUBERT_JOBS=${CUBERT_JOBS:-$(nproc 2>/dev/null || echo 4)}
@@ -53,7 +54,7 @@ stage_system() {
     echo "cores: $CUBERT_JOBS"
     echo "kit: $kit ($(du -sh "$kit" | cut -f1)); jansson: $(pkg-config --modversion jansson 2>/dev/null || echo MISSING);" \
          "hwloc: $(pkg-config --modversion hwloc 2>/dev/null || echo MISSING); check: $(pkg-config --modversion check 2>/dev/null || echo MISSING)"
-    echo "nvrtc: $(ls /usr/local/cuda/lib64/libnvrtc.so* 2>/dev/null | tr '\n' ' ')"
+    echo "nvrtc:" /usr/local/cuda/lib64/libnvrtc.so*
     if command -v nvidia-smi >/dev/null 2>&1; then
       nvidia-smi -L
       nvidia-smi --query-gpu=name,pci.bus_id,driver_version,memory.total,ecc.mode.current --format=csv
@@ -119,6 +120,6 @@ if [ -n "$out" ]; then
   mkdir -p "$out"
   cp "$logs"/*.txt "$logs"/*.log "$out"/ 2>/dev/null || true
   [ -f "$build/Testing/Temporary/LastTest.log" ] && cp "$build/Testing/Temporary/LastTest.log" "$out/"
-  echo "gpu-h200: logs in $out: $(cd "$out" && ls | tr '\n' ' ')"
+  echo "gpu-h200: logs in $out:" "$out"/*
 fi
 exit "$rc"

@@ -43,8 +43,10 @@ echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror $co
 apt_opts=(-o "Dir::Etc::SourceList=$tmp/sources.list" -o Dir::Etc::SourceParts=/dev/null
           -o "Dir::State::Lists=$tmp/lists" -o Debug::NoLocking=1)
 apt-get "${apt_opts[@]}" update -qq
-(cd "$tmp/debs" && apt-get "${apt_opts[@]}" download -qq libjansson4 libjansson-dev 2>&1 |
-   grep -v '^W:' || true)
+cd "$tmp/debs"
+# apt warns that root downloads unsandboxed: not worth a line
+apt-get "${apt_opts[@]}" download -qq libjansson4 libjansson-dev 2>&1 | { grep -v '^W:' || true; }
+cd "$root"
 for deb in "$tmp"/debs/*.deb; do
   dpkg -x "$deb" "$tmp/root"
 done

@@ -14,6 +14,7 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +74,10 @@ typedef struct fi_device {
   atomic_size_t npending;
   fi_pending *pending;
   size_t pcount, pcap;
+  /* The scribble kernel, loaded on the first peer scribble (launch holds the
+   * device lock, so no lock of its own). */
+  void *scribbler;
+  bool scribbler_failed;
 } fi_device;
 
 #define FI_MAX_PEERS 16
@@ -242,6 +247,85 @@ static void scribble(fi_device *d, fi_stream *s, uint64_t work, uint64_t address
   cubert_berr ignored;
   /* A refused fill leaves the bytes as they were; the call fails either way. */
   (void)d->ops->fill(d->inner, s->inner, work, address, pattern, size, len, &ignored);
+}
+
+/* Garbage over a peer's memory. A backend fills only its own device's
+ * memory (the host backend refuses anything else, as a copy engine might),
+ * but the launch being failed could write the peer through its binding, so
+ * the garbage goes the same way: a tiny kernel launched on the same stream,
+ * writing through a peer binding. Falls back to a fill when the backend
+ * cannot load or launch it. */
+static const char scribble_source[] =
+    "extern \"C\" __global__ void cubert_faultinj_scribble(unsigned char *dst, unsigned long long n,\n"
+    "                                                      unsigned long long pattern) {\n"
+    "  unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;\n"
+    "  for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;\n"
+    "       i += stride)\n"
+    "    dst[i] = (unsigned char)(pattern >> (8 * (i % 8)));\n"
+    "}\n";
+
+static cubert_status scribble_host_fn(const cubert_host_launch *l, char *message, size_t capacity) {
+  unsigned char *dst = l->args[0];
+  uint64_t n, pattern;
+  memcpy(&n, l->args[1], 8);
+  memcpy(&pattern, l->args[2], 8);
+  for (uint64_t i = 0; i < n; i++) dst[i] = (unsigned char)(pattern >> (8 * (i % 8)));
+  return CUBERT_OK;
+}
+
+static const cubert_param scribble_params[] = {
+    {"dst", CUBERT_PARAM_PEER_BUFFER, CUBERT_ACCESS_WRITE, 0},
+    {"n", CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 8},
+    {"pattern", CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 8},
+};
+
+static uint64_t fnv1a64(const char *s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+  return h;
+}
+
+static void scribble_peer(fi_device *d, fi_stream *s, uint64_t work, uint64_t address, uint64_t len, uint64_t id) {
+  if (len == 0) return;
+  cubert_berr ignored;
+  if (!d->scribbler && !d->scribbler_failed) {
+    cubert_backend_kernel k = {"cubert_faultinj_scribble", "cubert_faultinj_scribble", scribble_source, NULL,
+                               NULL, 0, scribble_host_fn, scribble_params, 3, fnv1a64(scribble_source)};
+    d->scribbler_failed = d->ops->module_load(d->inner, &k, &d->scribbler, &ignored) != CUBERT_OK;
+    if (d->scribbler_failed) d->scribbler = NULL;
+  }
+  if (d->scribbler) {
+    unsigned char bytes[8];
+    garbage(id, bytes);
+    uint64_t pattern = 0;
+    for (int i = 0; i < 8; i++) pattern |= (uint64_t)bytes[i] << (8 * i);
+    uint64_t blocks = (len + 255) / 256;
+    cubert_launch_config cfg = {{blocks < 1024 ? (uint32_t)blocks : 1024, 1, 1}, {256, 1, 1}, 0};
+    cubert_backend_arg args[3] = {
+        {CUBERT_PARAM_PEER_BUFFER, CUBERT_ACCESS_WRITE, address, len, NULL, 0},
+        {CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 0, 0, &len, 8},
+        {CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 0, 0, &pattern, 8},
+    };
+    if (d->ops->launch(d->inner, s->inner, work, d->scribbler, &cfg, args, 3, &ignored) == CUBERT_OK) return;
+  }
+  scribble(d, s, work, address, len, id);
+}
+
+/* Garbage over the first share of every range a launch writes. Returns the
+ * bytes covered; `outputs` gets how many ranges. */
+static uint64_t scribble_outputs(fi_device *d, fi_stream *s, uint64_t work, const cubert_backend_arg *args,
+                                 uint32_t nargs, double fraction, uint64_t id, uint32_t *outputs) {
+  uint64_t bytes = 0;
+  *outputs = 0;
+  for (uint32_t i = 0; i < nargs; i++) {
+    if (args[i].kind == CUBERT_PARAM_SCALAR || !(args[i].access & CUBERT_ACCESS_WRITE)) continue;
+    uint64_t len = scribble_len(args[i].size, fraction);
+    if (args[i].kind == CUBERT_PARAM_PEER_BUFFER) scribble_peer(d, s, work, args[i].address, len, id);
+    else scribble(d, s, work, args[i].address, len, id);
+    bytes += len;
+    (*outputs)++;
+  }
+  return bytes;
 }
 
 /* Queues an asynchronous failure for drain_failures, once the inner stream
@@ -415,6 +499,7 @@ static cubert_status fi_device_open(void *backend, int index, void **device, cub
 
 static void fi_device_close(void *device) {
   fi_device *d = device;
+  if (d->scribbler) d->ops->module_unload(d->inner, d->scribbler);
   d->ops->device_close(d->inner);
   pthread_mutex_destroy(&d->lock);
   free(d->pending);
@@ -643,15 +728,8 @@ static cubert_status fi_launch(void *device, void *stream, uint64_t work, void *
 
   switch (hit.fault) {
   case CUBERT_FAULT_SCRIBBLE: {
-    uint64_t bytes = 0;
-    uint32_t outputs = 0;
-    for (uint32_t i = 0; i < nargs; i++) {
-      if (args[i].kind == CUBERT_PARAM_SCALAR || !(args[i].access & CUBERT_ACCESS_WRITE)) continue;
-      uint64_t len = scribble_len(args[i].size, hit.fraction);
-      scribble(d, s, work, args[i].address, len, hit.id);
-      bytes += len;
-      outputs++;
-    }
+    uint32_t outputs;
+    uint64_t bytes = scribble_outputs(d, s, work, args, nargs, hit.fraction, hit.id, &outputs);
     return inject(err, &hit, false, "%s failed after scribbling garbage over %llu bytes of %u output%s", what,
                   (unsigned long long)bytes, outputs, outputs == 1 ? "" : "s");
   }
@@ -661,10 +739,10 @@ static cubert_status fi_launch(void *device, void *stream, uint64_t work, void *
   case CUBERT_FAULT_ASYNC_SCRIBBLE: {
     cubert_status st = d->ops->launch(d->inner, s->inner, work, m->inner, config, args, nargs, err);
     if (st != CUBERT_OK) return st;
-    if (hit.fault == CUBERT_FAULT_ASYNC_SCRIBBLE)
-      for (uint32_t i = 0; i < nargs; i++)
-        if (args[i].kind != CUBERT_PARAM_SCALAR && (args[i].access & CUBERT_ACCESS_WRITE))
-          scribble(d, s, work, args[i].address, scribble_len(args[i].size, hit.fraction), hit.id);
+    if (hit.fault == CUBERT_FAULT_ASYNC_SCRIBBLE) {
+      uint32_t outputs;
+      (void)scribble_outputs(d, s, work, args, nargs, hit.fraction, hit.id, &outputs);
+    }
     return defer(d, s, work, &hit, what, err);
   }
   default:
@@ -726,6 +804,31 @@ static cubert_status fi_link_info(void *device, void *peer, cubert_backend_link 
   return d->ops->link_info(d->inner, p->inner, link, err);
 }
 
+/* Timers only measure: forwarded, except on a lost device. */
+static cubert_status fi_timer_record(void *device, void *stream, void **timer, cubert_berr *err) {
+  fi_device *d = device;
+  fi_stream *s = stream;
+  if (cb_fi_armed() && lost(d->b, d->local, true, err)) return CUBERT_ERR_DEVICE_LOST;
+  return d->ops->timer_record(d->inner, s->inner, timer, err);
+}
+
+static cubert_status fi_timer_elapsed(void *device, void *start, void *end, double *ms, cubert_berr *err) {
+  fi_device *d = device;
+  if (cb_fi_armed() && lost(d->b, d->local, true, err)) return CUBERT_ERR_DEVICE_LOST;
+  return d->ops->timer_elapsed(d->inner, start, end, ms, err);
+}
+
+static void fi_timer_destroy(void *device, void *timer) {
+  fi_device *d = device;
+  d->ops->timer_destroy(d->inner, timer);
+}
+
+/* Every slot is decorated: a slot added to backend.h after timer_destroy
+ * stops the build here rather than leave a NULL in the table. */
+_Static_assert(sizeof(cubert_backend_ops) ==
+                   offsetof(cubert_backend_ops, timer_destroy) + sizeof(void (*)(void *, void *)),
+               "backend.h has a slot the fault layer does not decorate");
+
 static const cubert_backend_ops fi_ops = {
     .abi = CUBERT_BACKEND_ABI,
     .name = "faultinj",
@@ -754,6 +857,9 @@ static const cubert_backend_ops fi_ops = {
     .peer_can_access = fi_peer_can_access,
     .peer_enable = fi_peer_enable,
     .link_info = fi_link_info,
+    .timer_record = fi_timer_record,
+    .timer_elapsed = fi_timer_elapsed,
+    .timer_destroy = fi_timer_destroy,
 };
 
 const cubert_backend_ops *cb_faultinj_ops(void) { return &fi_ops; }

@@ -12,10 +12,12 @@
  * name. Its `open` slot refuses (CUBERT_ERR_UNSUPPORTED): the decorator
  * needs the inner table and device_base, which only cb_faultinj_open takes.
  *
- * What the layer needs from the inner backend beyond backend.h: a fill at
- * a peer's address (a shared buffer another device owns) issued on the
- * launching device, for scribbling over a launch's peer outputs; a backend
- * that refuses it leaves those bytes alone (the launch still fails).
+ * Scribbles (garbage over part of a failed call's outputs) go through the
+ * inner backend with the call's own stream and work number: a fill over the
+ * device's own memory, and over a launch's peer outputs a small kernel of
+ * the layer's (cubert_faultinj_scribble, source and host function) writing
+ * through a peer binding, as the failed kernel would have; a backend that
+ * cannot load it gets a fill at the peer address instead.
  *
  * Threading: as backend.h; read, sync, progress and drain_failures are safe
  * beside other calls on the same device. Ownership: as backend.h; the

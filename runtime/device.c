@@ -24,6 +24,7 @@ static void alloc_free(cb_alloc *a) {
     free(sh);
   }
   cb_ledger_free(&a->ledger);
+  free(a->readers);
   cb_pool_free(dev->pool, &a->block);
   dev->slots[a->slot] = NULL;
   if (dev->free_slots) dev->free_slots[dev->nfree++] = a->slot;
@@ -160,7 +161,7 @@ static atomic_int next_thread_slot;
 
 cubert_status cb_client_stream(cubert_client *c, cb_stream **out) {
   cb_device *dev = c->dev;
-  uint32_t id = c->pinned_stream;
+  uint32_t id = atomic_load(&c->pinned_stream);
   if (!id) {
     if (thread_slot < 0) thread_slot = atomic_fetch_add(&next_thread_slot, 1) % CB_THREAD_STREAMS;
     id = dev->thread_streams[thread_slot];
@@ -197,13 +198,14 @@ cubert_status cubert_client_use_stream(cubert_client *c, cubert_stream stream) {
   if (stream > n)
     return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "stream %llu does not exist on device %d (%u streams)",
                    (unsigned long long)stream, c->dev->index, n);
-  c->pinned_stream = (uint32_t)stream;
+  atomic_store(&c->pinned_stream, (uint32_t)stream);
   return CUBERT_OK;
 }
 
 cubert_stream cubert_client_stream(const cubert_client *c) {
   if (!c) return 0;
-  if (c->pinned_stream) return c->pinned_stream;
+  uint32_t pinned = atomic_load(&c->pinned_stream);
+  if (pinned) return pinned;
   pthread_mutex_lock(&c->dev->lock);
   cb_stream *s = NULL;
   cubert_status st = cb_client_stream((cubert_client *)c, &s);
@@ -244,8 +246,11 @@ cubert_status cb_order_access(cb_device *dev, cb_stream *s, cb_alloc *a, bool wr
   cubert_status st = CUBERT_OK;
   if (a->last_writer && a->last_writer != s->id)
     st = wait_for(dev, s, a->last_writer, a->last_write);
-  if (!st && write && a->last_reader && a->last_reader != s->id)
-    st = wait_for(dev, s, a->last_reader, a->last_read);
+  if (write) {
+    for (uint32_t i = 0; !st && i < a->nreaders; i++)
+      if (a->readers[i].stream != s->id) st = wait_for(dev, s, a->readers[i].stream, a->readers[i].work);
+    if (!st) a->nreaders = 0; /* ordered after all of them */
+  }
   return st;
 }
 
@@ -313,8 +318,21 @@ void cb_work_mark_uses(cb_device *dev, cb_work *w) {
       b->alloc->last_writer = w->stream;
       b->alloc->last_write = w->work;
     } else {
-      b->alloc->last_reader = w->stream;
-      b->alloc->last_read = w->work;
+      cb_alloc *a = b->alloc;
+      uint32_t j = 0;
+      while (j < a->nreaders && a->readers[j].stream != w->stream) j++;
+      if (j == a->nreaders) {
+        if (a->nreaders == a->capreaders) {
+          uint32_t cap = a->capreaders ? a->capreaders * 2 : 2;
+          struct cb_reader *v = realloc(a->readers, cap * sizeof *v);
+          if (!v) continue; /* cannot remember it: sync before rewriting (docs) */
+          a->readers = v;
+          a->capreaders = cap;
+        }
+        a->nreaders++;
+        a->readers[j].stream = w->stream;
+      }
+      a->readers[j].work = w->work;
     }
   }
 }
@@ -567,7 +585,7 @@ static cubert_status sync_impl(cubert_client *c, uint32_t stream_id, bool all) {
 
 cubert_status cubert_sync(cubert_client *c) {
   if (!c) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_sync: client is NULL");
-  return sync_impl(c, c->pinned_stream, false);
+  return sync_impl(c, atomic_load(&c->pinned_stream), false);
 }
 
 cubert_status cubert_sync_stream(cubert_client *c, cubert_stream stream) {

@@ -168,8 +168,13 @@ struct cb_alloc {
   cb_shared *_Atomic shared;
   uint32_t last_writer; /* stream id that last wrote it */
   uint64_t last_write;  /* its work number */
-  uint32_t last_reader; /* stream id that last read it (a kernel or copy) */
-  uint64_t last_read;
+  /* streams that read it (a kernel or copy) since the last write, with the
+   * work number of their last read: a write waits for every one of them */
+  struct cb_reader {
+    uint32_t stream;
+    uint64_t work;
+  } *readers;
+  uint32_t nreaders, capreaders;
   cb_alloc *next_grave;
 };
 
@@ -308,7 +313,7 @@ struct cubert_runtime {
 struct cubert_client {
   cubert_runtime *rt;
   cb_device *dev;
-  uint32_t pinned_stream; /* 0: the thread's */
+  _Atomic uint32_t pinned_stream; /* 0: the thread's */
 };
 
 /* ------------------------------------------------------------ helpers */

@@ -38,27 +38,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define UNIT 256u
-#define UNIT_SHIFT 8
+#define UNIT 256u      /* address alignment, and the exclusive pool's rounding */
 #define NONE UINT32_MAX
 #define MIN_SLICED_PAGE (64u * 1024u)
 
 enum { POOL_SMALL, POOL_MEDIUM, POOL_EXCLUSIVE, POOL_COUNT };
 
+/* unit_shift: the sliced pool's unit; sliced-1M only gets sizes above 4 KiB
+ * (the two sliced pools are on or off together), so 1 KiB units waste at
+ * most a fifth of a block and make its bitmaps four times smaller. */
 static const struct {
   const char *name;
   uint64_t max_size;
   uint64_t page_size;
+  uint32_t unit_shift;
 } ladder[POOL_COUNT] = {
-  [POOL_SMALL] = {"sliced-4K", 4096, 2u << 20},
-  [POOL_MEDIUM] = {"sliced-1M", 1u << 20, 32u << 20},
-  [POOL_EXCLUSIVE] = {"exclusive", UINT64_MAX, 0},
+  [POOL_SMALL] = {"sliced-4K", 4096, 2u << 20, 8},
+  [POOL_MEDIUM] = {"sliced-1M", 1u << 20, 32u << 20, 10},
+  [POOL_EXCLUSIVE] = {"exclusive", UINT64_MAX, 0, 8},
 };
-
-/* Free units of a stretch of the page: at its start, at its end, longest. */
-typedef struct run {
-  uint32_t head, tail, longest;
-} run;
 
 typedef struct page {
   cubert_backend_mem mem;
@@ -71,13 +69,15 @@ typedef struct page {
   bool idle_seen;       /* idle at the last check, no allocation since */
   struct page *idle_prev, *idle_next;  /* exclusive pages with no block out */
   /* sliced pages only */
+  uint32_t shift;       /* a unit is 1 << shift bytes */
   uint32_t units;
   uint32_t free_units;
   uint32_t words;       /* of `used` */
   uint32_t leaves;      /* the tree's: a power of two >= words */
   uint64_t *used;       /* bits past `units` stay set */
   uint64_t *start;
-  struct run *tree;     /* node n has children 2n, 2n+1; word w is leaf leaves + w */
+  uint32_t cap;         /* the most units a block of this pool takes */
+  uint64_t *tree;       /* node n: children 2n and 2n + 1; word w of `used`: leaves + w */
   uint64_t bits[];
 } page;
 
@@ -139,23 +139,37 @@ static bool bit_set(const uint64_t *w, uint32_t bit) {
 
 /* ------------------------------------------------------------ pages */
 
-/* The runs of one word of `used`. */
-static run word_run(uint64_t used) {
-  if (used == 0) return (run){64, 64, 64};
-  run r = {(uint32_t)__builtin_ctzll(used), (uint32_t)__builtin_clzll(used), 0};
-  r.longest = r.head > r.tail ? r.head : r.tail;
-  uint64_t x = ~used >> r.head;  /* interior runs */
-  uint32_t pos = r.head;
-  while (x) {
+/* A tree node: the free units at the start of its stretch (head), at its
+ * end (tail) and the longest free run inside, each capped at the page's
+ * `cap`. Capping loses nothing first fit needs (it never asks for more than
+ * cap, and a run straddling two halves is only taken when the left half's
+ * longest, so its tail, is below cap), and it keeps the climb after an
+ * update short: a long free stretch reads `cap` before and after. */
+#define NODE(head, tail, longest) \
+  ((uint64_t)(head) | (uint64_t)(tail) << 16 | (uint64_t)(longest) << 32)
+#define HEAD(n) ((uint32_t)(n) & 0xffff)
+#define TAIL(n) ((uint32_t)((n) >> 16) & 0xffff)
+#define LONGEST(n) ((uint32_t)((n) >> 32) & 0xffff)
+
+static inline uint32_t min32(uint32_t a, uint32_t b) { return a < b ? a : b; }
+
+/* The node of one word of `used`. */
+static uint64_t word_node(uint64_t used, uint32_t cap) {
+  if (used == 0) return NODE(min32(64, cap), min32(64, cap), min32(64, cap));
+  uint32_t head = (uint32_t)__builtin_ctzll(used), tail = (uint32_t)__builtin_clzll(used);
+  uint32_t longest = head > tail ? head : tail;
+  uint64_t x = ~used >> head;  /* interior runs */
+  uint32_t pos = head;
+  while (x && longest < cap) {
     uint32_t skip = (uint32_t)__builtin_ctzll(x);
     x >>= skip;
     uint32_t len = (uint32_t)__builtin_ctzll(~x);
     pos += skip + len;
     if (pos == 64) break;  /* the tail run, counted */
-    if (len > r.longest) r.longest = len;
+    if (len > longest) longest = len;
     x >>= len;
   }
-  return r;
+  return NODE(min32(head, cap), min32(tail, cap), min32(longest, cap));
 }
 
 /* First unit of the lowest run of `k` (<= 64) free units inside `used`. */
@@ -174,34 +188,51 @@ static uint32_t word_fit(uint64_t used, uint32_t k) {
   return 64;  /* not reached when the leaf's longest >= k */
 }
 
-static run join(run l, run r, uint32_t half) {
-  run j;
-  j.head = l.head == half ? half + r.head : l.head;
-  j.tail = r.tail == half ? half + l.tail : r.tail;
-  j.longest = l.longest > r.longest ? l.longest : r.longest;
-  if (l.tail + r.head > j.longest) j.longest = l.tail + r.head;
-  return j;
+/* A node from its children, each `half` units long. */
+static inline uint64_t join(uint64_t l, uint64_t r, uint32_t half, uint32_t cap) {
+  uint32_t head = HEAD(l) == half ? min32(half + HEAD(r), cap) : HEAD(l);
+  uint32_t tail = TAIL(r) == half ? min32(half + TAIL(l), cap) : TAIL(r);
+  uint32_t longest = LONGEST(l) > LONGEST(r) ? LONGEST(l) : LONGEST(r);
+  if (TAIL(l) + HEAD(r) > longest) longest = TAIL(l) + HEAD(r);
+  return NODE(head, tail, min32(longest, cap));
 }
 
-/* Refreshes the tree over words [first, last] of `used`. */
-static void tree_update(page *pg, uint32_t first, uint32_t last) {
-  for (uint32_t w = first; w <= last; w++) pg->tree[pg->leaves + w] = word_run(pg->used[w]);
-  uint32_t lo = (pg->leaves + first) >> 1, hi = (pg->leaves + last) >> 1, half = 64;
-  for (; lo; lo >>= 1, hi >>= 1, half <<= 1)
-    for (uint32_t n = lo; n <= hi; n++) pg->tree[n] = join(pg->tree[2 * n], pg->tree[2 * n + 1], half);
+/* Refreshes the tree over words [first, last] of `used`, whose words
+ * strictly between were all set (`on`) or all cleared: the nodes over those
+ * alone get a constant, only the two edges of each level need a join, and
+ * the climb stops once a single node comes out unchanged. */
+static void tree_update(page *pg, uint32_t first, uint32_t last, bool on) {
+  uint64_t *t = pg->tree;
+  uint32_t lo = pg->leaves + first, hi = pg->leaves + last, len = 64, cap = pg->cap;
+  t[lo] = word_node(pg->used[first], cap);
+  if (hi != lo) t[hi] = word_node(pg->used[last], cap);
+  uint64_t fill = on ? 0 : NODE(min32(len, cap), min32(len, cap), min32(len, cap));
+  for (uint32_t n = lo + 1; n < hi; n++) t[n] = fill;
+  while (lo > 1) {
+    lo >>= 1;
+    hi >>= 1;
+    uint32_t half = len;
+    len <<= 1;
+    fill = on ? 0 : NODE(min32(len, cap), min32(len, cap), min32(len, cap));
+    for (uint32_t n = lo + 1; n < hi; n++) t[n] = fill;
+    uint64_t j = join(t[2 * lo], t[2 * lo + 1], half, cap);
+    if (lo == hi && j == t[lo]) return;  /* nothing above changes */
+    t[lo] = j;
+    if (hi != lo) t[hi] = join(t[2 * hi], t[2 * hi + 1], half, cap);
+  }
 }
 
 /* First fit of `k` units; false when no run is long enough. */
 static bool page_take(page *pg, uint32_t k, uint32_t *at) {
-  if (pg->tree[1].longest < k) return false;
+  if (LONGEST(pg->tree[1]) < k) return false;
   uint32_t n = 1, base = 0, half = pg->leaves * 32;  /* node 1 spans leaves * 64 units */
   uint32_t u = NONE;
   for (; n < pg->leaves; half >>= 1) {
-    const run *l = &pg->tree[2 * n], *r = &pg->tree[2 * n + 1];
-    if (l->longest >= k) {
+    uint64_t l = pg->tree[2 * n], r = pg->tree[2 * n + 1];
+    if (LONGEST(l) >= k) {
       n = 2 * n;
-    } else if (l->tail + r->head >= k) {
-      u = base + half - l->tail;  /* straddles the middle */
+    } else if (TAIL(l) + HEAD(r) >= k) {
+      u = base + half - TAIL(l);  /* straddles the middle; TAIL(l) < k, so exact */
       break;
     } else {
       n = 2 * n + 1;
@@ -210,7 +241,7 @@ static bool page_take(page *pg, uint32_t k, uint32_t *at) {
   }
   if (u == NONE) u = base + word_fit(pg->used[n - pg->leaves], k);
   set_bits(pg->used, u, k, true);
-  tree_update(pg, u >> 6, (u + k - 1) >> 6);
+  tree_update(pg, u >> 6, (u + k - 1) >> 6, true);
   pg->start[u >> 6] |= UINT64_C(1) << (u & 63);
   pg->free_units -= k;
   *at = u;
@@ -220,7 +251,7 @@ static bool page_take(page *pg, uint32_t k, uint32_t *at) {
 static void page_give(page *pg, uint32_t u, uint32_t k) {
   pg->start[u >> 6] &= ~(UINT64_C(1) << (u & 63));
   set_bits(pg->used, u, k, false);
-  tree_update(pg, u >> 6, (u + k - 1) >> 6);
+  tree_update(pg, u >> 6, (u + k - 1) >> 6, false);
   pg->free_units += k;
 }
 
@@ -338,17 +369,18 @@ static cubert_status page_new(cb_pool *p, uint32_t pi, uint64_t need, uint64_t a
   }
   if (st != CUBERT_OK) return st;
 
+  uint32_t shift = ladder[pi].unit_shift;
   uint64_t base = (mem.address + UNIT - 1) & ~(uint64_t)(UNIT - 1);
-  uint64_t usable = (bytes - (base - mem.address)) & ~(uint64_t)(UNIT - 1);
+  uint64_t usable = (bytes - (base - mem.address)) >> shift << shift;
   uint32_t units = 0, words = 0, leaves = 0;
   if (c->page_size) {
-    units = (uint32_t)(usable >> UNIT_SHIFT);
+    units = (uint32_t)(usable >> shift);
     words = (units + 63) / 64;
     for (leaves = 1; leaves < words; leaves <<= 1) {
     }
   }
   page *pg = calloc(1, sizeof *pg + 2 * (size_t)words * sizeof(uint64_t) +
-                           2 * (size_t)leaves * sizeof(run));
+                           2 * (size_t)leaves * sizeof(uint64_t));
   if (!pg) {
     p->ops->mem_free(p->device, &mem);
     return oom(p, err, asked, "no host memory to track a page");
@@ -360,15 +392,20 @@ static cubert_status page_new(cb_pool *p, uint32_t pi, uint64_t need, uint64_t a
   pg->pool = pi;
   pg->index = c->npages;
   if (c->page_size) {
+    pg->shift = shift;
     pg->units = pg->free_units = units;
     pg->words = words;
     pg->leaves = leaves;
     pg->used = pg->bits;
     pg->start = pg->bits + words;
-    pg->tree = (run *)(pg->bits + 2 * words);
+    pg->cap = (uint32_t)(c->max_size >> shift);
+    pg->tree = pg->bits + 2 * words;
     if (units & 63) pg->used[words - 1] = ~UINT64_C(0) << (units & 63);
-    /* leaves past the last word stay {0, 0, 0}: nothing free there */
-    tree_update(pg, 0, words - 1);
+    /* leaves past the last word stay 0: nothing free there */
+    for (uint32_t w = 0; w < words; w++) pg->tree[leaves + w] = word_node(pg->used[w], pg->cap);
+    for (uint32_t lo = leaves >> 1, half = 64; lo; lo >>= 1, half <<= 1)
+      for (uint32_t n = lo; n < 2 * lo; n++)
+        pg->tree[n] = join(pg->tree[2 * n], pg->tree[2 * n + 1], half, pg->cap);
   } else {
     idle_link(c, pg);  /* no block out yet */
   }
@@ -455,7 +492,9 @@ cubert_status cb_pool_alloc(cb_pool *pool, uint64_t size, cb_block *block, cuber
   page *pg = NULL;
 
   if (pi != POOL_EXCLUSIVE) {
-    uint32_t k = (uint32_t)(rounded >> UNIT_SHIFT), at;
+    uint32_t shift = ladder[pi].unit_shift;
+    rounded = (rounded + (UINT64_C(1) << shift) - 1) >> shift << shift;
+    uint32_t k = (uint32_t)(rounded >> shift), at;
     while (c->hint < c->npages && c->pages[c->hint]->free_units == 0) c->hint++;
     for (uint32_t i = c->hint; i < c->npages; i++) {
       if (page_take(c->pages[i], k, &at)) {
@@ -468,7 +507,7 @@ cubert_status cb_pool_alloc(cb_pool *pool, uint64_t size, cb_block *block, cuber
       if (st != CUBERT_OK) return st;
       if (!page_take(pg, k, &at)) return oom(pool, err, size, "the new page is too small");
     }
-    hand_out(c, pg, pi, pg->base + ((uint64_t)at << UNIT_SHIFT), rounded, block);
+    hand_out(c, pg, pi, pg->base + ((uint64_t)at << shift), rounded, block);
     return CUBERT_OK;
   }
 
@@ -502,8 +541,8 @@ void cb_pool_free(cb_pool *pool, const cb_block *block) {
     idle_link(c, pg);
   } else {
     uint64_t off = block->address - pg->base;
-    if ((off | block->size) & (UNIT - 1)) return;
-    uint32_t u = (uint32_t)(off >> UNIT_SHIFT), k = (uint32_t)(block->size >> UNIT_SHIFT);
+    if ((off | block->size) & ((UINT64_C(1) << pg->shift) - 1)) return;
+    uint32_t u = (uint32_t)(off >> pg->shift), k = (uint32_t)(block->size >> pg->shift);
     if (!bit_set(pg->start, u) || !all_set(pg->used, u, k)) return;
     if (u + k < pg->units && !bit_set(pg->start, u + k) && bit_set(pg->used, u + k)) return;
     page_give(pg, u, k);

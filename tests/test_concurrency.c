@@ -1,9 +1,10 @@
 /* tests/test_concurrency.c: many threads at once: launches, fills, copies
  * and reads on several streams and devices, handles cloned, sliced, bound
  * and released from many threads, allocation from many threads, peer copies
- * in opposite directions, and a writer thread handing memory to a reader
- * thread. Every result is checked; a deadlock shows as the test's timeout.
- * CI runs this suite under TSan and ASan+UBSan.
+ * in opposite directions, a writer thread handing memory to a reader
+ * thread, and one client pinned and unpinned while other threads use it.
+ * Every result is checked; a deadlock shows as the test's timeout. CI runs
+ * this suite under TSan and ASan+UBSan.
  *
  * Worker threads never call ck_assert (Check's failure path is not meant for
  * other threads): each records its first failure in its own slot and stops,

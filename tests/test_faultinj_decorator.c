@@ -5,8 +5,7 @@
  * of this file (streams queue work and run it at sync, and it logs every call
  * it receives with addresses as device offsets, so a run through the
  * decorator can be compared call for call with a run without it), and the
- * host backend, cubert_backend_host(), when it is linked in (otherwise those
- * runs print "skipped: host backend not built").
+ * host backend, cubert_backend_host().
  *
  * Proven here: with no rule, or rules that match nothing, the inner backend
  * sees exactly the calls it would see without the layer; each fault does
@@ -31,10 +30,6 @@
 #include "cubert/faultinj.h"
 #include "faultinj/decorator.h"
 #include "faultinj/injector.h"
-
-/* Linked only when the host backend is built: a weak reference is NULL
- * otherwise, and the host runs are skipped. */
-#pragma weak cubert_backend_host
 
 /* ============================================================ the fake backend */
 
@@ -479,6 +474,34 @@ static cubert_status fake_link_info(void *device, void *peer, cubert_backend_lin
   return fake_err(err, CUBERT_ERR_UNSUPPORTED, "no link information");
 }
 
+typedef struct fake_timer {
+  fake_stream *stream;
+  uint64_t at;
+} fake_timer;
+
+static cubert_status fake_timer_record(void *device, void *stream, void **timer, cubert_berr *err) {
+  fake_stream *s = stream;
+  fake_timer *t = malloc(sizeof *t);
+  t->stream = s;
+  t->at = (uint64_t)s->n;
+  logf_(-1, "timer_record d%d s%d", s->d->index, s->id);
+  *timer = t;
+  return CUBERT_OK;
+}
+
+static cubert_status fake_timer_elapsed(void *device, void *start, void *end, double *ms, cubert_berr *err) {
+  fake_timer *a = start, *b = end;
+  flush(b->stream);
+  *ms = (double)(b->at - a->at); /* queue positions: what the test can predict */
+  logf_(-1, "timer_elapsed d%d", ((fake_device *)device)->index);
+  return CUBERT_OK;
+}
+
+static void fake_timer_destroy(void *device, void *timer) {
+  logf_(-1, "timer_destroy");
+  free(timer);
+}
+
 static const cubert_backend_ops fake_ops = {
     .abi = CUBERT_BACKEND_ABI,
     .name = "fake",
@@ -507,6 +530,9 @@ static const cubert_backend_ops fake_ops = {
     .peer_can_access = fake_peer_can_access,
     .peer_enable = fake_peer_enable,
     .link_info = fake_link_info,
+    .timer_record = fake_timer_record,
+    .timer_elapsed = fake_timer_elapsed,
+    .timer_destroy = fake_timer_destroy,
 };
 
 /* ============================================================ kernels (host functions) */
@@ -562,13 +588,13 @@ typedef struct rig {
 /* The inner backends: 0 is the fake, 1 the host backend when linked. */
 static const cubert_backend_ops *inner_backend(int which) {
   if (which == 0) return &fake_ops;
-  return cubert_backend_host ? cubert_backend_host() : NULL;
+  return cubert_backend_host();
 }
 
 #define NEED_BACKEND(which)                                                   \
   do {                                                                        \
     if (!inner_backend(which)) {                                              \
-      printf("skipped: host backend not built (%s)\n", __func__);             \
+      printf("skipped: no host backend (%s)\n", __func__);                   \
       return;                                                                 \
     }                                                                         \
   } while (0)
@@ -710,7 +736,15 @@ static void script(rig *r, script_result *out) {
   S(r->ops->event_record(r->dev[0], r->stream[0][1], &ev, &err));
   S(r->ops->stream_wait(r->dev[0], r->stream[0][0], ev, &err));
   r->ops->event_destroy(r->dev[0], ev);
+  void *t0 = NULL, *t1 = NULL;
+  double ms = -1;
+  S(r->ops->timer_record(r->dev[0], r->stream[0][0], &t0, &err));
   S(r->ops->copy(r->dev[0], r->stream[0][0], next_work(r, 0), b + 256, a, 128, &err));
+  S(r->ops->timer_record(r->dev[0], r->stream[0][0], &t1, &err));
+  S(r->ops->timer_elapsed(r->dev[0], t0, t1, &ms, &err));
+  out->st[k++] = (cubert_status)(ms >= 0);
+  r->ops->timer_destroy(r->dev[0], t0);
+  r->ops->timer_destroy(r->dev[0], t1);
   uint64_t w;
   S(launch_add1(r, 0, a, b, 64, false, &w, &err));
   bool can = false;
@@ -884,6 +918,7 @@ START_TEST(test_peer_write_fails) {
   rig_set(&r, 0, shared, 0x33, 512);
   rig_set(&r, 1, in1, 0x44, 512);
   cubert_berr err = {0};
+  ck_assert_int_eq(r.ops->peer_enable(r.dev[1], r.dev[0], &err), CUBERT_OK); /* as sharing does */
   uint64_t w;
   /* A launch on device 1 writing device 0's memory through a peer binding. */
   ck_assert_int_eq(launch_add1(&r, 1, in1, shared, 512, true, &w, &err), CUBERT_ERR_LAUNCH);
@@ -917,6 +952,12 @@ START_TEST(test_peer_write_fails) {
   rig_get(&r, 0, shared, got, 512);
   ck_assert(!all_bytes(got, 0x33, 256));
   ck_assert(all_bytes(got + 256, 0x33, 256));
+  if (r.fake) { /* through a peer binding, as the failed kernel would have written */
+    char expect[96];
+    snprintf(expect, sizeof expect, "launch d1 s1 w%llu cubert_faultinj_scribble peer:d0+0:256/2",
+             (unsigned long long)w);
+    ck_assert_msg(strstr(call_log, expect), "no `%s` in\n%s", expect, call_log);
+  }
   rig_close(&r);
 }
 END_TEST
@@ -1238,10 +1279,10 @@ END_TEST
 static char *seeded_program(int which, uint64_t seed) {
   setup();
   cubert_faultinj_set_seed(seed);
-  rules("work prob=0.2 fault=scribble:0.5; read prob=0.1; alloc prob=0.1 fault=oom");
   rig r;
   rig_open(&r, which, true);
   rig_load(&r, 0);
+  rules("alloc prob=0.1 fault=oom");
   cubert_berr err;
   uint64_t bufs[8];
   int nbufs = 0;
@@ -1253,6 +1294,11 @@ static char *seeded_program(int which, uint64_t seed) {
     }
   }
   ck_assert_int_ge(nbufs, 2);
+  /* Backend memory starts uninitialised: give every buffer known bytes
+   * (without faults) so the bytes a run leaves depend on the run alone. */
+  cubert_faultinj_clear();
+  for (int i = 0; i < nbufs; i++) rig_set(&r, 0, bufs[i], (unsigned char)(0xA0 + i), 256);
+  rules("work prob=0.2 fault=scribble:0.5; read prob=0.1; alloc prob=0.1 fault=oom");
   unsigned char data[256];
   for (int i = 0; i < 256; i++) data[i] = (unsigned char)i;
   for (int i = 0; i < 120; i++) {
@@ -1356,6 +1402,81 @@ START_TEST(test_device_base_makes_indices_runtime_wide) {
 }
 END_TEST
 
+/* ============================================================ through the runtime */
+
+static cubert_runtime *runtime_with(const char *faults, bool no_faultinj) {
+  cubert_runtime_options o;
+  cubert_runtime_options_init(&o);
+  o.backends = "host";
+  o.host_devices = 2;
+  o.host_memory = 64u << 20;
+  o.faults = faults;
+  o.no_faultinj = no_faultinj;
+  cubert_runtime *rt = NULL;
+  ck_assert_msg(cubert_runtime_create(&o, &rt) == CUBERT_OK, "%s", cubert_last_error_message());
+  return rt;
+}
+
+static cubert_status copy_u32(cubert_client *c, cubert_kernel *k, cubert_handle *in, cubert_handle *out, uint64_t n) {
+  cubert_arg args[3] = {cubert_arg_buffer(in), cubert_arg_buffer(out), cubert_arg_scalar(&n, 8)};
+  cubert_launch_config cfg = {{4, 1, 1}, {64, 1, 1}, 0};
+  return cubert_launch(c, k, &cfg, args, 3);
+}
+
+START_TEST(test_runtime_reports_the_injection_and_never_hands_out_scribbled_bytes) {
+  cubert_runtime *rt = runtime_with("launch kernel=copy_u32 nth=1 fault=scribble:0.5", false);
+  cubert_client *c = NULL;
+  ck_assert_int_eq(cubert_client_create(rt, 0, &c), CUBERT_OK);
+  cubert_kernel *k = NULL;
+  ck_assert_int_eq(cubert_builtin_kernel(CUBERT_BUILTIN_COPY_U32, &k), CUBERT_OK);
+  uint32_t data[256], got[256];
+  for (int i = 0; i < 256; i++) data[i] = 0x1000u + (uint32_t)i;
+  cubert_handle *a = NULL, *b = NULL;
+  ck_assert_int_eq(cubert_handle_create(c, data, sizeof data, &a), CUBERT_OK);
+  ck_assert_int_eq(cubert_handle_create(c, data, sizeof data, &b), CUBERT_OK);
+  cubert_status st = copy_u32(c, k, a, b, 256);
+  ck_assert_int_ne(st, CUBERT_OK);
+  ck_assert_msg(strstr(cubert_last_error_message(), "injected fault #1 (rule 1)"), "%s", cubert_last_error_message());
+  ck_assert_uint_eq(cubert_faultinj_injected(), 1);
+  (void)cubert_sync(c);
+  /* Half of b is garbage now; the runtime must refuse all of it. */
+  ck_assert_int_eq(cubert_handle_read(c, b, got, sizeof got), CUBERT_ERR_TAINTED);
+  ck_assert_msg(strstr(cubert_last_error_message(), "injected fault #1"), "%s", cubert_last_error_message());
+  /* The next launch is not selected: it writes b again, which repairs it. */
+  ck_assert_int_eq(copy_u32(c, k, a, b, 256), CUBERT_OK);
+  ck_assert_int_eq(cubert_handle_read(c, b, got, sizeof got), CUBERT_OK);
+  ck_assert(memcmp(got, data, sizeof got) == 0);
+  cubert_handle_release(a);
+  cubert_handle_release(b);
+  cubert_kernel_release(k);
+  cubert_client_destroy(c);
+  cubert_runtime_destroy(rt);
+}
+END_TEST
+
+START_TEST(test_runtime_without_the_layer_ignores_rules) {
+  rules("launch");
+  cubert_runtime *rt = runtime_with(NULL, true);
+  cubert_client *c = NULL;
+  ck_assert_int_eq(cubert_client_create(rt, 0, &c), CUBERT_OK);
+  cubert_kernel *k = NULL;
+  ck_assert_int_eq(cubert_builtin_kernel(CUBERT_BUILTIN_COPY_U32, &k), CUBERT_OK);
+  uint32_t data[64] = {7}, got[64];
+  cubert_handle *a = NULL, *b = NULL;
+  ck_assert_int_eq(cubert_handle_create(c, data, sizeof data, &a), CUBERT_OK);
+  ck_assert_int_eq(cubert_handle_empty(c, sizeof data, &b), CUBERT_OK);
+  ck_assert_int_eq(copy_u32(c, k, a, b, 64), CUBERT_OK);
+  ck_assert_int_eq(cubert_handle_read(c, b, got, sizeof got), CUBERT_OK);
+  ck_assert_uint_eq(got[0], 7);
+  ck_assert_uint_eq(cubert_faultinj_injected(), 0);
+  cubert_handle_release(a);
+  cubert_handle_release(b);
+  cubert_kernel_release(k);
+  cubert_client_destroy(c);
+  cubert_runtime_destroy(rt);
+}
+END_TEST
+
 /* ============================================================ threads (TSan) */
 
 typedef struct worker {
@@ -1421,10 +1542,11 @@ static void *rule_loop(void *arg) {
 }
 
 START_TEST(test_threads_share_the_layer_safely) {
+  NEED_BACKEND(_i);
   cubert_faultinj_set_seed(3);
   rules("work prob=0.1 fault=async; launch prob=0.05 fault=scribble");
   rig r;
-  rig_open(&r, 0, true);
+  rig_open(&r, _i, true);
   for (int d = 0; d < NDEV; d++) {
     rig_load(&r, d);
     (void)rig_alloc(&r, d, 256);
@@ -1485,7 +1607,9 @@ static Suite *suite(void) {
   tcase_add_loop_test(t, test_same_seed_replays_the_run, 0, backends);
   tcase_add_loop_test(t, test_log_ids_follow_the_injections, 0, backends);
   tcase_add_test(t, test_device_base_makes_indices_runtime_wide);
-  tcase_add_test(t, test_threads_share_the_layer_safely);
+  tcase_add_loop_test(t, test_threads_share_the_layer_safely, 0, backends);
+  tcase_add_test(t, test_runtime_reports_the_injection_and_never_hands_out_scribbled_bytes);
+  tcase_add_test(t, test_runtime_without_the_layer_ignores_rules);
   suite_add_tcase(s, t);
   return s;
 }

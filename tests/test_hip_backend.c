@@ -359,6 +359,46 @@ START_TEST(test_builtin_fill_and_copy_kernels_run) {
 }
 END_TEST
 
+START_TEST(test_prebuilt_code_object_is_loaded) {
+  env e;
+  if (!env_open(&e, true)) return;
+  private_cache();
+  void *s = stream_new(&e);
+  /* the device's own target, compiled ahead and handed in as an object */
+  cubert_backend_kernel src = kernel_of(cubert_builtin_desc(CUBERT_BUILTIN_FILL_U32));
+  void *code = NULL;
+  size_t size = 0;
+  OK(&e, cb_hip_compile(e.info.arch, &src, CB_HIP_COMPILE_NO_CACHE, &code, &size, NULL, &err_));
+  cubert_code_object objs[2] = {{"gfx000", "not code", 8}, {e.info.arch, code, size}};
+  cubert_backend_kernel k = src;
+  k.source = NULL;
+  k.source_hash = 0;
+  k.objects = objs;
+  k.nobjects = 2;
+  void *m = NULL;
+  OK(&e, e.ops->module_load(e.dev, &k, &m, &err_));
+  const uint64_t n = 4096;
+  cubert_backend_mem b = alloc(&e, n * 4);
+  uint32_t v = 0xabcd1234u;
+  cubert_backend_arg fa[3] = {buf_arg(b.address, n * 4, CUBERT_ACCESS_WRITE), scalar_arg(&n, 8), scalar_arg(&v, 4)};
+  OK(&e, e.ops->launch(e.dev, s, ++e.work, m, &shape, fa, 3, &err_));
+  uint32_t back[4096];
+  read_(&e, s, back, b.address, sizeof back);
+  for (uint64_t i = 0; i < n; i++) ck_assert_uint_eq(back[i], v);
+  e.ops->module_unload(e.dev, m);
+  /* only another target's object and no source: refused by name */
+  k.nobjects = 1;
+  cubert_berr err = {0};
+  m = NULL;
+  ck_assert_int_eq(e.ops->module_load(e.dev, &k, &m, &err), CUBERT_ERR_COMPILE);
+  ck_assert_msg(strstr(err.message, "no code object") != NULL, "message: %s", err.message);
+  free(code);
+  e.ops->mem_free(e.dev, &b);
+  e.ops->stream_destroy(e.dev, s);
+  env_close(&e);
+}
+END_TEST
+
 START_TEST(test_stream_waits_for_event_of_another) {
   env e;
   if (!env_open(&e, true)) return;
@@ -670,6 +710,7 @@ int main(void) {
   tcase_add_test(tc, test_fill_every_pattern_size_aligned_or_not);
   tcase_add_test(tc, test_copy_on_device_and_to_itself_as_peer);
   tcase_add_test(tc, test_builtin_fill_and_copy_kernels_run);
+  tcase_add_test(tc, test_prebuilt_code_object_is_loaded);
   tcase_add_test(tc, test_stream_waits_for_event_of_another);
   tcase_add_test(tc, test_progress_follows_work_numbers);
   tcase_add_test(tc, test_progress_and_reads_from_other_threads);

@@ -243,7 +243,8 @@ START_TEST(random_stress_keeps_blocks_disjoint_and_accounted) {
       else
         size = MiB + 1 + rng() % (8 * MiB);
       cb_block b = take(pool, size);
-      uint64_t rounded = (size + 255) & ~UINT64_C(255);
+      uint64_t unit = b.pool == MEDIUM ? KiB : 256;  /* the pool's unit */
+      uint64_t rounded = (size + unit - 1) / unit * unit;
       if (b.pool == EXCL) {
         EXPECT(b.size - rounded <= b.size / 8 + 256, "%" PRIu64 " for %" PRIu64, b.size, size);
         EXPECT(size > MiB, "%" PRIu64, size);

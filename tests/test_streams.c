@@ -1,7 +1,8 @@
 /* tests/test_streams.c: streams: each thread's current stream, created and
  * pinned streams, refused stream ids, ordering across streams (work on
- * stream B that uses memory written on stream A waits for A), memory of
- * pending work never reused, and the three syncs.
+ * stream B that uses memory written on stream A waits for A; a write on B
+ * waits for every pending reader of that memory on other streams), memory
+ * of pending work never reused, and the three syncs.
  *
  * The ordering tests use a host kernel that sleeps 50 ms and then writes:
  * without the event wait, work on the other stream would run during the
@@ -362,16 +363,35 @@ START_TEST(test_copy_and_launch_on_another_stream_see_a_slow_launch) {
 }
 END_TEST
 
-/* A slow kernel on A copies in -> out after SLOW_MS. */
+/* A slow kernel copying in -> out after `ms` milliseconds. */
 static cubert_status slow_copy_host(const cubert_host_launch *l, char *message, size_t capacity) {
-  if (l->nargs != 2 || l->sizes[0] != l->sizes[1]) {
+  if (l->nargs != 3 || l->sizes[0] != l->sizes[1] || l->sizes[2] != 4) {
     snprintf(message, capacity, "slow_copy: wrong arguments");
     return CUBERT_ERR_INVALID_ARGUMENT;
   }
-  sleep_ms(SLOW_MS);
+  uint32_t ms;
+  memcpy(&ms, l->args[2], 4);
+  sleep_ms(ms);
   memcpy(l->args[1], l->args[0], l->sizes[0]);
   atomic_fetch_add(&slow_done, 1);
   return CUBERT_OK;
+}
+
+static cubert_kernel *slow_copy_kernel(void) {
+  static const cubert_param params[] = {{"in", CUBERT_PARAM_BUFFER, CUBERT_ACCESS_READ, 0},
+                                        {"out", CUBERT_PARAM_BUFFER, CUBERT_ACCESS_WRITE, 0},
+                                        {"ms", CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 4}};
+  cubert_kernel_desc d = {.name = "slow_copy", .params = params, .nparams = 3, .host_fn = slow_copy_host};
+  cubert_kernel *k = NULL;
+  cb_test_ok(cubert_kernel_create(&d, &k));
+  return k;
+}
+
+static void launch_slow_copy(cubert_client *c, cubert_kernel *k, cubert_handle *in, cubert_handle *out,
+                             uint32_t ms) {
+  cubert_arg args[3] = {cubert_arg_buffer(in), cubert_arg_buffer(out), cubert_arg_scalar(&ms, 4)};
+  cubert_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0};
+  cb_test_ok(cubert_launch(c, k, &cfg, args, 3));
 }
 
 /* Write after read: work on B that overwrites memory a pending kernel on A
@@ -387,17 +407,11 @@ START_TEST(test_write_on_another_stream_waits_for_a_slow_reader) {
   }
   cubert_stream sa, sb;
   cubert_client *a = pinned_client(&env, 0, &sa), *b = pinned_client(&env, 0, &sb);
-  static const cubert_param params[] = {{"in", CUBERT_PARAM_BUFFER, CUBERT_ACCESS_READ, 0},
-                                        {"out", CUBERT_PARAM_BUFFER, CUBERT_ACCESS_WRITE, 0}};
-  cubert_kernel_desc d = {.name = "slow_copy", .params = params, .nparams = 2, .host_fn = slow_copy_host};
-  cubert_kernel *slow = NULL;
-  cb_test_ok(cubert_kernel_create(&d, &slow));
+  cubert_kernel *slow = slow_copy_kernel();
   cubert_handle *x = filled(b, 4096, 0x0A0A0A0A); /* last written on B */
   cubert_handle *y = filled(a, 4096, 0);
   cb_test_ok(cubert_sync_device(a));
-  cubert_arg args[2] = {cubert_arg_buffer(x), cubert_arg_buffer(y)};
-  cubert_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0};
-  cb_test_ok(cubert_launch(a, slow, &cfg, args, 2)); /* A reads x */
+  launch_slow_copy(a, slow, x, y, SLOW_MS); /* A reads x */
   const uint32_t later = 0x0B0B0B0B;
   cb_test_ok(cubert_handle_fill(b, x, &later, 4)); /* B overwrites x */
   cb_test_ok(cubert_sync_device(a));
@@ -408,6 +422,42 @@ START_TEST(test_write_on_another_stream_waits_for_a_slow_reader) {
   cubert_kernel_release(slow);
   cubert_client_destroy(a);
   cubert_client_destroy(b);
+  cb_test_close(&env);
+}
+END_TEST
+
+/* The same with two readers on two streams: the one enqueued first is the
+ * slower, so waiting only for the latest reader lets the write land under
+ * the first. */
+START_TEST(test_write_on_another_stream_waits_for_every_slow_reader) {
+  cb_test_env env;
+  if (!cb_test_open(_i, 1, &env)) return;
+  if (!host_only(&env)) {
+    cb_test_close(&env);
+    return;
+  }
+  cubert_stream sa, sb, sc;
+  cubert_client *a = pinned_client(&env, 0, &sa), *b = pinned_client(&env, 0, &sb);
+  cubert_client *c = pinned_client(&env, 0, &sc);
+  cubert_kernel *slow = slow_copy_kernel();
+  cubert_handle *x = filled(b, 4096, 0x0A0A0A0A);
+  cubert_handle *ya = filled(a, 4096, 0), *yc = filled(c, 4096, 0);
+  cb_test_ok(cubert_sync_device(a));
+  launch_slow_copy(a, slow, x, ya, 3 * SLOW_MS); /* the slow reader */
+  launch_slow_copy(c, slow, x, yc, SLOW_MS);     /* the latest reader */
+  const uint32_t later = 0x0B0B0B0B;
+  cb_test_ok(cubert_handle_fill(b, x, &later, 4));
+  cb_test_ok(cubert_sync_device(a));
+  expect_words(a, ya, 0x0A0A0A0A, "what the first reader (stream A) read of x");
+  expect_words(a, yc, 0x0A0A0A0A, "what the second reader (stream C) read of x");
+  expect_words(a, x, later, "x after B's fill");
+  cubert_handle_release(x);
+  cubert_handle_release(ya);
+  cubert_handle_release(yc);
+  cubert_kernel_release(slow);
+  cubert_client_destroy(a);
+  cubert_client_destroy(b);
+  cubert_client_destroy(c);
   cb_test_close(&env);
 }
 END_TEST
@@ -560,6 +610,7 @@ int main(void) {
   LOOP(s, test_write_on_another_stream_lands_after_a_slow_launch);
   LOOP(s, test_copy_and_launch_on_another_stream_see_a_slow_launch);
   LOOP(s, test_write_on_another_stream_waits_for_a_slow_reader);
+  LOOP(s, test_write_on_another_stream_waits_for_every_slow_reader);
   LOOP(s, test_memory_of_pending_work_is_not_reused);
   LOOP(s, test_sync_waits_for_the_clients_stream);
   LOOP(s, test_sync_stream_waits_for_that_stream);

@@ -15,6 +15,7 @@
 #include "cubert/topology.h"
 #include "tests/testutil.h"
 #include "topology/host_node.h"
+#include "topology/testing.h"
 
 /* ------------------------------------------------------------ helpers */
 
@@ -351,6 +352,35 @@ START_TEST(test_nvidia_devices_name_xgmi_nvlink) {
   ck_assert_ptr_null(cubert_topology_pair_name(t, 0, 8));
   cubert_topology_destroy(t);
   free(xml);
+  rm_tree(dir);
+}
+END_TEST
+
+START_TEST(test_driver_answer_decides_over_kfd) {
+  /* What cubert_topology_create() gets from cubert_runtime_device_link(). */
+  cubert_device_link drv[64];
+  for (int k = 0; k < 64; k++) drv[k] = (cubert_device_link){-1, 0, 0};
+  drv[0 * 8 + 7] = drv[7 * 8 + 0] = (cubert_device_link){1, 1, 18}; /* direct, 18 links */
+  drv[0 * 8 + 3] = drv[3 * 8 + 0] = (cubert_device_link){1, 2, 0};  /* xGMI, but two hops */
+  drv[0 * 8 + 6] = drv[6 * 8 + 0] = (cubert_device_link){2, 1, 0};  /* PCIe, whatever KFD says */
+  const char *dir = make_tmp();
+  pcie_kfd_fixture(dir); /* KFD says 0-6 is xGMI */
+  cubert_topology_source src;
+  cubert_topology_source_init(&src);
+  src.node = "pcie";
+  src.kfd_root = dir;
+  cubert_topology *t = NULL;
+  cb_test_ok(cb_topology_create_with_driver(&src, drv, &t));
+  cubert_topology_link l = pair(t, 0, 7);
+  ck_assert_int_eq(l.link_class, CUBERT_LINK_XGMI);
+  ck_assert_int_eq(l.links, 18);
+  ck_assert_int_eq(l.hops, 1);
+  l = pair(t, 0, 3);
+  ck_assert_int_eq(l.link_class, CUBERT_LINK_PXB);
+  ck_assert_int_eq(l.xgmi_hops, 2);
+  ck_assert_int_eq(pair(t, 0, 6).link_class, CUBERT_LINK_SYS);
+  ck_assert_int_eq(pair(t, 6, 7).link_class, CUBERT_LINK_PIX); /* no answer, no KFD link */
+  cubert_topology_destroy(t);
   rm_tree(dir);
 }
 END_TEST
@@ -718,6 +748,7 @@ int main(void) {
   tcase_add_test(tc, test_pcie_node_produces_every_pcie_class);
   tcase_add_test(tc, test_kfd_maps_nodes_by_location_id_not_by_order);
   tcase_add_test(tc, test_nvidia_devices_name_xgmi_nvlink);
+  tcase_add_test(tc, test_driver_answer_decides_over_kfd);
   tcase_add_test(tc, test_bus_id_not_in_topology_is_unknown);
   tcase_add_test(tc, test_malformed_xml_names_the_file);
   tcase_add_test(tc, test_missing_file_and_unknown_node_are_clear_errors);

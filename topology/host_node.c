@@ -119,8 +119,8 @@ static cubert_status precheck_xml(const char *xml, const char *label, char *msg,
   const char *ver = strstr(top, "version=\"");
   if (ver && (!end || ver < end) && strncmp(ver + 9, "2.", 2) != 0)
     return fail(msg, cap, CUBERT_ERR_PARSE,
-                "%s: hwloc XML version %.*s; hwloc 2.9 reads version 2.0 only (export with "
-                "`lstopo --export-xml-flags v2` or hwloc 2.x)",
+                "%s: hwloc XML version %.*s; hwloc 2.9 reads version 2.0 only (write the file "
+                "with hwloc 2.x)",
                 label, (int)strcspn(ver + 9, "\""), ver + 9);
   return CUBERT_OK;
 }
@@ -159,7 +159,9 @@ cubert_status cb_hwloc_load(const char *xml_path, const char *xml_buffer, const 
       int e = errno;
       hwloc_topology_destroy(t);
       free(owned);
-      return fail(message, message_capacity, CUBERT_ERR_PARSE, "%s: hwloc cannot read this XML: %s",
+      return fail(message, message_capacity, CUBERT_ERR_PARSE,
+                  "%s: hwloc 2.9 cannot read this XML (%s); it must be a well-formed hwloc XML "
+                  "version 2.0 file (try `lstopo --input` on it)",
                   label, strerror(e));
     }
   }

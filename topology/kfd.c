@@ -16,7 +16,7 @@
 #include "topology/internal.h"
 
 #define KFD_NODES "sys/class/kfd/kfd/topology/nodes"
-#define KFD_MAX_FILE (1u << 20)
+#define KFD_MAX_FILE (64u << 10) /* sysfs files hold at most a page */
 
 /* ------------------------------------------------------------ file access */
 

@@ -18,6 +18,7 @@
 #include "runtime/internal.h"
 #include "topology/internal.h"
 #include "topology/kfd.h"
+#include "topology/testing.h"
 
 #define MAX_MACHINES 2
 #define MSG 1024
@@ -216,8 +217,8 @@ static cubert_status place_device(cubert_topology *t, int i, int mi, const char 
 
   /* Local NUMA nodes: those whose locality contains the device's (on
    * Frontier a GCD hangs under an L3, smaller than its NUMA node). */
-  unsigned nr = (unsigned)(m->numa_count > 0 ? m->numa_count : 1);
-  hwloc_obj_t *nodes = calloc(nr, sizeof *nodes);
+  unsigned cap = (unsigned)(m->numa_count > 0 ? m->numa_count : 1), nr = cap;
+  hwloc_obj_t *nodes = calloc(cap, sizeof *nodes);
   if (!nodes) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   struct hwloc_location loc;
   loc.type = HWLOC_LOCATION_TYPE_OBJECT;
@@ -225,6 +226,7 @@ static cubert_status place_device(cubert_topology *t, int i, int mi, const char 
   if (hwloc_get_local_numanode_objs(m->topo, &loc, &nr, nodes,
                                     HWLOC_LOCAL_NUMANODE_FLAG_LARGER_LOCALITY) != 0)
     nr = 0;
+  if (nr > cap) nr = cap; /* hwloc says how many there would have been */
   d->numa = calloc(nr ? nr : 1, sizeof *d->numa);
   if (!d->numa) {
     free(nodes);
@@ -494,7 +496,20 @@ static cubert_status load_plain_machine(cubert_topology *t, const char *xml_path
   return add_machine(t, topo, kfd, label, !live, index);
 }
 
+static cubert_status create_from(const cubert_topology_source *source, const cubert_device_link *driver,
+                                 cubert_topology **topology);
+
 cubert_status cubert_topology_create_from(const cubert_topology_source *source, cubert_topology **topology) {
+  return create_from(source, NULL, topology);
+}
+
+cubert_status cb_topology_create_with_driver(const cubert_topology_source *source,
+                                             const cubert_device_link *driver, cubert_topology **topology) {
+  return create_from(source, driver, topology);
+}
+
+static cubert_status create_from(const cubert_topology_source *source, const cubert_device_link *driver,
+                                 cubert_topology **topology) {
   if (!source || !topology) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "topology: NULL source or output");
   if (source->struct_size < sizeof *source)
     return cb_fail(CUBERT_ERR_INVALID_ARGUMENT,
@@ -533,7 +548,15 @@ cubert_status cubert_topology_create_from(const cubert_topology_source *source, 
     st = place_device(t, i, mi, source->names ? source->names[i] : NULL, ids[i], false);
   }
   cb_host_node_free(gpus, gpus ? n : 0);
-  if (!st) st = classify_all(t, NULL);
+  drv_link *drv = NULL;
+  if (!st && driver && n > 0) {
+    if (!(drv = calloc((size_t)n * (size_t)n, sizeof *drv)))
+      st = cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+    for (size_t k = 0; drv && k < (size_t)n * (size_t)n; k++)
+      if (driver[k].type >= 0) drv[k] = (drv_link){true, driver[k].type, driver[k].hops, driver[k].links};
+  }
+  if (!st) st = classify_all(t, drv);
+  free(drv);
   if (st) {
     cubert_topology_destroy(t);
     return st;

@@ -189,8 +189,8 @@ static cubert_status hip_device_open(void *backend, int index, void **device,
 #if CB_HIP_NVIDIA
   cb_hip_format(dev->arch, sizeof dev->arch, "sm_%d%d", p.major, p.minor);
 #else
-  if (p.gcnArchName[0]) cb_hip_format(dev->arch, sizeof dev->arch, "%s", p.gcnArchName);
-  else cb_hip_format(dev->arch, sizeof dev->arch, "gfx%d", p.gcnArch);
+  /* (gcnArch, the number, is gone from ROCm 6: the name is what counts) */
+  cb_hip_format(dev->arch, sizeof dev->arch, "%s", p.gcnArchName[0] ? p.gcnArchName : "gfx-unknown");
 #endif
   cb_hip_format(dev->label, sizeof dev->label, "hip device %d (%s, %s, %s)", index, dev->name, dev->arch,
            bus[0] ? bus : "no bus id");
@@ -304,8 +304,10 @@ static cubert_status code_for(cb_hip_device *dev, const cubert_backend_kernel *k
   size_t cap = 256 + strlen(entry) + (k->options ? strlen(k->options) : 0);
   char *key = malloc(cap);
   if (!key) return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
-  snprintf(key, cap, "%s\n%s\n%016" PRIx64 ":%zu\n%s", dev->arch, entry, k->source_hash,
-           strlen(k->source), k->options ? k->options : "");
+  size_t srclen = strlen(k->source);
+  uint64_t srchash = k->source_hash ? k->source_hash : cubert_hash64(k->source, srclen);
+  snprintf(key, cap, "%s\n%s\n%016" PRIx64 ":%zu\n%s", dev->arch, entry, srchash, srclen,
+           k->options ? k->options : "");
   uint64_t h = cubert_hash64(key, strlen(key));
   cb_hip_code **slot = &b->codes;
   for (; *slot; slot = &(*slot)->next) {
@@ -359,7 +361,9 @@ static cubert_status hip_module_load(void *device, const cubert_backend_kernel *
     if (!arch_matches(o->arch, dev->arch) || !o->data || !o->size) continue;
     st = load_image(dev, o->data, o->size, k->name, entry, k->nparams, &m, err);
     if (st == CUBERT_OK) *module = m;
-    return st;
+    /* an object the driver refuses: the source, when there is one, may do */
+    if (st != CUBERT_ERR_COMPILE || !k->source) return st;
+    break;
   }
   if (!k->source)
     return cubert_berr_set(err, CUBERT_ERR_COMPILE,

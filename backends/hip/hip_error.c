@@ -120,6 +120,9 @@ cubert_status cb_hip_fail(cb_hip_device *dev, cubert_berr *err, hipError_t e,
   cubert_berr *out = err ? err : &local;
   char desc[200];
   cb_hip_describe(e, desc, sizeof desc);
+#if CB_HIP_NVIDIA
+  (void)cudaGetLastError(); /* read: a stale one must not reappear in a later message */
+#endif
   char head[300];
   va_list ap;
   va_start(ap, what);

@@ -18,8 +18,12 @@
  *   cb_hip_stream   from stream_create(); owns the events marking its work.
  *   cb_hip_module   from module_load(); owns the hipModule_t.
  *
- * Locks (none held while waiting on the GPU; never nested except
- * device->streams_lock -> stream->lock in device_close):
+ * Locks, and the only orders they nest in: streams_lock -> stream->lock ->
+ * fail_lock (sync of every stream; a mark's failure), and fill_lock ->
+ * compile_lock -> hip_compile.c's compiler lock. No lock is held while
+ * waiting on the GPU, except streams_lock by sync(NULL) (stream_create
+ * waits for it; the runtime creates streams rarely) and stream->lock in the
+ * rare fallback of a mark that could not be recorded.
  *   backend->compile_lock  compiles and the code cache (compiles are rare)
  *   device->streams_lock   the stream list
  *   device->fail_lock      the failure queue and the lost flag's message

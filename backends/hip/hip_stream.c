@@ -166,6 +166,11 @@ static int reap_locked(cb_hip_stream *s) {
 void cb_hip_mark_work(cb_hip_stream *s, uint64_t work, const char *op) {
   pthread_mutex_lock(&s->lock);
   if (work > s->enqueued) s->enqueued = work;
+  if (atomic_load(&s->device->lost)) { /* nothing runs any more */
+    marks_settle_all(s);
+    pthread_mutex_unlock(&s->lock);
+    return;
+  }
   if (s->count == s->capacity) reap_locked(s);
   hipError_t e = hipSuccess;
   if (s->count == s->capacity) {
@@ -372,7 +377,7 @@ static cb_hip_staging *staging_take(cb_hip_device *dev) {
   pthread_mutex_unlock(&dev->staging_lock);
   if (st) return st;
   st = calloc(1, sizeof *st);
-  bool ok = st && hipHostMalloc((void **)&st->buf, STAGING_BYTES, hipHostMallocDefault) == hipSuccess;
+  bool ok = st && hipHostMalloc((void **)&st->buf, STAGING_BYTES, hipHostMallocPortable) == hipSuccess;
   if (ok && hipEventCreateWithFlags(&st->done[0], hipEventDisableTiming) != hipSuccess) ok = false;
   if (ok && hipEventCreateWithFlags(&st->done[1], hipEventDisableTiming) != hipSuccess) {
     hipEventDestroy(st->done[0]);

@@ -72,13 +72,14 @@ CUBERT_API cubert_status cubert_faultinj_add(const char *text, const char *sourc
 CUBERT_API cubert_status cubert_faultinj_load(const char *path, uint32_t *first_id,
                                               cubert_faultinj_diag *diag);
 
-/* What the runtime calls when it is created: `text` is the `faults` option,
- * NULL for $CUBERT_FAULTS (errors then name "CUBERT_FAULTS"). A text
- * starting with '@' names a rule file. NULL/empty text with no variable
- * set changes nothing. The configured rules replace those of the previous
- * configure call; the same text again keeps them, counters and all, so a
- * program creating several runtimes sees one set of rules. Rules added
- * through cubert_faultinj_add() are left alone. */
+/* What the runtime calls when it is created: `text` is the `faults` option
+ * (errors name "faults option"), NULL for $CUBERT_FAULTS (errors name
+ * "CUBERT_FAULTS"). A text starting with '@' names a rule file. The
+ * configured rules are exactly the last configuration's: the same text again
+ * keeps them, counts and all, so a program creating several runtimes sees one
+ * set of rules; another text replaces them; no text (NULL and no variable,
+ * or "") removes them. Rules added through cubert_faultinj_add() stay. On an
+ * error the rules in place stay too. */
 CUBERT_API cubert_status cubert_faultinj_configure(const char *text, cubert_faultinj_diag *diag);
 
 /* Removes one rule (CUBERT_ERR_INVALID_ARGUMENT when there is none by that
@@ -151,9 +152,10 @@ CUBERT_API cubert_status cubert_faultinj_rule_describe(uint32_t rule_id, char *t
                                                        size_t capacity, uint64_t *matched,
                                                        uint64_t *injected);
 
-/* One line for people: "fault injection: no faults were injected (2 rules,
- * 0 of 120 calls matched)" or "fault injection: 5 faults injected by 2 rules
- * (seed 7), #1-#5". Returns the length it wanted (as snprintf). */
+/* One line for people: "fault injection: no faults were injected (2 rules
+ * set; 0 of 120 calls matched)" or "fault injection: 5 faults injected,
+ * #1-#5 (seed 7; 2 rules set; 9 of 120 calls matched)". Returns the length
+ * it wanted (as snprintf). */
 CUBERT_API size_t cubert_faultinj_summary(char *text, size_t capacity);
 
 #ifdef __cplusplus

@@ -6,7 +6,7 @@ library at build time; the build never runs it.
     python3 topology/nodes/gen_nodes.py [OUTDIR]     (default: this folder)
 
 Facts (buses, NUMA affinity, CPU threads per GCD, xGMI neighbours, PCI ids)
-come from /work/shared/REFERENCES.md; what it does not say (bridge chains,
+come from the project's REFERENCES.md; what it does not say (bridge chains,
 memory sizes, cache sizes, KFD fields other than the ones cubert reads) is
 chosen to be plausible and is marked as such in docs/topology.md.
 Validate the output with `lstopo --input FILE`.

@@ -1,0 +1,774 @@
+/* bench/bench_runtime.c: `cubert bench runtime`, what the runtime itself
+ * costs per operation, each beside a baseline measured in the same run:
+ *   alloc     cubert_handle_empty + cubert_handle_release (the pools) against
+ *             hipMalloc + hipFree (malloc + free on the host backend)
+ *   launch    cubert_launch of an empty kernel with 0, 4 and 16 buffer
+ *             bindings, then one cubert_sync, against hipModuleLaunchKernel of
+ *             the same kernel (the host function called directly on the host)
+ *   ledger    a launch on a clean allocation, with one tainted range on an
+ *             unrelated allocation, and with 1000 tainted ranges on its own
+ *             allocation outside the bound ranges (the binary search);
+ *             baseline: the clean case
+ *   faultinj  the default runtime (fault layer present, no rule) against one
+ *             created with no_faultinj = true; baseline: no fault layer
+ * Every figure is ns per operation (host clock over a batch; launches
+ * include the batch's one sync), the median of the repetitions. */
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench/bench.h"
+#include "cubert/faultinj.h"
+
+#define LEDGER_SLICE 256u
+#define LEDGER_SLICES 2048u
+#define LEDGER_TAINTED 1000u
+
+typedef struct ropts {
+  int reps, warmup;
+  bool quick, quiet;
+  const char *json, *csv, *backend;
+} ropts;
+
+typedef struct rctx {
+  ropts o;
+  double batch_s;             /* host time one batch aims at */
+  cubert_runtime *rt;
+  cubert_client *client;
+  int dev, raw_dev;
+  cubert_device_info info;
+  cb_bench_raw *raw;
+  cb_bench_rows rows;
+  int checks, failed, errors;
+  json_t *notes;
+  int step, steps;
+} rctx;
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static void note(rctx *c, const char *fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  json_array_append_new(c->notes, json_string(buf));
+}
+
+static void check(rctx *c, bool ok, const char *what) {
+  c->checks++;
+  if (!ok) {
+    c->failed++;
+    note(c, "check failed: %s", what);
+  }
+}
+
+/* ------------------------------------------------------------ batches */
+
+typedef cubert_status (*batch_fn)(rctx *c, const void *arg, uint32_t count, double *ns);
+
+typedef struct launch_arg {
+  cubert_client *client;
+  const cubert_kernel *kernel;
+  const cubert_arg *args;
+  uint32_t nargs;
+} launch_arg;
+
+static cubert_status cubert_launch_batch(rctx *c, const void *p, uint32_t count, double *ns) {
+  (void)c;
+  const launch_arg *a = p;
+  cubert_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0};
+  double t0 = cb_bench_now();
+  for (uint32_t k = 0; k < count; k++) {
+    cubert_status st = cubert_launch(a->client, a->kernel, &cfg, a->args, a->nargs);
+    if (st) return st;
+  }
+  cubert_status st = cubert_sync(a->client);
+  *ns = (cb_bench_now() - t0) * 1e9 / count;
+  return st;
+}
+
+typedef struct alloc_arg {
+  cubert_client *client;
+  uint64_t size;
+} alloc_arg;
+
+static cubert_status cubert_alloc_batch(rctx *c, const void *p, uint32_t count, double *ns) {
+  (void)c;
+  const alloc_arg *a = p;
+  double t0 = cb_bench_now();
+  for (uint32_t k = 0; k < count; k++) {
+    cubert_handle *h = NULL;
+    cubert_status st = cubert_handle_empty(a->client, a->size, &h);
+    if (st) return st;
+    cubert_handle_release(h);
+  }
+  *ns = (cb_bench_now() - t0) * 1e9 / count;
+  return CUBERT_OK;
+}
+
+typedef struct raw_launch_arg {
+  int nbuffers;
+  const uint64_t *buffers;
+} raw_launch_arg;
+
+static cubert_status raw_launch_batch(rctx *c, const void *p, uint32_t count, double *ns) {
+  const raw_launch_arg *a = p;
+  return cb_bench_raw_launch_loop(c->raw, c->raw_dev, a->nbuffers, a->buffers, count, ns);
+}
+
+static cubert_status raw_alloc_batch(rctx *c, const void *p, uint32_t count, double *ns) {
+  return cb_bench_raw_alloc_loop(c->raw, c->raw_dev, *(const uint64_t *)p, count, ns);
+}
+
+/* Batches of `count` (0: chosen from a probe so a batch takes batch_s),
+ * warm-ups, then reps; ns per operation into stats. *count gets the count
+ * used. */
+static cubert_status series(rctx *c, batch_fn fn, const void *arg, uint32_t *count, cb_bench_stats *stats,
+                            double **samples) {
+  cubert_status st;
+  double ns = 0;
+  if (*count == 0) {
+    /* the first batch pays for first use (a compile, a pool page): probe
+     * with the second */
+    if ((st = fn(c, arg, 10, &ns)) || (st = fn(c, arg, 10, &ns))) return st;
+    double want = c->batch_s * 1e9 / (ns > 1 ? ns : 1);
+    *count = want < 50 ? 50 : want > 200000 ? 200000 : (uint32_t)want;
+  }
+  double *v = calloc((size_t)c->o.reps, sizeof *v);
+  if (!v) return CUBERT_ERR_OUT_OF_MEMORY;
+  for (int r = 0; r < c->o.warmup + c->o.reps; r++) {
+    if ((st = fn(c, arg, *count, &ns))) {
+      free(v);
+      return st;
+    }
+    if (r >= c->o.warmup) v[r - c->o.warmup] = ns;
+  }
+  double *keep = malloc((size_t)c->o.reps * sizeof *keep);
+  if (keep) memcpy(keep, v, (size_t)c->o.reps * sizeof *keep);
+  *stats = cb_bench_stats_of(v, c->o.reps);
+  free(v);
+  *samples = keep;
+  return CUBERT_OK;
+}
+
+static cb_bench_row *new_row(rctx *c, const char *section, const char *test, uint64_t size) {
+  cb_bench_row *r = cb_bench_rows_add(&c->rows);
+  if (!r) return NULL;
+  snprintf(r->section, sizeof r->section, "%s", section);
+  snprintf(r->test, sizeof r->test, "%s", test);
+  snprintf(r->unit, sizeof r->unit, "ns");
+  snprintf(r->link, sizeof r->link, "SELF");
+  r->src = r->dst = c->dev;
+  r->size = size;
+  r->higher_better = false;
+  return r;
+}
+
+static void progress(rctx *c, const char *what) {
+  cb_bench_progress(c->o.quiet, ++c->step, c->steps, "%s", what);
+}
+
+/* cubert side into the row; false (noted) on error. */
+static bool run_cubert(rctx *c, cb_bench_row *r, batch_fn fn, const void *arg, uint32_t *count) {
+  cubert_status st = series(c, fn, arg, count, &r->cubert, &r->cubert_samples);
+  if (st) {
+    snprintf(r->note, sizeof r->note, "cubert: %s: %s", cubert_status_name(st), cubert_last_error_message());
+    c->errors++;
+    return false;
+  }
+  r->count = *count;
+  r->have_cubert = true;
+  return true;
+}
+
+static void run_raw(rctx *c, cb_bench_row *r, batch_fn fn, const void *arg, uint32_t *count) {
+  if (!c->raw) {
+    snprintf(r->note, sizeof r->note, "no raw baseline");
+    return;
+  }
+  cubert_status st = series(c, fn, arg, count, &r->raw, &r->raw_samples);
+  if (st) {
+    snprintf(r->note, sizeof r->note, "raw: %s", cb_bench_raw_error(c->raw));
+    c->errors++;
+    return;
+  }
+  r->have_raw = true;
+}
+
+/* ------------------------------------------------------------ sections */
+
+static void bench_alloc(rctx *c) {
+  static const uint64_t sizes[] = {256, 4096, 65536, UINT64_C(1) << 20, UINT64_C(16) << 20, UINT64_C(64) << 20};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    char sz[32], what[64];
+    snprintf(what, sizeof what, "alloc+free %s", cb_bench_size_name(sizes[i], sz, sizeof sz));
+    progress(c, what);
+    if (sizes[i] > c->info.total_memory / 4) {
+      note(c, "alloc+free %s left out: device memory %" PRIu64 " bytes", sz, c->info.total_memory);
+      continue;
+    }
+    cb_bench_row *r = new_row(c, "alloc", "alloc+free", sizes[i]);
+    if (!r) return;
+    alloc_arg a = {c->client, sizes[i]};
+    uint32_t count = 0;
+    if (!run_cubert(c, r, cubert_alloc_batch, &a, &count)) continue;
+    /* the driver is slow: its own count, from its own probe */
+    uint32_t raw_count = 0;
+    run_raw(c, r, raw_alloc_batch, &sizes[i], &raw_count);
+    check(c, true, "alloc");
+    r->validated = 1;
+  }
+  (void)cubert_memory_cleanup(c->client);
+}
+
+static void bench_launch(rctx *c) {
+  cubert_handle *h[16] = {0};
+  uint64_t raw_buf[16] = {0};
+  cubert_status st = CUBERT_OK;
+  for (int i = 0; i < 16 && !st; i++) st = cubert_handle_empty(c->client, 256, &h[i]);
+  uint32_t zero = 0;
+  for (int i = 0; i < 16 && !st; i++) st = cubert_handle_fill(c->client, h[i], &zero, 4);
+  if (!st) st = cubert_sync(c->client);
+  if (st) {
+    note(c, "launch: buffers: %s", cubert_last_error_message());
+    c->errors++;
+    goto out;
+  }
+  bool raw_ok = c->raw != NULL;
+  for (int i = 0; i < 16 && raw_ok; i++) raw_ok = cb_bench_raw_alloc(c->raw, c->raw_dev, 256, &raw_buf[i]) == CUBERT_OK;
+  static const int nb[] = {0, 4, 16};
+  static const cb_bench_kernel_id ids[] = {CB_BENCH_EMPTY0, CB_BENCH_EMPTY4, CB_BENCH_EMPTY16};
+  /* The first series of a section pays for first use (modules, the work
+   * records' arrays growing): one unrecorded pass over every kernel first. */
+  for (int k = 0; k < 3; k++) {
+    cubert_kernel *kernel = NULL;
+    if (cb_bench_kernel(ids[k], &kernel)) continue;
+    cubert_arg args[16];
+    for (int i = 0; i < nb[k]; i++) args[i] = cubert_arg_buffer(h[i < nb[k] / 2 ? i : 8 + i - nb[k] / 2]);
+    launch_arg a = {c->client, kernel, args, (uint32_t)nb[k]};
+    double ns;
+    (void)cubert_launch_batch(c, &a, 200, &ns);
+    cubert_kernel_release(kernel);
+  }
+  for (int k = 0; k < 3; k++) {
+    char test[32];
+    snprintf(test, sizeof test, "launch-%dbuf", nb[k]);
+    progress(c, test);
+    cb_bench_row *r = new_row(c, "launch", test, 0);
+    if (!r) break;
+    cubert_kernel *kernel = NULL;
+    if (cb_bench_kernel(ids[k], &kernel)) {
+      snprintf(r->note, sizeof r->note, "kernel: %s", cubert_last_error_message());
+      c->errors++;
+      continue;
+    }
+    cubert_arg args[16];
+    for (int i = 0; i < nb[k]; i++) args[i] = cubert_arg_buffer(h[i < nb[k] / 2 ? i : 8 + i - nb[k] / 2]);
+    launch_arg a = {c->client, kernel, args, (uint32_t)nb[k]};
+    uint32_t count = 0;
+    bool ok = run_cubert(c, r, cubert_launch_batch, &a, &count);
+    cubert_kernel_release(kernel);
+    if (!ok) continue;
+    if (raw_ok) {
+      /* the same kernel, the same count, so the one sync weighs the same */
+      raw_launch_arg ra = {nb[k], raw_buf};
+      run_raw(c, r, raw_launch_batch, &ra, &count);
+    } else if (!r->note[0]) {
+      snprintf(r->note, sizeof r->note, "no raw baseline");
+    }
+    /* the kernel's write bindings must be clean afterwards */
+    bool clean = true;
+    for (int i = 0; i < 16; i++) clean = clean && cubert_handle_check(c->client, h[i]) == CUBERT_OK;
+    check(c, clean, "launch: buffers clean after the launches");
+    r->validated = clean ? 1 : 0;
+  }
+out:
+  for (int i = 0; i < 16; i++) {
+    cubert_handle_release(h[i]);
+    if (raw_buf[i]) cb_bench_raw_free(c->raw, c->raw_dev, raw_buf[i]);
+  }
+}
+
+/* Fails launches of cb_bench_taint writing `count` slices of `h`, every
+ * `step` slices from `first`; true when each launch failed as injected. */
+static bool taint(rctx *c, cubert_handle *h, uint32_t first, uint32_t step, uint32_t count) {
+  cubert_kernel *k = NULL;
+  if (cb_bench_kernel(CB_BENCH_TAINT, &k)) return false;
+  uint64_t size = cubert_handle_size_in_use(h);
+  bool ok = true;
+  cubert_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0};
+  for (uint32_t i = 0; i < count && ok; i++) {
+    uint64_t start = (uint64_t)(first + i * step) * LEDGER_SLICE;
+    cubert_handle *s = NULL;
+    if (cubert_handle_slice(h, start, size - start - LEDGER_SLICE, &s)) {
+      ok = false;
+      break;
+    }
+    cubert_arg a = cubert_arg_buffer(s);
+    ok = cubert_launch(c->client, k, &cfg, &a, 1) != CUBERT_OK; /* the rule fails it */
+    cubert_handle_release(s);
+  }
+  cubert_kernel_release(k);
+  return ok;
+}
+
+static size_t failures_of(rctx *c, const cubert_handle *h) {
+  if (cubert_handle_check(c->client, h) != CUBERT_ERR_TAINTED) return 0;
+  cubert_error *e = cubert_last_error();
+  size_t n = e ? cubert_error_failure_count(e) : 0;
+  cubert_error_release(e);
+  return n;
+}
+
+static void bench_ledger(rctx *c) {
+  cubert_handle *x = NULL, *y = NULL, *in = NULL, *out = NULL;
+  cubert_kernel *touch = NULL;
+  uint64_t xs = (uint64_t)LEDGER_SLICES * LEDGER_SLICE;
+  uint32_t zero = 0;
+  cubert_status st;
+  if ((st = cubert_handle_empty(c->client, xs, &x)) || (st = cubert_handle_empty(c->client, 16 * LEDGER_SLICE, &y)) ||
+      (st = cubert_handle_fill(c->client, x, &zero, 4)) || (st = cubert_handle_fill(c->client, y, &zero, 4)) ||
+      (st = cubert_handle_slice(x, 999 * LEDGER_SLICE, xs - 1000 * LEDGER_SLICE, &in)) ||
+      (st = cubert_handle_slice(x, 1001 * LEDGER_SLICE, xs - 1002 * LEDGER_SLICE, &out)) ||
+      (st = cubert_sync(c->client)) || (st = cb_bench_kernel(CB_BENCH_TOUCH, &touch))) {
+    note(c, "ledger: setup: %s", cubert_last_error_message());
+    c->errors++;
+    goto out;
+  }
+  cubert_arg args[2] = {cubert_arg_buffer(in), cubert_arg_buffer(out)};
+  launch_arg a = {c->client, touch, args, 2};
+  uint32_t count = 0;
+  double warm_ns;
+  (void)cubert_launch_batch(c, &a, 200, &warm_ns); /* first use, unrecorded */
+  static const char *const names[] = {"clean", "1-unrelated", "1000-own"};
+  cb_bench_row *clean = NULL;
+  size_t clean_index = 0;
+  for (int k = 0; k < 3; k++) {
+    progress(c, k == 0 ? "ledger clean" : k == 1 ? "ledger, 1 tainted range elsewhere" : "ledger, 1000 tainted ranges");
+    bool ready = true;
+    if (k > 0) {
+      uint32_t rule = 0;
+      cubert_faultinj_diag diag;
+      if (cubert_faultinj_add("launch fault=fail kernel=cb_bench_taint", "cubert bench", &rule, &diag) != CUBERT_OK) {
+        note(c, "ledger: no fault rule (%s): the tainted cases are left out", diag.message);
+        break;
+      }
+      ready = k == 1 ? taint(c, y, 3, 1, 1) : taint(c, x, 0, 2, LEDGER_TAINTED);
+      (void)cubert_faultinj_remove(rule);
+      size_t want = k == 1 ? 1 : LEDGER_TAINTED;
+      size_t got = failures_of(c, k == 1 ? y : x);
+      char what[128];
+      snprintf(what, sizeof what, "ledger: %zu tainted range(s) set up, %zu expected", got, want);
+      check(c, ready && got == want, what);
+      check(c, cubert_handle_check(c->client, in) == CUBERT_OK && cubert_handle_check(c->client, out) == CUBERT_OK,
+            "ledger: the bound ranges are clean");
+      ready = ready && got == want;
+    }
+    cb_bench_row *r = new_row(c, "ledger", names[k], 0);
+    if (!r) break;
+    if (k == 0) clean_index = c->rows.n - 1;
+    if (!ready) {
+      snprintf(r->note, sizeof r->note, "the tainted ranges could not be set up");
+      r->validated = 0;
+      continue;
+    }
+    if (!run_cubert(c, r, cubert_launch_batch, &a, &count)) continue;
+    r->validated = 1;
+    clean = &c->rows.v[clean_index]; /* rows may have moved */
+    if (k > 0 && clean->have_cubert) {
+      r->raw = clean->cubert;
+      r->have_raw = true;
+      snprintf(r->baseline, sizeof r->baseline, "clean ledger");
+    }
+  }
+out:
+  if (touch) cubert_kernel_release(touch);
+  cubert_handle_release(in);
+  cubert_handle_release(out);
+  cubert_handle_release(x);
+  cubert_handle_release(y);
+}
+
+/* One runtime of the fault-layer comparison: the launch path (4 buffers)
+ * and alloc+free of 4 KiB. */
+static cubert_status fault_variant(rctx *c, bool no_faultinj, uint32_t *launch_count, uint32_t *alloc_count,
+                                   double *launch_ns, double *alloc_ns) {
+  cubert_runtime_options ro;
+  cubert_runtime_options_init(&ro);
+  ro.backends = c->o.backend;
+  ro.no_faultinj = no_faultinj;
+  cubert_runtime *rt = NULL;
+  cubert_client *cl = NULL;
+  cubert_kernel *k = NULL;
+  cubert_handle *h[4] = {0};
+  cubert_status st;
+  if ((st = cubert_runtime_create(&ro, &rt)) || (st = cubert_client_create(rt, c->dev, &cl)) ||
+      (st = cb_bench_kernel(CB_BENCH_EMPTY4, &k)))
+    goto out;
+  for (int i = 0; i < 4 && !st; i++) st = cubert_handle_empty(cl, 256, &h[i]);
+  if (st) goto out;
+  cubert_arg args[4] = {cubert_arg_buffer(h[0]), cubert_arg_buffer(h[1]), cubert_arg_buffer(h[2]),
+                        cubert_arg_buffer(h[3])};
+  launch_arg la = {cl, k, args, 4};
+  alloc_arg aa = {cl, 4096};
+  cb_bench_stats s;
+  double *samples = NULL;
+  if ((st = series(c, cubert_launch_batch, &la, launch_count, &s, &samples))) goto out;
+  memcpy(launch_ns, samples, (size_t)c->o.reps * sizeof *launch_ns);
+  free(samples);
+  samples = NULL;
+  if ((st = series(c, cubert_alloc_batch, &aa, alloc_count, &s, &samples))) goto out;
+  memcpy(alloc_ns, samples, (size_t)c->o.reps * sizeof *alloc_ns);
+  free(samples);
+out:
+  for (int i = 0; i < 4; i++) cubert_handle_release(h[i]);
+  if (k) cubert_kernel_release(k);
+  if (cl) cubert_client_destroy(cl);
+  if (rt) cubert_runtime_destroy(rt);
+  return st;
+}
+
+static void bench_faultinj(rctx *c) {
+  enum { ROUNDS = 2 };
+  int reps = c->o.reps;
+  double *v[2][2];
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 2; j++) v[i][j] = calloc((size_t)reps * ROUNDS, sizeof(double));
+  uint32_t lc = 0, ac = 0;
+  bool ok = v[0][0] && v[0][1] && v[1][0] && v[1][1];
+  cubert_faultinj_stats fs;
+  cubert_faultinj_get_stats(&fs);
+  if (fs.rules) note(c, "faultinj: %u fault rule(s) are set ($CUBERT_FAULTS?): the default runtime is not rule-free",
+                     fs.rules);
+  /* Alternate none, present, none, present, so drift hits both alike. */
+  for (int round = 0; round < ROUNDS && ok; round++)
+    for (int variant = 0; variant < 2 && ok; variant++) {
+      char what[64];
+      snprintf(what, sizeof what, "fault layer %s, round %d", variant ? "present" : "absent", round + 1);
+      progress(c, what);
+      cubert_status st = fault_variant(c, variant == 0, &lc, &ac, v[variant][0] + round * reps,
+                                       v[variant][1] + round * reps);
+      if (st) {
+        note(c, "faultinj: runtime %s the fault layer: %s", variant ? "with" : "without", cubert_last_error_message());
+        c->errors++;
+        ok = false;
+      }
+    }
+  static const char *const tests[] = {"launch-4buf", "alloc+free"};
+  for (int t = 0; t < 2 && ok; t++) {
+    cb_bench_row *r = new_row(c, "faultinj", tests[t], t ? 4096 : 0);
+    if (!r) break;
+    r->count = t ? ac : lc;
+    r->cubert_samples = malloc((size_t)reps * ROUNDS * sizeof(double));
+    r->raw_samples = malloc((size_t)reps * ROUNDS * sizeof(double));
+    if (r->cubert_samples) memcpy(r->cubert_samples, v[1][t], (size_t)reps * ROUNDS * sizeof(double));
+    if (r->raw_samples) memcpy(r->raw_samples, v[0][t], (size_t)reps * ROUNDS * sizeof(double));
+    r->cubert = cb_bench_stats_of(v[1][t], reps * ROUNDS);
+    r->raw = cb_bench_stats_of(v[0][t], reps * ROUNDS);
+    r->have_cubert = r->have_raw = true;
+    snprintf(r->baseline, sizeof r->baseline, "no fault layer");
+    r->validated = 1;
+  }
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 2; j++) free(v[i][j]);
+}
+
+/* ------------------------------------------------------------ report */
+
+static void print_rows(const rctx *c) {
+  const char *last = "";
+  for (size_t i = 0; i < c->rows.n; i++) {
+    const cb_bench_row *r = &c->rows.v[i];
+    if (strcmp(r->section, last) != 0) {
+      last = r->section;
+      printf("\n%-9s %-12s %9s %8s %11s %11s %11s %6s %-15s %11s %8s\n", "section", "test", "size", "count", "cubert ns",
+             "min", "max", "cv%", "baseline", "baseline ns", "ratio");
+    }
+    char sz[32] = "-", cm[16] = "error", mn[16] = "", mx[16] = "", cv[12] = "", rw[16] = "-", ra[16] = "-";
+    if (r->size) cb_bench_size_name(r->size, sz, sizeof sz);
+    if (r->have_cubert) {
+      snprintf(cm, sizeof cm, "%.1f", r->cubert.median);
+      snprintf(mn, sizeof mn, "%.1f", r->cubert.min);
+      snprintf(mx, sizeof mx, "%.1f", r->cubert.max);
+      snprintf(cv, sizeof cv, "%.1f", r->cubert.cv * 100);
+    }
+    if (r->have_raw) snprintf(rw, sizeof rw, "%.1f", r->raw.median);
+    double ratio = cb_bench_ratio(r);
+    if (ratio > 0) snprintf(ra, sizeof ra, "%.3f", ratio);
+    printf("%-9s %-12s %9s %8" PRIu32 " %11s %11s %11s %6s %-15s %11s %8s\n", r->section, r->test, sz, r->count, cm, mn,
+           mx, cv, r->baseline[0] ? r->baseline : (r->have_raw ? "raw" : "-"), rw, ra);
+    if (r->note[0]) printf("          note: %s\n", r->note);
+  }
+}
+
+static void target(json_t *list, const char *name, double value, double goal, bool at_least, const char *detail) {
+  bool have = value > 0 && isfinite(value);
+  bool met = have && (at_least ? value >= goal : value <= goal);
+  if (have)
+    printf("  %-48s %8.3f (target %s %.2f): %s%s%s\n", name, value, at_least ? ">=" : "<=", goal, met ? "met" : "NOT met",
+           detail[0] ? "; " : "", detail);
+  else
+    printf("  %-48s no figure in this run\n", name);
+  json_t *t = json_object();
+  json_object_set_new(t, "name", json_string(name));
+  json_object_set_new(t, "target", json_real(goal));
+  json_object_set_new(t, "at_least", json_boolean(at_least));
+  json_object_set_new(t, "value", have ? json_real(value) : json_null());
+  if (have) json_object_set_new(t, "met", json_boolean(met));
+  json_array_append_new(list, t);
+}
+
+static void targets(const rctx *c, json_t *list) {
+  printf("\nTargets (printed, not asserted%s):\n",
+         strcmp(c->o.backend, "host") == 0 ? "; they are set for HIP devices, the host backend only shows the method" : "");
+  double worst_speedup = 0;
+  double worst_launch = 0, fault = 0;
+  char d1[64] = "", d2[64] = "";
+  for (size_t i = 0; i < c->rows.n; i++) {
+    const cb_bench_row *r = &c->rows.v[i];
+    double ratio = cb_bench_ratio(r);
+    if (ratio <= 0) continue;
+    if (strcmp(r->section, "alloc") == 0 && r->size <= (UINT64_C(1) << 20)) {
+      double speedup = 1 / ratio;
+      if (worst_speedup == 0 || speedup < worst_speedup) {
+        worst_speedup = speedup;
+        char sz[32];
+        snprintf(d1, sizeof d1, "slowest at %s", cb_bench_size_name(r->size, sz, sizeof sz));
+      }
+    }
+    if (strcmp(r->section, "launch") == 0 && ratio > worst_launch) {
+      worst_launch = ratio;
+      snprintf(d2, sizeof d2, "worst %s", r->test);
+    }
+    if (strcmp(r->section, "faultinj") == 0 && strcmp(r->test, "launch-4buf") == 0) fault = ratio;
+  }
+  target(list, "pool alloc+free, times faster than the baseline", worst_speedup, 200, true, d1);
+  target(list, "launch path, cubert / raw", worst_launch, 1.10, false, d2);
+  target(list, "fault layer with no rule / none (launch-4buf)", fault, 1.02, false, "");
+}
+
+/* ------------------------------------------------------------ main */
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: cubert bench runtime [options]\n"
+          "\n"
+          "What the runtime itself costs, in ns per operation, each beside a baseline:\n"
+          "pool allocation against hipMalloc/hipFree (malloc/free on the host backend), the\n"
+          "launch path against hipModuleLaunchKernel (the host function on the host), the\n"
+          "ledger with 1 and 1000 tainted ranges against a clean one, the fault layer with\n"
+          "no rule against none.\n"
+          "\n"
+          "  --reps N         timed batches per figure (default 5)\n"
+          "  --warmup N       untimed batches first (default 1)\n"
+          "  --backend NAME   hip or host (default: hip when it has devices)\n"
+          "  --json FILE      everything as JSON\n"
+          "  --csv FILE       every figure as CSV\n"
+          "  --quick          shorter batches (CI, the host backend)\n"
+          "  --quiet          no progress on stderr\n"
+          "  --help           this text\n"
+          "\n"
+          "ratio = cubert / baseline of the medians (lower is better). Exit status 1\n"
+          "when a check or a measurement failed.\n");
+}
+
+static int parse(int argc, char **argv, ropts *o) {
+  enum { O_REPS = 256, O_WARMUP, O_BACKEND, O_JSON, O_CSV, O_QUICK, O_QUIET, O_HELP };
+  static const struct option longopts[] = {
+      {"reps", required_argument, NULL, O_REPS},   {"warmup", required_argument, NULL, O_WARMUP},
+      {"backend", required_argument, NULL, O_BACKEND}, {"json", required_argument, NULL, O_JSON},
+      {"csv", required_argument, NULL, O_CSV},     {"quick", no_argument, NULL, O_QUICK},
+      {"quiet", no_argument, NULL, O_QUIET},       {"help", no_argument, NULL, O_HELP},
+      {NULL, 0, NULL, 0}};
+  o->reps = -1;
+  o->warmup = -1;
+  int ch;
+  opterr = 0;
+  while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+    char *end = NULL;
+    long v;
+    switch (ch) {
+    case O_REPS:
+    case O_WARMUP:
+      v = strtol(optarg, &end, 10);
+      if (!*optarg || *end || v < (ch == O_REPS ? 1 : 0) || v > 10000) {
+        fprintf(stderr, "cubert bench runtime: --%s wants a number, not '%s'\n", ch == O_REPS ? "reps" : "warmup",
+                optarg);
+        return 2;
+      }
+      if (ch == O_REPS) o->reps = (int)v;
+      else o->warmup = (int)v;
+      break;
+    case O_BACKEND: o->backend = optarg; break;
+    case O_JSON: o->json = optarg; break;
+    case O_CSV: o->csv = optarg; break;
+    case O_QUICK: o->quick = true; break;
+    case O_QUIET: o->quiet = true; break;
+    case O_HELP: usage(stdout); return 0;
+    default:
+      fprintf(stderr, "cubert bench runtime: unknown or incomplete option '%s'\n", argv[optind - 1]);
+      usage(stderr);
+      return 2;
+    }
+  }
+  if (optind < argc) {
+    fprintf(stderr, "cubert bench runtime: unexpected argument '%s'\n", argv[optind]);
+    return 2;
+  }
+  if (o->backend && strcmp(o->backend, "hip") && strcmp(o->backend, "host")) {
+    fprintf(stderr, "cubert bench runtime: --backend is hip or host, not '%s'\n", o->backend);
+    return 2;
+  }
+  if (o->reps < 0) o->reps = o->quick ? 3 : 5;
+  if (o->warmup < 0) o->warmup = 1;
+  return -1;
+}
+
+static json_t *document(rctx *c, json_t *target_list) {
+  json_t *doc = json_object();
+  json_object_set_new(doc, "tool", json_string("cubert bench runtime"));
+  json_object_set_new(doc, "cubert_version", json_string(cubert_version()));
+  char date[64];
+  time_t now = time(NULL);
+  struct tm tm;
+  gmtime_r(&now, &tm);
+  strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  json_object_set_new(doc, "date", json_string(date));
+  char host[256] = "";
+  gethostname(host, sizeof host - 1);
+  json_object_set_new(doc, "host", json_string(host));
+  json_object_set_new(doc, "backend", json_string(c->o.backend));
+  json_object_set_new(doc, "device", json_string(c->info.name));
+  json_object_set_new(doc, "raw_baseline", json_string(c->raw ? cb_bench_raw_describe(c->raw) : "none"));
+  json_t *o = json_object();
+  json_object_set_new(o, "reps", json_integer(c->o.reps));
+  json_object_set_new(o, "warmup", json_integer(c->o.warmup));
+  json_object_set_new(o, "quick", json_boolean(c->o.quick));
+  json_object_set_new(o, "batch_seconds", json_real(c->batch_s));
+  json_object_set_new(doc, "options", o);
+  json_t *res = json_array();
+  for (size_t i = 0; i < c->rows.n; i++) json_array_append_new(res, cb_bench_row_json(&c->rows.v[i]));
+  json_object_set_new(doc, "results", res);
+  json_object_set_new(doc, "targets", json_incref(target_list));
+  json_t *v = json_object();
+  json_object_set_new(v, "checks", json_integer(c->checks));
+  json_object_set_new(v, "failed", json_integer(c->failed));
+  json_object_set_new(v, "errors", json_integer(c->errors));
+  json_object_set_new(v, "passed", json_boolean(c->failed == 0 && c->checks > 0));
+  json_object_set_new(doc, "validation", v);
+  json_object_set_new(doc, "notes", json_incref(c->notes));
+  return doc;
+}
+
+static int run(rctx *c) {
+  cubert_runtime_options ro;
+  cubert_runtime_options_init(&ro);
+  ro.backends = c->o.backend;
+  cubert_status st = cubert_runtime_create(&ro, &c->rt);
+  if (st) {
+    fprintf(stderr, "cubert bench runtime: cubert_runtime_create: %s\n", cubert_last_error_message());
+    return 1;
+  }
+  const char *want = c->o.backend;
+  int total = cubert_runtime_device_count(c->rt);
+  c->dev = -1;
+  for (int pass = 0; pass < 2 && c->dev < 0; pass++)
+    for (int d = 0; d < total && c->dev < 0; d++) {
+      cubert_device_info info;
+      if (cubert_runtime_device_info(c->rt, d, &info)) continue;
+      if (want ? strcmp(info.backend, want) == 0 : strcmp(info.backend, pass ? "host" : "hip") == 0) {
+        c->dev = d;
+        c->info = info;
+      }
+    }
+  if (c->dev < 0) {
+    fprintf(stderr, "cubert bench runtime: no %s device in the backends opened:", want ? want : "hip or host");
+    for (int i = 0; i < cubert_runtime_backend_count(c->rt); i++)
+      fprintf(stderr, " %s", cubert_runtime_backend_name(c->rt, i));
+    fprintf(stderr, " (CUBERT_BACKENDS or --backend choose them)\n");
+    return 1;
+  }
+  c->o.backend = c->info.backend;
+  c->raw_dev = c->info.backend_index;
+  if ((st = cubert_client_create(c->rt, c->dev, &c->client))) {
+    fprintf(stderr, "cubert bench runtime: client: %s\n", cubert_last_error_message());
+    return 1;
+  }
+  if (cb_bench_raw_open(c->info.backend, &c->raw)) {
+    c->raw = NULL;
+    note(c, "no raw baseline: the raw %s calls are not available", c->info.backend);
+  }
+  c->batch_s = c->o.quick ? 0.005 : 0.02;
+  c->steps = 6 + 3 + 3 + 4;
+  printf("cubert bench runtime: device %d (%s, backend %s)\nbaseline: %s\n", c->dev, c->info.name, c->info.backend,
+         c->raw ? cb_bench_raw_describe(c->raw) : "none");
+  printf("%d warm-up + %d timed batches per figure, ~%.0f ms each; ns per operation, median\n", c->o.warmup,
+         c->o.reps, c->batch_s * 1e3);
+
+  bench_alloc(c);
+  bench_launch(c);
+  bench_ledger(c);
+  cubert_client_destroy(c->client);
+  c->client = NULL;
+  if (c->raw) cb_bench_raw_close(c->raw);
+  c->raw = NULL;
+  cubert_runtime_destroy(c->rt);
+  c->rt = NULL;
+  /* the fault-layer runtimes open the device at its index in this backend */
+  int saved = c->dev;
+  c->dev = c->info.backend_index;
+  bench_faultinj(c);
+  c->dev = saved;
+  cb_bench_progress_done(c->o.quiet);
+
+  print_rows(c);
+  json_t *tl = json_array();
+  targets(c, tl);
+  size_t nn = json_array_size(c->notes);
+  if (nn) printf("\nNotes:\n");
+  for (size_t i = 0; i < nn; i++) printf("  %s\n", json_string_value(json_array_get(c->notes, i)));
+  bool passed = c->failed == 0 && c->checks > 0;
+  printf("\nvalidation: %s (%d checks, %d failed; %d measurement errors)\n", passed ? "passed" : "FAILED", c->checks,
+         c->failed, c->errors);
+  int rc = passed && c->errors == 0 ? 0 : 1;
+  json_t *doc = document(c, tl);
+  json_decref(tl);
+  if (c->o.json && !cb_bench_write_json(doc, c->o.json)) rc = 1;
+  json_decref(doc);
+  if (c->o.csv) {
+    FILE *f = fopen(c->o.csv, "w");
+    if (!f || !cb_bench_rows_csv(&c->rows, f)) {
+      fprintf(stderr, "cubert bench runtime: cannot write %s\n", c->o.csv);
+      rc = 1;
+    }
+    if (f && fclose(f)) rc = 1;
+  }
+  return rc;
+}
+
+int cb_bench_runtime_main(int argc, char **argv) {
+  rctx *c = calloc(1, sizeof *c);
+  if (!c) return 1;
+  int rc = parse(argc, argv, &c->o);
+  if (rc >= 0) {
+    free(c);
+    return rc;
+  }
+  c->notes = json_array();
+  rc = run(c);
+  if (c->client) cubert_client_destroy(c->client);
+  if (c->raw) cb_bench_raw_close(c->raw);
+  if (c->rt) cubert_runtime_destroy(c->rt);
+  cb_bench_rows_free(&c->rows);
+  json_decref(c->notes);
+  free(c);
+  return rc;
+}

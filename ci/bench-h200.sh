@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# ci/bench-h200.sh: the benchmarks on the NVIDIA H200 machine, through HIP's
+# NVIDIA platform (as ci/gpu-h200.sh builds the suite there).
+#
+# Before (on the Debian machine): bash ci/gpu-kit.sh ../shared/gpu/kit.sh
+# builds .gpu-kit, which travels with the working tree. On the GPU machine,
+# from the repository:
+#
+#   OUT=/some/dir bash ci/bench-h200.sh
+#
+# Stages: system, configure (-DCUBERT_HIP=ON -DCUBERT_HIP_PLATFORM=nvidia,
+# Release, no tests, into build-bench-gpu/), build, peer (`cubert bench peer`,
+# sizes 1 KiB..1 GiB: device-to-device, host transfers, latency, and the
+# pairs when there are two GPUs), runtime (`cubert bench runtime`). Both
+# benchmarks run with CUBERT_BACKENDS=hip and a time limit each, so the
+# whole run stays near 6 minutes (the build takes 1-2 of them).
+#
+# $OUT gets at most 8 files, no folders: build.log (system, configure,
+# build), bench.log (both benchmarks' output and progress), peer.json,
+# peer.csv, runtime.json, runtime.csv, and peer-matrix.svg + peer-sweep.svg
+# when cairo is on this machine (it usually is not: draw them on the Debian
+# machine with `cubert bench plot peer.json peer`).
+# Environment: CUBERT_BENCH_BUILD (default build-bench-gpu), CUBERT_JOBS
+# (default: the machine's cores), CUBERT_BENCH_PEER_ARGS (extra arguments of
+# `bench peer`, e.g. "--sizes 4K..256M"), CUBERT_BENCH_PEER_LIMIT (s, 270),
+# CUBERT_BENCH_RUNTIME_LIMIT (s, 120).
+# shellcheck disable=SC2317 # the stage functions run through cb_stage
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+export CUBERT_JOBS=${CUBERT_JOBS:-$(nproc 2>/dev/null || echo 4)}
+# shellcheck source=ci/lib.sh
+source "$root/ci/lib.sh"
+cd "$root" || exit 1
+
+build=${CUBERT_BENCH_BUILD:-$root/build-bench-gpu}
+out=${OUT:-$root/bench-out}
+mkdir -p "$out"
+tool=$build/cli/cubert
+peer_limit=${CUBERT_BENCH_PEER_LIMIT:-270}
+runtime_limit=${CUBERT_BENCH_RUNTIME_LIMIT:-120}
+
+kit=$root/.gpu-kit
+if [ ! -f "$kit/kit.env" ]; then
+  echo "bench-h200: no $kit/kit.env: build the kit first (bash ci/gpu-kit.sh ../shared/gpu/kit.sh)" >&2
+  exit 2
+fi
+# shellcheck source=/dev/null
+source "$kit/kit.env"
+
+stage_system() {
+  {
+    echo "date: $(date -u +%FT%TZ)"
+    echo "host: $(uname -srm)"
+    [ -r /etc/os-release ] && (. /etc/os-release && echo "os: $PRETTY_NAME")
+    echo "gcc: $(gcc --version | head -n1)"
+    echo "cores: $CUBERT_JOBS"
+    echo "cairo: $(pkg-config --modversion cairo 2>/dev/null || echo 'none (no SVG here)')"
+    if command -v nvidia-smi >/dev/null 2>&1; then
+      nvidia-smi -L
+      nvidia-smi --query-gpu=name,pci.bus_id,driver_version,memory.total,clocks.max.sm,clocks.max.mem \
+        --format=csv
+      nvidia-smi topo -m
+    else
+      echo "nvidia-smi: not found"
+    fi
+  } >>"$out/build.log" 2>&1
+  cat "$out/build.log"
+}
+
+stage_configure() {
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCUBERT_HIP=ON -DCUBERT_HIP_PLATFORM=nvidia -DCUBERT_BUILD_TESTS=OFF -DCUBERT_BUILD_BENCH=ON \
+    >>"$out/build.log" 2>&1
+  local rc=$?
+  grep -E '^-- (HIP backend|bench):' "$out/build.log"
+  return "$rc"
+}
+
+stage_build() {
+  cmake --build "$build" --parallel "$CUBERT_JOBS" >>"$out/build.log" 2>&1
+  local rc=$?
+  tail -n 5 "$out/build.log"
+  return "$rc"
+}
+
+# Whether this build draws SVG (cairo found at configure time).
+have_svg() { grep -q '^CAIRO_FOUND:INTERNAL=1' "$build/CMakeCache.txt" 2>/dev/null; }
+
+stage_peer() {
+  local svg=()
+  have_svg && svg=(--svg "$out/peer")
+  # shellcheck disable=SC2086 # extra arguments are words on purpose
+  CUBERT_BACKENDS=hip timeout "$peer_limit" "$tool" bench peer --sizes 1K..1G \
+    --json "$out/peer.json" --csv "$out/peer.csv" "${svg[@]}" ${CUBERT_BENCH_PEER_ARGS:-} \
+    >>"$out/bench.log" 2>&1
+  local rc=$?
+  [ "$rc" -eq 124 ] && echo "bench-h200: bench peer ran past ${peer_limit} s" | tee -a "$out/bench.log"
+  return "$rc"
+}
+
+stage_runtime() {
+  CUBERT_BACKENDS=hip timeout "$runtime_limit" "$tool" bench runtime \
+    --json "$out/runtime.json" --csv "$out/runtime.csv" >>"$out/bench.log" 2>&1
+  local rc=$?
+  [ "$rc" -eq 124 ] && echo "bench-h200: bench runtime ran past ${runtime_limit} s" | tee -a "$out/bench.log"
+  return "$rc"
+}
+
+: >"$out/build.log"
+: >"$out/bench.log"
+if cb_stage system stage_system && cb_stage configure stage_configure && cb_stage build stage_build; then
+  echo "==== cubert bench peer ====" >>"$out/bench.log"
+  cb_stage peer stage_peer
+  echo "==== cubert bench runtime ====" >>"$out/bench.log"
+  cb_stage runtime stage_runtime
+  grep -E '^(validation|  [a-z].*(met|figure))' "$out/bench.log"
+else
+  cb_stage_skip peer "configure or build failed"
+  cb_stage_skip runtime "configure or build failed"
+fi
+cb_summary 2>&1 | tee -a "$out/bench.log"
+rc=${PIPESTATUS[0]}
+echo "bench-h200: files in $out:" "$out"/*
+exit "$rc"
