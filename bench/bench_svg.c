@@ -19,6 +19,7 @@
 #ifdef CB_BENCH_HAVE_CAIRO
 #include <cairo-svg.h>
 #include <cairo.h>
+#include <fontconfig/fontconfig.h>
 
 bool cb_bench_svg_available(void) { return true; }
 
@@ -361,9 +362,10 @@ bool cb_bench_svg_write(json_t *doc, const char *prefix, FILE *log) {
     }
   }
   free(path);
-  /* cairo keeps font caches for the process: give them back, so leak
-   * checkers (ASan in CI) see a clean exit */
+  /* cairo and fontconfig keep font caches for the process: give them
+   * back, so leak checkers (ASan in CI) see a clean exit */
   cairo_debug_reset_static_data();
+  FcFini();
   return ok;
 }
 

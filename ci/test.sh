@@ -113,6 +113,33 @@ stage_sanitize() {
 stage_asan() { stage_sanitize address address,undefined; }
 stage_tsan() { stage_sanitize thread thread; }
 
+# The installed shared library: versioned soname, and only cubert_ names
+# exported (internal cb_ names stay hidden).
+check_library() {
+  local so=$1 soname stray
+  [ -n "$so" ] || { echo "ci: no libcubert.so installed"; return 1; }
+  soname=$(readelf -d "$so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+  case $soname in
+    libcubert.so.[0-9]*) echo "ci: soname $soname" ;;
+    *) echo "ci: libcubert.so has soname '$soname', expected libcubert.so.MAJOR"; return 1 ;;
+  esac
+  stray=$(nm -D --defined-only "$so" | awk '{print $3}' | grep -v '^cubert_')
+  if [ -n "$stray" ]; then
+    echo "ci: libcubert.so exports names outside cubert_: $(echo "$stray" | tr "\n" " ")"
+    return 1
+  fi
+  echo "ci: libcubert.so exports $(nm -D --defined-only "$so" | wc -l) names, all cubert_"
+}
+
+# links_libcubert BINARY yes|no: whether BINARY needs libcubert.so at run time.
+links_libcubert() {
+  local bin=$1 want=$2 got=no
+  readelf -d "$bin" | grep -q 'NEEDED.*libcubert\.so' && got=yes
+  [ "$got" = "$want" ] && return 0
+  echo "ci: $bin: needs libcubert.so: $got, expected $want"
+  return 1
+}
+
 stage_install() {
   local prefix=$BUILD/prefix work=$BUILD/consumer rc=0
   if [ ! -f "$BUILD/gcc/build.ninja" ]; then
@@ -122,20 +149,25 @@ stage_install() {
   rm -rf "$prefix" "$work"
   cmake --install "$BUILD/gcc" --prefix "$prefix" || return 1
   "$prefix/bin/cubert" --version || rc=1
+  check_library "$(find "$prefix" -name 'libcubert.so' | head -n 1)" || rc=1
 
   echo "ci: consumer through find_package(cubert) (cubert::cubert, cubert::cubert_static)"
   mkdir -p "$work"
   cp -r examples/consumer "$work/make"
   cmake -S examples/consumer -B "$work/cmake" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" &&
     cmake --build "$work/cmake" &&
-    "$work/cmake/consumer" && "$work/cmake/consumer_static" || rc=1
+    "$work/cmake/consumer" && "$work/cmake/consumer_static" &&
+    links_libcubert "$work/cmake/consumer" yes &&
+    links_libcubert "$work/cmake/consumer_static" no || rc=1
 
   echo "ci: consumer through pkg-config (shared and static)"
   PKG_CONFIG_PATH=$(dirname "$(find "$prefix" -name cubert.pc | head -n 1)")
   export PKG_CONFIG_PATH
   echo "ci: pkg-config --cflags --libs cubert: $(pkg-config --cflags --libs cubert)"
   make -C "$work/make" consumer consumer-static &&
-    "$work/make/consumer" && "$work/make/consumer-static" || rc=1
+    "$work/make/consumer" && "$work/make/consumer-static" &&
+    links_libcubert "$work/make/consumer" yes &&
+    links_libcubert "$work/make/consumer-static" no || rc=1
   unset PKG_CONFIG_PATH
   return "$rc"
 }

@@ -301,7 +301,10 @@ typedef struct cb_backend {
   int device_count;
 } cb_backend;
 
+struct cubert_topology;
+
 struct cubert_runtime {
+  struct cubert_topology *topology; /* for fault rules filtered by pair class */
   cb_backend backends[4];
   int nbackends;
   cb_device **devices;

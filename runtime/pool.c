@@ -556,6 +556,60 @@ void cb_pool_cleanup(cb_pool *pool) {
   if (pool) release_all_idle(pool, true);
 }
 
+/* Recomputes what the pool keeps incrementally and compares. */
+bool cb_pool_verify(const cb_pool *pool, char *why, size_t len) {
+#define BAD(...)                          \
+  do {                                    \
+    if (why) snprintf(why, len, __VA_ARGS__); \
+    free(tree);                           \
+    return false;                         \
+  } while (0)
+  uint64_t *tree = NULL;
+  if (!pool) BAD("no pool");
+  for (uint32_t pi = 0; pi < POOL_COUNT; pi++) {
+    const pool_class *c = &pool->pools[pi];
+    uint64_t reserved = 0, in_use = 0;
+    uint32_t idle = 0, listed = 0;
+    for (uint32_t i = 0; i < c->npages; i++) {
+      const page *pg = c->pages[i];
+      if (pg->index != i || pg->pool != pi) BAD("%s: page %u misfiled", ladder[pi].name, i);
+      reserved += pg->bytes;
+      if (pi == POOL_EXCLUSIVE) {
+        if (pg->blocks > 1) BAD("exclusive page %u: %u blocks", i, pg->blocks);
+        in_use += pg->blocks ? pg->usable : 0;
+        idle += pg->blocks == 0;
+        continue;
+      }
+      uint32_t free_units = 0, starts = 0;
+      for (uint32_t u = 0; u < pg->units; u++) free_units += !bit_set(pg->used, u);
+      for (uint32_t w = 0; w < pg->words; w++) starts += (uint32_t)__builtin_popcountll(pg->start[w]);
+      if (free_units != pg->free_units) BAD("%s page %u: %u units free, %u counted", ladder[pi].name, i, free_units, pg->free_units);
+      if (starts != pg->blocks) BAD("%s page %u: %u blocks, %u counted", ladder[pi].name, i, starts, pg->blocks);
+      if (i < c->hint && free_units) BAD("%s: page %u below the hint has room", ladder[pi].name, i);
+      in_use += (uint64_t)(pg->units - free_units) << pg->shift;
+      tree = calloc(2 * (size_t)pg->leaves, sizeof *tree);
+      if (!tree) BAD("no host memory to verify");
+      for (uint32_t w = 0; w < pg->words; w++) tree[pg->leaves + w] = word_node(pg->used[w], pg->cap);
+      for (uint32_t lo = pg->leaves >> 1, half = 64; lo; lo >>= 1, half <<= 1)
+        for (uint32_t n = lo; n < 2 * lo; n++) tree[n] = join(tree[2 * n], tree[2 * n + 1], half, pg->cap);
+      for (uint32_t n = 1; n < 2 * pg->leaves; n++)
+        if (tree[n] != pg->tree[n]) BAD("%s page %u: tree node %u stale", ladder[pi].name, i, n);
+      free(tree);
+      tree = NULL;
+    }
+    for (const page *pg = c->idle_head; pg; pg = pg->idle_next) {
+      if (pg->blocks || pg->pool != pi) BAD("%s: a busy page on the idle list", ladder[pi].name);
+      listed++;
+    }
+    if (idle != c->idle || listed != c->idle) BAD("%s: %u idle, %u counted, %u listed", ladder[pi].name, idle, c->idle, listed);
+    if (reserved != c->reserved) BAD("%s: reserved %" PRIu64 ", counted %" PRIu64, ladder[pi].name, reserved, c->reserved);
+    if (in_use != c->in_use) BAD("%s: in use %" PRIu64 ", counted %" PRIu64, ladder[pi].name, in_use, c->in_use);
+    if (c->high_water < c->in_use) BAD("%s: high water below in use", ladder[pi].name);
+  }
+  return true;
+#undef BAD
+}
+
 size_t cb_pool_usage(const cb_pool *pool, cubert_pool_usage *out, size_t capacity) {
   if (!pool) return 0;
   for (size_t i = 0; i < POOL_COUNT && i < capacity && out; i++) {

@@ -14,6 +14,8 @@
 #ifndef CUBERT_RUNTIME_POOL_H
 #define CUBERT_RUNTIME_POOL_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "cubert/backend.h"
@@ -54,5 +56,10 @@ void cb_pool_cleanup(cb_pool *pool);
 
 /* Reports per pool; returns the number of pools (copies at most capacity). */
 size_t cb_pool_usage(const cb_pool *pool, cubert_pool_usage *out, size_t capacity);
+
+/* Checks the pool's bookkeeping against itself (pages, bitmaps, search
+ * trees, counters, idle lists): for tests, slow. False with a reason in
+ * `why` (may be NULL) when something disagrees. */
+bool cb_pool_verify(const cb_pool *pool, char *why, size_t len);
 
 #endif

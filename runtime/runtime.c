@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cubert/faultinj.h"
+#include "cubert/topology.h"
 #include "faultinj/decorator.h"
 #include "runtime/internal.h"
 #include "topology/host_node.h"
@@ -60,6 +61,10 @@ static cubert_status check_backend_list(const char *list) {
     p = e ? e + 1 : NULL;
   }
   return CUBERT_OK;
+}
+
+static const char *pair_class(void *ctx, int a, int b) {
+  return cubert_topology_pair_name(ctx, a, b);
 }
 
 static cubert_status open_device(cubert_runtime *rt, int b, int i, cb_device **out) {
@@ -202,12 +207,23 @@ cubert_status cubert_runtime_create(const cubert_runtime_options *options, cuber
       return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory opening devices");
     }
   }
+  /* Fault rules filtered by pair class need each pair's class. The topology
+   * is made here, not on first use: the fault layer asks while a device lock
+   * is held, and making a topology asks the devices. */
+  const char *rules = o.faults ? o.faults : cb_env("CUBERT_FAULTS");
+  if (faults && rules && strstr(rules, "pair=") && rt->ndevices &&
+      cubert_topology_create(rt, NULL, &rt->topology) == CUBERT_OK)
+    cubert_faultinj_set_pair_classifier(pair_class, rt->topology);
   *out = rt;
   return CUBERT_OK;
 }
 
 void cubert_runtime_destroy(cubert_runtime *rt) {
   if (!rt) return;
+  if (rt->topology) {
+    cubert_faultinj_set_pair_classifier(NULL, NULL);
+    cubert_topology_destroy(rt->topology);
+  }
   for (int i = 0; i < rt->ndevices; i++) cb_device_destroy(rt->devices[i]);
   for (int i = 0; i < rt->ndevices; i++) cb_device_free(rt->devices[i]);
   free(rt->devices);

@@ -1424,7 +1424,7 @@ static cubert_status copy_u32(cubert_client *c, cubert_kernel *k, cubert_handle 
 }
 
 START_TEST(test_runtime_reports_the_injection_and_never_hands_out_scribbled_bytes) {
-  cubert_runtime *rt = runtime_with("launch kernel=copy_u32 nth=1 fault=scribble:0.5", false);
+  cubert_runtime *rt = runtime_with("launch kernel=cubert_copy_u32 nth=1 fault=scribble:0.5", false);
   cubert_client *c = NULL;
   ck_assert_int_eq(cubert_client_create(rt, 0, &c), CUBERT_OK);
   cubert_kernel *k = NULL;
