@@ -15,7 +15,7 @@ main_deps() { cb_apt_install "${CB_PACKAGES_BUILD[@]}"; }
 main_build() {
   cb_build "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCUBERT_BUILD_TESTS=OFF -DCUBERT_BUILD_BENCH=ON
 }
-main_info() { CUBERT_BACKENDS=host "$TOOL" info; }
+main_info() { "$TOOL" info; }
 main_demo() { "$TOOL" demo; }
 
 cb_stage deps main_deps || { cb_summary; exit 1; }

@@ -17,15 +17,16 @@
  * only sizes up to a quarter of its page: a small simulated device still
  * works, with the rest going to exclusive pages.
  *
- * A sliced page keeps two bitmaps of 256-byte units, `used` and `start` (the
- * first unit of each block), and over the words of `used` a segment tree
- * holding, per node, the free run at its start, at its end and the longest
- * inside. First fit descends that tree to the lowest run that fits:
- * O(log units) whatever the fragmentation; the root says in O(1) whether a
- * page can serve a size at all, and per pool `hint` is the first page that
- * is not full. Freeing clears bits and refreshes the tree above them, so free
- * neighbours coalesce by construction; `start` lets a free check the block
- * it is given. Work per call: O(log units + size / 16 KiB).
+ * A sliced page is cut in units (256 B, or 1 KiB in sliced-1M) and keeps two
+ * bitmaps, `used` and `start` (the first unit of each block), and over the
+ * words of `used` a segment tree holding, per node, the free run at its
+ * start, at its end and the longest inside. First fit descends that tree to
+ * the lowest run that fits: O(log units) whatever the fragmentation; the root
+ * says in O(1) whether a page can serve a size at all, and per pool `hint` is
+ * the first page that is not full. Freeing clears bits and refreshes the tree
+ * above them, so free neighbours coalesce by construction; `start` lets a
+ * free check the block it is given. Work per call: O(log units + units of the
+ * block / 64).
  * Idle exclusive pages sit on a list of their own, so reuse looks at those
  * only.
  *
@@ -74,10 +75,10 @@ typedef struct page {
   uint32_t free_units;
   uint32_t words;       /* of `used` */
   uint32_t leaves;      /* the tree's: a power of two >= words */
+  uint32_t cap;         /* the most units a block of this pool takes (< 2^16) */
   uint64_t *used;       /* bits past `units` stay set */
   uint64_t *start;
-  uint32_t cap;         /* the most units a block of this pool takes */
-  uint64_t *tree;       /* node n: children 2n and 2n + 1; word w of `used`: leaves + w */
+  uint64_t *tree;       /* node n: children 2n, 2n + 1; word w of `used`: leaves + w */
   uint64_t bits[];
 } page;
 
@@ -533,7 +534,8 @@ void cb_pool_free(cb_pool *pool, const cb_block *block) {
    * anything else is ignored rather than corrupting the pool. */
   if (pg->pool != block->pool || pg->index >= c->npages || c->pages[pg->index] != pg ||
       pg->blocks == 0 || block->address < pg->base || block->size == 0 ||
-      block->address - pg->base > pg->usable || block->size > pg->usable - (block->address - pg->base))
+      block->address - pg->base > pg->usable ||
+      block->size > pg->usable - (block->address - pg->base))
     return;
 
   if (block->pool == POOL_EXCLUSIVE) {
@@ -558,21 +560,22 @@ void cb_pool_cleanup(cb_pool *pool) {
 
 /* Recomputes what the pool keeps incrementally and compares. */
 bool cb_pool_verify(const cb_pool *pool, char *why, size_t len) {
-#define BAD(...)                          \
-  do {                                    \
-    if (why) snprintf(why, len, __VA_ARGS__); \
-    free(tree);                           \
-    return false;                         \
-  } while (0)
   uint64_t *tree = NULL;
+#define BAD(...)                                \
+  do {                                          \
+    if (why && len) snprintf(why, len, __VA_ARGS__); \
+    free(tree);                                 \
+    return false;                               \
+  } while (0)
   if (!pool) BAD("no pool");
   for (uint32_t pi = 0; pi < POOL_COUNT; pi++) {
     const pool_class *c = &pool->pools[pi];
+    const char *name = ladder[pi].name;
     uint64_t reserved = 0, in_use = 0;
     uint32_t idle = 0, listed = 0;
     for (uint32_t i = 0; i < c->npages; i++) {
       const page *pg = c->pages[i];
-      if (pg->index != i || pg->pool != pi) BAD("%s: page %u misfiled", ladder[pi].name, i);
+      if (pg->index != i || pg->pool != pi) BAD("%s: page %u misfiled", name, i);
       reserved += pg->bytes;
       if (pi == POOL_EXCLUSIVE) {
         if (pg->blocks > 1) BAD("exclusive page %u: %u blocks", i, pg->blocks);
@@ -582,29 +585,36 @@ bool cb_pool_verify(const cb_pool *pool, char *why, size_t len) {
       }
       uint32_t free_units = 0, starts = 0;
       for (uint32_t u = 0; u < pg->units; u++) free_units += !bit_set(pg->used, u);
-      for (uint32_t w = 0; w < pg->words; w++) starts += (uint32_t)__builtin_popcountll(pg->start[w]);
-      if (free_units != pg->free_units) BAD("%s page %u: %u units free, %u counted", ladder[pi].name, i, free_units, pg->free_units);
-      if (starts != pg->blocks) BAD("%s page %u: %u blocks, %u counted", ladder[pi].name, i, starts, pg->blocks);
-      if (i < c->hint && free_units) BAD("%s: page %u below the hint has room", ladder[pi].name, i);
+      for (uint32_t w = 0; w < pg->words; w++)
+        starts += (uint32_t)__builtin_popcountll(pg->start[w]);
+      if (free_units != pg->free_units)
+        BAD("%s page %u: %u units free, %u counted", name, i, free_units, pg->free_units);
+      if (starts != pg->blocks) BAD("%s page %u: %u blocks, %u counted", name, i, starts, pg->blocks);
+      if (i < c->hint && free_units) BAD("%s: page %u below the hint has room", name, i);
       in_use += (uint64_t)(pg->units - free_units) << pg->shift;
       tree = calloc(2 * (size_t)pg->leaves, sizeof *tree);
       if (!tree) BAD("no host memory to verify");
-      for (uint32_t w = 0; w < pg->words; w++) tree[pg->leaves + w] = word_node(pg->used[w], pg->cap);
+      for (uint32_t w = 0; w < pg->words; w++)
+        tree[pg->leaves + w] = word_node(pg->used[w], pg->cap);
       for (uint32_t lo = pg->leaves >> 1, half = 64; lo; lo >>= 1, half <<= 1)
-        for (uint32_t n = lo; n < 2 * lo; n++) tree[n] = join(tree[2 * n], tree[2 * n + 1], half, pg->cap);
+        for (uint32_t n = lo; n < 2 * lo; n++)
+          tree[n] = join(tree[2 * n], tree[2 * n + 1], half, pg->cap);
       for (uint32_t n = 1; n < 2 * pg->leaves; n++)
-        if (tree[n] != pg->tree[n]) BAD("%s page %u: tree node %u stale", ladder[pi].name, i, n);
+        if (tree[n] != pg->tree[n]) BAD("%s page %u: tree node %u stale", name, i, n);
       free(tree);
       tree = NULL;
     }
     for (const page *pg = c->idle_head; pg; pg = pg->idle_next) {
-      if (pg->blocks || pg->pool != pi) BAD("%s: a busy page on the idle list", ladder[pi].name);
+      if (pg->blocks || pg->pool != pi) BAD("%s: a busy page on the idle list", name);
       listed++;
     }
-    if (idle != c->idle || listed != c->idle) BAD("%s: %u idle, %u counted, %u listed", ladder[pi].name, idle, c->idle, listed);
-    if (reserved != c->reserved) BAD("%s: reserved %" PRIu64 ", counted %" PRIu64, ladder[pi].name, reserved, c->reserved);
-    if (in_use != c->in_use) BAD("%s: in use %" PRIu64 ", counted %" PRIu64, ladder[pi].name, in_use, c->in_use);
-    if (c->high_water < c->in_use) BAD("%s: high water below in use", ladder[pi].name);
+    if (idle != c->idle || listed != c->idle)
+      BAD("%s: %u idle, %u counted, %u listed", name, idle, c->idle, listed);
+    if (reserved != c->reserved)
+      BAD("%s: reserved %" PRIu64 ", counted %" PRIu64, name, reserved, c->reserved);
+    if (in_use != c->in_use)
+      BAD("%s: in use %" PRIu64 ", counted %" PRIu64, name, in_use, c->in_use);
+    if (c->high_water < c->in_use) BAD("%s: high water below in use", name);
   }
   return true;
 #undef BAD

@@ -106,29 +106,71 @@ static bool fake_holds(uint64_t address, uint64_t size) {
   return false;
 }
 
-static cubert_status unsup_open(const cubert_backend_config *c, void **b, int *n, cubert_berr *e) { return CUBERT_ERR_UNSUPPORTED; }
+/* Every other slot: "not supported", as backend.h asks. */
+static cubert_status unsup_open(const cubert_backend_config *c, void **b, int *n, cubert_berr *e) {
+  return CUBERT_ERR_UNSUPPORTED;
+}
 static void unsup_close(void *b) {}
-static cubert_status unsup_device_open(void *b, int i, void **d, cubert_device_info *info, cubert_berr *e) { return CUBERT_ERR_UNSUPPORTED; }
+static cubert_status unsup_device_open(void *b, int i, void **d, cubert_device_info *info,
+                                       cubert_berr *e) {
+  return CUBERT_ERR_UNSUPPORTED;
+}
 static void unsup_device_close(void *d) {}
-static cubert_status unsup_stream_create(void *d, void **s, cubert_berr *e) { return CUBERT_ERR_UNSUPPORTED; }
+static cubert_status unsup_stream_create(void *d, void **s, cubert_berr *e) {
+  return CUBERT_ERR_UNSUPPORTED;
+}
 static void unsup_stream_destroy(void *d, void *s) {}
-static cubert_status unsup_event_record(void *d, void *s, void **ev, cubert_berr *e) { return CUBERT_ERR_UNSUPPORTED; }
-static cubert_status unsup_stream_wait(void *d, void *s, void *ev, cubert_berr *e) { return CUBERT_ERR_UNSUPPORTED; }
+static cubert_status unsup_event_record(void *d, void *s, void **ev, cubert_berr *e) {
+  return CUBERT_ERR_UNSUPPORTED;
+}
+static cubert_status unsup_stream_wait(void *d, void *s, void *ev, cubert_berr *e) {
+  return CUBERT_ERR_UNSUPPORTED;
+}
 static void unsup_event_destroy(void *d, void *ev) {}
-static cubert_status unsup_write(void *d, void *s, uint64_t w, uint64_t dst, const void *src, uint64_t n, cubert_berr *e) { return CUBERT_ERR_UNSUPPORTED; }
-static cubert_status unsup_read(void *d, void *s, uint64_t w, void *dst, uint64_t src, uint64_t n, cubert_berr *e) { return CUBERT_ERR_UNSUPPORTED; }
-static cubert_status unsup_fill(void *d, void *s, uint64_t w, uint64_t dst, const void *p, uint32_t ps, uint64_t n, cubert_berr *e) { return CUBERT_ERR_UNSUPPORTED; }
-static cubert_status unsup_copy(void *d, void *s, uint64_t w, uint64_t dst, uint64_t src, uint64_t n, cubert_berr *e) { return CUBERT_ERR_UNSUPPORTED; }
-static cubert_status unsup_copy_peer(void *d, void *s, uint64_t w, uint64_t dst, void *sd, uint64_t src, uint64_t n, cubert_berr *e) { return CUBERT_ERR_UNSUPPORTED; }
-static cubert_status unsup_module_load(void *d, const cubert_backend_kernel *k, void **m, cubert_berr *e) { return CUBERT_ERR_UNSUPPORTED; }
+static cubert_status unsup_write(void *d, void *s, uint64_t w, uint64_t dst, const void *src,
+                                 uint64_t n, cubert_berr *e) {
+  return CUBERT_ERR_UNSUPPORTED;
+}
+static cubert_status unsup_read(void *d, void *s, uint64_t w, void *dst, uint64_t src, uint64_t n,
+                                cubert_berr *e) {
+  return CUBERT_ERR_UNSUPPORTED;
+}
+static cubert_status unsup_fill(void *d, void *s, uint64_t w, uint64_t dst, const void *p,
+                                uint32_t ps, uint64_t n, cubert_berr *e) {
+  return CUBERT_ERR_UNSUPPORTED;
+}
+static cubert_status unsup_copy(void *d, void *s, uint64_t w, uint64_t dst, uint64_t src,
+                                uint64_t n, cubert_berr *e) {
+  return CUBERT_ERR_UNSUPPORTED;
+}
+static cubert_status unsup_copy_peer(void *d, void *s, uint64_t w, uint64_t dst, void *sd,
+                                     uint64_t src, uint64_t n, cubert_berr *e) {
+  return CUBERT_ERR_UNSUPPORTED;
+}
+static cubert_status unsup_module_load(void *d, const cubert_backend_kernel *k, void **m,
+                                       cubert_berr *e) {
+  return CUBERT_ERR_UNSUPPORTED;
+}
 static void unsup_module_unload(void *d, void *m) {}
-static cubert_status unsup_launch(void *d, void *s, uint64_t w, void *m, const cubert_launch_config *c, const cubert_backend_arg *a, uint32_t n, cubert_berr *e) { return CUBERT_ERR_UNSUPPORTED; }
-static cubert_status unsup_sync(void *d, void *s, cubert_berr *e) { return CUBERT_ERR_UNSUPPORTED; }
+static cubert_status unsup_launch(void *d, void *s, uint64_t w, void *m,
+                                  const cubert_launch_config *c, const cubert_backend_arg *a,
+                                  uint32_t n, cubert_berr *e) {
+  return CUBERT_ERR_UNSUPPORTED;
+}
+static cubert_status unsup_sync(void *d, void *s, cubert_berr *e) {
+  return CUBERT_ERR_UNSUPPORTED;
+}
 static uint64_t unsup_progress(void *d, void *s) { return 0; }
 static size_t unsup_drain(void *d, cubert_async_failure *o, size_t c) { return 0; }
-static cubert_status unsup_peer_can(void *d, void *p, bool *can, cubert_berr *e) { return CUBERT_ERR_UNSUPPORTED; }
-static cubert_status unsup_peer_enable(void *d, void *p, cubert_berr *e) { return CUBERT_ERR_UNSUPPORTED; }
-static cubert_status unsup_link(void *d, void *p, cubert_backend_link *l, cubert_berr *e) { return CUBERT_ERR_UNSUPPORTED; }
+static cubert_status unsup_peer_can(void *d, void *p, bool *can, cubert_berr *e) {
+  return CUBERT_ERR_UNSUPPORTED;
+}
+static cubert_status unsup_peer_enable(void *d, void *p, cubert_berr *e) {
+  return CUBERT_ERR_UNSUPPORTED;
+}
+static cubert_status unsup_link(void *d, void *p, cubert_backend_link *l, cubert_berr *e) {
+  return CUBERT_ERR_UNSUPPORTED;
+}
 
 static const cubert_backend_ops fake_ops = {
   .abi = CUBERT_BACKEND_ABI,

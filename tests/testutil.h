@@ -22,6 +22,13 @@
  * ctest keeps it in the log, and ci/test.sh lists every skip after a run.
  * $CUBERT_TEST_BACKENDS ("host", "host,hip") narrows the list.
  *
+ * Building (tests/CMakeLists.txt): each tests/test_<area>_*.c is one
+ * executable and one ctest test labelled "unit" and <area>, linked with
+ * libcubert.a (cb_ internals reachable) and Check, compiled with
+ * -D_GNU_SOURCE and the repository root on the include path. ctest sets
+ * CK_DEFAULT_TIMEOUT=60 (times CK_TIMEOUT_MULTIPLIER, 4 under sanitizers);
+ * CK_RUN_CASE=<tcase> runs one case, CK_FORK=no runs in one process.
+ *
  * Ownership: cb_test_env owns its runtime and clients; cb_test_close()
  * destroys them (clients first). Strings returned are static. */
 #ifndef CUBERT_TESTS_TESTUTIL_H

@@ -197,6 +197,8 @@ cubert_status cb_hip_stream_create(void *device, void **stream, cubert_berr *err
 void cb_hip_stream_destroy(void *device, void *stream);
 cubert_status cb_hip_event_record(void *device, void *stream, void **event, cubert_berr *err);
 cubert_status cb_hip_stream_wait(void *device, void *stream, void *event, cubert_berr *err);
+cubert_status cb_hip_timer_record(void *device, void *stream, void **timer, cubert_berr *err);
+cubert_status cb_hip_timer_elapsed(void *device, void *start, void *end, double *ms, cubert_berr *err);
 void cb_hip_event_destroy(void *device, void *event);
 cubert_status cb_hip_write(void *device, void *stream, uint64_t work, uint64_t dst, const void *src,
                            uint64_t size, cubert_berr *err);

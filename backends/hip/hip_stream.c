@@ -319,6 +319,35 @@ cubert_status cb_hip_stream_wait(void *device, void *stream, void *event, cubert
   return CUBERT_OK;
 }
 
+/* Timers: events with timing on, read with hipEventElapsedTime. */
+cubert_status cb_hip_timer_record(void *device, void *stream, void **timer, cubert_berr *err) {
+  cb_hip_device *dev = device;
+  cb_hip_stream *s = stream;
+  cubert_status st;
+  if ((st = cb_hip_check_lost(dev, err)) || (st = cb_hip_enter(dev, err))) return st;
+  if (!s) return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT, "timer_record: no stream");
+  hipEvent_t ev = NULL;
+  hipError_t e = hipEventCreateWithFlags(&ev, hipEventDefault);
+  if (e == hipSuccess && (e = hipEventRecord(ev, s->stream)) != hipSuccess) hipEventDestroy(ev);
+  if (e != hipSuccess)
+    return cb_hip_fail(dev, err, e, CUBERT_ERR_BACKEND, "recording a timer on %s", dev->label);
+  *timer = ev;
+  return CUBERT_OK;
+}
+
+cubert_status cb_hip_timer_elapsed(void *device, void *start, void *end, double *ms, cubert_berr *err) {
+  cb_hip_device *dev = device;
+  cubert_status st;
+  if ((st = cb_hip_check_lost(dev, err)) || (st = cb_hip_enter(dev, err))) return st;
+  hipError_t e = hipEventSynchronize((hipEvent_t)end);
+  float f = 0.0f;
+  if (e == hipSuccess) e = hipEventElapsedTime(&f, (hipEvent_t)start, (hipEvent_t)end);
+  if (e != hipSuccess)
+    return cb_hip_fail(dev, err, e, CUBERT_ERR_BACKEND, "reading timers on %s", dev->label);
+  *ms = f;
+  return CUBERT_OK;
+}
+
 void cb_hip_event_destroy(void *device, void *event) {
   if (!event) return;
   (void)cb_hip_enter(device, NULL);
