@@ -589,7 +589,8 @@ bool cb_pool_verify(const cb_pool *pool, char *why, size_t len) {
         starts += (uint32_t)__builtin_popcountll(pg->start[w]);
       if (free_units != pg->free_units)
         BAD("%s page %u: %u units free, %u counted", name, i, free_units, pg->free_units);
-      if (starts != pg->blocks) BAD("%s page %u: %u blocks, %u counted", name, i, starts, pg->blocks);
+      if (starts != pg->blocks)
+        BAD("%s page %u: %u blocks, %u counted", name, i, starts, pg->blocks);
       if (i < c->hint && free_units) BAD("%s: page %u below the hint has room", name, i);
       in_use += (uint64_t)(pg->units - free_units) << pg->shift;
       tree = calloc(2 * (size_t)pg->leaves, sizeof *tree);

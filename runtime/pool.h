@@ -29,7 +29,8 @@ typedef struct cb_pool cb_pool;
 /* A block handed out by the pool. */
 typedef struct cb_block {
   uint64_t address;   /* device address of the first byte (aligned to 256) */
-  uint64_t size;      /* bytes reserved for the block (>= the size asked) */
+  uint64_t size;      /* bytes reserved for the block: the size asked, rounded up
+                         to the pool's unit (256 B, 1 KiB), or a whole page */
   void *page;         /* the pool's own (the page it lies in) */
   uint32_t pool;      /* index of the pool that served it */
 } cb_block;

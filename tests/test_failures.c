@@ -46,11 +46,15 @@ static cubert_status fail_fn(const cubert_host_launch *l, char *msg, size_t cap)
 
 static const char copy_src[] =
     "extern \"C\" __global__ void t_copy(const unsigned char *in, unsigned char *out, "
-    "unsigned long long n) { }";
+    "unsigned long long n) {\n"
+    "  for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;\n"
+    "       i += (unsigned long long)gridDim.x * blockDim.x) out[i] = in[i];\n"
+    "}\n";
 static const char broken_src[] = "extern \"C\" __global__ void t_broken( { this is not code";
 
 static const cubert_param copy_params[] = {{"in", CUBERT_PARAM_BUFFER, CUBERT_ACCESS_READ, 0},
-                                           {"out", CUBERT_PARAM_BUFFER, CUBERT_ACCESS_WRITE, 0}};
+                                           {"out", CUBERT_PARAM_BUFFER, CUBERT_ACCESS_WRITE, 0},
+                                           {"n", CUBERT_PARAM_SCALAR, 0, 8}};
 static const cubert_param broken_params[] = {{"out", CUBERT_PARAM_BUFFER, CUBERT_ACCESS_WRITE, 0}};
 static const cubert_param peer_read_params[] = {
     {"in", CUBERT_PARAM_PEER_BUFFER, CUBERT_ACCESS_READ, 0},
@@ -64,6 +68,7 @@ static cubert_kernel *make(const char *name, const cubert_param *p, uint32_t n, 
                            const char *src) {
   cubert_kernel_desc d = {0};
   d.name = name;
+  if (src == copy_src) d.entry = "t_copy";
   d.params = p;
   d.nparams = n;
   d.host_fn = fn;
@@ -77,9 +82,10 @@ static const cubert_launch_config one = {{1, 1, 1}, {1, 1, 1}, 0};
 
 static cubert_status run_copy(cubert_client *c, const char *name, const cubert_handle *in,
                               cubert_handle *out) {
-  cubert_kernel *k = make(name, copy_params, 2, copy_fn, copy_src);
-  cubert_arg a[2] = {cubert_arg_buffer(in), cubert_arg_buffer(out)};
-  cubert_status st = cubert_launch(c, k, &one, a, 2);
+  cubert_kernel *k = make(name, copy_params, 3, copy_fn, copy_src);
+  uint64_t n = cubert_handle_size_in_use(out);
+  cubert_arg a[3] = {cubert_arg_buffer(in), cubert_arg_buffer(out), cubert_arg_scalar(&n, 8)};
+  cubert_status st = cubert_launch(c, k, &one, a, 3);
   cubert_kernel_release(k);
   return st;
 }
@@ -550,9 +556,10 @@ START_TEST(test_peer_binding_refused_when_never_shared) {
   cb_test_status(cubert_launch(c1, k, &one, a, 2), CUBERT_ERR_NOT_SHARED);
   ck_assert_ptr_nonnull(strstr(cubert_last_error_message(), "never shared"));
   /* a plain buffer parameter never takes memory of another device */
-  cubert_arg b[2] = {cubert_arg_buffer(x), cubert_arg_buffer(y)};
-  cubert_kernel *kc = make("kc", copy_params, 2, copy_fn, NULL);
-  cb_test_status(cubert_launch(c1, kc, &one, b, 2), CUBERT_ERR_WRONG_DEVICE);
+  uint64_t n = 64;
+  cubert_arg b[3] = {cubert_arg_buffer(x), cubert_arg_buffer(y), cubert_arg_scalar(&n, 8)};
+  cubert_kernel *kc = make("kc", copy_params, 3, copy_fn, NULL);
+  cb_test_status(cubert_launch(c1, kc, &one, b, 3), CUBERT_ERR_WRONG_DEVICE);
   ck_assert(!cubert_handle_is_shared(x));
   ck_assert_uint_eq(cubert_handle_peer_address(x), 0);
   cubert_kernel_release(k);
@@ -619,9 +626,10 @@ START_TEST(test_async_failure_replays_in_order) {
   cubert_handle *x = filled(c, 64, 1), *y = filled(c, 64, 2), *w = filled(c, 64, 3),
                 *good = filled(c, 64, 4), *z = filled(c, 64, 5);
   cb_test_ok(run_async_fail(c, x));           /* x fails when it runs */
-  cubert_kernel *slow = make("k_read_x", copy_params, 2, slow_copy_fn, NULL);
-  cubert_arg a[2] = {cubert_arg_buffer(x), cubert_arg_buffer(y)};
-  cb_test_ok(cubert_launch(c, slow, &one, a, 2)); /* x looked clean at enqueue: y gets garbage */
+  cubert_kernel *slow = make("k_read_x", copy_params, 3, slow_copy_fn, NULL);
+  uint64_t n = 64;
+  cubert_arg a[3] = {cubert_arg_buffer(x), cubert_arg_buffer(y), cubert_arg_scalar(&n, 8)};
+  cb_test_ok(cubert_launch(c, slow, &one, a, 3)); /* x looked clean at enqueue: y gets garbage */
   cb_test_ok(run_copy(c, "k_rewrite_x", good, x)); /* x written again, after */
   cb_test_ok(run_copy(c, "k_unrelated", w, z));
   ck_assert_int_eq(cubert_sync(c), CUBERT_ERR_LAUNCH);

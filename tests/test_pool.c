@@ -371,7 +371,8 @@ static void coalesce_case(uint64_t size, uint64_t page_size, int first, const in
 }
 
 START_TEST(freed_neighbours_coalesce_in_any_order) {
-  static const int orders[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+  static const int orders[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2},
+                                   {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
   for (int o = 0; o < 6; o++) {
     /* middle of the page, its start and its end; both sliced pools */
     coalesce_case(256 * KiB, 32 * MiB, 40, orders[o]);
