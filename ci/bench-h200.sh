@@ -15,11 +15,12 @@
 # benchmarks run with CUBERT_BACKENDS=hip and a time limit each, so the
 # whole run stays near 6 minutes (the build takes 1-2 of them).
 #
-# $OUT gets at most 8 files, no folders: build.log (system, configure,
-# build), bench.log (both benchmarks' output and progress), peer.json,
-# peer.csv, runtime.json, runtime.csv, and peer-matrix.svg + peer-sweep.svg
-# when cairo is on this machine (it usually is not: draw them on the Debian
-# machine with `cubert bench plot peer.json peer`).
+# $OUT (default build-bench-gpu/out) gets at most 8 files, no folders:
+# build.log (system, configure, build), bench.log (both benchmarks' output
+# and progress), peer.json, peer.csv, runtime.json, runtime.csv, and
+# peer-matrix.svg + peer-sweep.svg when cairo is on this machine (it usually
+# is not: draw them on the Debian machine with `cubert bench plot peer.json
+# peer`).
 # Environment: CUBERT_BENCH_BUILD (default build-bench-gpu), CUBERT_JOBS
 # (default: the machine's cores), CUBERT_BENCH_PEER_ARGS (extra arguments of
 # `bench peer`, e.g. "--sizes 4K..256M"), CUBERT_BENCH_PEER_LIMIT (s, 270),
@@ -33,7 +34,7 @@ source "$root/ci/lib.sh"
 cd "$root" || exit 1
 
 build=${CUBERT_BENCH_BUILD:-$root/build-bench-gpu}
-out=${OUT:-$root/bench-out}
+out=${OUT:-$build/out}
 mkdir -p "$out"
 tool=$build/cli/cubert
 peer_limit=${CUBERT_BENCH_PEER_LIMIT:-270}

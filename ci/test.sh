@@ -12,6 +12,8 @@
 # `bash ci/test.sh gcc install` runs only the stages named. Every stage runs
 # even after another failed; the summary says which failed; exit 1 if any.
 # Builds go to $CUBERT_CI_BUILD (default build-ci/); $CUBERT_JOBS sets -j (2).
+# Adding a stage: name it in ALL_STAGES (in run order) and write stage_<name>,
+# returning non-zero on failure (cb_build and run_ctest do the usual work).
 set -uo pipefail
 # shellcheck source=ci/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
