@@ -410,7 +410,6 @@ size_t cb_fi_check_observation(cb_fi_checker *c, cb_fim_view v, const cb_fi_obse
   char causes[256];
   int lost = a->device >= 0 && a->device < CB_FIM_MAX_DEVICES ? m->dev[a->device].lost_cause : -1;
   if (lost >= 0) {
-    cb_fim_describe_lost:
     cb_fim_mask_describe(m, cb_fim_bit(lost), causes, sizeof causes);
     if (obs->status == CUBERT_OK) {
       cb_fi_violation_add(c, CB_FI_STALE_READ,
@@ -517,7 +516,6 @@ size_t cb_fi_check_observation(cb_fi_checker *c, cb_fim_view v, const cb_fi_obse
     from = e;
   }
   return c->result->nviolations - before;
-  goto cb_fim_describe_lost; /* unreachable; keeps the label used */
 }
 
 /* ------------------------------------------------------------ the runner */
@@ -537,8 +535,11 @@ typedef struct run_alloc {
 } run_alloc;
 
 typedef struct run {
-  const cb_fi_program *p;
+  const cb_fi_program *p; /* = &prog: the run's own copy (a hung run outlives the caller's) */
+  cb_fi_program prog;
   cb_fi_run_config cfg;
+  char label[256];
+  int role_map[MAX_ROLES];
   cb_fi_result res;
   cubert_runtime *rt;
   int ndev;
@@ -1643,7 +1644,9 @@ static void run_body(run *r) {
       }
       exec_step(r, s);
       r->res.steps_run++;
-      if (s->kind != CB_FI_EXPECT && s->kind != CB_FI_FAULT && s->kind != CB_FI_CLEAR_FAULTS) check_all(r);
+      if (s->kind != CB_FI_EXPECT && s->kind != CB_FI_FAULT && s->kind != CB_FI_CLEAR_FAULTS &&
+          s->kind != CB_FI_SLICE && s->kind != CB_FI_RELEASE)
+        check_all(r);
       tick(r);
     }
     atomic_store(&r->current_step, 0);
@@ -1665,6 +1668,7 @@ static void *run_thread(void *arg) {
   pthread_mutex_unlock(&r->lock);
   if (abandoned) { /* the caller gave up on it: nobody else will free it */
     cb_fi_result_free(&r->res);
+    cb_fi_program_free(&r->prog);
     pthread_mutex_destroy(&r->lock);
     pthread_cond_destroy(&r->cond);
     free(r);
@@ -1684,8 +1688,20 @@ cubert_status cb_fi_run(const cb_fi_program *p, const cb_fi_run_config *config, 
   memset(result, 0, sizeof *result);
   run *r = calloc(1, sizeof *r);
   if (!r) return CUBERT_ERR_OUT_OF_MEMORY;
-  r->p = p;
+  if (!cb_fi_program_copy(p, &r->prog)) {
+    free(r);
+    return CUBERT_ERR_OUT_OF_MEMORY;
+  }
+  r->p = &r->prog;
   if (config) r->cfg = *config;
+  if (r->cfg.label) {
+    snprintf(r->label, sizeof r->label, "%s", r->cfg.label);
+    r->cfg.label = r->label;
+  }
+  if (r->cfg.device_map) {
+    for (int k = 0; k < MAX_ROLES && k < p->devices; k++) r->role_map[k] = r->cfg.device_map[k];
+    r->cfg.device_map = r->role_map;
+  }
   clock_gettime(CLOCK_MONOTONIC, &r->t0);
   pthread_mutex_init(&r->lock, NULL);
   pthread_condattr_t ca;
@@ -1696,6 +1712,7 @@ cubert_status cb_fi_run(const cb_fi_program *p, const cb_fi_run_config *config, 
   uint32_t timeout = p->timeout_ms ? p->timeout_ms : r->cfg.timeout_ms ? r->cfg.timeout_ms : DEFAULT_TIMEOUT_MS;
   pthread_t th;
   if (pthread_create(&th, NULL, run_thread, r) != 0) {
+    cb_fi_program_free(&r->prog);
     pthread_mutex_destroy(&r->lock);
     pthread_cond_destroy(&r->cond);
     free(r);
@@ -1732,6 +1749,7 @@ cubert_status cb_fi_run(const cb_fi_program *p, const cb_fi_run_config *config, 
     pthread_join(th, NULL);
     *result = r->res;
     cubert_status st = r->status;
+    cb_fi_program_free(&r->prog);
     pthread_mutex_destroy(&r->lock);
     pthread_cond_destroy(&r->cond);
     free(r);

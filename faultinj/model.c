@@ -369,6 +369,7 @@ static const kdesc kernels[CB_FIM_KERNEL_COUNT] = {
     [CB_FIM_COPY_PEER_WRITE] = {"copy_peer_write", "cubert_copy_peer_write", 2, {"in", "out"},
                                 {CUBERT_ACCESS_READ, CUBERT_ACCESS_WRITE}, {false, true}},
     [CB_FIM_FAIL_U32] = {"fail_u32", "cubert_fi_fail_u32", 1, {"out"}, {CUBERT_ACCESS_WRITE}, {false}},
+    [CB_FIM_SLEEP_U32] = {"sleep_u32", "cubert_fi_sleep_u32", 1, {"out"}, {CUBERT_ACCESS_WRITE}, {false}},
 };
 
 const char *cb_fim_kernel_runtime_name(cb_fim_kernel k) {
@@ -399,7 +400,8 @@ static uint32_t get_u32(const uint8_t *p) {
 static void compute(cb_fim *m, cb_fim_kernel k, const cb_fim_view *args, uint32_t value) {
   switch (k) {
   case CB_FIM_FILL_U32:
-  case CB_FIM_FAIL_U32: {
+  case CB_FIM_FAIL_U32:
+  case CB_FIM_SLEEP_U32: {
     cb_fim_alloc *a = &m->allocs[args[0].alloc];
     for (uint64_t i = args[0].start; i + 4 <= args[0].end; i += 4) put_u32(a->bytes + i, value);
     memset(a->known + args[0].start, 1, args[0].end - args[0].start);

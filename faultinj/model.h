@@ -188,6 +188,7 @@ typedef enum cb_fim_kernel {
   CB_FIM_COPY_PEER_READ,   /* out = in, in a peer buffer */
   CB_FIM_COPY_PEER_WRITE,  /* out = in, out a peer buffer */
   CB_FIM_FAIL_U32,         /* out = value, then the host function fails (tag = value) */
+  CB_FIM_SLEEP_U32,        /* out = value after `value` ms (host only: a step that outlives the watchdog) */
   CB_FIM_KERNEL_COUNT
 } cb_fim_kernel;
 
