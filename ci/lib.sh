@@ -38,9 +38,10 @@ cb_apt_install() {
     cb_as_root apt-get install -y -q --no-install-recommends "${missing[@]}"
 }
 
-# What building and running cubert needs (the main job).
+# What building and running cubert needs (the main job; cairo draws the
+# benchmark's SVG pictures).
 CB_PACKAGES_BUILD=(build-essential cmake ninja-build pkg-config libhwloc-dev hwloc
-                   libjansson-dev libamdhip64-dev)
+                   libjansson-dev libamdhip64-dev libcairo2-dev)
 # What the tests add: Check (with subunit), clang for the second compiler,
 # the linter of the scripts (shellcheck), libudev-dev for `pkg-config --static`
 # (hwloc's private libraries) in the consumer example.
