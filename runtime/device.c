@@ -563,9 +563,8 @@ static cubert_status sync_impl(cubert_client *c, uint32_t stream_id, bool all) {
         b.status = f->status;
         cb_str_printf(&b.msg, "sync of device %d (%s) found failed work:", dev->index, dev->info.name);
       }
-      cb_str_printf(&b.msg, " ");
+      cb_str_printf(&b.msg, "%s ", nfail ? ";" : "");
       cb_failure_describe(f, &b.msg);
-      cb_str_printf(&b.msg, ";");
       cb_errb_add(&b, f, 0, 0);
       cubert_failure_release(f);
       nfail++;

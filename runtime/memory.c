@@ -21,9 +21,8 @@ static cubert_status alloc_new(cb_device *dev, uint64_t size, cb_alloc **out) {
       cubert_failure *f = cb_device_failure(dev, st, &err, NULL, "alloc", "", 0);
       cubert_failure_release(f);
     }
-    if (st == CUBERT_ERR_OUT_OF_MEMORY)
-      return cb_fail(st, "out of memory: %llu bytes asked for on device %d (%s): %s",
-                     (unsigned long long)size, dev->index, dev->info.name, err.message);
+    if (st == CUBERT_ERR_OUT_OF_MEMORY) /* the pool's message names the size */
+      return cb_fail(st, "device %d (%s): %s", dev->index, dev->info.name, err.message);
     return cb_fail_backend(st, &err, "allocating memory", dev->info.name);
   }
   cb_alloc *a = calloc(1, sizeof *a);
@@ -259,10 +258,9 @@ static cubert_status refuse_tainted(const char *what, cb_alloc *a, uint64_t star
                 what, (unsigned long long)a->id, (unsigned long long)start, (unsigned long long)end,
                 a->dev->index, n, n == 1 ? "" : "s");
   for (size_t i = 0; i < b.n; i++) {
-    cb_str_printf(&b.msg, " bytes %llu..%llu carry ", (unsigned long long)b.entries[i].start,
-                  (unsigned long long)b.entries[i].end);
+    cb_str_printf(&b.msg, "%s bytes %llu..%llu carry ", i ? ";" : "",
+                  (unsigned long long)b.entries[i].start, (unsigned long long)b.entries[i].end);
     cb_failure_describe(b.entries[i].failure, &b.msg);
-    cb_str_printf(&b.msg, ";");
   }
   return cb_errb_finish(&b);
 }
@@ -653,7 +651,8 @@ cubert_status cubert_handle_share(cubert_client *c, cubert_handle *h) {
         cb_str_printf(&b.msg, "memory %llu of device %d (%s) is shared, but peer access was refused for:",
                       (unsigned long long)a->id, owner->index, owner->info.name);
       }
-      cb_str_printf(&b.msg, " device %d (%s) -> device %d (%s): %s;", d->index, d->info.name,
+      cb_str_printf(&b.msg, "%s device %d (%s) -> device %d (%s): %s",
+                    b.msg.n && b.msg.p[b.msg.n - 1] != ':' ? ";" : "", d->index, d->info.name,
                     owner->index, owner->info.name, d->peer_message[owner->index]);
     }
     pthread_mutex_unlock(&d->lock);

@@ -68,6 +68,12 @@ typedef struct cubert_backend_config {
   const char *const *host_pci_bus_ids; /* host backend: bus id per device from a
                                           simulated node, or NULL */
   int host_pci_bus_id_count;
+  /* Placement: a backend calls place_thread(place_ctx, index) at the start
+   * of every thread it runs for its device `index` (e.g. a stream's worker),
+   * so the runtime can bind it near the device (its local NUMA node). NULL:
+   * no placement. It must not call back into the backend. */
+  void (*place_thread)(void *place_ctx, int index);
+  void *place_ctx;
 } cubert_backend_config;
 
 /* A device allocation. `address` is what kernels dereference on the owning
