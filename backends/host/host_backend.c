@@ -290,7 +290,8 @@ static void backend_free(host_backend *b) {
 
 static cubert_status host_open(const cubert_backend_config *config, void **backend,
                                int *device_count, cubert_berr *err) {
-  cubert_backend_config defaults = {HOST_DEFAULT_DEVICES, HOST_DEFAULT_MEMORY, NULL, NULL, 0};
+  cubert_backend_config defaults = {.host_devices = HOST_DEFAULT_DEVICES,
+                                    .host_memory = HOST_DEFAULT_MEMORY};
   if (!config)
     config = &defaults;
   if (!backend || !device_count)
