@@ -35,7 +35,7 @@ static void open_fixture(fixture *f, int devices, uint64_t memory, const char *d
   atomic_store(&gate, 0); /* tests may share a process (CK_FORK=no) */
   atomic_store(&gated_running, 0);
   ops = cubert_backend_host();
-  cubert_backend_config config = {devices, memory, deny, NULL, 0};
+  cubert_backend_config config = {.host_devices = devices, .host_memory = memory, .host_peer_deny = deny};
   cubert_berr err = {0};
   ck_assert_int_eq(ops->open(&config, &f->backend, &f->count, &err), CUBERT_OK);
   ck_assert_int_eq(f->count, devices);
@@ -190,16 +190,16 @@ START_TEST(open_defaults_zero_devices_and_bus_ids) {
   ck_assert_int_eq(n, 4);
   ops->close(b);
 
-  cubert_backend_config zero = {0, 1 << 20, NULL, NULL, 0};
+  cubert_backend_config zero = {.host_devices = 0, .host_memory = 1 << 20};
   ck_assert_int_eq(ops->open(&zero, &b, &n, &err), CUBERT_OK);
   ck_assert_int_eq(n, 0);
   ops->close(b);
 
-  cubert_backend_config no_memory = {2, 0, NULL, NULL, 0};
+  cubert_backend_config no_memory = {.host_devices = 2, .host_memory = 0};
   ck_assert_int_eq(ops->open(&no_memory, &b, &n, &err), CUBERT_ERR_INVALID_ARGUMENT);
 
   const char *ids[] = {"0000:c1:00.0", "0000:c6:00.0"};
-  cubert_backend_config bus = {3, 1 << 20, NULL, ids, 2};
+  cubert_backend_config bus = {.host_devices = 3, .host_memory = 1 << 20, .host_pci_bus_ids = ids, .host_pci_bus_id_count = 2};
   ck_assert_int_eq(ops->open(&bus, &b, &n, &err), CUBERT_OK);
   void *d;
   cubert_device_info info;
@@ -651,7 +651,7 @@ START_TEST(malformed_deny_lists_are_refused_by_name) {
   };
   ops = cubert_backend_host();
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    cubert_backend_config config = {4, 1 << 20, bad[i].text, NULL, 0};
+    cubert_backend_config config = {.host_devices = 4, .host_memory = 1 << 20, .host_peer_deny = bad[i].text};
     cubert_berr err = {0};
     void *b = NULL;
     int n = -1;
@@ -663,7 +663,7 @@ START_TEST(malformed_deny_lists_are_refused_by_name) {
   }
   static const char *good[] = {"", "0-1", "3-0,1-2", "03-1"};
   for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
-    cubert_backend_config config = {4, 1 << 20, good[i], NULL, 0};
+    cubert_backend_config config = {.host_devices = 4, .host_memory = 1 << 20, .host_peer_deny = good[i]};
     cubert_berr err = {0};
     void *b = NULL;
     int n = -1;
