@@ -1,9 +1,11 @@
 /* tests/test_hip_backend.c: the HIP backend's ops table, driven directly
  * (no runtime on top): opening with no device, and with a device (the
  * NVIDIA H200 through HIP's NVIDIA platform, or an AMD GPU) memory, host
- * transfers through staging, fills of every pattern size, copies, built-in
+ * transfers (direct and staged; a write's source reusable at once, even
+ * behind a busy GPU), fills of every pattern size, copies, built-in
  * kernels compiled at run time and launched, events across streams,
- * progress numbers, peers, out of memory, launch and compile errors, and a
+ * progress numbers (marks every few items: monotonic, reaching the last work
+ * by polling alone and after sync), peers, out of memory, launch and compile errors, and a
  * sticky fault that marks the device lost.
  *
  * Without a device every device test prints "skipped: no device"; built
@@ -151,6 +153,23 @@ static void private_cache(void) {
   setenv("CUBERT_CACHE_DIR", dir, 1);
 }
 
+/* Keeps stream `s` busy for a while (one warp filling 256 MiB), so work
+ * enqueued after it waits on the GPU. Returns the module to unload;
+ * `big` is the buffer it fills. */
+static void *busy_gpu(env *e, void *s, cubert_backend_mem *big) {
+  cubert_backend_kernel kf = kernel_of(cubert_builtin_desc(CUBERT_BUILTIN_FILL_U32));
+  void *mf = NULL;
+  OK(e, e->ops->module_load(e->dev, &kf, &mf, &err_));
+  const uint64_t n = 64u << 20;
+  *big = alloc(e, n * 4);
+  uint32_t v = 7;
+  cubert_backend_arg fa[3] = {buf_arg(big->address, n * 4, CUBERT_ACCESS_WRITE), scalar_arg(&n, 8),
+                              scalar_arg(&v, 4)};
+  const cubert_launch_config one_warp = {{1, 1, 1}, {32, 1, 1}, 0};
+  OK(e, e->ops->launch(e->dev, s, ++e->work, mf, &one_warp, fa, 3, &err_));
+  return mf;
+}
+
 /* ------------------------------------------------------------ no device */
 
 START_TEST(test_open_with_no_device_gives_zero_devices) {
@@ -210,8 +229,10 @@ START_TEST(test_write_read_round_trip) {
   env e;
   if (!env_open(&e, true)) return;
   void *s = stream_new(&e);
-  /* sizes below, at and across the staging halves (4 MiB) and buffers (8 MiB) */
-  const uint64_t sizes[] = {1, 3, 4096, 65537, (4u << 20), (4u << 20) + 1, (9u << 20) + 5, 33u << 20};
+  /* direct copies (pageable, under 64 MiB) of odd sizes, and staged ones
+   * (64 MiB and more) across the staging halves (4 MiB) and buffers (8 MiB) */
+  const uint64_t sizes[] = {1,          3,           4096,           65537, (4u << 20), (4u << 20) + 1,
+                            (9u << 20) + 5, 33u << 20, (64u << 20) + 5};
   for (size_t t = 0; t < sizeof sizes / sizeof *sizes; t++) {
     uint64_t n = sizes[t];
     cubert_backend_mem m = alloc(&e, n + 64);
@@ -242,6 +263,52 @@ START_TEST(test_write_read_round_trip) {
   free(b);
   e.ops->mem_free(e.dev, &m);
   e.ops->stream_destroy(e.dev, s2);
+  e.ops->stream_destroy(e.dev, s);
+  env_close(&e);
+}
+END_TEST
+
+/* backend.h: a write's source may be reused as soon as write returns. Many
+ * writes from one buffer, each overwritten right after the call, queued
+ * behind a busy GPU: a driver that read the source late would copy the
+ * scribbles. */
+START_TEST(test_write_source_is_reusable_at_once) {
+  env e;
+  if (!env_open(&e, true)) return;
+  private_cache();
+  void *s = stream_new(&e);
+  cubert_backend_mem big;
+  void *mf = busy_gpu(&e, s, &big);
+  const size_t piece = 4096, pieces = 512, large = (1u << 20) + 3;
+  cubert_backend_mem m = alloc(&e, piece * pieces + large);
+  unsigned char *buf = malloc(large), *want = malloc(piece * pieces + large),
+                *back = malloc(piece * pieces + large);
+  ck_assert(buf && want && back);
+  for (size_t i = 0; i < pieces; i++) {
+    pattern(buf, piece, (uint32_t)(1000 + i));
+    memcpy(want + i * piece, buf, piece);
+    write_(&e, s, m.address + i * piece, buf, piece);
+    memset(buf, 0xa5, piece); /* reused at once */
+  }
+  pattern(buf, large, 77); /* and one of odd size */
+  memcpy(want + pieces * piece, buf, large);
+  write_(&e, s, m.address + pieces * piece, buf, large);
+  memset(buf, 0x5a, large);
+  read_(&e, s, back, m.address, piece * pieces + large);
+  for (size_t i = 0; i <= pieces; i++) {
+    size_t n = i < pieces ? piece : large;
+    ck_assert_msg(memcmp(want + i * piece, back + i * piece, n) == 0,
+                  "write %zu: the device got bytes written to the source after the call", i);
+  }
+  ck_assert_uint_eq(e.ops->progress(e.dev, s), e.work); /* the read covers everything */
+  cubert_async_failure f[4];
+  ck_assert_uint_eq(e.ops->drain_failures(e.dev, f, 4), 0);
+  free(buf);
+  free(want);
+  free(back);
+  e.ops->module_unload(e.dev, mf);
+  e.ops->mem_free(e.dev, &m);
+  e.ops->mem_free(e.dev, &big);
   e.ops->stream_destroy(e.dev, s);
   env_close(&e);
 }
@@ -441,32 +508,54 @@ END_TEST
 START_TEST(test_progress_follows_work_numbers) {
   env e;
   if (!env_open(&e, true)) return;
+  private_cache();
   void *s = stream_new(&e), *t = stream_new(&e);
   ck_assert_uint_eq(e.ops->progress(e.dev, s), 0);
   cubert_backend_mem m = alloc(&e, 1 << 20);
+  /* s starts behind a busy GPU: then 12000 small items, 8000 on s, more
+   * than the 256 marks of 32 items a stream keeps pending, so marks merge */
+  cubert_backend_mem big;
+  void *mf = busy_gpu(&e, s, &big);
   uint32_t v = 1;
-  /* 3000 items: more than the 1024 marks a stream keeps, so marks merge */
-  uint64_t last_s = 0, last_t = 0, seen = 0;
-  for (int i = 0; i < 3000; i++) {
+  uint64_t last_s = e.work, last_t = 0, seen = 0;
+  for (int i = 0; i < 12000; i++) {
     void *on = i % 3 ? s : t;
-    OK(&e, e.ops->fill(e.dev, on, ++e.work, m.address, &v, 4, 1 << 20, &err_));
+    OK(&e, e.ops->fill(e.dev, on, ++e.work, m.address + (i % 3 ? 0 : 4096), &v, 4, 4096, &err_));
     if (on == s) last_s = e.work;
     else last_t = e.work;
     uint64_t p = e.ops->progress(e.dev, s);
     ck_assert_msg(p >= seen && p <= last_s, "progress %" PRIu64 " after %" PRIu64 " (last %" PRIu64 ")", p, seen, last_s);
     seen = p;
   }
+  /* polling alone reaches the last item: marks are not only made at sync */
+  uint64_t p = 0;
+  for (long polls = 0; polls < 20000000 && (p = e.ops->progress(e.dev, s)) != last_s; polls++) {
+    ck_assert_msg(p >= seen && p <= last_s, "progress %" PRIu64 " after %" PRIu64, p, seen);
+    seen = p;
+  }
+  ck_assert_msg(p == last_s, "polling progress stopped at %" PRIu64 ", the last work is %" PRIu64, p, last_s);
   OK(&e, e.ops->sync(e.dev, s, &err_));
   ck_assert_uint_eq(e.ops->progress(e.dev, s), last_s);
   OK(&e, e.ops->sync(e.dev, NULL, &err_));
   ck_assert_uint_eq(e.ops->progress(e.dev, t), last_t);
+  /* one more item, then sync: exact at once */
+  OK(&e, e.ops->fill(e.dev, t, ++e.work, m.address, &v, 4, 4, &err_));
+  OK(&e, e.ops->sync(e.dev, t, &err_));
+  ck_assert_uint_eq(e.ops->progress(e.dev, t), e.work);
   /* a read counts: everything up to it has completed when it returns */
+  OK(&e, e.ops->fill(e.dev, t, ++e.work, m.address, &v, 4, 4, &err_));
   uint32_t x = 0;
   read_(&e, t, &x, m.address, 4);
   ck_assert_uint_eq(x, 1);
   ck_assert_uint_eq(e.ops->progress(e.dev, t), e.work);
+  /* a zero-byte read waits for the stream's earlier work too */
+  OK(&e, e.ops->fill(e.dev, t, ++e.work, m.address, &v, 4, 4, &err_));
+  read_(&e, t, &x, m.address, 0);
+  ck_assert_uint_eq(e.ops->progress(e.dev, t), e.work);
   cubert_async_failure f[4];
   ck_assert_uint_eq(e.ops->drain_failures(e.dev, f, 4), 0);
+  e.ops->module_unload(e.dev, mf);
+  e.ops->mem_free(e.dev, &big);
   e.ops->mem_free(e.dev, &m);
   e.ops->stream_destroy(e.dev, s);
   e.ops->stream_destroy(e.dev, t);
@@ -707,6 +796,7 @@ int main(void) {
   tcase_add_test(tc, test_open_with_no_device_gives_zero_devices);
   tcase_add_test(tc, test_device_info_is_filled);
   tcase_add_test(tc, test_write_read_round_trip);
+  tcase_add_test(tc, test_write_source_is_reusable_at_once);
   tcase_add_test(tc, test_fill_every_pattern_size_aligned_or_not);
   tcase_add_test(tc, test_copy_on_device_and_to_itself_as_peer);
   tcase_add_test(tc, test_builtin_fill_and_copy_kernels_run);

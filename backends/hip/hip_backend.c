@@ -35,6 +35,18 @@
 /* ------------------------------------------------------------ helpers */
 
 cubert_status cb_hip_enter(cb_hip_device *dev, cubert_berr *err) {
+  /* Already current: nothing to set (the usual case: one thread drives a
+   * device). Asking costs a thread-local read in the driver, where
+   * setting cost a runtime and a driver call on every operation; asking
+   * rather than caching also notices a device the application made current
+   * in between. */
+#if CB_HIP_NVIDIA
+  hipCtx_t cur = NULL;
+  if (dev->context && hipCtxGetCurrent(&cur) == hipSuccess && cur == dev->context) return CUBERT_OK;
+#else
+  int cur = -1;
+  if (hipGetDevice(&cur) == hipSuccess && cur == dev->index) return CUBERT_OK;
+#endif
   hipError_t e = hipSetDevice(dev->index);
 #if CB_HIP_NVIDIA
   if (e == hipSuccess && dev->context) e = hipCtxSetCurrent(dev->context);

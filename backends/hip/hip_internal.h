@@ -13,8 +13,9 @@
  *                   cache. Devices point to it and must be closed first.
  *   cb_hip_device   from device_open(), freed by device_close(); owns its
  *                   streams (a list, so sync(NULL) can reach them all), its
- *                   failure queue, pinned staging buffers and the built-in
- *                   fill module.
+ *                   failure queue, pinned staging buffers (large writes, and
+ *                   writes from pinned host memory) and the built-in fill
+ *                   module.
  *   cb_hip_stream   from stream_create(); owns the events marking its work.
  *   cb_hip_module   from module_load(); owns the hipModule_t.
  *
@@ -112,14 +113,15 @@ struct cb_hip_backend {
   cb_hip_code *codes;
 };
 
-/* A mark: an event recorded after work `last` on a stream; it covers the
- * work numbered `first`..`last` enqueued on the stream since the previous
- * mark (first == last unless marks were merged when the ring was full). */
+/* A mark: an event recorded on a stream after work `last`; it covers the
+ * `items` work items numbered `first`..`last` handed to the stream since the
+ * previous mark (hip_stream.c: when marks are recorded). */
 typedef struct cb_hip_mark {
   hipEvent_t event;
   uint64_t first;
   uint64_t last;
-  const char *op;         /* "write", "launch", ... ("work" when merged) */
+  uint32_t items;
+  const char *op;         /* "write", "launch", ...; "work" when they differ */
 } cb_hip_mark;
 
 struct cb_hip_stream {
@@ -132,7 +134,11 @@ struct cb_hip_stream {
   hipEvent_t *spare;      /* completed events kept for reuse */
   uint32_t nspare;
   uint64_t done;          /* highest work known complete (progress) */
-  uint64_t enqueued;      /* highest work enqueued */
+  uint64_t enqueued;      /* highest work handed to the stream */
+  /* work handed to the stream after the newest mark, covered by none yet */
+  uint64_t open_first, open_last;
+  uint32_t open_items;
+  const char *open_op;
 };
 
 struct cb_hip_module {
@@ -176,7 +182,10 @@ struct cb_hip_device {
 
 /* Makes `dev` current on the calling thread (and on NVIDIA its primary
  * context, which the driver-API calls behind hipModule* and hipMemsetD*
- * need). Every operation calls it first: calls come from many threads. */
+ * need). Every operation calls it first: calls come from many threads. It
+ * asks the driver what is current (a thread-local read) and sets nothing
+ * when `dev` already is, so the common case costs no set call, and a device
+ * the application made current in between is still noticed. */
 cubert_status cb_hip_enter(cb_hip_device *dev, cubert_berr *err);
 
 /* CUBERT_ERR_DEVICE_LOST with the recorded cause when `dev` is lost. */
@@ -216,7 +225,8 @@ uint64_t cb_hip_progress(void *device, void *stream);
 size_t cb_hip_drain_failures(void *device, cubert_async_failure *out, size_t capacity);
 
 /* After work `work` (operation `op`, a static string) was handed to the
- * stream, successfully or not: records the mark progress() follows. */
+ * stream, successfully or not: counts it for progress(), recording a mark
+ * every few items (hip_stream.c). */
 void cb_hip_mark_work(cb_hip_stream *s, uint64_t work, const char *op);
 
 /* Frees the device's staging buffers and the streams left open. */
