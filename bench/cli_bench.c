@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "bench/bench_numa.h"
 #include "cli/commands.h"
 
 static void usage(FILE *out) {
@@ -18,6 +19,8 @@ static void usage(FILE *out) {
           "  runtime   the runtime's own costs: pool allocation against hipMalloc, the\n"
           "            launch path against hipModuleLaunchKernel, the ledger with tainted\n"
           "            ranges, the fault layer present against absent\n"
+          "  numa      host<->device bandwidth from host memory on each NUMA node, the\n"
+          "            device's local node(s) marked\n"
           "  plot      draw the SVG pictures of a saved `bench peer --json` run:\n"
           "            cubert bench plot RUN.json PREFIX\n"
           "\n"
@@ -58,7 +61,7 @@ int cb_bench_plot_main(int argc, char **argv) {
 
 int cb_cli_bench(int argc, char **argv) {
   if (argc < 2) {
-    fputs("cubert bench: say what to measure: peer, runtime or plot\n", stderr);
+    fputs("cubert bench: say what to measure: peer, runtime, numa or plot\n", stderr);
     usage(stderr);
     return CB_CLI_USAGE;
   }
@@ -70,6 +73,7 @@ int cb_cli_bench(int argc, char **argv) {
   if (strcmp(what, "peer") == 0) return cb_bench_peer_main(argc - 1, argv + 1);
   if (strcmp(what, "runtime") == 0) return cb_bench_runtime_main(argc - 1, argv + 1);
   if (strcmp(what, "plot") == 0) return cb_bench_plot_main(argc - 1, argv + 1);
+  if (strcmp(what, "numa") == 0) return cb_bench_numa_main(argc - 1, argv + 1);
   fprintf(stderr, "cubert bench: unknown benchmark '%s'\n", what);
   usage(stderr);
   return CB_CLI_USAGE;

@@ -305,6 +305,7 @@ struct cubert_topology;
 
 struct cubert_runtime {
   struct cubert_topology *topology; /* for fault rules filtered by pair class */
+  struct cb_placement *placement;   /* placement.h: binds backend threads near their device */
   cb_backend backends[4];
   int nbackends;
   cb_device **devices;

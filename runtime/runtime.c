@@ -9,6 +9,7 @@
 #include "cubert/topology.h"
 #include "faultinj/decorator.h"
 #include "runtime/internal.h"
+#include "runtime/placement.h"
 #include "topology/host_node.h"
 
 void cb_device_free(cb_device *dev);
@@ -135,6 +136,7 @@ cubert_status cubert_runtime_create(const cubert_runtime_options *options, cuber
 
   cubert_runtime *rt = calloc(1, sizeof *rt);
   if (!rt) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory creating the runtime");
+  rt->placement = cb_placement_new(); /* NULL: no placement, not an error */
 
   const char *node = cb_env("CUBERT_HOST_NODE");
   if (node) {
@@ -173,6 +175,8 @@ cubert_status cubert_runtime_create(const cubert_runtime_options *options, cuber
     be->first_device = rt->ndevices;
     cubert_berr err = {0};
     int count = 0;
+    cfg.place_thread = rt->placement ? cb_place_thread : NULL;
+    cfg.place_ctx = cb_placement_ctx(rt->placement, rt->nbackends, rt->ndevices);
     st = faults ? cb_faultinj_open(ops, rt->ndevices, &cfg, &be->state, &count, &err)
                 : ops->open(&cfg, &be->state, &count, &err);
     if (st) {
@@ -214,6 +218,9 @@ cubert_status cubert_runtime_create(const cubert_runtime_options *options, cuber
   if (faults && rules && strstr(rules, "pair=") && rt->ndevices &&
       cubert_topology_create(rt, NULL, &rt->topology) == CUBERT_OK)
     cubert_faultinj_set_pair_classifier(pair_class, rt->topology);
+  /* Placement: cheap here (bus ids only); the topology is made by the first
+   * thread that asks, and only when a device is on this machine. */
+  cb_placement_start(rt->placement, rt);
   *out = rt;
   return CUBERT_OK;
 }
@@ -228,6 +235,7 @@ void cubert_runtime_destroy(cubert_runtime *rt) {
   for (int i = 0; i < rt->ndevices; i++) cb_device_free(rt->devices[i]);
   free(rt->devices);
   for (int b = 0; b < rt->nbackends; b++) rt->backends[b].ops->close(rt->backends[b].state);
+  cb_placement_destroy(rt->placement); /* after close: no backend thread is left */
   cb_host_node_free(rt->host_bus_ids, rt->nhost_bus_ids);
   free(rt);
 }

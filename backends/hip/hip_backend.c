@@ -574,10 +574,8 @@ static cubert_status hip_link_info(void *device, void *peer, cubert_backend_link
   if (st) return st;
   if (!other || !link) return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT, "link_info: no peer");
 #if CB_HIP_NVIDIA
-  return cubert_berr_set(err, CUBERT_ERR_UNSUPPORTED,
-                         "link between %s and %s: HIP on NVIDIA has no call for the link type "
-                         "(NVLink is known to NVML, not to HIP)",
-                         dev->label, other->label);
+  /* HIP on NVIDIA has no call for the link type: NVLink is known to NVML */
+  return cb_hip_nvml_link(dev, other, link, err);
 #else
   if (other->index == dev->index) {
     memset(link, 0, sizeof *link);

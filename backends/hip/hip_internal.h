@@ -232,6 +232,13 @@ void cb_hip_mark_work(cb_hip_stream *s, uint64_t work, const char *op);
 /* Frees the device's staging buffers and the streams left open. */
 void cb_hip_stream_teardown(cb_hip_device *dev);
 
+/* hip_nvml.c (NVIDIA platform only): the NVLink between two devices from
+ * NVML, loaded at run time: type 1, links, hops 1 when joined (directly or
+ * both through NVSwitches); type 2 when NVML says they are not;
+ * CUBERT_ERR_UNSUPPORTED when NVML is absent or knows nothing of them. */
+cubert_status cb_hip_nvml_link(cb_hip_device *dev, cb_hip_device *peer, cubert_backend_link *link,
+                               cubert_berr *err);
+
 /* hip_backend.c: the built-in 8-byte / unaligned fill kernel, loaded on
  * first use; and launching a module. */
 cubert_status cb_hip_fill_module(cb_hip_device *dev, cb_hip_module **module, cubert_berr *err);

@@ -8,6 +8,8 @@
  * running writes, fills, copies, launches (the kernel's host function),
  * event waits and timer stamps in order. An event is a stream and a
  * position in it; a timer, the worker's monotonic clock at its position.
+ * A worker first calls config->place_thread(place_ctx, device index) when
+ * the runtime gave one (placement near the device's NUMA node).
  *
  * Every address handed in is checked against the allocations of the backend
  * before the work is enqueued, so a wrong address is an error, never a
@@ -71,6 +73,10 @@ struct host_backend {
   host_device **devices;    /* open devices, NULL when closed */
   host_alloc *allocs;       /* sorted by address */
   size_t nallocs, cap_allocs;
+  /* config->place_thread/place_ctx: called first on every stream worker
+   * with the device's index (the runtime binds it near the device) */
+  void (*place_thread)(void *ctx, int index);
+  void *place_ctx;
 };
 
 typedef struct host_stream {
@@ -314,6 +320,8 @@ static cubert_status host_open(const cubert_backend_config *config, void **backe
   size_t nn = (size_t)n;
   b->ndevices = n;
   b->memory = config->host_memory;
+  b->place_thread = config->place_thread;
+  b->place_ctx = config->place_ctx;
   b->deny = calloc(nn * nn + 1, sizeof *b->deny);
   b->bus_ids = calloc(nn + 1, sizeof *b->bus_ids);
   b->devices = calloc(nn + 1, sizeof *b->devices);
@@ -573,7 +581,7 @@ static cubert_status host_stream_create(void *device, void **stream, cubert_berr
     d->streams = grown;
     d->cap_streams = cap;
   }
-  int rc = cb_work_queue_start(&s->queue);
+  int rc = cb_work_queue_start_with(&s->queue, d->backend->place_thread, d->backend->place_ctx, d->index);
   if (rc) {
     pthread_mutex_unlock(&d->lock);
     free(s);

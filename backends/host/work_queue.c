@@ -7,6 +7,8 @@
 
 static void *worker_main(void *arg) {
   cb_work_queue *q = arg;
+  if (q->on_start)
+    q->on_start(q->on_start_ctx, q->on_start_index);
   pthread_mutex_lock(&q->lock);
   for (;;) {
     while (!q->head && !q->stopping)
@@ -36,7 +38,15 @@ static void *worker_main(void *arg) {
   return NULL;
 }
 
-int cb_work_queue_start(cb_work_queue *q) {
+int cb_work_queue_start(cb_work_queue *q) { return cb_work_queue_start_with(q, NULL, NULL, 0); }
+
+int cb_work_queue_start_with(cb_work_queue *q, void (*on_start)(void *ctx, int index), void *ctx,
+                             int index) {
+  /* Set before pthread_create, which orders these writes before the
+   * worker's first read. */
+  q->on_start = on_start;
+  q->on_start_ctx = ctx;
+  q->on_start_index = index;
   q->head = q->tail = NULL;
   q->submitted = q->completed = 0;
   atomic_init(&q->last_tag, 0);

@@ -7,6 +7,10 @@
  * one counter says how far the queue got, and waiting for a position waits for
  * every item before it too.
  *
+ * Thread start: a queue started with cb_work_queue_start_with() calls
+ * on_start(ctx, index) first thing on its worker thread, before any item
+ * runs (the host backend binds the thread near its device that way).
+ *
  * Threading: push, wait, end, completed and last_tag may be called from any
  * thread, concurrently. start/stop/destroy are called once each, by the owner.
  * Ownership: the queue owns nothing but its thread. An item is borrowed from
@@ -41,11 +45,19 @@ typedef struct cb_work_queue {
   bool stopping;
   bool started;
   pthread_t thread;
+  void (*on_start)(void *ctx, int index); /* NULL: none */
+  void *on_start_ctx;
+  int on_start_index;
 } cb_work_queue;
 
 /* Initialises the queue and starts its worker; returns 0 or an errno value
  * (then nothing needs destroying). */
 int cb_work_queue_start(cb_work_queue *queue);
+
+/* The same, with `on_start(ctx, index)` called on the worker thread before
+ * it runs any item (on_start NULL: like cb_work_queue_start). */
+int cb_work_queue_start_with(cb_work_queue *queue, void (*on_start)(void *ctx, int index), void *ctx,
+                             int index);
 
 /* Appends `work` and returns its position; 0 when the queue is stopping
  * (the item was not taken). */

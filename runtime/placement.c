@@ -1,0 +1,151 @@
+/* runtime/placement.c: the place_thread hook the runtime gives its backends
+ * (placement.h). */
+#include "runtime/placement.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cubert/topology.h"
+#include "runtime/internal.h"
+
+#define CB_PLACEMENT_BACKENDS 4 /* as cubert_runtime.backends */
+
+typedef struct cb_place_slot {
+  cb_placement *owner;
+  int first_device;             /* runtime index of the backend's device 0 */
+} cb_place_slot;
+
+enum { PLACE_IDLE = 0, PLACE_PENDING, PLACE_READY, PLACE_NONE };
+
+struct cb_placement {
+  cb_place_slot slots[CB_PLACEMENT_BACKENDS];
+  _Atomic int state;            /* PLACE_*: IDLE until start; PENDING: bus ids
+                                   known, topology not made yet; READY: made;
+                                   NONE: nothing to bind */
+  cubert_topology *_Atomic topology; /* published once READY */
+  _Atomic int bound;
+  pthread_mutex_t lock;         /* making the topology, once */
+  /* from cb_placement_start: runtime device -> topology index, -1 when the
+   * device has no bus id of this machine */
+  int ndevices;
+  int *map;
+  char **bus_ids;               /* the topology's devices */
+  int nbus_ids;
+};
+
+cb_placement *cb_placement_new(void) {
+  cb_placement *p = calloc(1, sizeof *p);
+  if (!p) return NULL;
+  if (pthread_mutex_init(&p->lock, NULL)) {
+    free(p);
+    return NULL;
+  }
+  for (int b = 0; b < CB_PLACEMENT_BACKENDS; b++) p->slots[b].owner = p;
+  atomic_init(&p->state, PLACE_IDLE);
+  atomic_init(&p->topology, NULL);
+  atomic_init(&p->bound, 0);
+  return p;
+}
+
+void *cb_placement_ctx(cb_placement *p, int backend, int first_device) {
+  if (!p || backend < 0 || backend >= CB_PLACEMENT_BACKENDS) return NULL;
+  p->slots[backend].first_device = first_device;
+  return &p->slots[backend];
+}
+
+/* Whether binding a thread near some device of `t` would do anything. */
+static bool any_bindable(const cubert_topology *t) {
+  for (int i = 0; i < cubert_topology_device_count(t); i++) {
+    cubert_topology_device d;
+    if (cubert_topology_device_info(t, i, &d) == CUBERT_OK && d.found && !d.simulated &&
+        d.numa_count > 0 && d.machine_numa_nodes > 1)
+      return true;
+  }
+  return false;
+}
+
+void cb_placement_start(cb_placement *p, cubert_runtime *rt) {
+  if (!p || !rt || atomic_load(&p->state) != PLACE_IDLE) return;
+  int state = PLACE_NONE;
+  /* An XML file standing for this machine is not this machine. */
+  const char *xml = cb_env("CUBERT_TOPOLOGY");
+  if (rt->ndevices > 0 && !(xml && *xml)) {
+    p->map = malloc((size_t)rt->ndevices * sizeof *p->map);
+    p->bus_ids = calloc((size_t)rt->ndevices, sizeof *p->bus_ids);
+    if (p->map && p->bus_ids) {
+      p->ndevices = rt->ndevices;
+      for (int i = 0; i < rt->ndevices; i++) {
+        const cb_device *dev = rt->devices[i];
+        const char *id = dev->info.pci_bus_id;
+        /* host devices take their bus ids from a simulated node only */
+        bool simulated = rt->host_bus_ids && dev->info.backend && strcmp(dev->info.backend, "host") == 0;
+        p->map[i] = -1;
+        if (!id[0] || simulated) continue;
+        if (!(p->bus_ids[p->nbus_ids] = cb_strdup(id))) continue;
+        p->map[i] = p->nbus_ids++;
+      }
+      if (p->nbus_ids > 0) state = PLACE_PENDING;
+    }
+  }
+  atomic_store_explicit(&p->state, state, memory_order_release);
+}
+
+/* Makes the topology once (any thread, under p->lock). */
+static cubert_topology *settle(cb_placement *p) {
+  pthread_mutex_lock(&p->lock);
+  cubert_topology *t = atomic_load_explicit(&p->topology, memory_order_acquire);
+  if (!t && atomic_load_explicit(&p->state, memory_order_acquire) == PLACE_PENDING) {
+    cubert_topology_source src;
+    cubert_topology_source_init(&src);
+    src.bus_ids = (const char *const *)p->bus_ids;
+    src.device_count = p->nbus_ids;
+    int state = PLACE_NONE;
+    if (cubert_topology_create_from(&src, &t) == CUBERT_OK) {
+      if (any_bindable(t)) {
+        atomic_store_explicit(&p->topology, t, memory_order_release);
+        state = PLACE_READY;
+      } else {
+        cubert_topology_destroy(t); /* one NUMA node, or no locality: nothing to bind */
+        t = NULL;
+      }
+    } else {
+      t = NULL;
+    }
+    atomic_store_explicit(&p->state, state, memory_order_release);
+  }
+  pthread_mutex_unlock(&p->lock);
+  return t;
+}
+
+void cb_place_thread(void *ctx, int backend_device_index) {
+  cb_place_slot *slot = ctx;
+  if (!slot || backend_device_index < 0) return;
+  cb_placement *p = slot->owner;
+  int state = atomic_load_explicit(&p->state, memory_order_acquire);
+  if (state == PLACE_IDLE || state == PLACE_NONE) return;
+  int device = slot->first_device + backend_device_index;
+  if (device >= p->ndevices || p->map[device] < 0) return;
+  cubert_topology *t = atomic_load_explicit(&p->topology, memory_order_acquire);
+  if (!t && !(t = settle(p))) return;
+  cubert_placement how;
+  /* A failed bind leaves the thread where it was; nobody is there to be
+   * told (the error stays in this thread's last error). */
+  if (cubert_topology_bind_thread(t, p->map[device], &how) == CUBERT_OK && how == CUBERT_PLACEMENT_BOUND)
+    atomic_fetch_add_explicit(&p->bound, 1, memory_order_relaxed);
+}
+
+int cb_placement_bound(const cb_placement *p) {
+  return p ? atomic_load_explicit(&((cb_placement *)p)->bound, memory_order_relaxed) : 0;
+}
+
+void cb_placement_destroy(cb_placement *p) {
+  if (!p) return;
+  cubert_topology_destroy(atomic_load(&p->topology));
+  for (int i = 0; i < p->nbus_ids; i++) free(p->bus_ids[i]);
+  free(p->bus_ids);
+  free(p->map);
+  pthread_mutex_destroy(&p->lock);
+  free(p);
+}
