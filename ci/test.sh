@@ -20,7 +20,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$CB_ROOT" || exit 1
 
 BUILD=${CUBERT_CI_BUILD:-$CB_ROOT/build-ci}
-ALL_STAGES=(deps lint gcc clang asan tsan install)
+ALL_STAGES=(deps lint gcc clang asan tsan install campaign breakrule fuzz)
 if [ "$#" -gt 0 ]; then STAGES=("$@"); else STAGES=("${ALL_STAGES[@]}"); fi
 for s in "${STAGES[@]}"; do
   case " ${ALL_STAGES[*]} " in *" $s "*) ;; *) echo "ci: unknown stage '$s' (stages: ${ALL_STAGES[*]})" >&2; exit 2 ;; esac
@@ -172,6 +172,32 @@ stage_install() {
     links_libcubert "$work/make/consumer-static" no || rc=1
   unset PKG_CONFIG_PATH
   return "$rc"
+}
+
+# The 100,000-fault campaign on the host backend (simulated Frontier node,
+# several devices and streams), zero violations, through the gcc build's tool.
+stage_campaign() {
+  if [ ! -x "$BUILD/gcc/cli/cubert" ]; then
+    cb_build "$BUILD/gcc" -DCMAKE_C_COMPILER=gcc -DCUBERT_WERROR=ON \
+      -DCUBERT_HIP=ON -DCUBERT_HIP_PLATFORM=amd || return 1
+  fi
+  env -u CUBERT_FAULTS CUBERT_BACKENDS=host "$BUILD/gcc/cli/cubert" faultinj campaign \
+    --seed 20261129 --faults 100000 --node frontier --json "$BUILD/campaign.json"
+}
+
+# Proof the checker bites: with one taint rule switched off (transitive
+# propagation), the scenario suite and a campaign must report stale reads.
+stage_breakrule() { CUBERT_CI_BUILD=$BUILD bash "$CB_ROOT/ci/break-rule.sh"; }
+
+# The rule/scenario parser under libFuzzer (clang), for a bounded time.
+stage_fuzz() {
+  local dir=$BUILD/fuzz
+  CC=clang cb_build "$dir" -DCMAKE_C_COMPILER=clang -DCUBERT_FUZZ=ON -DCUBERT_HIP=OFF \
+    -DCUBERT_BUILD_TESTS=OFF -DCUBERT_BUILD_BENCH=OFF || return 1
+  cmake --build "$dir" --target fuzz_faultinj_rules || return 1
+  mkdir -p "$dir/corpus"
+  "$dir/faultinj/fuzz_faultinj_rules" -dict="$CB_ROOT/faultinj/fuzz_rules.dict" \
+    -max_total_time="${CUBERT_FUZZ_SECONDS:-120}" -max_len=4096 "$dir/corpus"
 }
 
 # ------------------------------------------------------------ run

@@ -189,6 +189,8 @@ typedef struct cb_fi_run_config {
   FILE *trace;           /* when set, every step, injection and check */
   bool no_checks;        /* only the status checks and the end (faster) */
   size_t max_violations; /* stop the run after this many; 0: 20 */
+  bool test_keep_handle; /* tests only: keep one handle of the first allocation
+                            through the leak check (it must report a LEAK) */
 } cb_fi_run_config;
 
 typedef struct cb_fi_result {

@@ -185,14 +185,15 @@ static const cb_fim_hit *hit_lost(cb_fim_hits h) {
   return NULL;
 }
 
-/* Stream plumbing (event_record, stream_wait) failed: nothing was done. */
+/* Stream plumbing (event_record, stream_wait) failed: the work was not
+ * enqueued, so by rule 1 its write set carries that failure. */
 static const cb_fim_hit *hit_order(cb_fim_hits h) {
   const cb_fim_hit *x = hit_op(h, "event_record");
   return x ? x : hit_op(h, "stream_wait");
 }
 
 static cb_fim_outcome outcome(cubert_status status, cb_fim_mask roots) {
-  cb_fim_outcome o = {status, roots, false, -1};
+  cb_fim_outcome o = {status, 0, roots, false, -1};
   return o;
 }
 
@@ -287,11 +288,10 @@ static bool apply_hit(cb_fim *m, int device, const cb_fim_hit *h, cb_fim_record 
 cb_fim_outcome cb_fim_write(cb_fim *m, int step, int device, cb_fim_view v, const void *data,
                             cb_fim_hits hits) {
   if (m->dev[device].lost_cause >= 0) return lost_outcome(m, device);
-  const cb_fim_hit *order = hit_order(hits);
-  if (order) return outcome(order->status, cb_fim_bit(order->cause));
   const cb_fim_hit *h = hit_op(hits, "write");
   if (!h) h = hit_op(hits, "fill");
   if (!h) h = hit_lost(hits);
+  if (!h) h = hit_order(hits);
   cb_fim_record *r = record_push(m, device, step);
   record_range(m, device, r, v, CUBERT_ACCESS_WRITE);
   cb_fim_outcome o = outcome(CUBERT_OK, 0);
@@ -325,13 +325,9 @@ cb_fim_outcome cb_fim_copy(cb_fim *m, int step, int device, cb_fim_view src, cb_
     r->failed = true;
     return outcome(CUBERT_ERR_TAINTED, in);
   }
-  const cb_fim_hit *order = hit_order(hits);
-  if (order) {
-    m->dev[device].nrecords--; /* nothing was enqueued */
-    return outcome(order->status, cb_fim_bit(order->cause));
-  }
   const cb_fim_hit *h = hit_op(hits, sdev == device ? "copy" : "copy_peer");
   if (!h) h = hit_lost(hits);
+  if (!h) h = hit_order(hits);
   cb_fim_outcome o = outcome(CUBERT_OK, 0);
   bool async, scribble;
   if (apply_hit(m, device, h, r, &dst, 1, &o, &async, &scribble)) return o;
@@ -480,11 +476,6 @@ cb_fim_outcome cb_fim_launch(cb_fim *m, int step, int device, cb_fim_kernel k, c
     apply_hit(m, device, c, r, outs, nouts, &o, &a2, &s2);
     return o;
   }
-  const cb_fim_hit *order = hit_order(hits);
-  if (order) {
-    m->dev[device].nrecords--;
-    return outcome(order->status, cb_fim_bit(order->cause));
-  }
   /* a peer output on a lost device: the fault layer refuses the launch */
   for (uint32_t i = 0; i < kd->nbuf; i++) {
     int owner = m->allocs[args[i].alloc].device;
@@ -497,6 +488,7 @@ cb_fim_outcome cb_fim_launch(cb_fim *m, int step, int device, cb_fim_kernel k, c
   }
   const cb_fim_hit *h = hit_op(hits, "launch");
   if (!h) h = hit_lost(hits);
+  if (!h) h = hit_order(hits); /* ordering after another stream failed: rule 1, the claim carries it */
   if (apply_hit(m, device, h, r, outs, nouts, &o, &async, &scribble)) return o;
   compute(m, k, args, value);
   for (uint32_t i = 0; i < nouts; i++) cb_fim_taint(m, outs[i], 0);
@@ -593,14 +585,29 @@ cb_fim_outcome cb_fim_sync(cb_fim *m, int device, cb_fim_hits hits) {
     mark_lost(m, device, h->cause);
     return lost_outcome(m, device);
   }
+  h = hit_op(hits, "sync");
+  if (h) /* the wait itself failed: it returns that, and found nothing */
+    return outcome(h->status, cb_fim_bit(h->cause));
   cb_fim_outcome o = outcome(CUBERT_OK, 0);
   for (size_t i = 0; i < d->npending; i++) {
-    replay(m, d, &d->pending[i]);
+    cb_fim_record *w = &d->records[d->pending[i].record];
+    if (w->failed) {
+      /* it had already read an earlier failure's garbage, so its outputs
+       * carry that failure's child; its own failure is as good a cause */
+      for (uint32_t k = 0; k < w->n; k++) {
+        cb_fim_range *g = &w->r[k];
+        if (!(g->access & CUBERT_ACCESS_WRITE)) continue;
+        cb_fim_alloc *a = &m->allocs[g->alloc];
+        for (uint64_t b = g->start; b < g->end; b++)
+          if (a->taint[b]) a->taint[b] |= cb_fim_bit(d->pending[i].cause);
+      }
+    } else {
+      replay(m, d, &d->pending[i]);
+    }
     if (o.status == CUBERT_OK) o.status = d->pending[i].status;
+    o.also |= (uint64_t)1 << d->pending[i].status;
     o.roots |= cb_fim_bit(d->pending[i].cause);
   }
-  h = hit_op(hits, "sync");
-  if (h && o.status == CUBERT_OK) o = outcome(h->status, cb_fim_bit(h->cause));
   d->npending = 0;
   d->nrecords = 0; /* a full sync: everything completed */
   return o;

@@ -131,6 +131,8 @@ typedef struct cb_fim_hits {
 /* What the docs say a call must do. */
 typedef struct cb_fim_outcome {
   cubert_status status;
+  uint64_t also;       /* other statuses the docs allow (bit s: status s): a sync that
+                          finds several failures may return any of theirs */
   cb_fim_mask roots;   /* the causes the error's failures may have as root; 0: any */
   bool pending;        /* an asynchronous failure now waits for a sync */
   int alloc;           /* alloc / create: the new allocation, -1 when none */

@@ -4,7 +4,7 @@
  * A scenario file holds scenarios: each names the devices it needs (roles
  * A, B, C...), its steps (faultinj/checker.h), the fault rules it sets and
  * the outcomes it expects. Parse errors name the file, the line and the
- * column. The built-in suite is faultinj/scenarios/*.fi, embedded in the
+ * column. The built-in suite is faultinj/scenarios/NAME.fi, embedded in the
  * library at build time, so an installed `cubert faultinj suite` needs no
  * source tree.
  *
@@ -37,7 +37,7 @@ cubert_status cb_fi_scenario_parse(const char *text, const char *source, cb_fi_s
                                    size_t capacity);
 /* The same over a file; CUBERT_ERR_IO when it cannot be read. */
 cubert_status cb_fi_scenario_load(const char *path, cb_fi_suite *suite, char *error, size_t capacity);
-/* The built-in suite (faultinj/scenarios/*.fi as embedded). */
+/* The built-in suite (faultinj/scenarios/NAME.fi as embedded). */
 cubert_status cb_fi_scenario_builtin(cb_fi_suite *suite, char *error, size_t capacity);
 /* Names and texts of the embedded files (for `cubert faultinj list`). */
 size_t cb_fi_scenario_builtin_count(void);

@@ -125,6 +125,11 @@ cubert_failure *cb_device_failure(cb_device *dev, cubert_status status, const cu
   return f;
 }
 
+cubert_failure *cb_order_failure(cb_device *dev, cubert_status status, cb_stream *s, const char *operation,
+                                 const char *kernel, uint64_t work) {
+  return cb_failure_new(status, cubert_last_error_message(), dev->index, s ? s->id : 0, operation, kernel, work);
+}
+
 /* ------------------------------------------------------------ streams */
 
 static cb_stream *stream_new(cb_device *dev, cubert_berr *err, cubert_status *st) {
@@ -376,6 +381,7 @@ static void bad_trim(bad_set *s, cb_alloc *a, uint64_t start, uint64_t end) {
   }
 }
 
+#ifndef CUBERT_BREAK_TRANSITIVE
 static const cubert_failure *bad_overlap(const bad_set *s, const cb_wbind *b) {
   for (size_t i = 0; i < s->n; i++) {
     const bad_range *r = &s->v[i];
@@ -384,6 +390,7 @@ static const cubert_failure *bad_overlap(const bad_set *s, const cb_wbind *b) {
   }
   return NULL;
 }
+#endif
 
 static cb_work *find_work(cb_device *dev, uint64_t work, size_t *index) {
   size_t lo = 0, hi = dev->npending;
@@ -503,14 +510,20 @@ static void drop_completed(cb_device *dev, const uint64_t *progress) {
   dev->npending = keep;
 }
 
-void cb_device_reap(cb_device *dev) {
+/* Reaps with `floor[i]` (may be NULL): work of stream i up to it is known
+ * complete (a sync waited for it), whatever progress says: work that failed
+ * when it was enqueued never reaches the stream, so progress alone would
+ * never pass it when nothing follows it there. */
+static void reap_floor(cb_device *dev, const uint64_t *floor, uint32_t nfloor) {
   /* progress first, then failures: a failure is recorded before its work
    * counts as complete, so no completed record loses its failure */
   uint64_t stackp[32];
   uint64_t *progress = dev->nstreams <= 32 ? stackp : malloc(dev->nstreams * sizeof *progress);
   if (!progress) return;
-  for (uint32_t i = 0; i < dev->nstreams; i++)
+  for (uint32_t i = 0; i < dev->nstreams; i++) {
     progress[i] = dev->ops->progress(dev->bdev, dev->streams[i]->bs);
+    if (floor && i < nfloor && floor[i] > progress[i]) progress[i] = floor[i];
+  }
   cubert_async_failure buf[8];
   size_t n;
   do {
@@ -520,6 +533,8 @@ void cb_device_reap(cb_device *dev) {
   drop_completed(dev, progress);
   if (progress != stackp) free(progress);
 }
+
+void cb_device_reap(cb_device *dev) { reap_floor(dev, NULL, 0); }
 
 /* ------------------------------------------------------------ sync */
 
@@ -542,6 +557,11 @@ static cubert_status sync_impl(cubert_client *c, uint32_t stream_id, bool all) {
     }
   }
   void *bs = s ? s->bs : NULL;
+  /* what the sync waits for: everything enqueued on the stream(s) so far */
+  uint32_t nfloor = dev->nstreams;
+  uint64_t *floor = calloc(nfloor ? nfloor : 1, sizeof *floor);
+  for (uint32_t i = 0; floor && i < nfloor; i++)
+    if (!s || dev->streams[i] == s) floor[i] = dev->streams[i]->last_work;
   cb_device_leave(dev);
   cubert_berr err = {0};
   st = dev->ops->sync(dev->bdev, bs, &err);
@@ -550,7 +570,13 @@ static cubert_status sync_impl(cubert_client *c, uint32_t stream_id, bool all) {
     cubert_failure *f = cb_device_failure(dev, st, &err, s, "sync", "", 0);
     cubert_failure_release(f);
   }
-  cb_device_reap(dev);
+  reap_floor(dev, st == CUBERT_OK ? floor : NULL, nfloor);
+  free(floor);
+  if (st != CUBERT_OK && !atomic_load(&dev->lost)) {
+    /* the wait itself failed: say so; failures found stay for the next sync */
+    pthread_mutex_unlock(&dev->lock);
+    return cb_fail_backend(st, &err, "synchronising", dev->info.name);
+  }
   cb_errb b;
   cb_errb_init(&b, CUBERT_OK);
   size_t nfail = 0;

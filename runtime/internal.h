@@ -367,6 +367,11 @@ cubert_failure *cb_device_failure(cb_device *dev, cubert_status status, const cu
                                   cb_stream *s, const char *operation, const char *kernel,
                                   uint64_t work);
 void cb_device_mark_lost(cb_device *dev, cubert_failure *f);
+/* Ordering after another stream failed (cb_order_access recorded the error):
+ * the work was not enqueued, so its claim carries this failure (rule 1).
+ * Returns a new reference made from the thread's last error. */
+cubert_failure *cb_order_failure(cb_device *dev, cubert_status status, cb_stream *s, const char *operation,
+                                 const char *kernel, uint64_t work);
 
 /* Module of `k` on `dev` (loaded on first use). */
 cubert_status cb_module_get(cb_device *dev, const cubert_kernel *k, void **module,

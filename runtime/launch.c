@@ -109,6 +109,10 @@ static cubert_status launch_failed(cb_device *dev, cb_work *w, cb_stream *s, con
                                    cubert_status st, const cubert_berr *err) {
   cubert_failure *f = cb_device_failure(dev, st, err, s, "launch", k->name, w->work);
   cb_work_settle(dev, w, f);
+  /* a launch that failed may still have written part of its outputs (a
+   * fault, an injected scribble): later writers on other streams must not
+   * race those bytes, so order after it like after any writer */
+  cb_work_mark_uses(dev, w);
   cb_errb b;
   cb_errb_init(&b, st);
   cb_str_printf(&b.msg, "launch of `%s` on device %d (%s) failed: ", k->name, dev->index, dev->info.name);
@@ -221,7 +225,9 @@ cubert_status cubert_launch(cubert_client *c, const cubert_kernel *k, const cube
   for (uint32_t i = 0; i < nargs; i++) {
     if (res[i].alloc && !res[i].peer && (st = cb_order_access(dev, s, res[i].alloc, (k->params[i].access & CUBERT_ACCESS_WRITE) != 0))) {
       w = &dev->pending[dev->npending - 1];
-      cb_work_settle(dev, w, NULL);
+      cubert_failure *f = cb_order_failure(dev, st, s, "launch", k->name, w->work);
+      cb_work_settle(dev, w, f);
+      cubert_failure_release(f);
       goto out_unlock;
     }
   }

@@ -287,7 +287,10 @@ cubert_status cubert_handle_check(cubert_client *c, const cubert_handle *h) {
 static cubert_status write_failed(cb_device *dev, cb_work *w, cb_stream *s, cubert_status st,
                                   const cubert_berr *err, const char *op) {
   cubert_failure *f = cb_device_failure(dev, st, err, s, op, "", w ? w->work : 0);
-  if (w) cb_work_settle(dev, w, f);
+  if (w) {
+    cb_work_settle(dev, w, f);
+    cb_work_mark_uses(dev, w); /* a partial copy or write may have landed: order after it */
+  }
   cb_errb b;
   cb_errb_init(&b, st);
   cb_str_printf(&b.msg, "%s on device %d (%s) failed: ", op, dev->index, dev->info.name);
@@ -321,7 +324,9 @@ static cubert_status host_write(cubert_client *c, cubert_handle *h, wop op, cons
   uint64_t work = w->work;
   cubert_berr err = {0};
   if ((st = cb_order_access(dev, s, h->alloc, true))) {
-    cb_work_settle(dev, w, NULL); /* nothing was written: the old verdict stands */
+    cubert_failure *f = cb_order_failure(dev, st, s, opname, "", work); /* not enqueued: rule 1 */
+    cb_work_settle(dev, w, f);
+    cubert_failure_release(f);
     cb_device_leave(dev);
     return st;
   }
@@ -490,7 +495,9 @@ cubert_status cubert_handle_copy(cubert_client *c, const cubert_handle *src, cub
   }
   if ((st = cb_order_access(dev, s, src->alloc, false)) ||
       (st = cb_order_access(dev, s, dst->alloc, true))) {
-    cb_work_settle(dev, w, NULL);
+    cubert_failure *f = cb_order_failure(dev, st, s, "copy", "", w->work);
+    cb_work_settle(dev, w, f);
+    cubert_failure_release(f);
     cb_device_leave(dev);
     return st;
   }
@@ -582,7 +589,9 @@ cubert_status cubert_handle_copy_peer(cubert_client *sc, const cubert_handle *sr
     return st;
   }
   if ((st = cb_order_access(dd, s, dst->alloc, true))) {
-    cb_work_settle(dd, w, NULL);
+    cubert_failure *f = cb_order_failure(dd, st, s, "copy-peer", "", w->work);
+    cb_work_settle(dd, w, f);
+    cubert_failure_release(f);
     cb_device_leave(dd);
     return st;
   }
