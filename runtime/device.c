@@ -99,7 +99,12 @@ cubert_status cb_device_enter(cb_device *dev) {
     return cb_device_lost_error(dev);
   }
   if (atomic_load_explicit(&dev->grave, memory_order_relaxed)) cb_device_collect(dev);
-  if (dev->npending >= 256) cb_device_reap(dev);
+  if (dev->npending >= dev->reap_at) {
+    /* Reaping walks every record: do it once per 256 new records, not on
+     * every call while the device runs behind. */
+    cb_device_reap(dev);
+    dev->reap_at = dev->npending + 256;
+  }
   if (dev->npending >= (1u << 16)) {
     /* Work is enqueued faster than it completes: wait for it rather than
      * hold records without bound. */

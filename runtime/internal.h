@@ -232,7 +232,7 @@ typedef struct cb_wbind {
   const char *name;
 } cb_wbind;
 
-#define CB_WBIND_INLINE 4
+#define CB_WBIND_INLINE 16 /* a launch's bindings without a heap allocation */
 
 /* Work enqueued and not yet known complete: what an asynchronous failure is
  * attributed to, and what keeps the memory it uses alive. */
@@ -285,6 +285,7 @@ struct cb_device {
   uint64_t next_work;
   cb_work *pending;
   size_t npending, cappending;
+  size_t reap_at; /* reap when npending reaches it (hysteresis: not every call) */
   cb_module *modules;
   size_t nmodules, capmodules;
   /* peer access from this device to device i: 0 unknown, 1 on, 2 refused */

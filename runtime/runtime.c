@@ -88,6 +88,7 @@ static cubert_status open_device(cubert_runtime *rt, int b, int i, cb_device **o
   pthread_mutex_init(&dev->lock, NULL);
   atomic_init(&dev->grave, NULL);
   atomic_init(&dev->lost, NULL);
+  dev->reap_at = 256;
   st = cb_pool_create(be->ops, dev->bdev, dev->info.total_memory, &dev->pool);
   if (st) {
     dev->ops->device_close(dev->bdev);
