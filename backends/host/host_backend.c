@@ -1007,6 +1007,18 @@ static cubert_status check_peer_range(host_device *d, const char *what, uint64_t
   return CUBERT_OK;
 }
 
+/* Writes i in decimal at p (NUL-terminated); p has room for 11 bytes. */
+static void arg_number(char *p, uint32_t i) {
+  char digits[10];
+  int n = 0;
+  do {
+    digits[n++] = (char)('0' + i % 10);
+    i /= 10;
+  } while (i);
+  while (n) *p++ = digits[--n];
+  *p = 0;
+}
+
 static cubert_status host_launch(void *device, void *stream, uint64_t work, void *module,
                                  const cubert_launch_config *config,
                                  const cubert_backend_arg *args, uint32_t nargs, cubert_berr *err) {
@@ -1027,8 +1039,8 @@ static cubert_status host_launch(void *device, void *stream, uint64_t work, void
                            m->name, m->nparams, nargs);
   for (uint32_t i = 0; i < nargs; i++) {
     const cubert_backend_arg *a = &args[i];
-    char what[48];
-    snprintf(what, sizeof what, "argument %" PRIu32, i);
+    char what[24] = "argument ";
+    arg_number(what + 9, i); /* not snprintf: this runs for every argument of every launch */
     if (a->kind != m->kinds[i])
       return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT,
                              "%s: kernel `%s`: %s is of kind %d, the kernel wants %d", d->name,
