@@ -102,6 +102,11 @@ typedef struct cb_bench_rows {
 cb_bench_row *cb_bench_rows_add(cb_bench_rows *rows);
 void cb_bench_rows_free(cb_bench_rows *rows);
 json_t *cb_bench_row_json(const cb_bench_row *row);
+/* Sets the common tail of a run's JSON document: "results" (the rows),
+ * "targets", "validation" {checks, failed, errors, passed} and "notes"
+ * (targets and notes are borrowed: the document takes its own reference). */
+void cb_bench_json_tail(json_t *doc, const cb_bench_rows *rows, json_t *targets, long checks,
+                        long failed, long errors, json_t *notes);
 /* The header and the rows as CSV. */
 bool cb_bench_rows_csv(const cb_bench_rows *rows, FILE *out);
 

@@ -251,6 +251,21 @@ void cb_bench_rows_free(cb_bench_rows *rows) {
   rows->n = rows->cap = 0;
 }
 
+void cb_bench_json_tail(json_t *doc, const cb_bench_rows *rows, json_t *targets, long checks,
+                        long failed, long errors, json_t *notes) {
+  json_t *res = json_array();
+  for (size_t i = 0; i < rows->n; i++) json_array_append_new(res, cb_bench_row_json(&rows->v[i]));
+  json_object_set_new(doc, "results", res);
+  json_object_set_new(doc, "targets", json_incref(targets));
+  json_t *v = json_object();
+  json_object_set_new(v, "checks", json_integer(checks));
+  json_object_set_new(v, "failed", json_integer(failed));
+  json_object_set_new(v, "errors", json_integer(errors));
+  json_object_set_new(v, "passed", json_boolean(failed == 0 && checks > 0));
+  json_object_set_new(doc, "validation", v);
+  json_object_set_new(doc, "notes", json_incref(notes));
+}
+
 json_t *cb_bench_row_json(const cb_bench_row *r) {
   json_t *o = json_object();
   json_object_set_new(o, "section", json_string(r->section));

@@ -967,17 +967,8 @@ static json_t *document(ctx *c, json_t *target_list) {
     json_array_append_new(links, row);
   }
   json_object_set_new(doc, "links", links);
-  json_t *res = json_array();
-  for (size_t i = 0; i < c->rows.n; i++) json_array_append_new(res, cb_bench_row_json(&c->rows.v[i]));
-  json_object_set_new(doc, "results", res);
-  json_object_set_new(doc, "targets", json_incref(target_list));
-  json_t *v = json_object();
-  json_object_set_new(v, "checks", json_integer(c->checks));
-  json_object_set_new(v, "failed", json_integer(c->failed_checks));
-  json_object_set_new(v, "errors", json_integer(c->errors));
-  json_object_set_new(v, "passed", json_boolean(c->failed_checks == 0 && c->checks > 0));
-  json_object_set_new(doc, "validation", v);
-  json_object_set_new(doc, "notes", json_incref(c->notes));
+  cb_bench_json_tail(doc, &c->rows, target_list, (long)c->checks, (long)c->failed_checks,
+                     (long)c->errors, c->notes);
   return doc;
 }
 

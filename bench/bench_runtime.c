@@ -654,17 +654,8 @@ static json_t *document(rctx *c, json_t *target_list) {
   json_object_set_new(o, "quick", json_boolean(c->o.quick));
   json_object_set_new(o, "batch_seconds", json_real(c->batch_s));
   json_object_set_new(doc, "options", o);
-  json_t *res = json_array();
-  for (size_t i = 0; i < c->rows.n; i++) json_array_append_new(res, cb_bench_row_json(&c->rows.v[i]));
-  json_object_set_new(doc, "results", res);
-  json_object_set_new(doc, "targets", json_incref(target_list));
-  json_t *v = json_object();
-  json_object_set_new(v, "checks", json_integer(c->checks));
-  json_object_set_new(v, "failed", json_integer(c->failed));
-  json_object_set_new(v, "errors", json_integer(c->errors));
-  json_object_set_new(v, "passed", json_boolean(c->failed == 0 && c->checks > 0));
-  json_object_set_new(doc, "validation", v);
-  json_object_set_new(doc, "notes", json_incref(c->notes));
+  cb_bench_json_tail(doc, &c->rows, target_list, (long)c->checks, (long)c->failed, (long)c->errors,
+                     c->notes);
   return doc;
 }
 
