@@ -1,5 +1,5 @@
-/* runtime/placement.c: the place_thread hook the runtime gives its backends
- * (placement.h). */
+/* runtime/placement.c: the placement hooks the runtime gives its backends
+ * (place_thread, place_alloc, place_free; placement.h). */
 #include "runtime/placement.h"
 
 #include <pthread.h>
@@ -26,6 +26,7 @@ struct cb_placement {
                                    NONE: nothing to bind */
   cubert_topology *_Atomic topology; /* published once READY */
   _Atomic int bound;
+  _Atomic int allocated;
   pthread_mutex_t lock;         /* making the topology, once */
   /* from cb_placement_start: runtime device -> topology index, -1 when the
    * device has no bus id of this machine */
@@ -46,6 +47,7 @@ cb_placement *cb_placement_new(void) {
   atomic_init(&p->state, PLACE_IDLE);
   atomic_init(&p->topology, NULL);
   atomic_init(&p->bound, 0);
+  atomic_init(&p->allocated, 0);
   return p;
 }
 
@@ -66,30 +68,41 @@ static bool any_bindable(const cubert_topology *t) {
   return false;
 }
 
-void cb_placement_start(cb_placement *p, cubert_runtime *rt) {
-  if (!p || !rt || atomic_load(&p->state) != PLACE_IDLE) return;
+void cb_placement_start_ids(cb_placement *p, const char *const *bus_ids, int count) {
+  if (!p || atomic_load(&p->state) != PLACE_IDLE) return;
   int state = PLACE_NONE;
-  /* An XML file standing for this machine is not this machine. */
-  const char *xml = cb_env("CUBERT_TOPOLOGY");
-  if (rt->ndevices > 0 && !(xml && *xml)) {
-    p->map = malloc((size_t)rt->ndevices * sizeof *p->map);
-    p->bus_ids = calloc((size_t)rt->ndevices, sizeof *p->bus_ids);
+  if (count > 0 && bus_ids) {
+    p->map = malloc((size_t)count * sizeof *p->map);
+    p->bus_ids = calloc((size_t)count, sizeof *p->bus_ids);
     if (p->map && p->bus_ids) {
-      p->ndevices = rt->ndevices;
-      for (int i = 0; i < rt->ndevices; i++) {
-        const cb_device *dev = rt->devices[i];
-        const char *id = dev->info.pci_bus_id;
-        /* host devices take their bus ids from a simulated node only */
-        bool simulated = rt->host_bus_ids && dev->info.backend && strcmp(dev->info.backend, "host") == 0;
+      p->ndevices = count;
+      for (int i = 0; i < count; i++) {
         p->map[i] = -1;
-        if (!id[0] || simulated) continue;
-        if (!(p->bus_ids[p->nbus_ids] = cb_strdup(id))) continue;
+        if (!bus_ids[i] || !bus_ids[i][0]) continue;
+        if (!(p->bus_ids[p->nbus_ids] = cb_strdup(bus_ids[i]))) continue;
         p->map[i] = p->nbus_ids++;
       }
       if (p->nbus_ids > 0) state = PLACE_PENDING;
     }
   }
   atomic_store_explicit(&p->state, state, memory_order_release);
+}
+
+void cb_placement_start(cb_placement *p, cubert_runtime *rt) {
+  if (!p || !rt || atomic_load(&p->state) != PLACE_IDLE) return;
+  /* An XML file standing for this machine is not this machine. */
+  const char *xml = cb_env("CUBERT_TOPOLOGY");
+  const char **ids = NULL;
+  if (rt->ndevices > 0 && !(xml && *xml) && (ids = calloc((size_t)rt->ndevices, sizeof *ids))) {
+    for (int i = 0; i < rt->ndevices; i++) {
+      const cb_device *dev = rt->devices[i];
+      /* host devices take their bus ids from a simulated node only */
+      bool simulated = rt->host_bus_ids && dev->info.backend && strcmp(dev->info.backend, "host") == 0;
+      ids[i] = simulated ? NULL : dev->info.pci_bus_id;
+    }
+  }
+  cb_placement_start_ids(p, ids, ids ? rt->ndevices : 0);
+  free(ids);
 }
 
 /* Makes the topology once (any thread, under p->lock). */
@@ -119,25 +132,74 @@ static cubert_topology *settle(cb_placement *p) {
   return t;
 }
 
-void cb_place_thread(void *ctx, int backend_device_index) {
-  cb_place_slot *slot = ctx;
-  if (!slot || backend_device_index < 0) return;
+/* The topology and its device index for the slot's device, when the
+ * placement has one for it (settling the topology on first use); NULL when
+ * nothing is to be placed. */
+static cubert_topology *lookup(cb_place_slot *slot, int backend_device_index, int *index) {
+  if (!slot || backend_device_index < 0) return NULL;
   cb_placement *p = slot->owner;
   int state = atomic_load_explicit(&p->state, memory_order_acquire);
-  if (state == PLACE_IDLE || state == PLACE_NONE) return;
+  if (state == PLACE_IDLE || state == PLACE_NONE) return NULL;
   int device = slot->first_device + backend_device_index;
-  if (device >= p->ndevices || p->map[device] < 0) return;
+  if (device >= p->ndevices || p->map[device] < 0) return NULL;
   cubert_topology *t = atomic_load_explicit(&p->topology, memory_order_acquire);
-  if (!t && !(t = settle(p))) return;
+  if (!t && !(t = settle(p))) return NULL;
+  *index = p->map[device];
+  return t;
+}
+
+void cb_place_thread(void *ctx, int backend_device_index) {
+  int index;
+  cubert_topology *t = lookup(ctx, backend_device_index, &index);
+  if (!t) return;
   cubert_placement how;
   /* A failed bind leaves the thread where it was; nobody is there to be
    * told (the error stays in this thread's last error). */
-  if (cubert_topology_bind_thread(t, p->map[device], &how) == CUBERT_OK && how == CUBERT_PLACEMENT_BOUND)
-    atomic_fetch_add_explicit(&p->bound, 1, memory_order_relaxed);
+  if (cubert_topology_bind_thread(t, index, &how) == CUBERT_OK && how == CUBERT_PLACEMENT_BOUND)
+    atomic_fetch_add_explicit(&((cb_place_slot *)ctx)->owner->bound, 1, memory_order_relaxed);
+}
+
+void *cb_place_alloc(void *ctx, int backend_device_index, size_t size) {
+  int index;
+  cubert_topology *t = lookup(ctx, backend_device_index, &index);
+  cubert_topology_device d;
+  /* Only where the memory would be bound: otherwise the backend's own
+   * allocation is as good, and it does not cost an allocation here. */
+  if (!t || !size || cubert_topology_device_info(t, index, &d) != CUBERT_OK || !d.found ||
+      d.simulated || d.numa_count <= 0 || d.machine_numa_nodes <= 1)
+    return NULL;
+  void *mem = NULL;
+  cubert_placement how;
+  if (cubert_topology_alloc_local(t, index, size, &mem, &how) != CUBERT_OK) return NULL;
+  if (how != CUBERT_PLACEMENT_BOUND) { /* not expected after the check above */
+    cubert_topology_free_local(t, index, mem, size);
+    return NULL;
+  }
+  atomic_fetch_add_explicit(&((cb_place_slot *)ctx)->owner->allocated, 1, memory_order_relaxed);
+  return mem;
+}
+
+void cb_place_free(void *ctx, void *ptr, size_t size) {
+  cb_place_slot *slot = ctx;
+  if (!slot || !ptr) return;
+  /* Memory from cb_place_alloc exists only once the topology is published,
+   * and the topology outlives every backend. Its devices all sit on one
+   * machine (this one), so any of them frees through the same hwloc
+   * topology. */
+  cubert_topology *t = atomic_load_explicit(&slot->owner->topology, memory_order_acquire);
+  if (t) cubert_topology_free_local(t, 0, ptr, size);
 }
 
 int cb_placement_bound(const cb_placement *p) {
   return p ? atomic_load_explicit(&((cb_placement *)p)->bound, memory_order_relaxed) : 0;
+}
+
+int cb_placement_allocated(const cb_placement *p) {
+  return p ? atomic_load_explicit(&((cb_placement *)p)->allocated, memory_order_relaxed) : 0;
+}
+
+const cubert_topology *cb_placement_topology(const cb_placement *p) {
+  return p ? atomic_load_explicit(&((cb_placement *)p)->topology, memory_order_acquire) : NULL;
 }
 
 void cb_placement_destroy(cb_placement *p) {

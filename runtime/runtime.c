@@ -177,6 +177,8 @@ cubert_status cubert_runtime_create(const cubert_runtime_options *options, cuber
     cubert_berr err = {0};
     int count = 0;
     cfg.place_thread = rt->placement ? cb_place_thread : NULL;
+    cfg.place_alloc = rt->placement ? cb_place_alloc : NULL;
+    cfg.place_free = rt->placement ? cb_place_free : NULL;
     cfg.place_ctx = cb_placement_ctx(rt->placement, rt->nbackends, rt->ndevices);
     st = faults ? cb_faultinj_open(ops, rt->ndevices, &cfg, &be->state, &count, &err)
                 : ops->open(&cfg, &be->state, &count, &err);

@@ -79,7 +79,6 @@ static bool arch_matches(const char *object_arch, const char *device_arch) {
 
 static cubert_status hip_open(const cubert_backend_config *config, void **backend,
                               int *device_count, cubert_berr *err) {
-  (void)config; /* host-backend settings only */
   int count = 0;
   hipError_t e = hipGetDeviceCount(&count);
   bool none = e == hipErrorNoDevice || e == hipErrorInsufficientDriver;
@@ -103,6 +102,12 @@ static cubert_status hip_open(const cubert_backend_config *config, void **backen
   cb_hip_backend *b = calloc(1, sizeof *b);
   if (!b) return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory opening HIP");
   b->device_count = count;
+  /* the runtime's placement, for host memory near a device (both or none) */
+  if (config && config->place_alloc && config->place_free) {
+    b->place_alloc = config->place_alloc;
+    b->place_free = config->place_free;
+    b->place_ctx = config->place_ctx;
+  }
   pthread_mutex_init(&b->compile_lock, NULL);
   *backend = b;
   *device_count = count;

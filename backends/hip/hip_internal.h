@@ -10,12 +10,14 @@
  *
  * Objects and who owns them:
  *   cb_hip_backend  from open(), freed by close(); owns the in-memory code
- *                   cache. Devices point to it and must be closed first.
+ *                   cache and keeps the runtime's placement hooks. Devices
+ *                   point to it and must be closed first.
  *   cb_hip_device   from device_open(), freed by device_close(); owns its
  *                   streams (a list, so sync(NULL) can reach them all), its
  *                   failure queue, pinned staging buffers (large writes, and
- *                   writes from pinned host memory) and the built-in fill
- *                   module.
+ *                   writes from pinned host memory; on the device's NUMA
+ *                   node when the runtime can place them) and the built-in
+ *                   fill module.
  *   cb_hip_stream   from stream_create(); owns the events marking its work.
  *   cb_hip_module   from module_load(); owns the hipModule_t.
  *
@@ -111,6 +113,11 @@ struct cb_hip_backend {
   int device_count;
   pthread_mutex_t compile_lock;
   cb_hip_code *codes;
+  /* cubert_backend_config's placement hooks (NULL: none): staging buffers
+   * are allocated through them, near the device, when they can be */
+  void *(*place_alloc)(void *ctx, int index, size_t size);
+  void (*place_free)(void *ctx, void *ptr, size_t size);
+  void *place_ctx;
 };
 
 /* A mark: an event recorded on a stream after work `last`; it covers the

@@ -50,7 +50,11 @@
  * staged write returns as soon as its last chunk is in a staging buffer: the
  * buffer's events say when it may be overwritten. Note that on ROCm a direct
  * write waits until the copy has landed (and the stream's earlier work with
- * it), as a raw hipMemcpyAsync from pageable memory does.
+ * it), as a raw hipMemcpyAsync from pageable memory does. A staging
+ * buffer's memory comes from the runtime's place_alloc hook when it gives
+ * some (the device's local NUMA node, on a machine of several), pinned with
+ * hipHostRegister; otherwise, or when that pinning fails, from
+ * hipHostMalloc.
  *
  * Reads (device to host): hipMemcpyAsync into the caller's buffer, then an
  * event after it, waited for (D2H to pageable memory is synchronous anyway;
@@ -74,6 +78,8 @@
 struct cb_hip_staging {
   cb_hip_staging *next;
   char *buf;              /* pinned host memory, STAGING_BYTES */
+  bool placed;            /* buf is from place_alloc, pinned by hipHostRegister
+                             (else from hipHostMalloc) */
   hipEvent_t done[2];     /* the last copy that used each half */
   bool pending[2];
 };
@@ -486,6 +492,39 @@ cubert_status cb_hip_sync(void *device, void *stream, cubert_berr *err) {
 
 /* ------------------------------------------------------------ staging */
 
+/* The buffer of a new staging buffer: on the device's NUMA node when the
+ * runtime places it (pinned and made portable to every device, as
+ * hipHostMallocPortable does), else from hipHostMalloc. False: none. */
+static bool staging_alloc(cb_hip_device *dev, cb_hip_staging *st) {
+  cb_hip_backend *b = dev->backend;
+  void *p = b->place_alloc ? b->place_alloc(b->place_ctx, dev->index, STAGING_BYTES) : NULL;
+  if (p) {
+    if (hipHostRegister(p, STAGING_BYTES, hipHostRegisterPortable) == hipSuccess) {
+      st->buf = p;
+      st->placed = true;
+      return true;
+    }
+    /* not an error of anything enqueued: forget it, pin the usual way */
+    (void)hipGetLastError();
+    b->place_free(b->place_ctx, p, STAGING_BYTES);
+  }
+  st->placed = false;
+  return hipHostMalloc((void **)&st->buf, STAGING_BYTES, hipHostMallocPortable) == hipSuccess;
+}
+
+/* Gives back the buffer of `st` (none is fine), as staging_alloc got it. */
+static void staging_release(cb_hip_device *dev, cb_hip_staging *st) {
+  if (!st->buf) return;
+  if (st->placed) {
+    cb_hip_backend *b = dev->backend;
+    (void)hipHostUnregister(st->buf);
+    b->place_free(b->place_ctx, st->buf, STAGING_BYTES);
+  } else {
+    (void)hipHostFree(st->buf);
+  }
+  st->buf = NULL;
+}
+
 static cb_hip_staging *staging_take(cb_hip_device *dev) {
   pthread_mutex_lock(&dev->staging_lock);
   cb_hip_staging *st = dev->staging_free;
@@ -500,14 +539,14 @@ static cb_hip_staging *staging_take(cb_hip_device *dev) {
   pthread_mutex_unlock(&dev->staging_lock);
   if (st) return st;
   st = calloc(1, sizeof *st);
-  bool ok = st && hipHostMalloc((void **)&st->buf, STAGING_BYTES, hipHostMallocPortable) == hipSuccess;
+  bool ok = st && staging_alloc(dev, st);
   if (ok && hipEventCreateWithFlags(&st->done[0], hipEventDisableTiming) != hipSuccess) ok = false;
   if (ok && hipEventCreateWithFlags(&st->done[1], hipEventDisableTiming) != hipSuccess) {
     hipEventDestroy(st->done[0]);
     ok = false;
   }
   if (!ok) {
-    if (st && st->buf) hipHostFree(st->buf);
+    if (st) staging_release(dev, st);
     free(st);
     pthread_mutex_lock(&dev->staging_lock);
     dev->nstaging--;
@@ -549,7 +588,7 @@ void cb_hip_stream_teardown(cb_hip_device *dev) {
     (void)staging_wait(st, 1);
     hipEventDestroy(st->done[0]);
     hipEventDestroy(st->done[1]);
-    hipHostFree(st->buf);
+    staging_release(dev, st);
     free(st);
     st = next;
   }

@@ -70,9 +70,18 @@ typedef struct cubert_backend_config {
   int host_pci_bus_id_count;
   /* Placement: a backend calls place_thread(place_ctx, index) at the start
    * of every thread it runs for its device `index` (e.g. a stream's worker),
-   * so the runtime can bind it near the device (its local NUMA node). NULL:
-   * no placement. It must not call back into the backend. */
+   * so the runtime can bind it near the device (its local NUMA node).
+   * place_alloc(place_ctx, index, size) returns `size` bytes of page-aligned
+   * host memory bound to device `index`'s local NUMA node, or NULL when the
+   * runtime cannot place it (one NUMA node, unknown locality, no memory):
+   * the backend then allocates as it would without the hook. Memory from
+   * place_alloc goes back through place_free(place_ctx, ptr, size) with the
+   * same size, before the backend is closed. Any hook may be NULL (no
+   * placement); they may run on any thread, take no lock of the backend or
+   * the runtime's devices, and never call back into the backend. */
   void (*place_thread)(void *place_ctx, int index);
+  void *(*place_alloc)(void *place_ctx, int index, size_t size);
+  void (*place_free)(void *place_ctx, void *ptr, size_t size);
   void *place_ctx;
 } cubert_backend_config;
 
