@@ -237,6 +237,10 @@ cubert_status cb_fail_backend(cubert_status status, const cubert_berr *err, cons
                  cubert_status_string(status));
 }
 
+cubert_error *cb_error_save(void) { return cubert_last_error(); }
+
+void cb_error_restore(cubert_error *saved) { set_last(saved); }
+
 cubert_error *cubert_last_error(void) {
   if (last_error) cubert_error_retain(last_error);
   return last_error;

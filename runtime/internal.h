@@ -102,6 +102,11 @@ void cb_errb_add(cb_errb *b, const cubert_failure *f, uint64_t start, uint64_t e
 /* Records the error for this thread; returns its status. */
 cubert_status cb_errb_finish(cb_errb *b);
 void cb_errb_discard(cb_errb *b);
+/* The thread's last error as it is (a new reference or NULL), and putting
+ * it back (takes the reference): for internal work whose failure must not
+ * replace the error the caller will see. */
+cubert_error *cb_error_save(void);
+void cb_error_restore(cubert_error *saved);
 /* Records a plain error for this thread and returns `status`. */
 cubert_status cb_fail(cubert_status status, const char *fmt, ...)
 #if defined(__GNUC__)
