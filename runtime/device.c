@@ -130,9 +130,12 @@ cubert_failure *cb_device_failure(cb_device *dev, cubert_status status, const cu
   return f;
 }
 
-cubert_failure *cb_order_failure(cb_device *dev, cubert_status status, cb_stream *s, const char *operation,
-                                 const char *kernel, uint64_t work) {
-  return cb_failure_new(status, cubert_last_error_message(), dev->index, s ? s->id : 0, operation, kernel, work);
+void cb_work_fail_ordering(cb_device *dev, cb_work *w, cb_stream *s, cubert_status status,
+                           const char *operation, const char *kernel) {
+  cubert_failure *f = cb_failure_new(status, cubert_last_error_message(), dev->index, s ? s->id : 0,
+                                     operation, kernel, w->work);
+  cb_work_settle(dev, w, f);
+  cubert_failure_release(f);
 }
 
 /* ------------------------------------------------------------ streams */

@@ -374,10 +374,10 @@ cubert_failure *cb_device_failure(cb_device *dev, cubert_status status, const cu
                                   uint64_t work);
 void cb_device_mark_lost(cb_device *dev, cubert_failure *f);
 /* Ordering after another stream failed (cb_order_access recorded the error):
- * the work was not enqueued, so its claim carries this failure (rule 1).
- * Returns a new reference made from the thread's last error. */
-cubert_failure *cb_order_failure(cb_device *dev, cubert_status status, cb_stream *s, const char *operation,
-                                 const char *kernel, uint64_t work);
+ * the work was not enqueued, so its write set carries a failure made from
+ * the thread's last error (rule 1). */
+void cb_work_fail_ordering(cb_device *dev, cb_work *w, cb_stream *s, cubert_status status,
+                           const char *operation, const char *kernel);
 
 /* Module of `k` on `dev` (loaded on first use). */
 cubert_status cb_module_get(cb_device *dev, const cubert_kernel *k, void **module,

@@ -218,16 +218,12 @@ cubert_status cubert_launch(cubert_client *c, const cubert_kernel *k, const cube
   cubert_berr err = {0};
   void *module = NULL;
   if ((st = cb_module_get(dev, k, &module, &err))) {
-    w = &dev->pending[dev->npending - 1];
     st = launch_failed(dev, w, s, k, st, &err);
     goto out_unlock;
   }
   for (uint32_t i = 0; i < nargs; i++) {
     if (res[i].alloc && !res[i].peer && (st = cb_order_access(dev, s, res[i].alloc, (k->params[i].access & CUBERT_ACCESS_WRITE) != 0))) {
-      w = &dev->pending[dev->npending - 1];
-      cubert_failure *f = cb_order_failure(dev, st, s, "launch", k->name, w->work);
-      cb_work_settle(dev, w, f);
-      cubert_failure_release(f);
+      cb_work_fail_ordering(dev, w, s, st, "launch", k->name);
       goto out_unlock;
     }
   }
@@ -245,9 +241,7 @@ cubert_status cubert_launch(cubert_client *c, const cubert_kernel *k, const cube
       b->size = res[i].end - res[i].start;
     }
   }
-  w = &dev->pending[dev->npending - 1];
   st = dev->ops->launch(dev->bdev, s->bs, w->work, module, cfg, bargs, nargs, &err);
-  w = &dev->pending[dev->npending - 1];
   if (st) {
     st = launch_failed(dev, w, s, k, st, &err);
   } else {

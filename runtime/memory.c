@@ -305,7 +305,7 @@ static cubert_status write_failed(cb_device *dev, cb_work *w, cb_stream *s, cube
 typedef enum { OP_WRITE, OP_FILL } wop;
 
 static cubert_status host_write(cubert_client *c, cubert_handle *h, wop op, const void *src,
-                                uint64_t size, uint32_t pattern_size) {
+                                uint32_t pattern_size) {
   cb_device *dev = c->dev;
   cubert_status st = cb_device_enter(dev);
   if (st) return st;
@@ -324,9 +324,7 @@ static cubert_status host_write(cubert_client *c, cubert_handle *h, wop op, cons
   uint64_t work = w->work;
   cubert_berr err = {0};
   if ((st = cb_order_access(dev, s, h->alloc, true))) {
-    cubert_failure *f = cb_order_failure(dev, st, s, opname, "", work); /* not enqueued: rule 1 */
-    cb_work_settle(dev, w, f);
-    cubert_failure_release(f);
+    cb_work_fail_ordering(dev, w, s, st, opname, ""); /* not enqueued: rule 1 */
     cb_device_leave(dev);
     return st;
   }
@@ -339,8 +337,6 @@ static cubert_status host_write(cubert_client *c, cubert_handle *h, wop op, cons
   } else {
     st = dev->ops->fill(dev->bdev, s->bs, work, addr, src, pattern_size, len, &err);
   }
-  (void)size;
-  w = &dev->pending[dev->npending - 1];
   if (st) {
     st = write_failed(dev, w, s, st, &err, opname);
   } else {
@@ -360,7 +356,7 @@ cubert_status cubert_handle_write(cubert_client *c, cubert_handle *h, const void
                    (unsigned long long)size, (unsigned long long)(h->end - h->start));
   cubert_status st = check_own("cubert_handle_write", c, h, "the handle");
   if (st) return st;
-  return host_write(c, h, OP_WRITE, src, size, 0);
+  return host_write(c, h, OP_WRITE, src, 0);
 }
 
 cubert_status cubert_handle_fill(cubert_client *c, cubert_handle *h, const void *pattern,
@@ -377,7 +373,7 @@ cubert_status cubert_handle_fill(cubert_client *c, cubert_handle *h, const void 
                    pattern_size, (unsigned long long)(h->end - h->start));
   cubert_status st = check_own("cubert_handle_fill", c, h, "the handle");
   if (st) return st;
-  return host_write(c, h, OP_FILL, pattern, h->end - h->start, (uint32_t)pattern_size);
+  return host_write(c, h, OP_FILL, pattern, (uint32_t)pattern_size);
 }
 
 cubert_status cubert_handle_read(cubert_client *c, const cubert_handle *h, void *dst, uint64_t size) {
@@ -495,9 +491,7 @@ cubert_status cubert_handle_copy(cubert_client *c, const cubert_handle *src, cub
   }
   if ((st = cb_order_access(dev, s, src->alloc, false)) ||
       (st = cb_order_access(dev, s, dst->alloc, true))) {
-    cubert_failure *f = cb_order_failure(dev, st, s, "copy", "", w->work);
-    cb_work_settle(dev, w, f);
-    cubert_failure_release(f);
+    cb_work_fail_ordering(dev, w, s, st, "copy", "");
     cb_device_leave(dev);
     return st;
   }
@@ -506,7 +500,6 @@ cubert_status cubert_handle_copy(cubert_client *c, const cubert_handle *src, cub
   if (len)
     st = dev->ops->copy(dev->bdev, s->bs, work, dst->alloc->block.address + dst->start,
                         src->alloc->block.address + src->start, len, &err);
-  w = &dev->pending[dev->npending - 1];
   if (st) {
     st = write_failed(dev, w, s, st, &err, "copy");
   } else {
@@ -589,9 +582,7 @@ cubert_status cubert_handle_copy_peer(cubert_client *sc, const cubert_handle *sr
     return st;
   }
   if ((st = cb_order_access(dd, s, dst->alloc, true))) {
-    cubert_failure *f = cb_order_failure(dd, st, s, "copy-peer", "", w->work);
-    cb_work_settle(dd, w, f);
-    cubert_failure_release(f);
+    cb_work_fail_ordering(dd, w, s, st, "copy-peer", "");
     cb_device_leave(dd);
     return st;
   }
@@ -599,7 +590,6 @@ cubert_status cubert_handle_copy_peer(cubert_client *sc, const cubert_handle *sr
   if (len)
     st = dd->ops->copy_peer(dd->bdev, s->bs, work, dst->alloc->block.address + dst->start, sd->bdev,
                             src->alloc->block.address + src->start, len, &err);
-  w = &dd->pending[dd->npending - 1];
   if (st) {
     st = write_failed(dd, w, s, st, &err, "copy-peer");
   } else {
