@@ -102,6 +102,9 @@ typedef struct cb_bench_rows {
 cb_bench_row *cb_bench_rows_add(cb_bench_rows *rows);
 void cb_bench_rows_free(cb_bench_rows *rows);
 json_t *cb_bench_row_json(const cb_bench_row *row);
+/* A new JSON document with the common head of a run: "tool",
+ * "cubert_version", "date" (UTC, ISO 8601), "host" and "backend". */
+json_t *cb_bench_json_head(const char *tool, const char *backend);
 /* Sets the common tail of a run's JSON document: "results" (the rows),
  * "targets", "validation" {checks, failed, errors, passed} and "notes"
  * (targets and notes are borrowed: the document takes its own reference). */

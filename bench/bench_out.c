@@ -251,6 +251,23 @@ void cb_bench_rows_free(cb_bench_rows *rows) {
   rows->n = rows->cap = 0;
 }
 
+json_t *cb_bench_json_head(const char *tool, const char *backend) {
+  json_t *doc = json_object();
+  json_object_set_new(doc, "tool", json_string(tool));
+  json_object_set_new(doc, "cubert_version", json_string(cubert_version()));
+  char date[64];
+  time_t now = time(NULL);
+  struct tm tm;
+  gmtime_r(&now, &tm);
+  strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  json_object_set_new(doc, "date", json_string(date));
+  char host[256] = "";
+  gethostname(host, sizeof host - 1);
+  json_object_set_new(doc, "host", json_string(host));
+  json_object_set_new(doc, "backend", json_string(backend));
+  return doc;
+}
+
 void cb_bench_json_tail(json_t *doc, const cb_bench_rows *rows, json_t *targets, long checks,
                         long failed, long errors, json_t *notes) {
   json_t *res = json_array();

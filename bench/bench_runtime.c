@@ -633,19 +633,7 @@ static int parse(int argc, char **argv, ropts *o) {
 }
 
 static json_t *document(rctx *c, json_t *target_list) {
-  json_t *doc = json_object();
-  json_object_set_new(doc, "tool", json_string("cubert bench runtime"));
-  json_object_set_new(doc, "cubert_version", json_string(cubert_version()));
-  char date[64];
-  time_t now = time(NULL);
-  struct tm tm;
-  gmtime_r(&now, &tm);
-  strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  json_object_set_new(doc, "date", json_string(date));
-  char host[256] = "";
-  gethostname(host, sizeof host - 1);
-  json_object_set_new(doc, "host", json_string(host));
-  json_object_set_new(doc, "backend", json_string(c->o.backend));
+  json_t *doc = cb_bench_json_head("cubert bench runtime", c->o.backend);
   json_object_set_new(doc, "device", json_string(c->info.name));
   json_object_set_new(doc, "raw_baseline", json_string(c->raw ? cb_bench_raw_describe(c->raw) : "none"));
   json_t *o = json_object();
