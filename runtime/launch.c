@@ -215,17 +215,20 @@ cubert_status cubert_launch(cubert_client *c, const cubert_kernel *k, const cube
   }
   cb_errb_discard(&in);
 
-  cubert_berr err = {0};
-  void *module = NULL;
-  if ((st = cb_module_get(dev, k, &module, &err))) {
-    st = launch_failed(dev, w, s, k, st, &err);
-    goto out_unlock;
-  }
+  /* Order first: a failed launch still counts as its outputs' last writer
+   * (launch_failed), which is only true once this stream waits for the
+   * writers and readers before it. */
   for (uint32_t i = 0; i < nargs; i++) {
     if (res[i].alloc && !res[i].peer && (st = cb_order_access(dev, s, res[i].alloc, (k->params[i].access & CUBERT_ACCESS_WRITE) != 0))) {
       cb_work_fail_ordering(dev, w, s, st, "launch", k->name);
       goto out_unlock;
     }
+  }
+  cubert_berr err = {0};
+  void *module = NULL;
+  if ((st = cb_module_get(dev, k, &module, &err))) {
+    st = launch_failed(dev, w, s, k, st, &err);
+    goto out_unlock;
   }
   for (uint32_t i = 0; i < nargs; i++) {
     cubert_backend_arg *b = &bargs[i];

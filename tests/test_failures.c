@@ -652,6 +652,53 @@ START_TEST(test_async_failure_replays_in_order) {
 }
 END_TEST
 
+
+/* A launch that fails at enqueue on stream A still counts as the last writer
+ * of its outputs; a later write on stream A must therefore still wait for a
+ * slow writer of the same bytes on stream B (found by a campaign). */
+static cubert_status slow_fill_fn(const cubert_host_launch *l, char *msg, size_t cap) {
+  (void)msg;
+  (void)cap;
+  struct timespec ts = {0, 50000000};
+  nanosleep(&ts, NULL);
+  memset(l->args[0], 0xC2, l->sizes[0]);
+  return CUBERT_OK;
+}
+
+START_TEST(test_failed_launch_keeps_stream_order) {
+  cb_test_env env;
+  if (!cb_test_open(_i, 1, &env)) return;
+  if (!is_host(&env)) {
+    cb_test_skip("no device: this test's slow kernel is a host function");
+    cb_test_close(&env);
+    return;
+  }
+  cubert_client *c = env.clients[0];
+  cubert_stream a = 0, b = 0;
+  cb_test_ok(cubert_stream_create(c, &a));
+  cb_test_ok(cubert_stream_create(c, &b));
+  cubert_handle *x = filled(c, 64, 0);
+  cb_test_ok(cubert_sync_device(c));
+  cb_test_ok(cubert_client_use_stream(c, b));
+  cubert_kernel *slow = make("k_slow_fill", broken_params, 1, slow_fill_fn, NULL);
+  cubert_arg ax = cubert_arg_buffer(x);
+  cb_test_ok(cubert_launch(c, slow, &one, &ax, 1)); /* stream B writes x in 50 ms */
+  cb_test_ok(cubert_client_use_stream(c, a));
+  ck_assert_int_ne(run_broken(c, "k_broken", x), CUBERT_OK); /* stream A: fails at enqueue */
+  uint8_t v[64];
+  memset(v, 0x4B, sizeof v);
+  cb_test_ok(cubert_handle_fill(c, x, v, 1)); /* stream A: must land after B's write */
+  cb_test_ok(cubert_sync_device(c));
+  uint8_t buf[64];
+  cb_test_ok(read_all(c, x, buf, NULL));
+  ck_assert_uint_eq(buf[0], 0x4B);
+  ck_assert_uint_eq(buf[63], 0x4B);
+  cubert_kernel_release(slow);
+  cubert_handle_release(x);
+  cb_test_close(&env);
+}
+END_TEST
+
 /* ------------------------------------------------------------ rule 9 */
 
 START_TEST(test_zero_byte_views_still_check) {
@@ -839,6 +886,7 @@ static Suite *suite(void) {
   cb_test_add_backend_loop(tc, test_peer_binding_refused_when_never_shared);
   cb_test_add_backend_loop(tc, test_refused_pair_names_both_devices);
   cb_test_add_backend_loop(tc, test_async_failure_replays_in_order);
+  cb_test_add_backend_loop(tc, test_failed_launch_keeps_stream_order);
   cb_test_add_backend_loop(tc, test_zero_byte_views_still_check);
   cb_test_add_backend_loop(tc, test_concurrent_launches_keep_the_account);
   cb_test_add_backend_loop(tc, test_handoff_through_system_scope_atomics);
