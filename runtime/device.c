@@ -25,10 +25,36 @@ static void alloc_free(cb_alloc *a) {
   }
   cb_ledger_free(&a->ledger);
   free(a->readers);
-  cb_pool_free(dev->pool, &a->block);
-  dev->slots[a->slot] = NULL;
-  if (dev->free_slots) dev->free_slots[dev->nfree++] = a->slot;
+  if (!a->orphan) { /* an orphan's memory and slot went with its runtime */
+    cb_pool_free(dev->pool, &a->block);
+    dev->slots[a->slot] = NULL;
+    if (dev->free_slots) dev->free_slots[dev->nfree++] = a->slot;
+  }
   free(a);
+  cb_device_unref(dev); /* never the last while the runtime lives */
+}
+
+void cb_device_ref(cb_device *dev) { atomic_fetch_add(&dev->refs, 1); }
+
+void cb_device_unref(cb_device *dev) {
+  if (atomic_fetch_sub(&dev->refs, 1) != 1) return;
+  pthread_mutex_destroy(&dev->lock);
+  free(dev);
+}
+
+cubert_status cb_check_runtime(const char *fn, const char *what, const cb_device *dev,
+                               const cb_alloc *a) {
+  if (atomic_load(&a->dev->gone))
+    return cb_fail(CUBERT_ERR_EXPIRED,
+                   "%s: %s (memory %llu of device %d, %s) belongs to a runtime that was destroyed",
+                   fn, what, (unsigned long long)a->id, a->dev->index, a->dev->info.name);
+  if (a->dev->rt != dev->rt)
+    return cb_fail(CUBERT_ERR_WRONG_DEVICE,
+                   "%s: %s (memory %llu) belongs to device %d (%s) of another runtime; the client "
+                   "is on device %d (%s) of this one",
+                   fn, what, (unsigned long long)a->id, a->dev->index, a->dev->info.name, dev->index,
+                   dev->info.name);
+  return CUBERT_OK;
 }
 
 void cb_device_collect(cb_device *dev) {
@@ -45,6 +71,10 @@ void cb_alloc_ref(cb_alloc *a, uint64_t what) { atomic_fetch_add(&a->refs, what)
 void cb_alloc_unref(cb_alloc *a, uint64_t what, cb_device *held) {
   if (atomic_fetch_sub(&a->refs, what) != what) return;
   cb_device *dev = a->dev;
+  if (a->orphan) { /* its device is only a record now: nothing to lock */
+    alloc_free(a);
+    return;
+  }
   cb_alloc *top = atomic_load(&dev->grave);
   do {
     a->next_grave = top;
@@ -126,6 +156,8 @@ cubert_failure *cb_device_failure(cb_device *dev, cubert_status status, const cu
   cubert_failure *f =
       cb_failure_new(status, msg, dev->index, s ? s->id : 0, operation, kernel, work);
   free(msg);
+  /* not the status: a launch refused with DEVICE_LOST because a peer it
+   * binds is lost leaves this device working */
   if (f && err && err->sticky) cb_device_mark_lost(dev, f);
   return f;
 }
@@ -322,6 +354,16 @@ void cb_work_settle(cb_device *dev, cb_work *w, cubert_failure *f) {
   }
 }
 
+void cb_work_report(cb_work *w, const cubert_failure *f, cb_errb *b) {
+  size_t before = b->n;
+  for (uint32_t i = 0; w && i < w->nb; i++) {
+    const cb_wbind *wb = &cb_work_binds(w)[i];
+    if (wb->alloc && (wb->access & CUBERT_ACCESS_WRITE) && wb->start < wb->end)
+      cb_errb_add(b, f, wb->start, wb->end);
+  }
+  if (b->n == before) cb_errb_add(b, f, 0, 0);
+}
+
 void cb_work_mark_uses(cb_device *dev, cb_work *w) {
   for (uint32_t i = 0; i < w->nb; i++) {
     cb_wbind *b = &cb_work_binds(w)[i];
@@ -449,7 +491,9 @@ static void apply_async(cb_device *dev, const cubert_async_failure *af) {
                                      w && w->kernel ? w->kernel->name : "", af->work);
   free(msg);
   if (!f) return;
-  if (af->sticky) cb_device_mark_lost(dev, f);
+  /* work that ran and failed with DEVICE_LOST (a host kernel returning it)
+   * lost the device, flagged sticky or not */
+  if (af->sticky || af->status == CUBERT_ERR_DEVICE_LOST) cb_device_mark_lost(dev, f);
   if (!w) {
     for (uint32_t i = 0; i < dev->nstreams; i++) stream_unreported(dev->streams[i], f);
     cubert_failure_release(f);
@@ -650,11 +694,23 @@ void cb_device_destroy(cb_device *dev) {
   pthread_mutex_unlock(&dev->lock);
 }
 
-void cb_device_free(cb_device *dev);
 void cb_device_free(cb_device *dev) {
-  /* allocations the program never released */
+  pthread_mutex_lock(&dev->lock);
+  /* memory whose last reference went on another device's teardown */
+  cb_device_collect(dev);
+  /* Allocations the program still holds (handles, bindings): their device
+   * memory goes with the pool below; the records stay, as orphans, until
+   * their last reference is released (cubert.h). */
   for (uint32_t i = 0; i < dev->nslots; i++)
-    if (dev->slots[i]) alloc_free(dev->slots[i]);
+    if (dev->slots[i]) dev->slots[i]->orphan = true;
+  /* timers the program still holds: their backend objects go now */
+  for (cubert_timer *t = dev->timers; t; t = t->next) {
+    dev->ops->timer_destroy(dev->bdev, t->t);
+    t->t = NULL;
+  }
+  dev->timers = NULL;
+  atomic_store(&dev->gone, true);
+  pthread_mutex_unlock(&dev->lock);
   for (size_t i = 0; i < dev->nmodules; i++) {
     dev->ops->module_unload(dev->bdev, dev->modules[i].module);
     cubert_kernel_release(dev->modules[i].kernel);
@@ -680,24 +736,23 @@ void cb_device_free(cb_device *dev) {
     free(dev->peer_message);
   }
   free(dev->peer_state);
-  cubert_failure_release(atomic_load(&dev->lost));
-  pthread_mutex_destroy(&dev->lock);
-  free(dev);
+  cubert_failure_release(atomic_exchange(&dev->lost, NULL));
+  cb_device_unref(dev); /* the runtime's reference */
 }
 
 /* ------------------------------------------------------------ timers */
-
-struct cubert_timer {
-  cb_device *dev;
-  void *t;
-};
 
 cubert_status cubert_timer_record(cubert_client *c, cubert_timer **out) {
   if (!c) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_timer_record: client is NULL");
   if (!out) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_timer_record: timer is NULL");
   cb_device *dev = c->dev;
+  cubert_timer *tm = malloc(sizeof *tm);
+  if (!tm) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "cubert_timer_record: out of host memory");
   cubert_status st = cb_device_enter(dev);
-  if (st) return st;
+  if (st) {
+    free(tm);
+    return st;
+  }
   cb_stream *s;
   cubert_berr err = {0};
   void *t = NULL;
@@ -705,16 +760,17 @@ cubert_status cubert_timer_record(cubert_client *c, cubert_timer **out) {
     st = dev->ops->timer_record(dev->bdev, s->bs, &t, &err);
     if (st) st = cb_fail_backend(st, &err, "recording a timer", dev->info.name);
   }
-  cb_device_leave(dev);
-  if (st) return st;
-  cubert_timer *tm = malloc(sizeof *tm);
-  if (!tm) {
-    pthread_mutex_lock(&dev->lock);
-    dev->ops->timer_destroy(dev->bdev, t);
-    pthread_mutex_unlock(&dev->lock);
-    return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+  if (st == CUBERT_OK) {
+    *tm = (cubert_timer){dev, t, dev->timers, &dev->timers};
+    if (dev->timers) dev->timers->prev = &tm->next;
+    dev->timers = tm;
+    cb_device_ref(dev);
   }
-  *tm = (cubert_timer){dev, t};
+  cb_device_leave(dev);
+  if (st) {
+    free(tm);
+    return st;
+  }
   *out = tm;
   return CUBERT_OK;
 }
@@ -722,9 +778,13 @@ cubert_status cubert_timer_record(cubert_client *c, cubert_timer **out) {
 cubert_status cubert_timer_elapsed(const cubert_timer *a, const cubert_timer *b, double *ms) {
   if (!a || !b || !ms)
     return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_timer_elapsed: %s is NULL", !a ? "start" : !b ? "end" : "ms");
+  if (!a->t || !b->t)
+    return cb_fail(CUBERT_ERR_EXPIRED, "cubert_timer_elapsed: the %s timer's runtime was destroyed",
+                   !a->t ? "start" : "end");
   if (a->dev != b->dev)
-    return cb_fail(CUBERT_ERR_WRONG_DEVICE, "cubert_timer_elapsed: timers of devices %d and %d", a->dev->index,
-                   b->dev->index);
+    return cb_fail(CUBERT_ERR_WRONG_DEVICE, "cubert_timer_elapsed: timers of device %d (%s) and device %d (%s)%s",
+                   a->dev->index, a->dev->info.name, b->dev->index, b->dev->info.name,
+                   a->dev->rt != b->dev->rt ? " of two runtimes" : "");
   cubert_berr err = {0};
   cubert_status st = a->dev->ops->timer_elapsed(a->dev->bdev, a->t, b->t, ms, &err);
   if (st) return cb_fail_backend(st, &err, "reading timers", a->dev->info.name);
@@ -733,8 +793,14 @@ cubert_status cubert_timer_elapsed(const cubert_timer *a, const cubert_timer *b,
 
 void cubert_timer_release(cubert_timer *t) {
   if (!t) return;
-  pthread_mutex_lock(&t->dev->lock);
-  t->dev->ops->timer_destroy(t->dev->bdev, t->t);
-  pthread_mutex_unlock(&t->dev->lock);
+  cb_device *dev = t->dev;
+  pthread_mutex_lock(&dev->lock);
+  if (t->t) { /* else its runtime already destroyed it and unlinked it */
+    dev->ops->timer_destroy(dev->bdev, t->t);
+    *t->prev = t->next;
+    if (t->next) t->next->prev = t->prev;
+  }
+  pthread_mutex_unlock(&dev->lock);
   free(t);
+  cb_device_unref(dev);
 }

@@ -181,6 +181,8 @@ struct cb_alloc {
   } *readers;
   uint32_t nreaders, capreaders;
   cb_alloc *next_grave;
+  bool orphan; /* its runtime was destroyed first: the device memory went
+                  with it, the record lives on for its references */
 };
 
 struct cubert_handle {
@@ -258,6 +260,12 @@ static inline cb_wbind *cb_work_binds(cb_work *w) {
   return w->nb > CB_WBIND_INLINE ? w->heap : w->inl;
 }
 
+struct cubert_timer {
+  cb_device *dev; /* a reference */
+  void *t;        /* NULL once its runtime was destroyed */
+  struct cubert_timer *next, **prev; /* the device's live timers */
+};
+
 typedef struct cb_module {
   cubert_kernel *kernel; /* a reference */
   void *module;
@@ -266,6 +274,12 @@ typedef struct cb_module {
 #define CB_THREAD_STREAMS 8
 
 struct cb_device {
+  /* The runtime's reference, plus one per allocation record, weak binding
+   * and timer: when the runtime is destroyed before them, the device's
+   * resources go but this record (index, info, lock) stays until the last
+   * of them is released, so releasing them stays safe. */
+  atomic_uint refs;
+  atomic_bool gone; /* its runtime was destroyed */
   cubert_runtime *rt;
   int index;
   int backend;          /* index into rt->backends */
@@ -297,6 +311,7 @@ struct cb_device {
   uint8_t *peer_state;
   char **peer_message;
   uint64_t launches;
+  struct cubert_timer *timers; /* live timers, under `lock` */
 };
 
 typedef struct cb_backend {
@@ -362,6 +377,9 @@ void cb_work_bind(cb_work *w, uint32_t i, cb_alloc *a, uint64_t start, uint64_t 
                   cubert_access access, const char *name);
 /* Settles the write set of `w`: releases it, or taints it with `f`. */
 void cb_work_settle(cb_device *dev, cb_work *w, cubert_failure *f);
+/* Adds `f` to `b` once per range of the write set of `w` (which `f` now
+ * taints), in binding order; once with range 0..0 when it writes nothing. */
+void cb_work_report(cb_work *w, const cubert_failure *f, cb_errb *b);
 /* Marks uses: last writer and last reader stream/work of each allocation. */
 void cb_work_mark_uses(cb_device *dev, cb_work *w);
 /* Drains asynchronous failures and frees records of completed work. With
@@ -385,6 +403,17 @@ cubert_status cb_module_get(cb_device *dev, const cubert_kernel *k, void **modul
 
 /* Free everything of a device; the runtime calls it at destroy. */
 void cb_device_destroy(cb_device *dev);
+/* Frees the device's resources, orphans allocation records that are still
+ * referenced, marks it gone and drops the runtime's reference. */
+void cb_device_free(cb_device *dev);
+/* Device record references (see cb_device.refs). */
+void cb_device_ref(cb_device *dev);
+void cb_device_unref(cb_device *dev);
+/* CUBERT_OK when memory `a` may be used with a client of `dev` (the same
+ * runtime, which is still alive); else WRONG_DEVICE (another runtime) or
+ * EXPIRED (its runtime was destroyed), recorded, naming `fn` and `what`. */
+cubert_status cb_check_runtime(const char *fn, const char *what, const cb_device *dev,
+                               const cb_alloc *a);
 
 /* Fault layer glue (faultinj/decorator.h); NULL-safe defaults. */
 const char *cb_env(const char *name);

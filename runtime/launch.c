@@ -1,6 +1,7 @@
 /* runtime/launch.c: kernel launches: validation against the kernel and the
  * device, the input check (a kernel with a tainted input is not run), the
  * write-set claim and its settling, peer bindings. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,7 +79,11 @@ static cubert_status check_args(const cb_device *dev, const cubert_kernel *k, co
                      k->name);
     cb_alloc *al = a->handle->alloc;
     res[i] = (resolved){al, a->handle->start, a->handle->end, false};
-    if (al->dev == dev) continue; /* a peer parameter may bind local memory too */
+    if (al->dev == dev) continue; /* a peer parameter may bind local memory too (cubert.h) */
+    char what[160];
+    snprintf(what, sizeof what, "argument %u (`%s`) of `%s`", i, p->name, k->name);
+    cubert_status st = cb_check_runtime("cubert_launch", what, dev, al);
+    if (st) return st;
     if (p->kind == CUBERT_PARAM_BUFFER)
       return cb_fail(CUBERT_ERR_WRONG_DEVICE,
                      "argument %u (`%s`) of `%s`: memory %llu belongs to device %d (%s), the launch is on "
@@ -118,7 +123,7 @@ static cubert_status launch_failed(cb_device *dev, cb_work *w, cb_stream *s, con
   cb_str_printf(&b.msg, "launch of `%s` on device %d (%s) failed: ", k->name, dev->index, dev->info.name);
   if (f) {
     cb_failure_describe(f, &b.msg);
-    cb_errb_add(&b, f, 0, 0);
+    cb_work_report(w, f, &b);
     cubert_failure_release(f);
   }
   return cb_errb_finish(&b);

@@ -50,6 +50,7 @@ static cubert_status alloc_new(cb_device *dev, uint64_t size, cb_alloc **out) {
   static _Atomic uint32_t gen_counter = 1;
   a->gen = atomic_fetch_add(&gen_counter, 1);
   a->dev = dev;
+  cb_device_ref(dev); /* dropped when the record is freed (alloc_free) */
   a->id = atomic_fetch_add(&next_memory_id, 1);
   atomic_init(&a->refs, CB_HANDLE_ONE);
   atomic_init(&a->shared, NULL);
@@ -189,6 +190,7 @@ static cubert_status weak_new(cb_alloc *a, uint64_t start, uint64_t end, cubert_
   cubert_weak *w = malloc(sizeof *w);
   if (!w) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   *w = (cubert_weak){a->dev, a->slot, a->gen, a->id, start, end, stream};
+  cb_device_ref(a->dev); /* the device record outlives its runtime for it */
   *out = w;
   return CUBERT_OK;
 }
@@ -210,6 +212,13 @@ cubert_status cubert_weak_upgrade(const cubert_weak *w, cubert_binding **out) {
   if (!out) return NULL_ARG("cubert_weak_upgrade", "binding");
   cb_device *dev = w->dev;
   pthread_mutex_lock(&dev->lock);
+  if (atomic_load(&dev->gone)) {
+    pthread_mutex_unlock(&dev->lock);
+    return cb_fail(CUBERT_ERR_EXPIRED,
+                   "cubert_weak_upgrade: memory %llu of device %d (%s) went with its runtime, which "
+                   "was destroyed",
+                   (unsigned long long)w->memory_id, dev->index, dev->info.name);
+  }
   cb_device_collect(dev);
   cb_alloc *a = w->slot < dev->nslots ? dev->slots[w->slot] : NULL;
   bool alive = a && a->gen == w->gen && atomic_load(&a->refs) != 0;
@@ -228,12 +237,18 @@ cubert_status cubert_weak_upgrade(const cubert_weak *w, cubert_binding **out) {
   return CUBERT_OK;
 }
 
-void cubert_weak_release(cubert_weak *w) { free(w); }
+void cubert_weak_release(cubert_weak *w) {
+  if (!w) return;
+  cb_device_unref(w->dev);
+  free(w);
+}
 
 /* ------------------------------------------------------------ checks */
 
 static cubert_status check_own(const char *fn, cubert_client *c, const cubert_handle *h,
                                const char *what) {
+  cubert_status st = cb_check_runtime(fn, what, c->dev, h->alloc);
+  if (st) return st;
   if (h->alloc->dev != c->dev)
     return cb_fail(CUBERT_ERR_WRONG_DEVICE,
                    "%s: %s (memory %llu) belongs to device %d (%s), the client to device %d (%s)", fn,
@@ -270,6 +285,8 @@ cubert_status cubert_handle_check(cubert_client *c, const cubert_handle *h) {
   if (!h) return NULL_ARG("cubert_handle_check", "handle");
   cb_alloc *a = h->alloc;
   if (a->dev != c->dev) {
+    cubert_status st = cb_check_runtime("cubert_handle_check", "the handle", c->dev, a);
+    if (st) return st;
     if (!atomic_load(&a->shared)) return check_own("cubert_handle_check", c, h, "the handle");
     if (atomic_load(&a->dev->lost)) return cb_device_lost_error(a->dev);
     return refuse_tainted("check", a, h->start, h->end);
@@ -296,7 +313,7 @@ static cubert_status write_failed(cb_device *dev, cb_work *w, cb_stream *s, cube
   cb_str_printf(&b.msg, "%s on device %d (%s) failed: ", op, dev->index, dev->info.name);
   if (f) {
     cb_failure_describe(f, &b.msg);
-    cb_errb_add(&b, f, 0, 0);
+    cb_work_report(w, f, &b);
   }
   cubert_failure_release(f);
   return cb_errb_finish(&b);
@@ -512,9 +529,15 @@ cubert_status cubert_handle_copy(cubert_client *c, const cubert_handle *src, cub
 
 cubert_status cubert_handle_copy_peer(cubert_client *sc, const cubert_handle *src, cubert_client *dc,
                                       cubert_handle *dst) {
-  if (!sc || !dc) return NULL_ARG("cubert_handle_copy_peer", "client");
+  if (!sc) return NULL_ARG("cubert_handle_copy_peer", "src_client");
   if (!src) return NULL_ARG("cubert_handle_copy_peer", "src");
+  if (!dc) return NULL_ARG("cubert_handle_copy_peer", "dst_client");
   if (!dst) return NULL_ARG("cubert_handle_copy_peer", "dst");
+  if (sc->rt != dc->rt)
+    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT,
+                   "cubert_handle_copy_peer: the source client (device %d, %s) and the destination "
+                   "client (device %d, %s) belong to two runtimes; a copy cannot cross runtimes",
+                   sc->dev->index, sc->dev->info.name, dc->dev->index, dc->dev->info.name);
   if (sc->dev == dc->dev) return cubert_handle_copy(dc, src, dst);
   cubert_status st;
   if ((st = check_own("cubert_handle_copy_peer", sc, src, "the source")) ||

@@ -49,16 +49,18 @@ static bool wants(const char *list, const char *name) {
   return false;
 }
 
-static cubert_status check_backend_list(const char *list) {
+/* `source` names where the list came from (an option or a variable). */
+static cubert_status check_backend_list(const char *source, const char *list) {
   for (const char *p = list; p && *p;) {
     const char *e = strchr(p, ',');
     size_t len = e ? (size_t)(e - p) : strlen(p);
     if (!((len == 4 && !strncmp(p, "host", 4)) || (len == 3 && !strncmp(p, "hip", 3))))
       return cb_fail(CUBERT_ERR_INVALID_ARGUMENT,
-                     "unknown backend '%.*s' in the backend list '%s' (known: host, hip)", (int)len,
-                     p, list);
+                     "%s: unknown backend '%.*s' in the backend list '%s' (known: host, hip)",
+                     source, (int)len, p, list);
     if (!cubert_backend_hip() && len == 3)
-      return cb_fail(CUBERT_ERR_UNSUPPORTED, "backend 'hip' was asked for but cubert was built without HIP");
+      return cb_fail(CUBERT_ERR_UNSUPPORTED, "%s: backend 'hip' was asked for but cubert was built without HIP",
+                     source);
     p = e ? e + 1 : NULL;
   }
   return CUBERT_OK;
@@ -88,6 +90,8 @@ static cubert_status open_device(cubert_runtime *rt, int b, int i, cb_device **o
   pthread_mutex_init(&dev->lock, NULL);
   atomic_init(&dev->grave, NULL);
   atomic_init(&dev->lost, NULL);
+  atomic_init(&dev->refs, 1);
+  atomic_init(&dev->gone, false);
   dev->reap_at = 256;
   st = cb_pool_create(be->ops, dev->bdev, dev->info.total_memory, &dev->pool);
   if (st) {
@@ -112,7 +116,8 @@ cubert_status cubert_runtime_create(const cubert_runtime_options *options, cuber
     memcpy(&o, options, options->struct_size);
   }
   const char *list = o.backends ? o.backends : cb_env("CUBERT_BACKENDS");
-  cubert_status st = check_backend_list(list);
+  cubert_status st =
+      check_backend_list(o.backends ? "cubert_runtime_options.backends" : "CUBERT_BACKENDS", list);
   if (st) return st;
 
   cubert_backend_config cfg = {0};
@@ -120,6 +125,9 @@ cubert_status cubert_runtime_create(const cubert_runtime_options *options, cuber
   if (!cfg.host_devices) {
     const char *v = cb_env("CUBERT_HOST_DEVICES");
     uint64_t n = 4;
+    if (v && v[0] == '-')
+      return cb_fail(CUBERT_ERR_INVALID_ARGUMENT,
+                     "CUBERT_HOST_DEVICES=%s is negative: the number of host devices, 0 to 64", v);
     if (v && (st = parse_u64("CUBERT_HOST_DEVICES", v, &n))) return st;
     if (n > 64) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "CUBERT_HOST_DEVICES=%s: at most 64 host devices", v);
     cfg.host_devices = (int)n;
@@ -137,6 +145,9 @@ cubert_status cubert_runtime_create(const cubert_runtime_options *options, cuber
 
   cubert_runtime *rt = calloc(1, sizeof *rt);
   if (!rt) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory creating the runtime");
+  /* From here every failure records its error and goes to `fail`, which
+   * destroys the half-built runtime (cubert_runtime_destroy takes any
+   * prefix of what is built below). */
   rt->placement = cb_placement_new(); /* NULL: no placement, not an error */
 
   const char *node = cb_env("CUBERT_HOST_NODE");
@@ -144,8 +155,8 @@ cubert_status cubert_runtime_create(const cubert_runtime_options *options, cuber
     char msg[512] = "";
     st = cb_host_node_bus_ids(node, &rt->host_bus_ids, &rt->nhost_bus_ids, msg, sizeof msg);
     if (st) {
-      free(rt);
-      return cb_fail(st, "CUBERT_HOST_NODE=%s: %s", node, msg);
+      cb_fail(st, "CUBERT_HOST_NODE=%s: %s", node, msg);
+      goto fail;
     }
     cfg.host_pci_bus_ids = (const char *const *)rt->host_bus_ids;
     cfg.host_pci_bus_id_count = rt->nhost_bus_ids;
@@ -156,8 +167,8 @@ cubert_status cubert_runtime_create(const cubert_runtime_options *options, cuber
   if (faults) {
     cubert_faultinj_diag diag = {0};
     if ((st = cubert_faultinj_configure(o.faults, &diag)) != CUBERT_OK) {
-      cubert_runtime_destroy(rt);
-      return cb_fail(st, "fault rules: %s", diag.message);
+      cb_fail(st, "fault rules: %s", diag.message);
+      goto fail;
     }
   }
 
@@ -166,9 +177,9 @@ cubert_status cubert_runtime_create(const cubert_runtime_options *options, cuber
     const cubert_backend_ops *ops = all[k];
     if (!ops || (list && !wants(list, ops->name))) continue;
     if (ops->abi != CUBERT_BACKEND_ABI) {
-      cubert_runtime_destroy(rt);
-      return cb_fail(CUBERT_ERR_UNSUPPORTED, "backend %s has ABI %u, the runtime wants %u", ops->name,
-                     ops->abi, CUBERT_BACKEND_ABI);
+      st = cb_fail(CUBERT_ERR_UNSUPPORTED, "backend %s has ABI %u, the runtime wants %u", ops->name,
+                   ops->abi, CUBERT_BACKEND_ABI);
+      goto fail;
     }
     cb_backend *be = &rt->backends[rt->nbackends];
     be->inner = ops;
@@ -183,24 +194,20 @@ cubert_status cubert_runtime_create(const cubert_runtime_options *options, cuber
     st = faults ? cb_faultinj_open(ops, rt->ndevices, &cfg, &be->state, &count, &err)
                 : ops->open(&cfg, &be->state, &count, &err);
     if (st) {
-      cubert_runtime_destroy(rt);
-      return cb_fail_backend(st, &err, "opening the backend", ops->name);
+      cb_fail_backend(st, &err, "opening the backend", ops->name);
+      goto fail;
     }
     rt->nbackends++;
     if (count <= 0) continue;
     cb_device **v = realloc(rt->devices, (rt->ndevices + count) * sizeof *v);
     if (!v) {
-      cubert_runtime_destroy(rt);
-      return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory opening devices");
+      st = cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory opening devices");
+      goto fail;
     }
     rt->devices = v;
     for (int i = 0; i < count; i++) {
       cb_device *dev = NULL;
-      st = open_device(rt, rt->nbackends - 1, i, &dev);
-      if (st) {
-        cubert_runtime_destroy(rt);
-        return st;
-      }
+      if ((st = open_device(rt, rt->nbackends - 1, i, &dev))) goto fail;
       rt->devices[rt->ndevices++] = dev;
     }
     be->device_count = count;
@@ -210,8 +217,8 @@ cubert_status cubert_runtime_create(const cubert_runtime_options *options, cuber
     dev->peer_state = calloc((size_t)rt->ndevices, 1);
     dev->peer_message = calloc((size_t)rt->ndevices, sizeof *dev->peer_message);
     if (!dev->peer_state || !dev->peer_message) {
-      cubert_runtime_destroy(rt);
-      return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory opening devices");
+      st = cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory opening devices");
+      goto fail;
     }
   }
   /* Fault rules filtered by pair class need each pair's class. The topology
@@ -226,6 +233,10 @@ cubert_status cubert_runtime_create(const cubert_runtime_options *options, cuber
   cb_placement_start(rt->placement, rt);
   *out = rt;
   return CUBERT_OK;
+
+fail:
+  cubert_runtime_destroy(rt); /* records no error: the one above stays */
+  return st;
 }
 
 void cubert_runtime_destroy(cubert_runtime *rt) {

@@ -5,6 +5,11 @@
  *   cubert_runtime  the devices of every enabled backend. Owns its devices.
  *   cubert_client   the front door to one device. Owned by the caller;
  *                   destroy it before the runtime.
+ *   Handles, bindings, weak bindings and timers may outlive their runtime
+ *   (cubert_runtime_destroy says what is left of them). Objects of two
+ *   runtimes never mix: a handle of another runtime is refused with
+ *   CUBERT_ERR_WRONG_DEVICE, one whose runtime is gone with
+ *   CUBERT_ERR_EXPIRED, and a refused call changes nothing.
  *   cubert_handle   a refcounted view of device memory. Each handle pointer is
  *                   one reference owned by the caller: release it with
  *                   cubert_handle_release(). Memory returns to its pool when the
@@ -77,7 +82,9 @@ CUBERT_API cubert_status cubert_error_status(const cubert_error *error);
  * its range, root cause and chain. Owned by the error. */
 CUBERT_API const char *cubert_error_message(const cubert_error *error);
 /* Failures the call met: for CUBERT_ERR_TAINTED, one per overlapping tainted
- * range; for a failed launch or copy, the failure it recorded. */
+ * range; for a failed launch, copy, write or fill, the failure it recorded,
+ * once per range of its write set (now tainted by it), in parameter order,
+ * or once with the range 0..0 when it writes nothing. */
 CUBERT_API size_t cubert_error_failure_count(const cubert_error *error);
 /* Failure i (borrowed from the error) and the byte range of the allocation it
  * taints, relative to the allocation start (either range pointer may be
@@ -141,7 +148,15 @@ CUBERT_API void cubert_runtime_options_init(cubert_runtime_options *options);
  * zero devices, not an error. `options` may be NULL. */
 CUBERT_API cubert_status cubert_runtime_create(const cubert_runtime_options *options,
                                                cubert_runtime **runtime);
-/* Waits for all work, then frees every device. Clients must be gone. */
+/* Waits for all work, then frees every device. Clients must be gone.
+ * Handles, bindings, weak bindings and timers still held are safe to keep
+ * and to release afterwards, in any order: their records live on until the
+ * last reference is released, but the device memory and the device are
+ * gone. What needs no device still answers (sizes, ids, overlap, slice,
+ * clone, bind, downgrade, claim keys); cubert_weak_upgrade,
+ * cubert_timer_elapsed and every call that passes such a handle to a
+ * client of another runtime fail with CUBERT_ERR_EXPIRED ("... belongs to a
+ * runtime that was destroyed") and change nothing. */
 CUBERT_API void cubert_runtime_destroy(cubert_runtime *runtime);
 CUBERT_API int cubert_runtime_device_count(const cubert_runtime *runtime);
 /* Number of backends enabled, and the name of backend i (static). */
@@ -162,7 +177,9 @@ typedef struct cubert_device_info {
   uint32_t max_shared_memory;   /* bytes per block */
   uint32_t warp_size;
   uint32_t multiprocessors;
-  bool lost;                    /* a sticky error marked it lost */
+  bool lost;                    /* a sticky error, or work that ran on it and
+                                   failed with CUBERT_ERR_DEVICE_LOST, marked
+                                   it lost */
 } cubert_device_info;
 
 CUBERT_API cubert_status cubert_runtime_device_info(cubert_runtime *runtime, int device,
@@ -242,7 +259,9 @@ CUBERT_API cubert_status cubert_handle_fill(cubert_client *client, cubert_handle
 CUBERT_API cubert_status cubert_handle_copy(cubert_client *client, const cubert_handle *src,
                                             cubert_handle *dst);
 /* Copies between devices: src on src_client's device, dst on dst_client's
- * device (may be the same). Enqueued on dst's stream after src's stream. */
+ * device (may be the same). Enqueued on dst's stream after src's stream.
+ * Both clients must be of one runtime (else CUBERT_ERR_INVALID_ARGUMENT,
+ * refused before anything is queued: nothing is tainted). */
 CUBERT_API cubert_status cubert_handle_copy_peer(cubert_client *src_client,
                                                  const cubert_handle *src,
                                                  cubert_client *dst_client, cubert_handle *dst);
@@ -319,7 +338,11 @@ CUBERT_API cubert_status cubert_memory_cleanup(cubert_client *client);
 
 typedef enum cubert_param_kind {
   CUBERT_PARAM_BUFFER = 0,      /* memory of the launching device */
-  CUBERT_PARAM_PEER_BUFFER = 1, /* memory another device shared */
+  CUBERT_PARAM_PEER_BUFFER = 1, /* memory another device shared
+                                   (cubert_handle_share; else
+                                   CUBERT_ERR_NOT_SHARED), or memory of the
+                                   launching device itself, shared or not:
+                                   binding it needs no peer access */
   CUBERT_PARAM_SCALAR = 2
 } cubert_param_kind;
 

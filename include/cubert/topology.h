@@ -106,9 +106,11 @@ CUBERT_API void cubert_topology_source_init(cubert_topology_source *source);
  * from a simulated node ($CUBERT_HOST_NODE) are placed with that node's XML
  * and KFD fixture. Other devices use `xml_path` when given, else
  * $CUBERT_TOPOLOGY, else this machine (live hwloc); their xGMI links come
- * from cubert_runtime_device_link(), else this machine's KFD sysfs. A device
- * without a bus id, or whose bus id is not in its topology, gets UNKNOWN
- * pairs; that is not an error. */
+ * from cubert_runtime_device_link(), else this machine's KFD sysfs. A pair
+ * the driver (or KFD) reports as a direct xGMI link is XGMI even when a
+ * device is missing from the topology; every other pair with a device
+ * without a bus id, or whose bus id is not in its topology, is UNKNOWN.
+ * That is not an error (docs/topology.md, the order of the rules). */
 CUBERT_API cubert_status cubert_topology_create(cubert_runtime *runtime, const char *xml_path,
                                                 cubert_topology **topology);
 
