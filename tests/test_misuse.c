@@ -509,6 +509,274 @@ START_TEST(test_empty_view_inside_a_tainted_range_reads) {
 }
 END_TEST
 
+/* ------------------------------------------------------------ NULL */
+
+START_TEST(test_every_call_refuses_null_for_each_pointer) {
+  world w;
+  world_open(&w);
+  cubert_runtime *rt = w.rt;
+  cubert_client *c = w.c[0];
+  cubert_handle *h = w.h[0], *h1 = w.h[1], *hout = NULL;
+  cubert_binding *b = NULL, *bout = NULL;
+  cubert_weak *wk = NULL, *wout = NULL;
+  cb_test_ok(cubert_handle_bind(h, &b));
+  cb_test_ok(cubert_handle_downgrade(h, &wk));
+  cubert_timer *t = NULL, *tout = NULL;
+  cb_test_ok(cubert_timer_record(c, &t));
+  cubert_kernel *k = make("m_copy", copy_params, 2, copy_fn), *kout = NULL;
+  cubert_runtime *rtout = NULL;
+  cubert_client *cout = NULL;
+  cubert_device_info info;
+  cubert_device_link link;
+  cubert_stream s = 0;
+  cubert_pool_usage pools[4];
+  size_t count = 0;
+  double ms = 0;
+  uint8_t buf[HANDLE_BYTES];
+  uint32_t pattern = 7;
+  cubert_arg args[2] = {cubert_arg_buffer(h), cubert_arg_buffer(w.h[0])};
+  cubert_kernel_desc desc = {0};
+  desc.name = "m_desc";
+  desc.host_fn = copy_fn;
+
+  REFUSED(&w, cubert_runtime_create(NULL, NULL), CUBERT_ERR_INVALID_ARGUMENT, "runtime is NULL");
+  REFUSED(&w, cubert_runtime_device_info(NULL, 0, &info), CUBERT_ERR_INVALID_ARGUMENT, "runtime is NULL");
+  REFUSED(&w, cubert_runtime_device_info(rt, 0, NULL), CUBERT_ERR_INVALID_ARGUMENT, "info is NULL");
+  REFUSED(&w, cubert_runtime_device_link(NULL, 0, 1, &link), CUBERT_ERR_INVALID_ARGUMENT, "runtime is NULL");
+  REFUSED(&w, cubert_runtime_device_link(rt, 0, 1, NULL), CUBERT_ERR_INVALID_ARGUMENT, "link is NULL");
+  REFUSED(&w, cubert_client_create(NULL, 0, &cout), CUBERT_ERR_INVALID_ARGUMENT, "runtime is NULL");
+  REFUSED(&w, cubert_client_create(rt, 0, NULL), CUBERT_ERR_INVALID_ARGUMENT, "client is NULL");
+  REFUSED(&w, cubert_stream_create(NULL, &s), CUBERT_ERR_INVALID_ARGUMENT, "client is NULL");
+  REFUSED(&w, cubert_stream_create(c, NULL), CUBERT_ERR_INVALID_ARGUMENT, "stream is NULL");
+  REFUSED(&w, cubert_client_use_stream(NULL, 0), CUBERT_ERR_INVALID_ARGUMENT, "client is NULL");
+  REFUSED(&w, cubert_sync(NULL), CUBERT_ERR_INVALID_ARGUMENT, "client is NULL");
+  REFUSED(&w, cubert_sync_stream(NULL, 0), CUBERT_ERR_INVALID_ARGUMENT, "client is NULL");
+  REFUSED(&w, cubert_sync_device(NULL), CUBERT_ERR_INVALID_ARGUMENT, "client is NULL");
+  REFUSED(&w, cubert_timer_record(NULL, &tout), CUBERT_ERR_INVALID_ARGUMENT, "client is NULL");
+  REFUSED(&w, cubert_timer_record(c, NULL), CUBERT_ERR_INVALID_ARGUMENT, "timer is NULL");
+  REFUSED(&w, cubert_timer_elapsed(NULL, t, &ms), CUBERT_ERR_INVALID_ARGUMENT, "start is NULL");
+  REFUSED(&w, cubert_timer_elapsed(t, NULL, &ms), CUBERT_ERR_INVALID_ARGUMENT, "end is NULL");
+  REFUSED(&w, cubert_timer_elapsed(t, t, NULL), CUBERT_ERR_INVALID_ARGUMENT, "ms is NULL");
+  REFUSED(&w, cubert_handle_empty(NULL, 16, &hout), CUBERT_ERR_INVALID_ARGUMENT, "client is NULL");
+  REFUSED(&w, cubert_handle_empty(c, 16, NULL), CUBERT_ERR_INVALID_ARGUMENT, "handle is NULL");
+  REFUSED(&w, cubert_handle_create(NULL, buf, 16, &hout), CUBERT_ERR_INVALID_ARGUMENT, "client is NULL");
+  REFUSED(&w, cubert_handle_create(c, NULL, 16, &hout), CUBERT_ERR_INVALID_ARGUMENT, "data is NULL");
+  REFUSED(&w, cubert_handle_create(c, buf, 16, NULL), CUBERT_ERR_INVALID_ARGUMENT, "handle is NULL");
+  REFUSED(&w, cubert_handle_read(NULL, h, buf, HANDLE_BYTES), CUBERT_ERR_INVALID_ARGUMENT, "client is NULL");
+  REFUSED(&w, cubert_handle_read(c, NULL, buf, HANDLE_BYTES), CUBERT_ERR_INVALID_ARGUMENT, "handle is NULL");
+  REFUSED(&w, cubert_handle_read(c, h, NULL, HANDLE_BYTES), CUBERT_ERR_INVALID_ARGUMENT, "dst is NULL");
+  REFUSED(&w, cubert_handle_write(NULL, h, buf, HANDLE_BYTES), CUBERT_ERR_INVALID_ARGUMENT, "client is NULL");
+  REFUSED(&w, cubert_handle_write(c, NULL, buf, HANDLE_BYTES), CUBERT_ERR_INVALID_ARGUMENT, "handle is NULL");
+  REFUSED(&w, cubert_handle_write(c, h, NULL, HANDLE_BYTES), CUBERT_ERR_INVALID_ARGUMENT, "src is NULL");
+  REFUSED(&w, cubert_handle_fill(NULL, h, &pattern, 4), CUBERT_ERR_INVALID_ARGUMENT, "client is NULL");
+  REFUSED(&w, cubert_handle_fill(c, NULL, &pattern, 4), CUBERT_ERR_INVALID_ARGUMENT, "handle is NULL");
+  REFUSED(&w, cubert_handle_fill(c, h, NULL, 4), CUBERT_ERR_INVALID_ARGUMENT, "pattern is NULL");
+  REFUSED(&w, cubert_handle_copy(NULL, h, h1), CUBERT_ERR_INVALID_ARGUMENT, "client is NULL");
+  REFUSED(&w, cubert_handle_copy(c, NULL, h1), CUBERT_ERR_INVALID_ARGUMENT, "src is NULL");
+  REFUSED(&w, cubert_handle_copy(c, h, NULL), CUBERT_ERR_INVALID_ARGUMENT, "dst is NULL");
+  REFUSED(&w, cubert_handle_copy_peer(NULL, h, w.c[1], h1), CUBERT_ERR_INVALID_ARGUMENT, "src_client is NULL");
+  REFUSED(&w, cubert_handle_copy_peer(c, NULL, w.c[1], h1), CUBERT_ERR_INVALID_ARGUMENT, "src is NULL");
+  REFUSED(&w, cubert_handle_copy_peer(c, h, NULL, h1), CUBERT_ERR_INVALID_ARGUMENT, "dst_client is NULL");
+  REFUSED(&w, cubert_handle_copy_peer(c, h, w.c[1], NULL), CUBERT_ERR_INVALID_ARGUMENT, "dst is NULL");
+  REFUSED(&w, cubert_handle_check(NULL, h), CUBERT_ERR_INVALID_ARGUMENT, "client is NULL");
+  REFUSED(&w, cubert_handle_check(c, NULL), CUBERT_ERR_INVALID_ARGUMENT, "handle is NULL");
+  REFUSED(&w, cubert_handle_slice(NULL, 0, 0, &hout), CUBERT_ERR_INVALID_ARGUMENT, "handle is NULL");
+  REFUSED(&w, cubert_handle_slice(h, 0, 0, NULL), CUBERT_ERR_INVALID_ARGUMENT, "slice is NULL");
+  REFUSED(&w, cubert_handle_share(NULL, h), CUBERT_ERR_INVALID_ARGUMENT, "client is NULL");
+  REFUSED(&w, cubert_handle_share(c, NULL), CUBERT_ERR_INVALID_ARGUMENT, "handle is NULL");
+  REFUSED(&w, cubert_handle_bind(NULL, &bout), CUBERT_ERR_INVALID_ARGUMENT, "handle is NULL");
+  REFUSED(&w, cubert_handle_bind(h, NULL), CUBERT_ERR_INVALID_ARGUMENT, "binding is NULL");
+  REFUSED(&w, cubert_binding_downgrade(NULL, &wout), CUBERT_ERR_INVALID_ARGUMENT, "binding is NULL");
+  REFUSED(&w, cubert_binding_downgrade(b, NULL), CUBERT_ERR_INVALID_ARGUMENT, "weak is NULL");
+  REFUSED(&w, cubert_handle_downgrade(NULL, &wout), CUBERT_ERR_INVALID_ARGUMENT, "handle is NULL");
+  REFUSED(&w, cubert_handle_downgrade(h, NULL), CUBERT_ERR_INVALID_ARGUMENT, "weak is NULL");
+  REFUSED(&w, cubert_weak_upgrade(NULL, &bout), CUBERT_ERR_INVALID_ARGUMENT, "weak is NULL");
+  REFUSED(&w, cubert_weak_upgrade(wk, NULL), CUBERT_ERR_INVALID_ARGUMENT, "binding is NULL");
+  REFUSED(&w, cubert_memory_usage(NULL, pools, 4, &count), CUBERT_ERR_INVALID_ARGUMENT, "client is NULL");
+  REFUSED(&w, cubert_memory_usage(c, NULL, 4, &count), CUBERT_ERR_INVALID_ARGUMENT, "pools is NULL");
+  REFUSED(&w, cubert_memory_usage(c, pools, 4, NULL), CUBERT_ERR_INVALID_ARGUMENT, "count is NULL");
+  REFUSED(&w, cubert_memory_cleanup(NULL), CUBERT_ERR_INVALID_ARGUMENT, "client is NULL");
+  REFUSED(&w, cubert_kernel_create(NULL, &kout), CUBERT_ERR_INVALID_ARGUMENT, "desc is NULL");
+  REFUSED(&w, cubert_kernel_create(&desc, NULL), CUBERT_ERR_INVALID_ARGUMENT, "kernel is NULL");
+  REFUSED(&w, cubert_launch(NULL, k, &one, args, 2), CUBERT_ERR_INVALID_ARGUMENT, "client is NULL");
+  REFUSED(&w, cubert_launch(c, NULL, &one, args, 2), CUBERT_ERR_INVALID_ARGUMENT, "kernel is NULL");
+  REFUSED(&w, cubert_launch(c, k, NULL, args, 2), CUBERT_ERR_INVALID_ARGUMENT, "config is NULL");
+  REFUSED(&w, cubert_launch(c, k, &one, NULL, 2), CUBERT_ERR_INVALID_ARGUMENT, "args is NULL");
+  cubert_arg nullh[2] = {cubert_arg_buffer(NULL), cubert_arg_buffer(h1)};
+  REFUSED(&w, cubert_launch(c, k, &one, nullh, 2), CUBERT_ERR_INVALID_ARGUMENT, "handle is NULL");
+  REFUSED(&w, cubert_builtin_kernel(CUBERT_BUILTIN_FILL_U32, NULL), CUBERT_ERR_INVALID_ARGUMENT,
+          "kernel is NULL");
+  REFUSED(&w, cubert_builtin_kernel(CUBERT_BUILTIN_COUNT, &kout), CUBERT_ERR_INVALID_ARGUMENT, "builtin");
+  ck_assert_ptr_null(kout);
+  ck_assert_ptr_null(cubert_builtin_desc(CUBERT_BUILTIN_COUNT));
+  ck_assert_ptr_null(cubert_builtin_desc((cubert_builtin)-1));
+
+  /* Calls without a status answer NULL with a neutral value: every one of
+   * them is in test_null_arguments_are_refused_by_every_call
+   * (test_runtime_api.c); the one it lacks: */
+  cubert_timer_release(NULL);
+
+  /* nothing was made: every output is still NULL */
+  ck_assert_ptr_null(rtout);
+  ck_assert_ptr_null(cout);
+  ck_assert_ptr_null(hout);
+  ck_assert_ptr_null(bout);
+  ck_assert_ptr_null(wout);
+  ck_assert_ptr_null(tout);
+  ck_assert_uint_eq(s, 0);
+  expect_world_intact(&w);
+  cubert_kernel_release(k);
+  cubert_timer_release(t);
+  cubert_weak_release(wk);
+  cubert_binding_release(b);
+  world_close(&w);
+}
+END_TEST
+
+START_TEST(test_topology_calls_refuse_null_for_each_pointer) {
+  world w;
+  world_open(&w);
+  cubert_topology *t = NULL, *tout = NULL;
+  cb_test_ok(cubert_topology_create(w.rt, NULL, &t));
+  cubert_topology_source src;
+  cubert_topology_source_init(&src);
+  cubert_topology_device d;
+  cubert_topology_link l;
+  char *json = NULL;
+  void *mem = NULL;
+  cubert_placement how;
+  REFUSED(&w, cubert_topology_create(NULL, NULL, &tout), CUBERT_ERR_INVALID_ARGUMENT, "runtime is NULL");
+  REFUSED(&w, cubert_topology_create(w.rt, NULL, NULL), CUBERT_ERR_INVALID_ARGUMENT, "topology is NULL");
+  REFUSED(&w, cubert_topology_create_from(NULL, &tout), CUBERT_ERR_INVALID_ARGUMENT, "source is NULL");
+  REFUSED(&w, cubert_topology_create_from(&src, NULL), CUBERT_ERR_INVALID_ARGUMENT, "topology is NULL");
+  REFUSED(&w, cubert_topology_device_info(NULL, 0, &d), CUBERT_ERR_INVALID_ARGUMENT, "topology is NULL");
+  REFUSED(&w, cubert_topology_device_info(t, 0, NULL), CUBERT_ERR_INVALID_ARGUMENT, "info is NULL");
+  REFUSED(&w, cubert_topology_pair(NULL, 0, 1, &l), CUBERT_ERR_INVALID_ARGUMENT, "topology is NULL");
+  REFUSED(&w, cubert_topology_pair(t, 0, 1, NULL), CUBERT_ERR_INVALID_ARGUMENT, "link is NULL");
+  REFUSED(&w, cubert_topology_json(NULL, &json), CUBERT_ERR_INVALID_ARGUMENT, "topology is NULL");
+  REFUSED(&w, cubert_topology_json(t, NULL), CUBERT_ERR_INVALID_ARGUMENT, "json is NULL");
+  REFUSED(&w, cubert_topology_bind_thread(NULL, 0, &how), CUBERT_ERR_INVALID_ARGUMENT, "topology is NULL");
+  REFUSED(&w, cubert_topology_alloc_local(NULL, 0, 64, &mem, &how), CUBERT_ERR_INVALID_ARGUMENT,
+          "topology is NULL");
+  REFUSED(&w, cubert_topology_alloc_local(t, 0, 64, NULL, &how), CUBERT_ERR_INVALID_ARGUMENT, "memory is NULL");
+  REFUSED(&w, cubert_topology_write_node(NULL, "/tmp"), CUBERT_ERR_INVALID_ARGUMENT, "node is NULL");
+  REFUSED(&w, cubert_topology_write_node("frontier", NULL), CUBERT_ERR_INVALID_ARGUMENT, "dir is NULL");
+  /* indices at the edges */
+  REFUSED(&w, cubert_topology_device_info(t, -1, &d), CUBERT_ERR_NO_DEVICE, "device -1");
+  REFUSED(&w, cubert_topology_device_info(t, HOST_DEVICES, &d), CUBERT_ERR_NO_DEVICE, "device 2");
+  REFUSED(&w, cubert_topology_pair(t, 0, HOST_DEVICES, &l), CUBERT_ERR_NO_DEVICE, "device 2");
+  ck_assert_ptr_null(tout);
+  ck_assert_ptr_null(json);
+  ck_assert_ptr_null(mem);
+  cubert_topology_source_init(NULL);
+  cubert_topology_destroy(NULL);
+  cubert_topology_free_local(NULL, 0, NULL, 0);
+  ck_assert_int_eq(cubert_topology_device_count(NULL), 0);
+  ck_assert_ptr_null(cubert_topology_pair_name(NULL, 0, 1));
+  ck_assert_ptr_null(cubert_topology_pair_name(t, 0, HOST_DEVICES));
+  ck_assert_ptr_nonnull(cubert_topology_notes(NULL));
+  cubert_topology_destroy(t);
+  world_close(&w);
+}
+END_TEST
+
+/* ------------------------------------------------------------ other objects */
+
+START_TEST(test_objects_of_another_client_and_device_are_refused) {
+  world w;
+  world_open(&w);
+  cubert_client *c0 = w.c[0], *c1 = w.c[1];
+  cubert_client *c0b = NULL; /* a second client of device 0: as good as the first */
+  cb_test_ok(cubert_client_create(w.rt, 0, &c0b));
+  uint8_t buf[HANDLE_BYTES];
+  cb_test_ok(cubert_handle_read(c0b, w.h[0], buf, sizeof buf));
+  uint8_t pattern = 3;
+  REFUSED(&w, cubert_handle_read(c1, w.h[0], buf, sizeof buf), CUBERT_ERR_WRONG_DEVICE, "device 0");
+  REFUSED(&w, cubert_handle_write(c1, w.h[0], buf, sizeof buf), CUBERT_ERR_WRONG_DEVICE, "device 0");
+  REFUSED(&w, cubert_handle_fill(c1, w.h[0], &pattern, 1), CUBERT_ERR_WRONG_DEVICE, "device 0");
+  REFUSED(&w, cubert_handle_copy(c0, w.h[0], w.h[1]), CUBERT_ERR_WRONG_DEVICE, "device 1");
+  REFUSED(&w, cubert_handle_check(c1, w.h[0]), CUBERT_ERR_WRONG_DEVICE, "device 0");
+  REFUSED(&w, cubert_handle_share(c1, w.h[0]), CUBERT_ERR_WRONG_DEVICE, "device 0");
+  REFUSED(&w, cubert_handle_copy_peer(c1, w.h[0], c0, w.h[1]), CUBERT_ERR_WRONG_DEVICE, "the source");
+  REFUSED(&w, cubert_handle_copy_peer(c0, w.h[0], c1, w.h[0]), CUBERT_ERR_WRONG_DEVICE, "the destination");
+  cubert_kernel *k = make("m_copy", copy_params, 2, copy_fn);
+  cubert_arg args[2] = {cubert_arg_buffer(w.h[1]), cubert_arg_buffer(w.h[0])};
+  int before = atomic_load(&runs);
+  REFUSED(&w, cubert_launch(c0, k, &one, args, 2), CUBERT_ERR_WRONG_DEVICE, "peer-buffer");
+  cubert_kernel_release(k);
+  ck_assert_int_eq(atomic_load(&runs), before);
+  /* timers of two devices */
+  cubert_timer *t0 = NULL, *t1 = NULL;
+  cb_test_ok(cubert_timer_record(c0, &t0));
+  cb_test_ok(cubert_timer_record(c1, &t1));
+  double ms = -1;
+  REFUSED(&w, cubert_timer_elapsed(t0, t1, &ms), CUBERT_ERR_WRONG_DEVICE, "timers of device 0");
+  ck_assert(ms == -1);
+  cubert_timer_release(t0);
+  cubert_timer_release(t1);
+  /* a stream of another device */
+  cubert_stream s1 = 0;
+  cb_test_ok(cubert_stream_create(c1, &s1));
+  cb_test_ok(cubert_stream_create(c1, &s1));
+  REFUSED(&w, cubert_client_use_stream(c0, s1), CUBERT_ERR_INVALID_ARGUMENT, "does not exist");
+  REFUSED(&w, cubert_sync_stream(c0, s1), CUBERT_ERR_INVALID_ARGUMENT, "does not exist");
+  REFUSED(&w, cubert_sync_stream(c0, UINT64_MAX), CUBERT_ERR_INVALID_ARGUMENT, "does not exist");
+  expect_world_intact(&w);
+  cubert_client_destroy(c0b);
+  world_close(&w);
+}
+END_TEST
+
+/* ------------------------------------------------------------ edges */
+
+START_TEST(test_sizes_and_offsets_at_the_edges_are_refused) {
+  world w;
+  world_open(&w);
+  cubert_client *c = w.c[0];
+  cubert_handle *h = w.h[0], *out = NULL;
+  uint8_t buf[HANDLE_BYTES + 1];
+  uint64_t pattern = 0;
+  REFUSED(&w, cubert_handle_empty(c, 0, &out), CUBERT_ERR_INVALID_ARGUMENT, "size is 0");
+  REFUSED(&w, cubert_handle_empty(c, UINT64_MAX, &out), CUBERT_ERR_OUT_OF_MEMORY, "device 0");
+  REFUSED(&w, cubert_handle_empty(c, CB_TEST_HOST_MEMORY + 1, &out), CUBERT_ERR_OUT_OF_MEMORY, "device 0");
+  REFUSED(&w, cubert_handle_read(c, h, buf, HANDLE_BYTES + 1), CUBERT_ERR_OUT_OF_RANGE, "4097");
+  REFUSED(&w, cubert_handle_read(c, h, buf, HANDLE_BYTES - 1), CUBERT_ERR_OUT_OF_RANGE, "4095");
+  REFUSED(&w, cubert_handle_write(c, h, buf, 0), CUBERT_ERR_OUT_OF_RANGE, "0 bytes");
+  REFUSED(&w, cubert_handle_write(c, h, buf, UINT64_MAX), CUBERT_ERR_OUT_OF_RANGE, "4096");
+  REFUSED(&w, cubert_handle_fill(c, h, &pattern, 3), CUBERT_ERR_INVALID_ARGUMENT, "3 bytes");
+  REFUSED(&w, cubert_handle_fill(c, h, &pattern, 0), CUBERT_ERR_INVALID_ARGUMENT, "0 bytes");
+  REFUSED(&w, cubert_handle_fill(c, h, &pattern, SIZE_MAX), CUBERT_ERR_INVALID_ARGUMENT, "pattern");
+  REFUSED(&w, cubert_handle_slice(h, HANDLE_BYTES + 1, 0, &out), CUBERT_ERR_OUT_OF_RANGE, "4097");
+  REFUSED(&w, cubert_handle_slice(h, 0, HANDLE_BYTES + 1, &out), CUBERT_ERR_OUT_OF_RANGE, "4097");
+  REFUSED(&w, cubert_handle_slice(h, 1, HANDLE_BYTES, &out), CUBERT_ERR_OUT_OF_RANGE, "4096");
+  REFUSED(&w, cubert_handle_slice(h, UINT64_MAX, UINT64_MAX, &out), CUBERT_ERR_OUT_OF_RANGE, "bytes");
+  REFUSED(&w, cubert_handle_slice(h, 2, UINT64_MAX - 1, &out), CUBERT_ERR_OUT_OF_RANGE, "bytes");
+  cubert_handle *odd = NULL, *shorter = NULL;
+  cb_test_ok(cubert_handle_slice(h, 0, 1, &odd));
+  REFUSED(&w, cubert_handle_fill(c, odd, &pattern, 2), CUBERT_ERR_INVALID_ARGUMENT, "4095");
+  cb_test_ok(cubert_handle_slice(w.h[0], 0, 16, &shorter));
+  REFUSED(&w, cubert_handle_copy(c, shorter, h), CUBERT_ERR_OUT_OF_RANGE, "4080");
+  REFUSED(&w, cubert_handle_copy(c, h, h), CUBERT_ERR_INVALID_ARGUMENT, "overlap");
+  REFUSED(&w, cubert_handle_copy(c, h, odd), CUBERT_ERR_OUT_OF_RANGE, "4095");
+  REFUSED(&w, cubert_handle_copy_peer(c, h, w.c[1], odd), CUBERT_ERR_WRONG_DEVICE, "destination");
+  REFUSED(&w, cubert_runtime_device_info(w.rt, -1, NULL), CUBERT_ERR_NO_DEVICE, "-1");
+  cubert_device_info info;
+  REFUSED(&w, cubert_runtime_device_info(w.rt, HOST_DEVICES, &info), CUBERT_ERR_NO_DEVICE, "2");
+  REFUSED(&w, cubert_runtime_device_info(w.rt, INT32_MIN, &info), CUBERT_ERR_NO_DEVICE, "does not exist");
+  cubert_client *cl = NULL;
+  REFUSED(&w, cubert_client_create(w.rt, HOST_DEVICES, &cl), CUBERT_ERR_NO_DEVICE, "2");
+  cubert_device_link link;
+  REFUSED(&w, cubert_runtime_device_link(w.rt, 0, -1, &link), CUBERT_ERR_NO_DEVICE, "-1");
+  REFUSED(&w, cubert_client_use_stream(c, 1u << 20), CUBERT_ERR_INVALID_ARGUMENT, "does not exist");
+  ck_assert_ptr_null(out);
+  ck_assert_ptr_null(cl);
+  cubert_handle_release(odd);
+  cubert_handle_release(shorter);
+  expect_world_intact(&w);
+  world_close(&w);
+}
+END_TEST
+
 /* ------------------------------------------------------------ suite */
 
 static Suite *misuse_suite(void) {
@@ -525,6 +793,12 @@ static Suite *misuse_suite(void) {
   tcase_add_test(tc, test_host_kernel_returning_device_lost_marks_the_device_lost);
   tcase_add_test(tc, test_empty_view_inside_a_tainted_range_reads);
   suite_add_tcase(s, tc);
+  TCase *api = tcase_create("api");
+  tcase_add_test(api, test_every_call_refuses_null_for_each_pointer);
+  tcase_add_test(api, test_topology_calls_refuse_null_for_each_pointer);
+  tcase_add_test(api, test_objects_of_another_client_and_device_are_refused);
+  tcase_add_test(api, test_sizes_and_offsets_at_the_edges_are_refused);
+  suite_add_tcase(s, api);
   return s;
 }
 

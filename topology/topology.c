@@ -510,7 +510,9 @@ cubert_status cb_topology_create_with_driver(const cubert_topology_source *sourc
 
 static cubert_status create_from(const cubert_topology_source *source, const cubert_device_link *driver,
                                  cubert_topology **topology) {
-  if (!source || !topology) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "topology: NULL source or output");
+  if (!source || !topology)
+    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_topology_create_from: %s is NULL",
+                   source ? "topology" : "source");
   if (source->struct_size < sizeof *source)
     return cb_fail(CUBERT_ERR_INVALID_ARGUMENT,
                    "topology: source.struct_size is %u (call cubert_topology_source_init)",
@@ -566,7 +568,9 @@ static cubert_status create_from(const cubert_topology_source *source, const cub
 }
 
 cubert_status cubert_topology_create(cubert_runtime *runtime, const char *xml_path, cubert_topology **topology) {
-  if (!runtime || !topology) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "topology: NULL runtime or output");
+  if (!runtime || !topology)
+    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_topology_create: %s is NULL",
+                   runtime ? "topology" : "runtime");
   int n = cubert_runtime_device_count(runtime);
   cubert_device_info *info = calloc((size_t)(n > 0 ? n : 1), sizeof *info);
   if (!info) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
@@ -636,7 +640,7 @@ static cubert_status check_device(const cubert_topology *t, int d) {
 cubert_status cubert_topology_device_info(const cubert_topology *t, int device, cubert_topology_device *info) {
   cubert_status st = check_device(t, device);
   if (st) return st;
-  if (!info) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "topology: NULL output");
+  if (!info) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_topology_device_info: info is NULL");
   const dev *d = &t->devs[device];
   const machine *m = &t->machines[d->machine];
   cubert_topology_device r;
@@ -663,7 +667,7 @@ cubert_status cubert_topology_pair(const cubert_topology *t, int a, int b, cuber
   cubert_status st = check_device(t, a);
   if (!st) st = check_device(t, b);
   if (st) return st;
-  if (!link) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "topology: NULL output");
+  if (!link) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_topology_pair: link is NULL");
   *link = t->pairs[(size_t)a * (size_t)t->n + (size_t)b];
   return CUBERT_OK;
 }
@@ -680,7 +684,8 @@ const char *cubert_topology_notes(const cubert_topology *t) { return t && t->not
 /* ------------------------------------------------------------ JSON */
 
 cubert_status cubert_topology_json(const cubert_topology *t, char **json) {
-  if (!t || !json) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "topology: NULL topology or output");
+  if (!t || !json)
+    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_topology_json: %s is NULL", t ? "json" : "topology");
   json_t *root = json_object();
   json_t *devices = json_array(), *machines = json_array(), *matrix = json_array();
   json_t *pairs = json_array(), *legend = json_object();
@@ -772,7 +777,8 @@ cubert_status cubert_topology_alloc_local(const cubert_topology *t, int device, 
                                           cubert_placement *placement) {
   cubert_status st = check_device(t, device);
   if (st) return st;
-  if (!memory || !size) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "topology: alloc of %zu bytes with %s output", size, memory ? "an" : "no");
+  if (!memory) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_topology_alloc_local: memory is NULL");
+  if (!size) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_topology_alloc_local: size is 0");
   const dev *d = &t->devs[device];
   hwloc_topology_t topo = t->machines[d->machine].topo;
   cubert_placement p = CUBERT_PLACEMENT_BOUND;
@@ -803,7 +809,9 @@ void cubert_topology_free_local(const cubert_topology *t, int device, void *memo
 /* ------------------------------------------------------------ nodes */
 
 cubert_status cubert_topology_write_node(const char *node, const char *dir) {
-  if (!node || !dir || !*dir) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "write node: NULL node or directory");
+  if (!node || !dir || !*dir)
+    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_topology_write_node: %s",
+                   !node ? "node is NULL" : !dir ? "dir is NULL" : "dir is empty");
   const cb_embedded_node *e = cb_host_node_find(node);
   if (!e) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "unknown node '%s': one of %s", node, cb_host_node_names());
   if (mkdir(dir, 0777) != 0 && errno != EEXIST)
