@@ -162,12 +162,13 @@ cubert_failure *cb_device_failure(cb_device *dev, cubert_status status, const cu
   return f;
 }
 
-void cb_work_fail_ordering(cb_device *dev, cb_work *w, cb_stream *s, cubert_status status,
-                           const char *operation, const char *kernel) {
-  cubert_failure *f = cb_failure_new(status, cubert_last_error_message(), dev->index, s ? s->id : 0,
-                                     operation, kernel, w->work);
-  cb_work_settle(dev, w, f);
+cubert_status cb_work_fail_ordering(cb_device *dev, cb_work *w, cb_stream *s, cb_errb *err,
+                                    const char *operation, const char *kernel) {
+  cubert_failure *f = cb_failure_new(err->status, err->msg.p ? err->msg.p : "", dev->index,
+                                     s ? s->id : 0, operation, kernel, w->work);
+  cb_taint_settle(dev, w, f);
   cubert_failure_release(f);
+  return cb_errb_finish(err);
 }
 
 /* ------------------------------------------------------------ streams */
@@ -259,11 +260,11 @@ cubert_stream cubert_client_stream(const cubert_client *c) {
 }
 
 /* Makes `s` wait for stream `pid`'s work up to `w`. */
-static cubert_status wait_for(cb_device *dev, cb_stream *s, uint32_t pid, uint64_t w) {
+static cubert_status wait_for(cb_device *dev, cb_stream *s, uint32_t pid, uint64_t w, cb_errb *e) {
   cb_stream *p = dev->streams[pid - 1];
   if (s->nwaited < dev->nstreams) {
     uint64_t *v = realloc(s->waited, dev->nstreams * sizeof *v);
-    if (!v) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "ordering streams: out of host memory");
+    if (!v) return cb_errb_set(e, CUBERT_ERR_OUT_OF_MEMORY, "ordering streams: out of host memory");
     memset(v + s->nwaited, 0, (dev->nstreams - s->nwaited) * sizeof *v);
     s->waited = v;
     s->nwaited = dev->nstreams;
@@ -275,25 +276,26 @@ static cubert_status wait_for(cb_device *dev, cb_stream *s, uint32_t pid, uint64
     /* record once per producer position, not per launch */
     void *ev = NULL;
     st = dev->ops->event_record(dev->bdev, p->bs, &ev, &err);
-    if (st) return cb_fail_backend(st, &err, "recording an event", dev->info.name);
+    if (st) return cb_errb_backend(e, st, &err, "recording an event", dev->info.name);
     if (p->event) dev->ops->event_destroy(dev->bdev, p->event);
     p->event = ev;
     p->event_work = p->last_work;
   }
   st = dev->ops->stream_wait(dev->bdev, s->bs, p->event, &err);
-  if (st) return cb_fail_backend(st, &err, "waiting for an event", dev->info.name);
+  if (st) return cb_errb_backend(e, st, &err, "waiting for an event", dev->info.name);
   s->waited[p->id - 1] = p->event_work;
   return CUBERT_OK;
 }
 
-cubert_status cb_order_access(cb_device *dev, cb_stream *s, cb_alloc *a, bool write) {
+cubert_status cb_order_access(cb_device *dev, cb_stream *s, cb_alloc *a, bool write, cb_errb *err) {
   if (a->dev != dev) return CUBERT_OK;
   cubert_status st = CUBERT_OK;
   if (a->last_writer && a->last_writer != s->id)
-    st = wait_for(dev, s, a->last_writer, a->last_write);
+    st = wait_for(dev, s, a->last_writer, a->last_write, err);
   if (write) {
     for (uint32_t i = 0; !st && i < a->nreaders; i++)
-      if (a->readers[i].stream != s->id) st = wait_for(dev, s, a->readers[i].stream, a->readers[i].work);
+      if (a->readers[i].stream != s->id)
+        st = wait_for(dev, s, a->readers[i].stream, a->readers[i].work, err);
     if (!st) a->nreaders = 0; /* ordered after all of them */
   }
   return st;
@@ -337,21 +339,6 @@ static void work_release(cb_device *dev, cb_work *w) {
     if (b[i].alloc) cb_alloc_unref(b[i].alloc, CB_BINDING_ONE, dev);
   free(w->heap);
   cubert_kernel_release(w->kernel);
-}
-
-void cb_work_settle(cb_device *dev, cb_work *w, cubert_failure *f) {
-  (void)dev;
-  if (f) w->failed = true;
-  for (uint32_t i = 0; i < w->nb; i++) {
-    cb_wbind *b = &cb_work_binds(w)[i];
-    if (!b->alloc || !(b->access & CUBERT_ACCESS_WRITE)) continue;
-    cb_ledger *l = cb_alloc_ledger_lock(b->alloc);
-    if (f)
-      cb_ledger_set(l, b->start, b->end, f);
-    else
-      cb_ledger_clear(l, b->start, b->end);
-    cb_alloc_ledger_unlock(b->alloc);
-  }
 }
 
 void cb_work_report(cb_work *w, const cubert_failure *f, cb_errb *b) {

@@ -220,6 +220,21 @@ void cb_errb_discard(cb_errb *b) {
   memset(b, 0, sizeof *b);
 }
 
+cubert_status cb_errb_set(cb_errb *b, cubert_status status, const char *fmt, ...) {
+  cb_errb_init(b, status);
+  va_list ap;
+  va_start(ap, fmt);
+  cb_str_vprintf(&b->msg, fmt, ap);
+  va_end(ap);
+  return status;
+}
+
+cubert_status cb_errb_backend(cb_errb *b, cubert_status status, const cubert_berr *err, const char *what,
+                              const char *device_name) {
+  return cb_errb_set(b, status, "%s on %s failed: %s (%s)", what, device_name,
+                     err && err->message[0] ? err->message : "no detail", cubert_status_string(status));
+}
+
 cubert_status cb_fail(cubert_status status, const char *fmt, ...) {
   cb_errb b;
   cb_errb_init(&b, status);
@@ -232,14 +247,10 @@ cubert_status cb_fail(cubert_status status, const char *fmt, ...) {
 
 cubert_status cb_fail_backend(cubert_status status, const cubert_berr *err, const char *what,
                               const char *device_name) {
-  return cb_fail(status, "%s on %s failed: %s (%s)", what, device_name,
-                 err && err->message[0] ? err->message : "no detail",
-                 cubert_status_string(status));
+  cb_errb b;
+  cb_errb_backend(&b, status, err, what, device_name);
+  return cb_errb_finish(&b);
 }
-
-cubert_error *cb_error_save(void) { return cubert_last_error(); }
-
-void cb_error_restore(cubert_error *saved) { set_last(saved); }
 
 cubert_error *cubert_last_error(void) {
   if (last_error) cubert_error_retain(last_error);

@@ -76,6 +76,12 @@ uint64_t cb_failure_last_id(void);
 
 /* ------------------------------------------------------------ errors */
 
+/* Inside the library a failure travels as a value: internal functions fill
+ * a cb_errb the caller owns (cb_errb_set, cb_taint_refusal, cb_order_access)
+ * and never read the thread's last error; the public entry point records it
+ * (cb_errb_finish, or cb_fail for a plain message). tests/
+ * no_last_error_reads.cmake keeps it so. */
+
 typedef struct cb_err_entry {
   cubert_failure *failure;
   uint64_t start, end;
@@ -98,21 +104,27 @@ typedef struct cb_errb {
 } cb_errb;
 
 void cb_errb_init(cb_errb *b, cubert_status status);
+/* Starts `b` as an error of `status` with a formatted message, records
+ * nothing (the failure as a value: a public entry point finishes it);
+ * returns `status`. */
+cubert_status cb_errb_set(cb_errb *b, cubert_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
 void cb_errb_add(cb_errb *b, const cubert_failure *f, uint64_t start, uint64_t end);
 /* Records the error for this thread; returns its status. */
 cubert_status cb_errb_finish(cb_errb *b);
 void cb_errb_discard(cb_errb *b);
-/* The thread's last error as it is (a new reference or NULL), and putting
- * it back (takes the reference): for internal work whose failure must not
- * replace the error the caller will see. */
-cubert_error *cb_error_save(void);
-void cb_error_restore(cubert_error *saved);
 /* Records a plain error for this thread and returns `status`. */
 cubert_status cb_fail(cubert_status status, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+/* The same as a value (cb_errb_set). */
+cubert_status cb_errb_backend(cb_errb *b, cubert_status status, const cubert_berr *err, const char *what,
+                              const char *device_name);
 /* A backend error: status plus "<what> on <device>: <backend message>". */
 cubert_status cb_fail_backend(cubert_status status, const cubert_berr *err, const char *what,
                               const char *device_name);
@@ -367,16 +379,34 @@ cubert_status cb_device_lost_error(cb_device *dev);
 cubert_status cb_client_stream(cubert_client *c, cb_stream **out);
 /* Makes `s` wait for the last write of `a` when another stream made it,
  * and, when `write`, for its last read on another stream too (a write must
- * not land under a reader). */
-cubert_status cb_order_access(cb_device *dev, cb_stream *s, cb_alloc *a, bool write);
+ * not land under a reader). On failure `err` holds the error (not
+ * recorded). */
+cubert_status cb_order_access(cb_device *dev, cb_stream *s, cb_alloc *a, bool write, cb_errb *err);
 
 /* Work records. */
 cb_work *cb_work_begin(cb_device *dev, cb_stream *s, const char *operation, cubert_kernel *k,
                        uint32_t nbinds);
 void cb_work_bind(cb_work *w, uint32_t i, cb_alloc *a, uint64_t start, uint64_t end,
                   cubert_access access, const char *name);
-/* Settles the write set of `w`: releases it, or taints it with `f`. */
-void cb_work_settle(cb_device *dev, cb_work *w, cubert_failure *f);
+/* ------------------------------------------------------------ taint (taint.c) */
+
+/* Adds every tainted range of [start, end) of `a` to `report` (a peer
+ * binding of a lost owner: the whole range, with the loss); returns the
+ * first failure found (borrowed from the report) or NULL. Takes the cell
+ * lock of shared memory; otherwise the caller holds the owner's lock. */
+const cubert_failure *cb_taint_find(cb_alloc *a, uint64_t start, uint64_t end, bool peer,
+                                    cb_errb *report);
+/* Whether a read (`what`: "read", "check", "copy source") of [start, end)
+ * of `a` must be refused; when it must, `report` is the refusal
+ * (CUBERT_ERR_TAINTED, every range, the message), else it is left empty. */
+bool cb_taint_refusal(const char *what, cb_alloc *a, uint64_t start, uint64_t end, cb_errb *report);
+/* Skips work `w` because input `input` carries `in`: its write set carries a
+ * child failure (`name` was not run). Returns the child (a new reference,
+ * NULL when out of memory). */
+cubert_failure *cb_taint_skip(cb_device *dev, cb_work *w, const cubert_failure *in, const char *name,
+                              const char *input, const char *operation);
+/* Settles the write set of `w`: releases it (f NULL), or taints it with `f`. */
+void cb_taint_settle(cb_device *dev, cb_work *w, cubert_failure *f);
 /* Adds `f` to `b` once per range of the write set of `w` (which `f` now
  * taints), in binding order; once with range 0..0 when it writes nothing. */
 void cb_work_report(cb_work *w, const cubert_failure *f, cb_errb *b);
@@ -391,11 +421,11 @@ cubert_failure *cb_device_failure(cb_device *dev, cubert_status status, const cu
                                   cb_stream *s, const char *operation, const char *kernel,
                                   uint64_t work);
 void cb_device_mark_lost(cb_device *dev, cubert_failure *f);
-/* Ordering after another stream failed (cb_order_access recorded the error):
- * the work was not enqueued, so its write set carries a failure made from
- * the thread's last error (rule 1). */
-void cb_work_fail_ordering(cb_device *dev, cb_work *w, cb_stream *s, cubert_status status,
-                           const char *operation, const char *kernel);
+/* Ordering after another stream failed (cb_order_access filled `err`): the
+ * work was not enqueued, so its write set carries a failure made from that
+ * error (rule 1). Returns the error, recorded: for public entry points. */
+cubert_status cb_work_fail_ordering(cb_device *dev, cb_work *w, cb_stream *s, cb_errb *err,
+                                    const char *operation, const char *kernel);
 
 /* Module of `k` on `dev` (loaded on first use). */
 cubert_status cb_module_get(cb_device *dev, const cubert_kernel *k, void **module,

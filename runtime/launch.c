@@ -113,7 +113,7 @@ static cubert_status check_args(const cb_device *dev, const cubert_kernel *k, co
 static cubert_status launch_failed(cb_device *dev, cb_work *w, cb_stream *s, const cubert_kernel *k,
                                    cubert_status st, const cubert_berr *err) {
   cubert_failure *f = cb_device_failure(dev, st, err, s, "launch", k->name, w->work);
-  cb_work_settle(dev, w, f);
+  cb_taint_settle(dev, w, f);
   /* a launch that failed may still have written part of its outputs (a
    * fault, an injected scribble): later writers on other streams must not
    * race those bytes, so order after it like after any writer */
@@ -184,18 +184,9 @@ cubert_status cubert_launch(cubert_client *c, const cubert_kernel *k, const cube
   const char *first_input = NULL;
   for (uint32_t i = 0; i < nargs; i++) {
     if (!res[i].alloc || !(k->params[i].access & CUBERT_ACCESS_READ)) continue;
-    cb_alloc *a = res[i].alloc;
-    cubert_failure *lost = res[i].peer ? atomic_load(&a->dev->lost) : NULL;
-    size_t before = in.n;
-    if (lost) {
-      cb_errb_add(&in, lost, res[i].start, res[i].end);
-    } else {
-      cb_ledger *l = cb_alloc_ledger_lock(a);
-      if (l->n) cb_ledger_report(l, res[i].start, res[i].end, &in);
-      cb_alloc_ledger_unlock(a);
-    }
-    if (in.n > before && !first) {
-      first = in.entries[before].failure;
+    const cubert_failure *f = cb_taint_find(res[i].alloc, res[i].start, res[i].end, res[i].peer, &in);
+    if (f && !first) {
+      first = f;
       first_input = k->params[i].name;
     }
   }
@@ -203,9 +194,7 @@ cubert_status cubert_launch(cubert_client *c, const cubert_kernel *k, const cube
   first = NULL; /* test build: run on tainted input; the checker must catch it */
 #endif
   if (first) {
-    cubert_failure *child =
-        cb_failure_child(first, k->name, first_input, dev->index, s->id, "launch", w->work);
-    cb_work_settle(dev, w, child);
+    cubert_failure *child = cb_taint_skip(dev, w, first, k->name, first_input, "launch");
     cb_str_printf(&in.msg, "`%s` was not run on device %d: input `%s` carries ", k->name, dev->index,
                   first_input);
     cb_failure_describe(first, &in.msg);
@@ -224,8 +213,10 @@ cubert_status cubert_launch(cubert_client *c, const cubert_kernel *k, const cube
    * (launch_failed), which is only true once this stream waits for the
    * writers and readers before it. */
   for (uint32_t i = 0; i < nargs; i++) {
-    if (res[i].alloc && !res[i].peer && (st = cb_order_access(dev, s, res[i].alloc, (k->params[i].access & CUBERT_ACCESS_WRITE) != 0))) {
-      cb_work_fail_ordering(dev, w, s, st, "launch", k->name);
+    cb_errb order;
+    if (res[i].alloc && !res[i].peer &&
+        cb_order_access(dev, s, res[i].alloc, (k->params[i].access & CUBERT_ACCESS_WRITE) != 0, &order)) {
+      st = cb_work_fail_ordering(dev, w, s, &order, "launch", k->name);
       goto out_unlock;
     }
   }
@@ -253,7 +244,7 @@ cubert_status cubert_launch(cubert_client *c, const cubert_kernel *k, const cube
   if (st) {
     st = launch_failed(dev, w, s, k, st, &err);
   } else {
-    cb_work_settle(dev, w, NULL);
+    cb_taint_settle(dev, w, NULL);
     cb_work_mark_uses(dev, w);
     dev->launches++;
   }

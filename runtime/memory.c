@@ -257,29 +257,6 @@ static cubert_status check_own(const char *fn, cubert_client *c, const cubert_ha
   return CUBERT_OK;
 }
 
-/* Failure for a read of [start, end) of `a`, or CUBERT_OK. Owner lock held
- * (or the memory is shared: then its cell lock is taken here). */
-static cubert_status refuse_tainted(const char *what, cb_alloc *a, uint64_t start, uint64_t end) {
-  cb_ledger *l = cb_alloc_ledger_lock(a);
-  if (l->n == 0 || !cb_ledger_first(l, start, end)) {
-    cb_alloc_ledger_unlock(a);
-    return CUBERT_OK;
-  }
-  cb_errb b;
-  cb_errb_init(&b, CUBERT_ERR_TAINTED);
-  size_t n = cb_ledger_report(l, start, end, &b);
-  cb_alloc_ledger_unlock(a);
-  cb_str_printf(&b.msg, "%s of memory %llu bytes %llu..%llu on device %d refused: %zu tainted range%s:",
-                what, (unsigned long long)a->id, (unsigned long long)start, (unsigned long long)end,
-                a->dev->index, n, n == 1 ? "" : "s");
-  for (size_t i = 0; i < b.n; i++) {
-    cb_str_printf(&b.msg, "%s bytes %llu..%llu carry ", i ? ";" : "",
-                  (unsigned long long)b.entries[i].start, (unsigned long long)b.entries[i].end);
-    cb_failure_describe(b.entries[i].failure, &b.msg);
-  }
-  return cb_errb_finish(&b);
-}
-
 cubert_status cubert_handle_check(cubert_client *c, const cubert_handle *h) {
   if (!c) return NULL_ARG("cubert_handle_check", "client");
   if (!h) return NULL_ARG("cubert_handle_check", "handle");
@@ -289,13 +266,15 @@ cubert_status cubert_handle_check(cubert_client *c, const cubert_handle *h) {
     if (st) return st;
     if (!atomic_load(&a->shared)) return check_own("cubert_handle_check", c, h, "the handle");
     if (atomic_load(&a->dev->lost)) return cb_device_lost_error(a->dev);
-    return refuse_tainted("check", a, h->start, h->end);
+    cb_errb report; /* a peer asks through the cell: no device lock */
+    return cb_taint_refusal("check", a, h->start, h->end, &report) ? cb_errb_finish(&report) : CUBERT_OK;
   }
   cubert_status st = cb_device_enter(c->dev);
   if (st) return st;
-  st = refuse_tainted("check", a, h->start, h->end);
+  cb_errb report;
+  bool tainted = cb_taint_refusal("check", a, h->start, h->end, &report);
   cb_device_leave(c->dev);
-  return st;
+  return tainted ? cb_errb_finish(&report) : CUBERT_OK;
 }
 
 /* ------------------------------------------------------------ operations */
@@ -305,7 +284,7 @@ static cubert_status write_failed(cb_device *dev, cb_work *w, cb_stream *s, cube
                                   const cubert_berr *err, const char *op) {
   cubert_failure *f = cb_device_failure(dev, st, err, s, op, "", w ? w->work : 0);
   if (w) {
-    cb_work_settle(dev, w, f);
+    cb_taint_settle(dev, w, f);
     cb_work_mark_uses(dev, w); /* a partial copy or write may have landed: order after it */
   }
   cb_errb b;
@@ -340,8 +319,9 @@ static cubert_status host_write(cubert_client *c, cubert_handle *h, wop op, cons
   cb_work_bind(w, 0, h->alloc, h->start, h->end, CUBERT_ACCESS_WRITE, "destination");
   uint64_t work = w->work;
   cubert_berr err = {0};
-  if ((st = cb_order_access(dev, s, h->alloc, true))) {
-    cb_work_fail_ordering(dev, w, s, st, opname, ""); /* not enqueued: rule 1 */
+  cb_errb order;
+  if ((st = cb_order_access(dev, s, h->alloc, true, &order))) {
+    st = cb_work_fail_ordering(dev, w, s, &order, opname, ""); /* not enqueued: rule 1 */
     cb_device_leave(dev);
     return st;
   }
@@ -357,7 +337,7 @@ static cubert_status host_write(cubert_client *c, cubert_handle *h, wop op, cons
   if (st) {
     st = write_failed(dev, w, s, st, &err, opname);
   } else {
-    cb_work_settle(dev, w, NULL);
+    cb_taint_settle(dev, w, NULL);
     cb_work_mark_uses(dev, w);
   }
   cb_device_leave(dev);
@@ -406,10 +386,15 @@ cubert_status cubert_handle_read(cubert_client *c, const cubert_handle *h, void 
   cb_alloc *a = h->alloc;
   if ((st = cb_device_enter(dev))) return st;
   cb_stream *s;
-  if ((st = cb_client_stream(c, &s)) || (st = refuse_tainted("read", a, h->start, h->end)) ||
-      (st = cb_order_access(dev, s, a, false))) {
+  cb_errb report;
+  if ((st = cb_client_stream(c, &s))) {
     cb_device_leave(dev);
     return st;
+  }
+  if (cb_taint_refusal("read", a, h->start, h->end, &report) ||
+      cb_order_access(dev, s, a, false, &report)) {
+    cb_device_leave(dev);
+    return cb_errb_finish(&report);
   }
   cb_alloc_ref(a, CB_BINDING_ONE);
   uint64_t work = ++dev->next_work;
@@ -434,39 +419,25 @@ cubert_status cubert_handle_read(cubert_client *c, const cubert_handle *h, void 
     cb_device_reap(dev);
     if (atomic_load(&dev->lost))
       st = cb_device_lost_error(dev);
-    else
-      st = refuse_tainted("read", a, h->start, h->end);
+    else if (cb_taint_refusal("read", a, h->start, h->end, &report))
+      st = cb_errb_finish(&report);
   }
   pthread_mutex_unlock(&dev->lock);
   cb_alloc_unref(a, CB_BINDING_ONE, NULL);
   return st;
 }
 
-/* Skips work whose source carried a failure: its destination carries a
- * child failure. */
-static cubert_status skip_tainted(cb_device *dev, cb_work *w, cb_stream *s, const char *op,
-                                  cubert_status refusal) {
-  cubert_error *e = cubert_last_error();
-  const cubert_failure *in = cubert_error_failure(e, 0, NULL, NULL);
-  cubert_failure *child =
-      in ? cb_failure_child(in, op, "its source", dev->index, s->id, op, w->work) : NULL;
-  cb_work_settle(dev, w, child);
+/* Copy work whose source is tainted (`report`, from cb_taint_refusal) is
+ * skipped: its destination carries a child failure, and the refusal says so.
+ * Returns the refusal, recorded. */
+static cubert_status skip_copy(cb_device *dev, cb_work *w, const char *op, cb_errb *report) {
+  cubert_failure *child = cb_taint_skip(dev, w, report->entries[0].failure, op, "its source", op);
   if (child) {
-    cb_errb b;
-    cb_errb_init(&b, refusal);
-    cb_str_printf(&b.msg, "%s", cubert_error_message(e));
-    cb_str_printf(&b.msg, " The destination now carries ");
-    cb_failure_describe(child, &b.msg);
-    for (size_t i = 0; i < cubert_error_failure_count(e); i++) {
-      uint64_t s0, s1;
-      const cubert_failure *f = cubert_error_failure(e, i, &s0, &s1);
-      cb_errb_add(&b, f, s0, s1);
-    }
-    refusal = cb_errb_finish(&b);
+    cb_str_printf(&report->msg, " The destination now carries ");
+    cb_failure_describe(child, &report->msg);
     cubert_failure_release(child);
   }
-  cubert_error_release(e);
-  return refusal;
+  return cb_errb_finish(report);
 }
 
 cubert_status cubert_handle_copy(cubert_client *c, const cubert_handle *src, cubert_handle *dst) {
@@ -497,18 +468,20 @@ cubert_status cubert_handle_copy(cubert_client *c, const cubert_handle *src, cub
   }
   cb_work_bind(w, 0, src->alloc, src->start, src->end, CUBERT_ACCESS_READ, "source");
   cb_work_bind(w, 1, dst->alloc, dst->start, dst->end, CUBERT_ACCESS_WRITE, "destination");
-  st = refuse_tainted("copy source", src->alloc, src->start, src->end);
+  cb_errb report;
+  bool tainted = cb_taint_refusal("copy source", src->alloc, src->start, src->end, &report);
 #ifdef CUBERT_BREAK_TRANSITIVE
-  st = CUBERT_OK; /* test build: the checker must catch this */
+  if (tainted) cb_errb_discard(&report);
+  tainted = false; /* test build: the checker must catch this */
 #endif
-  if (st) {
-    st = skip_tainted(dev, w, s, "copy", st);
+  if (tainted) {
+    st = skip_copy(dev, w, "copy", &report);
     cb_device_leave(dev);
     return st;
   }
-  if ((st = cb_order_access(dev, s, src->alloc, false)) ||
-      (st = cb_order_access(dev, s, dst->alloc, true))) {
-    cb_work_fail_ordering(dev, w, s, st, "copy", "");
+  if (cb_order_access(dev, s, src->alloc, false, &report) ||
+      cb_order_access(dev, s, dst->alloc, true, &report)) {
+    st = cb_work_fail_ordering(dev, w, s, &report, "copy", "");
     cb_device_leave(dev);
     return st;
   }
@@ -520,7 +493,7 @@ cubert_status cubert_handle_copy(cubert_client *c, const cubert_handle *src, cub
   if (st) {
     st = write_failed(dev, w, s, st, &err, "copy");
   } else {
-    cb_work_settle(dev, w, NULL);
+    cb_taint_settle(dev, w, NULL);
     cb_work_mark_uses(dev, w);
   }
   cb_device_leave(dev);
@@ -553,13 +526,14 @@ cubert_status cubert_handle_copy_peer(cubert_client *sc, const cubert_handle *sr
                    (unsigned long long)len, (unsigned long long)(dst->end - dst->start));
   /* 1. the source side: its verdict, and its last writer finished */
   if ((st = cb_device_enter(sd))) return st;
-  cubert_status refusal = refuse_tainted("copy source", src->alloc, src->start, src->end);
+  cb_errb refusal; /* the source's verdict, carried to the destination side */
+  bool tainted = cb_taint_refusal("copy source", src->alloc, src->start, src->end, &refusal);
 #ifdef CUBERT_BREAK_TRANSITIVE
-  refusal = CUBERT_OK;
+  if (tainted) cb_errb_discard(&refusal);
+  tainted = false;
 #endif
-  cubert_error *src_error = refusal ? cubert_last_error() : NULL;
   void *src_stream = NULL;
-  if (!refusal && src->alloc->last_writer) {
+  if (!tainted && src->alloc->last_writer) {
     cb_stream *p = sd->streams[src->alloc->last_writer - 1];
     if (sd->ops->progress(sd->bdev, p->bs) < src->alloc->last_write) src_stream = p->bs;
   }
@@ -568,13 +542,12 @@ cubert_status cubert_handle_copy_peer(cubert_client *sc, const cubert_handle *sr
   cubert_berr err = {0};
   if (src_stream && (st = sd->ops->sync(sd->bdev, src_stream, &err)) != CUBERT_OK) {
     cb_alloc_unref(src->alloc, CB_BINDING_ONE, NULL);
-    cubert_error_release(src_error);
     return cb_fail_backend(st, &err, "waiting for the copy source", sd->info.name);
   }
   /* 2. the destination side */
   if ((st = cb_device_enter(dd))) {
     cb_alloc_unref(src->alloc, CB_BINDING_ONE, NULL);
-    cubert_error_release(src_error);
+    if (tainted) cb_errb_discard(&refusal);
     return st;
   }
   cb_stream *s;
@@ -582,30 +555,19 @@ cubert_status cubert_handle_copy_peer(cubert_client *sc, const cubert_handle *sr
   if ((st = cb_client_stream(dc, &s)) || !(w = cb_work_begin(dd, s, "copy-peer", NULL, 2))) {
     cb_device_leave(dd);
     cb_alloc_unref(src->alloc, CB_BINDING_ONE, NULL);
-    cubert_error_release(src_error);
+    if (tainted) cb_errb_discard(&refusal);
     return st ? st : cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   }
   cb_work_bind(w, 0, src->alloc, src->start, src->end, CUBERT_ACCESS_READ, "source");
   cb_work_bind(w, 1, dst->alloc, dst->start, dst->end, CUBERT_ACCESS_WRITE, "destination");
   cb_alloc_unref(src->alloc, CB_BINDING_ONE, dd); /* the record holds it now */
-  if (refusal) {
-    /* put the source's report back as this thread's error for skip_tainted */
-    cb_errb b;
-    cb_errb_init(&b, refusal);
-    cb_str_printf(&b.msg, "%s", cubert_error_message(src_error));
-    for (size_t i = 0; i < cubert_error_failure_count(src_error); i++) {
-      uint64_t s0, s1;
-      const cubert_failure *f = cubert_error_failure(src_error, i, &s0, &s1);
-      cb_errb_add(&b, f, s0, s1);
-    }
-    cb_errb_finish(&b);
-    cubert_error_release(src_error);
-    st = skip_tainted(dd, w, s, "copy-peer", refusal);
+  if (tainted) {
+    st = skip_copy(dd, w, "copy-peer", &refusal);
     cb_device_leave(dd);
     return st;
   }
-  if ((st = cb_order_access(dd, s, dst->alloc, true))) {
-    cb_work_fail_ordering(dd, w, s, st, "copy-peer", "");
+  if (cb_order_access(dd, s, dst->alloc, true, &refusal)) {
+    st = cb_work_fail_ordering(dd, w, s, &refusal, "copy-peer", "");
     cb_device_leave(dd);
     return st;
   }
@@ -616,7 +578,7 @@ cubert_status cubert_handle_copy_peer(cubert_client *sc, const cubert_handle *sr
   if (st) {
     st = write_failed(dd, w, s, st, &err, "copy-peer");
   } else {
-    cb_work_settle(dd, w, NULL);
+    cb_taint_settle(dd, w, NULL);
     cb_work_mark_uses(dd, w);
   }
   cb_device_leave(dd);

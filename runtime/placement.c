@@ -170,12 +170,13 @@ void *cb_place_alloc(void *ctx, int backend_device_index, size_t size) {
     return NULL;
   void *mem = NULL;
   cubert_placement how;
-  /* a failed placement falls back to the backend's own allocation: it must
-   * not replace the error the caller's thread will see */
-  cubert_error *saved = cb_error_save();
-  cubert_status st = cubert_topology_alloc_local(t, index, size, &mem, &how);
-  cb_error_restore(saved);
-  if (st != CUBERT_OK) return NULL;
+  /* a failed placement falls back to the backend's own allocation: its
+   * error is dropped here, never recorded for the caller's thread */
+  cb_errb why;
+  if (cb_topology_alloc_near(t, index, size, &mem, &how, &why) != CUBERT_OK) {
+    cb_errb_discard(&why);
+    return NULL;
+  }
   if (how != CUBERT_PLACEMENT_BOUND) { /* not expected after the check above */
     cubert_topology_free_local(t, index, mem, size);
     return NULL;

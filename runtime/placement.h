@@ -35,6 +35,7 @@
 
 #include "cubert/cubert.h"
 #include "cubert/topology.h"
+#include "runtime/internal.h"
 
 typedef struct cb_placement cb_placement;
 
@@ -75,5 +76,12 @@ const cubert_topology *cb_placement_topology(const cb_placement *p);
 
 /* NULL is fine. Call when no backend thread can run the hook any more. */
 void cb_placement_destroy(cb_placement *p);
+
+/* cubert_topology_alloc_local as a value (topology.c): the error goes to
+ * `why` (the caller finishes or discards it), never to the thread's last
+ * error, because a failed placement falls back to the backend's own memory
+ * and must not replace the error the caller's thread will see. */
+cubert_status cb_topology_alloc_near(const cubert_topology *t, int device, size_t size, void **memory,
+                                     cubert_placement *placement, cb_errb *why);
 
 #endif

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "runtime/internal.h"
+#include "runtime/placement.h"
 #include "topology/internal.h"
 #include "topology/kfd.h"
 #include "topology/testing.h"
@@ -779,6 +780,16 @@ cubert_status cubert_topology_alloc_local(const cubert_topology *t, int device, 
   if (st) return st;
   if (!memory) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_topology_alloc_local: memory is NULL");
   if (!size) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_topology_alloc_local: size is 0");
+  cb_errb why;
+  if ((st = cb_topology_alloc_near(t, device, size, memory, placement, &why))) return cb_errb_finish(&why);
+  return CUBERT_OK;
+}
+
+cubert_status cb_topology_alloc_near(const cubert_topology *t, int device, size_t size, void **memory,
+                                     cubert_placement *placement, cb_errb *why) {
+  if (!t || device < 0 || device >= t->n || !memory || !size)
+    return cb_errb_set(why, CUBERT_ERR_INVALID_ARGUMENT, "placement: no device %d or no bytes to place",
+                       device);
   const dev *d = &t->devs[device];
   hwloc_topology_t topo = t->machines[d->machine].topo;
   cubert_placement p = CUBERT_PLACEMENT_BOUND;
@@ -788,13 +799,14 @@ cubert_status cubert_topology_alloc_local(const cubert_topology *t, int device, 
     if (!mem) {
       char nodes[64] = "";
       hwloc_bitmap_list_snprintf(nodes, sizeof nodes, d->nodeset);
-      return cb_fail(errno == ENOMEM ? CUBERT_ERR_OUT_OF_MEMORY : CUBERT_ERR_BACKEND,
-                     "allocating %zu bytes on NUMA node(s) %s (near device %d, %s) failed: %s", size, nodes,
-                     device, d->bus_id, strerror(errno));
+      return cb_errb_set(why, errno == ENOMEM ? CUBERT_ERR_OUT_OF_MEMORY : CUBERT_ERR_BACKEND,
+                         "allocating %zu bytes on NUMA node(s) %s (near device %d, %s) failed: %s", size,
+                         nodes, device, d->bus_id, strerror(errno));
     }
   } else {
     mem = hwloc_alloc(topo, size);
-    if (!mem) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "allocating %zu bytes of host memory failed", size);
+    if (!mem)
+      return cb_errb_set(why, CUBERT_ERR_OUT_OF_MEMORY, "allocating %zu bytes of host memory failed", size);
   }
   *memory = mem;
   if (placement) *placement = p;

@@ -1,0 +1,72 @@
+/* runtime/taint.c: the central rule of docs/failures.md in one place, for
+ * every path that reads or writes device memory (launch, copy, peer copy,
+ * read, check):
+ *
+ *   find     the tainted ranges a piece of work would read, and the first
+ *            failure among them (cb_taint_find, cb_taint_refusal);
+ *   skip     work whose input is tainted is not done: its write set carries
+ *            a child of that failure (cb_taint_skip);
+ *   settle   an enqueued write set is released on success and tainted on
+ *            failure (cb_taint_settle).
+ *
+ * Failures travel as values here: what is found goes into a cb_errb the
+ * caller owns, never through the thread's last error; only the public entry
+ * point that called in records it (cb_errb_finish). */
+#include "runtime/internal.h"
+
+const cubert_failure *cb_taint_find(cb_alloc *a, uint64_t start, uint64_t end, bool peer,
+                                    cb_errb *report) {
+  size_t before = report->n;
+  cubert_failure *lost = peer ? atomic_load(&a->dev->lost) : NULL;
+  if (lost) {
+    /* a lost owner's memory is bad as a whole, tainted or not */
+    cb_errb_add(report, lost, start, end);
+  } else {
+    cb_ledger *l = cb_alloc_ledger_lock(a);
+    if (l->n) cb_ledger_report(l, start, end, report);
+    cb_alloc_ledger_unlock(a);
+  }
+  return report->n > before ? report->entries[before].failure : NULL;
+}
+
+bool cb_taint_refusal(const char *what, cb_alloc *a, uint64_t start, uint64_t end, cb_errb *report) {
+  cb_errb_init(report, CUBERT_ERR_TAINTED);
+  if (!cb_taint_find(a, start, end, false, report)) {
+    cb_errb_discard(report);
+    return false;
+  }
+  size_t n = report->n;
+  cb_str_printf(&report->msg,
+                "%s of memory %llu bytes %llu..%llu on device %d refused: %zu tainted range%s:", what,
+                (unsigned long long)a->id, (unsigned long long)start, (unsigned long long)end,
+                a->dev->index, n, n == 1 ? "" : "s");
+  for (size_t i = 0; i < n; i++) {
+    cb_str_printf(&report->msg, "%s bytes %llu..%llu carry ", i ? ";" : "",
+                  (unsigned long long)report->entries[i].start, (unsigned long long)report->entries[i].end);
+    cb_failure_describe(report->entries[i].failure, &report->msg);
+  }
+  return true;
+}
+
+cubert_failure *cb_taint_skip(cb_device *dev, cb_work *w, const cubert_failure *in, const char *name,
+                              const char *input, const char *operation) {
+  cubert_failure *child =
+      cb_failure_child(in, name, input, dev->index, w->stream, operation, w->work);
+  cb_taint_settle(dev, w, child);
+  return child;
+}
+
+void cb_taint_settle(cb_device *dev, cb_work *w, cubert_failure *f) {
+  (void)dev;
+  if (f) w->failed = true;
+  for (uint32_t i = 0; i < w->nb; i++) {
+    cb_wbind *b = &cb_work_binds(w)[i];
+    if (!b->alloc || !(b->access & CUBERT_ACCESS_WRITE)) continue;
+    cb_ledger *l = cb_alloc_ledger_lock(b->alloc);
+    if (f)
+      cb_ledger_set(l, b->start, b->end, f);
+    else
+      cb_ledger_clear(l, b->start, b->end);
+    cb_alloc_ledger_unlock(b->alloc);
+  }
+}
