@@ -297,6 +297,15 @@ START_TEST(test_null_options_read_the_environment) {
   cb_test_ok(cubert_runtime_device_info(rt, 2, &info));
   ck_assert_uint_eq(info.total_memory, 2ull << 30);
   cubert_runtime_destroy(rt);
+  /* every spelling of the size parser (base/env.h, README) */
+  static const char *const spelled[] = {"96mb", "96MiB", "100663296"};
+  for (size_t i = 0; i < sizeof spelled / sizeof spelled[0]; i++) {
+    setenv("CUBERT_HOST_MEMORY", spelled[i], 1);
+    cb_test_ok(cubert_runtime_create(NULL, &rt));
+    cb_test_ok(cubert_runtime_device_info(rt, 0, &info));
+    ck_assert_msg(info.total_memory == 96ull << 20, "CUBERT_HOST_MEMORY=%s", spelled[i]);
+    cubert_runtime_destroy(rt);
+  }
   clear_runtime_env();
 }
 END_TEST
