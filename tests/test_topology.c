@@ -360,9 +360,9 @@ START_TEST(test_driver_answer_decides_over_kfd) {
   /* What cubert_topology_create() gets from cubert_runtime_device_link(). */
   cubert_device_link drv[64];
   for (int k = 0; k < 64; k++) drv[k] = (cubert_device_link){-1, 0, 0};
-  drv[0 * 8 + 7] = drv[7 * 8 + 0] = (cubert_device_link){1, 1, 18}; /* direct, 18 links */
-  drv[0 * 8 + 3] = drv[3 * 8 + 0] = (cubert_device_link){1, 2, 0};  /* xGMI, but two hops */
-  drv[0 * 8 + 6] = drv[6 * 8 + 0] = (cubert_device_link){2, 1, 0};  /* PCIe, whatever KFD says */
+  drv[0 * 8 + 7] = drv[7 * 8 + 0] = (cubert_device_link){CUBERT_LINK_TYPE_XGMI, 1, 18}; /* direct, 18 links */
+  drv[0 * 8 + 3] = drv[3 * 8 + 0] = (cubert_device_link){CUBERT_LINK_TYPE_XGMI, 2, 0}; /* xGMI, but two hops */
+  drv[0 * 8 + 6] = drv[6 * 8 + 0] = (cubert_device_link){CUBERT_LINK_TYPE_PCIE, 1, 0}; /* PCIe, whatever KFD says */
   const char *dir = make_tmp();
   pcie_kfd_fixture(dir); /* KFD says 0-6 is xGMI */
   cubert_topology_source src;

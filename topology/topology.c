@@ -388,8 +388,8 @@ static cubert_status classify_all(cubert_topology *t, const drv_link *drv) {
         }
       }
       if (dl && dl->known) { /* the driver answered: it decides */
-        if (dl->type == 1 && !out->xgmi_hops) out->xgmi_hops = dl->hops > 0 ? dl->hops : 1;
-        if (dl->type == 1 && dl->hops <= 1) {
+        if (dl->type == CUBERT_LINK_TYPE_XGMI && !out->xgmi_hops) out->xgmi_hops = dl->hops > 0 ? dl->hops : 1;
+        if (dl->type == CUBERT_LINK_TYPE_XGMI && dl->hops <= 1) {
           out->link_class = CUBERT_LINK_XGMI;
           out->links = dl->links > 0 ? dl->links : 1;
           out->hops = 1;

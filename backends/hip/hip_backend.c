@@ -632,7 +632,7 @@ static cubert_status hip_link_info(void *device, void *peer, cubert_backend_link
     return cb_hip_fail(dev, err, e, CUBERT_ERR_UNSUPPORTED, "hipExtGetLinkTypeAndHopCount(%s, %s)",
                        dev->label, other->label);
   /* HSA's link types: 2 PCIe, 4 xGMI (0 HyperTransport, 1 QPI, 3 InfiniBand) */
-  link->type = type == 4 ? 1 : type == 2 ? 2 : 0;
+  link->type = type == 4 ? CUBERT_LINK_TYPE_XGMI : type == 2 ? CUBERT_LINK_TYPE_PCIE : CUBERT_LINK_TYPE_UNKNOWN;
   link->hops = (int)hops;
   link->links = 0;
   return CUBERT_OK;

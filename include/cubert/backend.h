@@ -129,7 +129,7 @@ typedef struct cubert_async_failure {
 /* Where two devices of one backend sit relative to each other, as far as the
  * driver knows (topology combines this with hwloc). */
 typedef struct cubert_backend_link {
-  int type;                     /* 0 unknown, 1 xGMI/NVLink, 2 PCIe */
+  int type;                     /* a cubert_link_type (cubert.h) */
   int hops;
   int links;                    /* link count, 0 when unknown */
 } cubert_backend_link;

@@ -168,8 +168,17 @@ typedef struct cubert_device_info {
 CUBERT_API cubert_status cubert_runtime_device_info(cubert_runtime *runtime, int device,
                                                     cubert_device_info *info);
 
+/* What the driver says joins two devices (cubert_device_link.type and
+ * cubert_backend_link.type). A PCIe path's finer class (one switch, a host
+ * bridge, across sockets...) is topology.h's cubert_link_class. */
+typedef enum cubert_link_type {
+  CUBERT_LINK_TYPE_UNKNOWN = 0,
+  CUBERT_LINK_TYPE_XGMI = 1, /* xGMI (NVLink on NVIDIA) */
+  CUBERT_LINK_TYPE_PCIE = 2
+} cubert_link_type;
+
 /* What the driver knows of the link between two devices of one backend.
- * type: 0 unknown, 1 xGMI (NVLink on NVIDIA), 2 PCIe. */
+ * type: a cubert_link_type (an int, as in earlier versions). */
 typedef struct cubert_device_link {
   int type;
   int hops;
