@@ -128,10 +128,11 @@ static cubert_status enter(cb_hip_raw *r, int d) {
   snprintf(v->arch_option, sizeof v->arch_option, "--gpu-architecture=compute_%d%d", p.major,
            p.minor);
 #else
-  if (p.gcnArchName[0])
-    snprintf(v->arch_option, sizeof v->arch_option, "--offload-arch=%s", p.gcnArchName);
-  else
-    snprintf(v->arch_option, sizeof v->arch_option, "--offload-arch=gfx%d", p.gcnArch);
+  /* gcnArchName ("gfx90a:sramecc+:xnack-") is in ROCm 5.2 and 6.x; the
+   * number gcnArch is gone from ROCm 6's hipDeviceProp_t (R0600). */
+  if (!p.gcnArchName[0])
+    return fail(r, hipSuccess, CUBERT_ERR_BACKEND, "raw HIP: device %d reports no gcnArchName", d);
+  snprintf(v->arch_option, sizeof v->arch_option, "--offload-arch=%s", p.gcnArchName);
 #endif
   v->multiprocessors = p.multiProcessorCount > 0 ? p.multiProcessorCount : 1;
   for (int i = 0; i < NSLOTS; i++) {
