@@ -421,7 +421,7 @@ cubert_status cb_hip_launch_raw(cb_hip_device *dev, cb_hip_stream *s, cb_hip_mod
   hipError_t e = hipModuleLaunchKernel(m->function, grid[0], grid[1], grid[2], block[0], block[1],
                                        block[2], shared, s->stream, params, NULL);
   if (e != hipSuccess)
-    return cb_hip_fail(dev, err, e, CUBERT_ERR_LAUNCH,
+    return cb_hip_fail_launch(dev, err, e,
                        "launching `%s` on %s (grid %" PRIu32 "x%" PRIu32 "x%" PRIu32 ", block %" PRIu32
                        "x%" PRIu32 "x%" PRIu32 ", %" PRIu32 " bytes shared)",
                        m->name, dev->label, grid[0], grid[1], grid[2], block[0], block[1], block[2],
