@@ -402,8 +402,11 @@ typedef struct cubert_launch_config {
   uint32_t shared_memory;
 } cubert_launch_config;
 
-/* Checks the arguments against the kernel and the shape against the device,
- * claims the write set, then enqueues. A kernel with a tainted input is not
+/* Checks the arguments against the kernel and the shape against the device
+ * (CUBERT_ERR_LAUNCH_CONFIG, naming the dimension, for a grid or block over
+ * the device's limits, and for grid[d] * block[d] over UINT32_MAX threads in
+ * any dimension d, which ROCm refuses; on every backend), claims the write
+ * set, then enqueues. A kernel with a tainted input is not
  * run: the call fails with CUBERT_ERR_TAINTED and its outputs carry a child
  * of the input's failure. */
 CUBERT_API cubert_status cubert_launch(cubert_client *client, const cubert_kernel *kernel,
