@@ -35,3 +35,8 @@ cubert_status cb_hip_error_classify(int code, bool launch_call, bool *sticky) {
   if (sticky) *sticky = false;
   return CUBERT_ERR_UNSUPPORTED;
 }
+
+bool cb_hip_comgr_version(size_t *major, size_t *minor) {
+  *major = *minor = 0;
+  return false;
+}

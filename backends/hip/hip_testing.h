@@ -2,11 +2,12 @@
  * rules without a device (internal, never installed). No HIP type: tests
  * include it without <hip/...>. Built without HIP (hip_none.c),
  * cb_hip_error_code() is -1 and cb_hip_error_classify() is
- * CUBERT_ERR_UNSUPPORTED. */
+ * CUBERT_ERR_UNSUPPORTED, cb_hip_comgr_version() false. */
 #ifndef CUBERT_BACKENDS_HIP_TESTING_H
 #define CUBERT_BACKENDS_HIP_TESTING_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "cubert/status.h"
 
@@ -19,5 +20,9 @@ int cb_hip_error_code(const char *name);
  * hipModuleLaunchKernel, or otherwise from a wait or another call. The
  * probe after hipErrorUnknown is not run (it needs a device). */
 cubert_status cb_hip_error_classify(int code, bool launch_call, bool *sticky);
+
+/* The comgr version in the compiled-kernel cache's key (AMD); false when
+ * it is not known (NVIDIA, no comgr, or built without HIP). */
+bool cb_hip_comgr_version(size_t *major, size_t *minor);
 
 #endif
