@@ -152,6 +152,39 @@ START_TEST(test_every_builtin_compiles_for_the_target) {
 }
 END_TEST
 
+#if CB_TEST_BENCH
+#include "bench/bench.h"
+#endif
+
+/* The bench's kernels (bench/bench_kernels.c), the hold kernel among them:
+ * on AMD it counts wall_clock64(), on NVIDIA clock64(). */
+START_TEST(test_bench_kernels_compile_for_the_target) {
+  if (!hip_built()) return;
+#if CB_TEST_BENCH
+  static const char *const entries[] = {"cb_bench_empty0", "cb_bench_empty4", "cb_bench_empty16",
+                                        "cb_bench_hold", "cb_bench_chase"};
+  const char *source = cb_bench_kernel_source();
+  if (on_amd()) ck_assert_ptr_nonnull(strstr(source, "wall_clock64()"));
+  for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++) {
+    cubert_backend_kernel k;
+    memset(&k, 0, sizeof k);
+    k.name = k.entry = entries[i];
+    k.source = source;
+    k.source_hash = cubert_hash64(source, strlen(source));
+    cubert_berr err = {0};
+    void *code = NULL;
+    size_t size = 0;
+    cubert_status st = cb_hip_compile(target(), &k, CB_HIP_COMPILE_NO_CACHE, &code, &size, NULL, &err);
+    ck_assert_msg(st == CUBERT_OK, "`%s` does not compile for %s: %s", entries[i], target(), err.message);
+    assert_code(code, size, entries[i]);
+    free(code);
+  }
+#else
+  fprintf(stderr, "skipped: no bench\n");
+#endif
+}
+END_TEST
+
 /* Shared memory, barriers and system-scope atomics: what peer hand-offs
  * use, beyond the built-ins. */
 static const char handoff_source[] =
@@ -410,6 +443,7 @@ int main(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_every_builtin_compiles_for_the_target);
   tcase_add_test(tc, test_sample_with_shared_memory_and_system_atomics_compiles);
+  tcase_add_test(tc, test_bench_kernels_compile_for_the_target);
   tcase_add_test(tc, test_broken_source_fails_with_the_log);
   tcase_add_test(tc, test_a_long_log_is_cut_to_fit);
   tcase_add_test(tc, test_wrong_target_is_refused);

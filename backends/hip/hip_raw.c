@@ -147,6 +147,25 @@ static cubert_status enter(cb_hip_raw *r, int d) {
   return CUBERT_OK;
 }
 
+cubert_status cb_hip_raw_wall_clock_khz(cb_hip_raw *r, int d, int *khz) {
+#if RAW_NVIDIA || HIP_VERSION_MAJOR < 6
+  (void)khz;
+  return fail(r, hipSuccess, CUBERT_ERR_UNSUPPORTED,
+              "raw HIP: no wall-clock rate on device %d (%s)", d,
+              RAW_NVIDIA ? "NVIDIA" : "HIP before 6.0 has no hipDeviceAttributeWallClockRate");
+#else
+  if (d < 0 || d >= r->ndev)
+    return fail(r, hipSuccess, CUBERT_ERR_NO_DEVICE, "raw HIP: no device %d (%d devices)", d, r->ndev);
+  int v = 0;
+  hipError_t e = hipDeviceGetAttribute(&v, hipDeviceAttributeWallClockRate, d);
+  if (e != hipSuccess) return fail(r, e, CUBERT_ERR_UNSUPPORTED, "raw HIP: the wall-clock rate of device %d", d);
+  if (v <= 0)
+    return fail(r, hipSuccess, CUBERT_ERR_UNSUPPORTED, "raw HIP: device %d reports a wall-clock rate of %d kHz", d, v);
+  *khz = v;
+  return CUBERT_OK;
+#endif
+}
+
 /* Compiles and loads module `m` on device d (current), once. */
 static cubert_status load_module(cb_hip_raw *r, int d, int m) {
   raw_dev *v = &r->dev[d];
