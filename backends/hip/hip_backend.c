@@ -254,9 +254,21 @@ static cubert_status hip_mem_alloc(void *device, uint64_t size, cubert_backend_m
   if (size > SIZE_MAX)
     return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%" PRIu64 " bytes do not fit size_t", size);
   void *p = NULL;
+#if CB_HIP_NVIDIA
+  /* CUDA device memory already honours system-scope atomics between peers */
   hipError_t e = hipMalloc(&p, (size_t)size);
+  const char *how = "hipMalloc";
+#else
+  /* AMD keeps plain device memory coherent only at synchronisation points;
+   * fine-grained memory is coherent while kernels run (ROCm/clr
+   * hipamd/src/hip_memory.cpp, hipExtMallocWithFlags) */
+  bool fine = mem->flags & CUBERT_BACKEND_MEM_FINE_GRAINED;
+  hipError_t e = fine ? hipExtMallocWithFlags(&p, (size_t)size, hipDeviceMallocFinegrained)
+                      : hipMalloc(&p, (size_t)size);
+  const char *how = fine ? "hipExtMallocWithFlags(hipDeviceMallocFinegrained)" : "hipMalloc";
+#endif
   if (e != hipSuccess)
-    return cb_hip_fail(dev, err, e, CUBERT_ERR_BACKEND, "hipMalloc of %" PRIu64 " bytes on %s", size,
+    return cb_hip_fail(dev, err, e, CUBERT_ERR_BACKEND, "%s of %" PRIu64 " bytes on %s", how, size,
                        dev->label);
   mem->address = (uint64_t)(uintptr_t)p;
   mem->size = size;

@@ -224,6 +224,26 @@ typedef enum cubert_overlap {
 /* `size` uninitialised bytes (tainted by nothing: never written is not failed). */
 CUBERT_API cubert_status cubert_handle_empty(cubert_client *client, uint64_t size,
                                              cubert_handle **handle);
+/* Flags of cubert_handle_empty_with(). */
+/* Fine-grained memory, for hand-offs inside kernels: stores become visible to
+ * kernels on other devices and to the host while the kernels run, through
+ * system-scope atomics and fences, not only at synchronisation points. Use it
+ * for memory that kernels on two devices hand off through (shared with
+ * cubert_handle_share). It is a driver allocation of its own, outside the
+ * pools (slower to allocate and free; freed when its last reference goes).
+ * HIP on AMD: hipExtMallocWithFlags(hipDeviceMallocFinegrained), without
+ * which AMD keeps device memory coherent only at synchronisation points
+ * (docs/failures.md). HIP on NVIDIA: plain device memory (peer memory over
+ * NVLink or PCIe already honours system-scope atomics). Host backend:
+ * accepted, no different (host memory is coherent). */
+#define CUBERT_MEMORY_FINE_GRAINED 1u
+
+/* cubert_handle_empty() with `flags` (CUBERT_MEMORY_*; 0 is
+ * cubert_handle_empty). An unknown flag is CUBERT_ERR_INVALID_ARGUMENT; a
+ * backend that cannot allocate such memory fails with its error (e.g.
+ * CUBERT_ERR_UNSUPPORTED) and nothing is allocated. */
+CUBERT_API cubert_status cubert_handle_empty_with(cubert_client *client, uint64_t size, uint32_t flags,
+                                                  cubert_handle **handle);
 /* `size` bytes copied from `data`. */
 CUBERT_API cubert_status cubert_handle_create(cubert_client *client, const void *data,
                                               uint64_t size, cubert_handle **handle);
