@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/msg.h"
 #include "topology/internal.h"
 
 #define KFD_NODES "sys/class/kfd/kfd/topology/nodes"
@@ -51,21 +52,6 @@ typedef struct kfd_fs {
   const char *label;  /* for messages */
 } kfd_fs;
 
-static cubert_status fail(char *msg, size_t cap, cubert_status st, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 4, 5)))
-#endif
-    ;
-
-static cubert_status fail(char *msg, size_t cap, cubert_status st, const char *fmt, ...) {
-  if (msg && cap) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, cap, fmt, ap);
-    va_end(ap);
-  }
-  return st;
-}
 
 /* Splits a pack into entries. */
 static cubert_status pack_parse(const char *label, const char *pack, size_t size, pack_entry **out,
@@ -77,7 +63,7 @@ static cubert_status pack_parse(const char *label, const char *pack, size_t size
     const char *nl = memchr(line, '\n', size - at);
     if (size - at < 3 || memcmp(line, "@@ ", 3) != 0 || !nl) {
       free(v);
-      return fail(msg, cap, CUBERT_ERR_PARSE, "%s: byte %zu: expected \"@@ <path> <bytes>\"",
+      return cb_msgf(msg, cap, CUBERT_ERR_PARSE, "%s: byte %zu: expected \"@@ <path> <bytes>\"",
                   label, at);
     }
     const char *sp = NULL;
@@ -90,7 +76,7 @@ static cubert_status pack_parse(const char *label, const char *pack, size_t size
     unsigned long long len = sp ? strtoull(sp + 1, &end, 10) : 0;
     if (!sp || end != nl || sp == line + 3 || len > size - (size_t)(nl + 1 - pack)) {
       free(v);
-      return fail(msg, cap, CUBERT_ERR_PARSE, "%s: byte %zu: bad entry header \"%.*s\"", label,
+      return cb_msgf(msg, cap, CUBERT_ERR_PARSE, "%s: byte %zu: bad entry header \"%.*s\"", label,
                   at, (int)(nl - line), line);
     }
     if (n == vcap) {
@@ -98,7 +84,7 @@ static cubert_status pack_parse(const char *label, const char *pack, size_t size
       pack_entry *nv = realloc(v, vcap * sizeof *nv);
       if (!nv) {
         free(v);
-        return fail(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory reading %s", label);
+        return cb_msgf(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory reading %s", label);
       }
       v = nv;
     }
@@ -127,7 +113,7 @@ static char *fs_read(const kfd_fs *fs, const char *rel, bool *missing, cubert_st
       if (e->path_len == rl && memcmp(e->path, rel, rl) == 0) {
         char *s = malloc(e->size + 1);
         if (!s) {
-          *st = fail(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory reading %s", rel);
+          *st = cb_msgf(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory reading %s", rel);
           return NULL;
         }
         memcpy(s, e->data, e->size);
@@ -142,7 +128,7 @@ static char *fs_read(const kfd_fs *fs, const char *rel, bool *missing, cubert_st
   snprintf(path, sizeof path, "%s/%s", fs->root, rel);
   char *s = malloc(KFD_MAX_FILE + 1);
   if (!s) {
-    *st = fail(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory reading %s", path);
+    *st = cb_msgf(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory reading %s", path);
     return NULL;
   }
   size_t n = 0;
@@ -156,7 +142,7 @@ static char *fs_read(const kfd_fs *fs, const char *rel, bool *missing, cubert_st
     /* The kernel refuses the files of a node outside the process's device
      * cgroup (kfd_topology.c: node_show and iolink_show return -EPERM):
      * the caller skips that node. */
-    *st = fail(msg, cap, e == EPERM || e == EACCES ? CB_KFD_REFUSED : CUBERT_ERR_IO, "cannot read %s: %s",
+    *st = cb_msgf(msg, cap, e == EPERM || e == EACCES ? CB_KFD_REFUSED : CUBERT_ERR_IO, "cannot read %s: %s",
                path, strerror(e));
     return NULL;
   }
@@ -206,7 +192,7 @@ static cubert_status fs_list(const kfd_fs *fs, const char *rel, int **out, int *
         int *nv = realloc(v, (size_t)vcap * sizeof *nv);
         if (!nv) {
           free(v);
-          return fail(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+          return cb_msgf(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
         }
         v = nv;
       }
@@ -222,7 +208,7 @@ static cubert_status fs_list(const kfd_fs *fs, const char *rel, int **out, int *
         *count = 0;
         return CUBERT_OK;
       }
-      return fail(msg, cap, CUBERT_ERR_IO, "cannot open directory %s: %s", path, strerror(errno));
+      return cb_msgf(msg, cap, CUBERT_ERR_IO, "cannot open directory %s: %s", path, strerror(errno));
     }
     *exists = true;
     struct dirent *de;
@@ -235,7 +221,7 @@ static cubert_status fs_list(const kfd_fs *fs, const char *rel, int **out, int *
         if (!nv) {
           free(v);
           closedir(d);
-          return fail(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+          return cb_msgf(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
         }
         v = nv;
       }
@@ -290,7 +276,7 @@ static cubert_status props_parse(const kfd_fs *fs, const char *rel, const char *
       if (ke == k || vs == ke || ve == vs || tail != s + len || (size_t)(ke - k) >= sizeof p->key[0]) {
         char w[4200];
         where(fs, rel, w, sizeof w);
-        return fail(msg, cap, CUBERT_ERR_PARSE, "%s: line %d: \"%.*s\" is not \"<name> <number>\"",
+        return cb_msgf(msg, cap, CUBERT_ERR_PARSE, "%s: line %d: \"%.*s\" is not \"<name> <number>\"",
                     w, line, (int)(len > 80 ? 80 : len), s);
       }
       if (p->n < PROP_MAX) {
@@ -301,7 +287,7 @@ static cubert_status props_parse(const kfd_fs *fs, const char *rel, const char *
         if (errno == ERANGE) {
           char w[4200];
           where(fs, rel, w, sizeof w);
-          return fail(msg, cap, CUBERT_ERR_PARSE, "%s: line %d: value of %s out of range", w, line,
+          return cb_msgf(msg, cap, CUBERT_ERR_PARSE, "%s: line %d: value of %s out of range", w, line,
                       p->key[p->n]);
         }
         p->n++;
@@ -331,7 +317,7 @@ static cubert_status read_props(const kfd_fs *fs, const char *rel, props *p, cha
     if (st) return st;
     char w[4200];
     where(fs, rel, w, sizeof w);
-    return fail(msg, cap, CUBERT_ERR_PARSE, "%s is missing", w);
+    return cb_msgf(msg, cap, CUBERT_ERR_PARSE, "%s is missing", w);
   }
   st = props_parse(fs, rel, text, p, msg, cap);
   free(text);
@@ -343,11 +329,11 @@ static cubert_status need(const kfd_fs *fs, const char *rel, const props *p, con
   char w[4200];
   if (!props_get(p, key, value)) {
     where(fs, rel, w, sizeof w);
-    return fail(msg, cap, CUBERT_ERR_PARSE, "%s: no \"%s\" line", w, key);
+    return cb_msgf(msg, cap, CUBERT_ERR_PARSE, "%s: no \"%s\" line", w, key);
   }
   if (*value > max) {
     where(fs, rel, w, sizeof w);
-    return fail(msg, cap, CUBERT_ERR_PARSE, "%s: %s %" PRIu64 " is out of range (at most %" PRIu64 ")",
+    return cb_msgf(msg, cap, CUBERT_ERR_PARSE, "%s: %s %" PRIu64 " is out of range (at most %" PRIu64 ")",
                 w, key, *value, max);
   }
   return CUBERT_OK;
@@ -378,7 +364,7 @@ static cubert_status load_node(const kfd_fs *fs, int id, cb_kfd_node *node, char
     if (st) return st;
     char w[4200];
     where(fs, rel, w, sizeof w);
-    return fail(msg, cap, CUBERT_ERR_PARSE, "%s is missing", w);
+    return cb_msgf(msg, cap, CUBERT_ERR_PARSE, "%s is missing", w);
   }
   char *end = NULL;
   errno = 0;
@@ -389,7 +375,7 @@ static cubert_status load_node(const kfd_fs *fs, int id, cb_kfd_node *node, char
   if (bad) {
     char w[4200];
     where(fs, rel, w, sizeof w);
-    return fail(msg, cap, CUBERT_ERR_PARSE, "%s: not a number", w);
+    return cb_msgf(msg, cap, CUBERT_ERR_PARSE, "%s: not a number", w);
   }
 
   snprintf(rel, sizeof rel, KFD_NODES "/%d/properties", id);
@@ -415,7 +401,7 @@ static cubert_status load_node(const kfd_fs *fs, int id, cb_kfd_node *node, char
     node->links = calloc((size_t)nlinks, sizeof *node->links);
     if (!node->links) {
       free(links);
-      return fail(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+      return cb_msgf(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
     }
   }
   for (int m = 0; m < nlinks; m++) {
@@ -429,7 +415,7 @@ static cubert_status load_node(const kfd_fs *fs, int id, cb_kfd_node *node, char
     if (props_get(&p, "node_from", &v) && v != (uint64_t)id) {
       char w[4200];
       where(fs, rel, w, sizeof w);
-      st = fail(msg, cap, CUBERT_ERR_PARSE, "%s: node_from %" PRIu64 " but the link is under node %d",
+      st = cb_msgf(msg, cap, CUBERT_ERR_PARSE, "%s: node_from %" PRIu64 " but the link is under node %d",
                 w, v, id);
       break;
     }
@@ -454,16 +440,16 @@ static cubert_status load(const kfd_fs *fs, bool missing_ok, cb_kfd **out, char 
     free(ids);
     char w[4200];
     where(fs, KFD_NODES, w, sizeof w);
-    return fail(msg, cap, CUBERT_ERR_IO, "%s: no such directory (not a KFD topology)", w);
+    return cb_msgf(msg, cap, CUBERT_ERR_IO, "%s: no such directory (not a KFD topology)", w);
   }
   cb_kfd *k = calloc(1, sizeof *k);
   if (!k || (n && !(k->nodes = calloc((size_t)n, sizeof *k->nodes)))) {
     free(ids);
     free(k);
-    return fail(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+    return cb_msgf(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   }
   if (!st && n && !(k->refused = calloc((size_t)n, sizeof *k->refused)))
-    st = fail(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+    st = cb_msgf(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   for (int i = 0; i < n && !st; i++) {
     cb_kfd_node *node = &k->nodes[k->nnodes];
     st = load_node(fs, ids[i], node, msg, cap);
@@ -492,12 +478,12 @@ static cubert_status load(const kfd_fs *fs, bool missing_ok, cb_kfd **out, char 
         char rel[256], w[4200];
         snprintf(rel, sizeof rel, KFD_NODES "/%d/io_links", k->nodes[i].id);
         where(fs, rel, w, sizeof w);
-        st = fail(msg, cap, CUBERT_ERR_PARSE, "%s: a link to node %d, which does not exist", w,
+        st = cb_msgf(msg, cap, CUBERT_ERR_PARSE, "%s: a link to node %d, which does not exist", w,
                   k->nodes[i].links[j].node_to);
       }
   if (!st) {
     k->source = strdup(fs->root ? fs->root : fs->label);
-    if (!k->source) st = fail(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+    if (!k->source) st = cb_msgf(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   }
   if (st) {
     if (k->nodes && k->nnodes < n) free(k->nodes[k->nnodes].links); /* the node that failed */
@@ -511,12 +497,12 @@ static cubert_status load(const kfd_fs *fs, bool missing_ok, cb_kfd **out, char 
 cubert_status cb_kfd_load_dir(const char *root, bool missing_ok, cb_kfd **kfd, char *message,
                               size_t message_capacity) {
   if (!root || !*root || !kfd)
-    return fail(message, message_capacity, CUBERT_ERR_INVALID_ARGUMENT, "no KFD root directory");
+    return cb_msgf(message, message_capacity, CUBERT_ERR_INVALID_ARGUMENT, "no KFD root directory");
   struct stat sb;
   if (stat(root, &sb) != 0)
-    return fail(message, message_capacity, CUBERT_ERR_IO, "KFD root %s: %s", root, strerror(errno));
+    return cb_msgf(message, message_capacity, CUBERT_ERR_IO, "KFD root %s: %s", root, strerror(errno));
   if (!S_ISDIR(sb.st_mode))
-    return fail(message, message_capacity, CUBERT_ERR_IO, "KFD root %s: not a directory", root);
+    return cb_msgf(message, message_capacity, CUBERT_ERR_IO, "KFD root %s: not a directory", root);
   kfd_fs fs = {.root = root, .label = root};
   return load(&fs, missing_ok, kfd, message, message_capacity);
 }
@@ -541,7 +527,7 @@ static cubert_status mkdirs(char *path, char *msg, size_t cap) {
     int e = errno;
     *p = '/';
     if (r != 0 && e != EEXIST)
-      return fail(msg, cap, CUBERT_ERR_IO, "cannot create directory %.*s: %s", (int)(p - path), path,
+      return cb_msgf(msg, cap, CUBERT_ERR_IO, "cannot create directory %.*s: %s", (int)(p - path), path,
                   strerror(e));
   }
   return CUBERT_OK;
@@ -556,18 +542,18 @@ cubert_status cb_kfd_unpack(const char *pack, size_t size, const char *dir, char
     char path[4096];
     int len = snprintf(path, sizeof path, "%s/%.*s", dir, (int)v[i].path_len, v[i].path);
     if (len < 0 || (size_t)len >= sizeof path || memmem(v[i].path, v[i].path_len, "..", 2)) {
-      st = fail(message, message_capacity, CUBERT_ERR_INVALID_ARGUMENT, "bad path in KFD pack");
+      st = cb_msgf(message, message_capacity, CUBERT_ERR_INVALID_ARGUMENT, "bad path in KFD pack");
       break;
     }
     if ((st = mkdirs(path, message, message_capacity))) break;
     FILE *f = fopen(path, "wb");
     if (!f) {
-      st = fail(message, message_capacity, CUBERT_ERR_IO, "cannot create %s: %s", path, strerror(errno));
+      st = cb_msgf(message, message_capacity, CUBERT_ERR_IO, "cannot create %s: %s", path, strerror(errno));
       break;
     }
     size_t w = fwrite(v[i].data, 1, v[i].size, f);
     if (fclose(f) != 0 || w != v[i].size)
-      st = fail(message, message_capacity, CUBERT_ERR_IO, "cannot write %s", path);
+      st = cb_msgf(message, message_capacity, CUBERT_ERR_IO, "cannot write %s", path);
   }
   free(v);
   return st;
