@@ -169,7 +169,7 @@ mirror() {
   while IFS= read -r rel; do
     [ -f "$ROOT/$rel" ] || continue
     if ! cmp -s "$ROOT/$rel" "$SRC/$rel"; then
-      mkdir -p "$(dirname "$SRC/$rel")"
+      case $rel in */*) mkdir -p "$SRC/${rel%/*}" ;; esac
       cp "$ROOT/$rel" "$SRC/$rel"
     fi
   done <"$list"
@@ -194,6 +194,23 @@ say "built in $(($(date +%s) - t0)) s"
 CLI=$BLD/cli/cubert
 
 # ------------------------------------------------------------ checks
+
+# targets_for CHECKS...: the build targets the checks run (a rebuild makes
+# only those: the library they link and the files the mutant touched).
+targets_for() {
+  local c t out=() cli=0
+  for c in "$@"; do
+    case $c in
+      ctest:*)
+        while IFS= read -r t; do
+          case $t in test_*) out+=("$t") ;; *) cli=1 ;; esac
+        done < <(ctest --test-dir "$BLD" -N -R "${c#ctest:}" | sed -n 's/^ *Test *#[0-9]*: *//p') ;;
+      *) cli=1 ;;
+    esac
+  done
+  if [ $cli -eq 1 ]; then out+=(cubert_cli); fi
+  echo "${out[*]}"
+}
 
 # run_check CHECK: 0 when the check passes; its output goes to the log.
 run_check() {
@@ -266,10 +283,12 @@ for i in "${!M_ID[@]}"; do
   printf '%s' "$MUTATED" >"$target"
   echo "==== mutant $id: ${M_NAME[$i]}" >>"$LOG"
   verdict="" by="-"
-  if ! cmake --build "$BLD" --parallel "$JOBS" >>"$LOG" 2>&1; then
+  read -ra checks <<<"${M_KILLS[$i]}"
+  read -ra targets <<<"$(targets_for "${checks[@]}")"
+  if ! cmake --build "$BLD" --parallel "$JOBS" --target "${targets[@]}" >>"$LOG" 2>&1; then
     verdict="DOES NOT BUILD"
   else
-    for c in ${M_KILLS[$i]}; do
+    for c in "${checks[@]}"; do
       echo "==== mutant $id: check $c" >>"$LOG"
       if ! run_check "$c" >>"$LOG" 2>&1; then
         verdict=KILLED
