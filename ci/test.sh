@@ -16,6 +16,7 @@
 #            platform against the HIP 6.2 headers of ../shared/rocm-6.2-headers
 #            ($CUBERT_ROCM6_HEADERS overrides) and against Debian's 5.2;
 #            skipped when the 6.2 headers are absent
+#   campaign, breakrule, mutate, fuzz: see their functions below
 # `bash ci/test.sh gcc install` runs only the stages named. Every stage runs
 # even after another failed; the summary says which failed; exit 1 if any.
 # Builds go to $CUBERT_CI_BUILD (default build-ci/); $CUBERT_JOBS sets -j (2).
@@ -27,7 +28,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$CB_ROOT" || exit 1
 
 BUILD=${CUBERT_CI_BUILD:-$CB_ROOT/build-ci}
-ALL_STAGES=(deps lint layers gcc clang asan tsan install rocm6 campaign breakrule fuzz)
+ALL_STAGES=(deps lint layers gcc clang asan tsan install rocm6 campaign breakrule mutate fuzz)
 if [ "$#" -gt 0 ]; then STAGES=("$@"); else STAGES=("${ALL_STAGES[@]}"); fi
 for s in "${STAGES[@]}"; do
   case " ${ALL_STAGES[*]} " in *" $s "*) ;; *) echo "ci: unknown stage '$s' (stages: ${ALL_STAGES[*]})" >&2; exit 2 ;; esac
@@ -290,6 +291,10 @@ stage_campaign() {
 # Proof the checker bites: with one taint rule switched off (transitive
 # propagation), the scenario suite and a campaign must report stale reads.
 stage_breakrule() { CUBERT_CI_BUILD=$BUILD bash "$CB_ROOT/ci/break-rule.sh"; }
+
+# Mutation testing of the failure accounting: every mutant of ci/mutants/
+# must be killed by the checks it names (ci/mutate.sh says how).
+stage_mutate() { CUBERT_CI_BUILD=$BUILD bash "$CB_ROOT/ci/mutate.sh"; }
 
 # The rule/scenario parser under libFuzzer (clang), for a bounded time.
 stage_fuzz() {
