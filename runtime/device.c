@@ -26,7 +26,7 @@ static void alloc_free(cb_alloc *a) {
   cb_ledger_free(&a->ledger);
   free(a->readers);
   if (!a->orphan) { /* an orphan's memory and slot went with its runtime */
-    cb_pool_free(dev->pool, &a->block);
+    cb_block_free(dev, &a->block);
     dev->slots[a->slot] = NULL;
     if (dev->free_slots) dev->free_slots[dev->nfree++] = a->slot;
   }
@@ -130,10 +130,10 @@ cubert_status cb_device_enter(cb_device *dev) {
   }
   if (atomic_load_explicit(&dev->grave, memory_order_relaxed)) cb_device_collect(dev);
   if (dev->npending >= dev->reap_at) {
-    /* Reaping walks every record: do it once per 256 new records, not on
+    /* Reaping walks every record: do it once per CB_RUNTIME_REAP_INTERVAL new records, not on
      * every call while the device runs behind. */
     cb_device_reap(dev);
-    dev->reap_at = dev->npending + 256;
+    dev->reap_at = dev->npending + CB_RUNTIME_REAP_INTERVAL;
   }
   if (dev->npending >= (1u << 16)) {
     /* Work is enqueued faster than it completes: wait for it rather than
@@ -688,8 +688,12 @@ void cb_device_free(cb_device *dev) {
   /* Allocations the program still holds (handles, bindings): their device
    * memory goes with the pool below; the records stay, as orphans, until
    * their last reference is released (cubert.h). */
-  for (uint32_t i = 0; i < dev->nslots; i++)
-    if (dev->slots[i]) dev->slots[i]->orphan = true;
+  for (uint32_t i = 0; i < dev->nslots; i++) {
+    cb_alloc *a = dev->slots[i];
+    if (!a) continue;
+    if (a->block.pool == CB_BLOCK_DEDICATED) cb_block_free(dev, &a->block); /* not the pools' */
+    a->orphan = true;
+  }
   /* timers the program still holds: their backend objects go now */
   for (cubert_timer *t = dev->timers; t; t = t->next) {
     dev->ops->timer_destroy(dev->bdev, t->t);

@@ -17,27 +17,14 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "base/env.h"
+#include "base/str.h"
 #include "cubert/backend.h"
 #include "cubert/cubert.h"
+#include "runtime/fail.h"
+#include "runtime/limits.h"
 #include "runtime/pool.h"
 
-/* ------------------------------------------------------------ strings */
-
-typedef struct cb_str {
-  char *p;
-  size_t n, cap;
-} cb_str;
-
-void cb_str_printf(cb_str *s, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-void cb_str_vprintf(cb_str *s, const char *fmt, va_list ap);
-/* The string (never NULL); ownership passes to the caller. */
-char *cb_str_take(cb_str *s);
-void cb_str_free(cb_str *s);
-char *cb_strdup(const char *s);
 
 /* ------------------------------------------------------------ failures */
 
@@ -116,12 +103,7 @@ void cb_errb_add(cb_errb *b, const cubert_failure *f, uint64_t start, uint64_t e
 /* Records the error for this thread; returns its status. */
 cubert_status cb_errb_finish(cb_errb *b);
 void cb_errb_discard(cb_errb *b);
-/* Records a plain error for this thread and returns `status`. */
-cubert_status cb_fail(cubert_status status, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
+/* cb_fail: runtime/fail.h. */
 /* The same as a value (cb_errb_set). */
 cubert_status cb_errb_backend(cb_errb *b, cubert_status status, const cubert_berr *err, const char *what,
                               const char *device_name);
@@ -336,7 +318,10 @@ typedef struct cb_backend {
 
 struct cubert_topology;
 
+struct cb_runtime_parts;
+
 struct cubert_runtime {
+  const struct cb_runtime_parts *parts; /* runtime/parts.h: backends, fault layer, topology */
   struct cubert_topology *topology; /* for fault rules filtered by pair class */
   struct cb_placement *placement;   /* placement.h: binds backend threads near their device */
   cb_backend backends[4];
@@ -363,6 +348,17 @@ void cb_alloc_ref(cb_alloc *a, uint64_t what);
 void cb_alloc_unref(cb_alloc *a, uint64_t what, cb_device *held);
 /* Frees allocations in the graveyard; caller holds dev->lock. */
 void cb_device_collect(cb_device *dev);
+
+/* runtime/dedicated.c: where an allocation's block comes from. Flags 0:
+ * the pools (cb_pool_alloc); CUBERT_MEMORY_FINE_GRAINED: a driver
+ * allocation of its own (mem_alloc with CUBERT_BACKEND_MEM_FINE_GRAINED),
+ * marked with pool CB_BLOCK_DEDICATED and its cookie in `page`.
+ * cb_block_free gives either back. Caller holds dev->lock. */
+#define CB_MEMORY_FLAGS CUBERT_MEMORY_FINE_GRAINED
+#define CB_BLOCK_DEDICATED UINT32_MAX
+cubert_status cb_block_alloc(cb_device *dev, uint64_t size, uint32_t flags, cb_block *block,
+                             cubert_berr *err);
+void cb_block_free(cb_device *dev, const cb_block *block);
 
 /* The ledger of an allocation, locked for use; caller holds dev->lock if it
  * is the owner. Pair with cb_alloc_ledger_unlock. */
@@ -444,8 +440,5 @@ void cb_device_unref(cb_device *dev);
  * EXPIRED (its runtime was destroyed), recorded, naming `fn` and `what`. */
 cubert_status cb_check_runtime(const char *fn, const char *what, const cb_device *dev,
                                const cb_alloc *a);
-
-/* Fault layer glue (faultinj/decorator.h); NULL-safe defaults. */
-const char *cb_env(const char *name);
 
 #endif

@@ -12,7 +12,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "base/str.h"
 #include "cubert/status.h"
+#include "cubert/topology.h"
 #include "topology/host_node.h"
 
 /* A PCI address. */
@@ -59,5 +61,13 @@ cubert_status cb_node_load_hwloc(const cb_node_source *source, hwloc_topology_t 
  * cb_host_node_free). */
 cubert_status cb_hwloc_gpu_bus_ids(hwloc_topology_t topology, char ***bus_ids, int *count,
                                    char *message, size_t message_capacity);
+
+/* cubert_topology_alloc_local with its failure as a value (topology.c): the
+ * message goes to `why` (the caller frees it), never to the thread's last
+ * error, because a failed placement (placement.c) falls back to the
+ * backend's own memory and must not replace the error the caller's thread
+ * will see. */
+cubert_status cb_topology_alloc_near(const cubert_topology *t, int device, size_t size, void **memory,
+                                     cubert_placement *placement, cb_str *why);
 
 #endif
