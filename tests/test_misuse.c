@@ -214,7 +214,9 @@ START_TEST(test_objects_outliving_their_runtime_are_safe_to_use_and_release) {
   cubert_binding *bind = NULL, *bind2 = NULL;
   cubert_weak *weak = NULL, *weak2 = NULL;
   cubert_timer *t0 = NULL, *t1 = NULL;
+  cubert_handle *fine = NULL; /* a driver allocation of its own, outside the pools */
   cb_test_ok(cubert_handle_empty(w.c[0], 256, &h));
+  cb_test_ok(cubert_handle_empty_with(w.c[1], 512, CUBERT_MEMORY_FINE_GRAINED, &fine));
   cb_test_ok(cubert_handle_share(w.c[0], h));
   cb_test_ok(cubert_handle_slice(h, 16, 16, &slice));
   cb_test_ok(cubert_handle_bind(h, &bind));
@@ -255,6 +257,8 @@ START_TEST(test_objects_outliving_their_runtime_are_safe_to_use_and_release) {
   cubert_kernel_release(k);
   expect_world_intact(&other);
   /* releasing everything, in any order, is safe (ASan proves it) */
+  ck_assert_uint_eq(cubert_handle_size(fine), 512);
+  cubert_handle_release(fine);
   cubert_timer_release(t1);
   cubert_handle_release(h);
   cubert_weak_release(weak);
