@@ -411,6 +411,11 @@ void cb_work_mark_uses(cb_device *dev, cb_work *w);
 /* Drains asynchronous failures and frees records of completed work. With
  * `all`, waits for nothing but drops every record up to progress. */
 void cb_device_reap(cb_device *dev);
+/* The same with `floor[i]` (may be NULL): work of stream i up to it is
+ * known complete (a sync waited for it), whatever progress says. */
+void cb_device_reap_floor(cb_device *dev, const uint64_t *floor, uint32_t nfloor);
+/* Frees the records of work that `progress` (per stream) says completed. */
+void cb_work_drop_completed(cb_device *dev, const uint64_t *progress);
 /* Handles a backend failure at enqueue: makes the failure, marks the device
  * lost when sticky. Returns a new reference. */
 cubert_failure *cb_device_failure(cb_device *dev, cubert_status status, const cubert_berr *err,

@@ -1,0 +1,189 @@
+/* runtime/replay.c: failures found asynchronously, at a fence. When one
+ * surfaces, the records are replayed in order from the failed work, so its
+ * write set is tainted, work that read those bytes afterwards passes the
+ * failure on, and bytes written again later keep their own verdict. Reaping
+ * drains those failures and drops the records of completed work. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/internal.h"
+
+typedef struct bad_range {
+  cb_alloc *alloc;
+  uint64_t start, end;
+  cubert_failure *failure; /* a reference */
+} bad_range;
+
+typedef struct bad_set {
+  bad_range *v;
+  size_t n, cap;
+} bad_set;
+
+static void bad_push(bad_set *s, cb_alloc *a, uint64_t start, uint64_t end, cubert_failure *f) {
+  if (start >= end) return;
+  if (s->n == s->cap) {
+    size_t cap = s->cap ? s->cap * 2 : 8;
+    bad_range *v = realloc(s->v, cap * sizeof *v);
+    if (!v) return;
+    s->v = v;
+    s->cap = cap;
+  }
+  cubert_failure_retain(f);
+  s->v[s->n++] = (bad_range){a, start, end, f};
+}
+
+/* Later work wrote [start, end) of `a`: those bytes have a newer verdict. */
+static void bad_trim(bad_set *s, cb_alloc *a, uint64_t start, uint64_t end) {
+  size_t n = s->n;
+  for (size_t i = 0; i < n; i++) {
+    bad_range r = s->v[i];
+    if (r.alloc != a || r.end <= start || end <= r.start || !r.failure) continue;
+    s->v[i].failure = NULL; /* removed; pieces outside re-added */
+    if (r.start < start) bad_push(s, a, r.start, start, r.failure);
+    if (end < r.end) bad_push(s, a, end, r.end, r.failure);
+    cubert_failure_release(r.failure);
+  }
+}
+
+#ifndef CUBERT_BREAK_TRANSITIVE
+static const cubert_failure *bad_overlap(const bad_set *s, const cb_wbind *b) {
+  for (size_t i = 0; i < s->n; i++) {
+    const bad_range *r = &s->v[i];
+    if (r->failure && r->alloc == b->alloc && r->start < b->end && b->start < r->end)
+      return r->failure;
+  }
+  return NULL;
+}
+#endif
+
+static cb_work *find_work(cb_device *dev, uint64_t work, size_t *index) {
+  size_t lo = 0, hi = dev->npending;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (dev->pending[mid].work < work)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo < dev->npending && dev->pending[lo].work == work) {
+    *index = lo;
+    return &dev->pending[lo];
+  }
+  return NULL;
+}
+
+static void stream_unreported(cb_stream *s, cubert_failure *f) {
+  if (s->nunreported == s->capunreported) {
+    uint32_t cap = s->capunreported ? s->capunreported * 2 : 4;
+    if (cap > 64) { /* bounded: the oldest unreported failure gives way */
+      cubert_failure_release(s->unreported[0]);
+      memmove(s->unreported, s->unreported + 1, (s->nunreported - 1) * sizeof *s->unreported);
+      s->nunreported--;
+    } else {
+      cubert_failure **v = realloc(s->unreported, cap * sizeof *v);
+      if (!v) return;
+      s->unreported = v;
+      s->capunreported = cap;
+    }
+  }
+  cubert_failure_retain(f);
+  s->unreported[s->nunreported++] = f;
+}
+
+static void apply_async(cb_device *dev, const cubert_async_failure *af) {
+  size_t at = 0;
+  cb_work *w = af->work ? find_work(dev, af->work, &at) : NULL;
+  cb_str m = {0};
+  if (w)
+    cb_str_printf(&m, "found at a fence: %s", af->message[0] ? af->message : cubert_status_string(af->status));
+  else
+    cb_str_printf(&m, "found at a fence and not attributable to any work%s%s (no bytes tainted)",
+                  af->message[0] ? ": " : "", af->message);
+  char *msg = cb_str_take(&m);
+  cubert_failure *f = cb_failure_new(af->status, msg, dev->index, w ? w->stream : 0,
+                                     w ? w->operation : "sync",
+                                     w && w->kernel ? w->kernel->name : "", af->work);
+  free(msg);
+  if (!f) return;
+  /* work that ran and failed with DEVICE_LOST (a host kernel returning it)
+   * lost the device, flagged sticky or not */
+  if (af->sticky || af->status == CUBERT_ERR_DEVICE_LOST) cb_device_mark_lost(dev, f);
+  if (!w) {
+    for (uint32_t i = 0; i < dev->nstreams; i++) stream_unreported(dev->streams[i], f);
+    cubert_failure_release(f);
+    return;
+  }
+  stream_unreported(dev->streams[w->stream - 1], f);
+  if (w->failed) { /* already settled as failed at enqueue */
+    cubert_failure_release(f);
+    return;
+  }
+  /* Replay the records from the failed work on. */
+  bad_set bad = {0};
+  w->failed = true;
+  cb_wbind *wb = cb_work_binds(w);
+  for (uint32_t i = 0; i < w->nb; i++)
+    if (wb[i].access & CUBERT_ACCESS_WRITE) bad_push(&bad, wb[i].alloc, wb[i].start, wb[i].end, f);
+  for (size_t j = at + 1; j < dev->npending; j++) {
+    cb_work *r = &dev->pending[j];
+    cb_wbind *rb = cb_work_binds(r);
+    const cubert_failure *in = NULL;
+    const char *input = NULL;
+#ifndef CUBERT_BREAK_TRANSITIVE
+    if (!r->failed)
+      for (uint32_t i = 0; i < r->nb && !in; i++)
+        if (rb[i].access & CUBERT_ACCESS_READ) {
+          in = bad_overlap(&bad, &rb[i]);
+          input = rb[i].name;
+        }
+#endif
+    cubert_failure *child = NULL;
+    if (in) {
+      child = cb_failure_child(in, r->kernel ? r->kernel->name : r->operation, input, dev->index,
+                               r->stream, r->operation, r->work);
+      r->failed = true;
+    }
+    for (uint32_t i = 0; i < r->nb; i++) {
+      if (!(rb[i].access & CUBERT_ACCESS_WRITE)) continue;
+      bad_trim(&bad, rb[i].alloc, rb[i].start, rb[i].end);
+      if (child) bad_push(&bad, rb[i].alloc, rb[i].start, rb[i].end, child);
+    }
+    cubert_failure_release(child);
+  }
+  for (size_t i = 0; i < bad.n; i++) {
+    bad_range *r = &bad.v[i];
+    if (!r->failure) continue;
+    cb_ledger *l = cb_alloc_ledger_lock(r->alloc);
+    cb_ledger_set(l, r->start, r->end, r->failure);
+    cb_alloc_ledger_unlock(r->alloc);
+    cubert_failure_release(r->failure);
+  }
+  free(bad.v);
+  cubert_failure_release(f);
+}
+
+/* Reaps with `floor[i]` (may be NULL): work of stream i up to it is known
+ * complete (a sync waited for it), whatever progress says: work that failed
+ * when it was enqueued never reaches the stream, so progress alone would
+ * never pass it when nothing follows it there. */
+void cb_device_reap_floor(cb_device *dev, const uint64_t *floor, uint32_t nfloor) {
+  /* progress first, then failures: a failure is recorded before its work
+   * counts as complete, so no completed record loses its failure */
+  uint64_t stackp[32];
+  uint64_t *progress = dev->nstreams <= 32 ? stackp : malloc(dev->nstreams * sizeof *progress);
+  if (!progress) return;
+  for (uint32_t i = 0; i < dev->nstreams; i++) {
+    progress[i] = dev->ops->progress(dev->bdev, dev->streams[i]->bs);
+    if (floor && i < nfloor && floor[i] > progress[i]) progress[i] = floor[i];
+  }
+  cubert_async_failure buf[8];
+  size_t n;
+  do {
+    n = dev->ops->drain_failures(dev->bdev, buf, 8);
+    for (size_t i = 0; i < n; i++) apply_async(dev, &buf[i]);
+  } while (n == 8);
+  cb_work_drop_completed(dev, progress);
+  if (progress != stackp) free(progress);
+}
+
+void cb_device_reap(cb_device *dev) { cb_device_reap_floor(dev, NULL, 0); }

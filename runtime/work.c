@@ -1,0 +1,107 @@
+/* runtime/work.c: work records. Every piece of work enqueued gets a work
+ * number and a record of the ranges it read and wrote. The record keeps
+ * those allocations alive until the backend says the work completed, and
+ * it is what an asynchronous failure is attributed to (replay.c). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/internal.h"
+
+cb_work *cb_work_begin(cb_device *dev, cb_stream *s, const char *operation, cubert_kernel *k,
+                       uint32_t nbinds) {
+  if (dev->npending == dev->cappending) {
+    size_t cap = dev->cappending ? dev->cappending * 2 : 64;
+    cb_work *v = realloc(dev->pending, cap * sizeof *v);
+    if (!v) return NULL;
+    dev->pending = v;
+    dev->cappending = cap;
+  }
+  cb_wbind *heap = NULL;
+  if (nbinds > CB_WBIND_INLINE && !(heap = calloc(nbinds, sizeof *heap))) return NULL;
+  cb_work *w = &dev->pending[dev->npending++];
+  memset(w, 0, sizeof *w);
+  w->work = ++dev->next_work;
+  w->stream = s ? s->id : 0;
+  w->operation = operation;
+  w->kernel = k;
+  if (k) cubert_kernel_retain(k);
+  w->nb = nbinds;
+  w->heap = heap;
+  if (s) s->last_work = w->work;
+  return w;
+}
+
+void cb_work_bind(cb_work *w, uint32_t i, cb_alloc *a, uint64_t start, uint64_t end,
+                  cubert_access access, const char *name) {
+  cb_alloc_ref(a, CB_BINDING_ONE);
+  cb_work_binds(w)[i] = (cb_wbind){a, start, end, (uint8_t)access, name};
+}
+
+static void work_release(cb_device *dev, cb_work *w) {
+  cb_wbind *b = cb_work_binds(w);
+  for (uint32_t i = 0; i < w->nb; i++)
+    if (b[i].alloc) cb_alloc_unref(b[i].alloc, CB_BINDING_ONE, dev);
+  free(w->heap);
+  cubert_kernel_release(w->kernel);
+}
+
+void cb_work_report(cb_work *w, const cubert_failure *f, cb_errb *b) {
+  size_t before = b->n;
+  for (uint32_t i = 0; w && i < w->nb; i++) {
+    const cb_wbind *wb = &cb_work_binds(w)[i];
+    if (wb->alloc && (wb->access & CUBERT_ACCESS_WRITE) && wb->start < wb->end)
+      cb_errb_add(b, f, wb->start, wb->end);
+  }
+  if (b->n == before) cb_errb_add(b, f, 0, 0);
+}
+
+void cb_work_mark_uses(cb_device *dev, cb_work *w) {
+  for (uint32_t i = 0; i < w->nb; i++) {
+    cb_wbind *b = &cb_work_binds(w)[i];
+    /* stream order means something on the owning device only */
+    if (!b->alloc || b->alloc->dev != dev) continue;
+    if (b->access & CUBERT_ACCESS_WRITE) {
+      b->alloc->last_writer = w->stream;
+      b->alloc->last_write = w->work;
+    } else {
+      cb_alloc *a = b->alloc;
+      uint32_t j = 0;
+      while (j < a->nreaders && a->readers[j].stream != w->stream) j++;
+      if (j == a->nreaders) {
+        if (a->nreaders == a->capreaders) {
+          uint32_t cap = a->capreaders ? a->capreaders * 2 : 2;
+          struct cb_reader *v = realloc(a->readers, cap * sizeof *v);
+          if (!v) continue; /* cannot remember it: sync before rewriting (docs) */
+          a->readers = v;
+          a->capreaders = cap;
+        }
+        a->nreaders++;
+        a->readers[j].stream = w->stream;
+      }
+      a->readers[j].work = w->work;
+    }
+  }
+}
+
+cubert_status cb_work_fail_ordering(cb_device *dev, cb_work *w, cb_stream *s, cb_errb *err,
+                                    const char *operation, const char *kernel) {
+  cubert_failure *f = cb_failure_new(err->status, err->msg.p ? err->msg.p : "", dev->index,
+                                     s ? s->id : 0, operation, kernel, w->work);
+  cb_taint_settle(dev, w, f);
+  cubert_failure_release(f);
+  return cb_errb_finish(err);
+}
+
+void cb_work_drop_completed(cb_device *dev, const uint64_t *progress) {
+  size_t keep = 0;
+  for (size_t i = 0; i < dev->npending; i++) {
+    cb_work *w = &dev->pending[i];
+    if (w->stream && w->work <= progress[w->stream - 1]) {
+      work_release(dev, w);
+      continue;
+    }
+    if (keep != i) dev->pending[keep] = *w;
+    keep++;
+  }
+  dev->npending = keep;
+}
