@@ -419,6 +419,31 @@ START_TEST(test_bus_id_not_in_topology_is_unknown) {
 }
 END_TEST
 
+/* topology.h: a pair the driver reports as a direct xGMI link is XGMI even
+ * when one device is missing from the topology (rule 1 before rule 2 of
+ * docs/topology.md); without that answer such a pair is UNKNOWN. */
+START_TEST(test_device_missing_from_topology_keeps_the_driver_s_xgmi) {
+  const char *ids[3] = {"0000:c1:00.0", "0000:42:00.0", "0000:43:00.0"};
+  cubert_device_link drv[9];
+  for (int k = 0; k < 9; k++) drv[k] = (cubert_device_link){-1, 0, 0};
+  drv[0 * 3 + 1] = drv[1 * 3 + 0] = (cubert_device_link){CUBERT_LINK_TYPE_XGMI, 1, 4};
+  cubert_topology_source src;
+  cubert_topology_source_init(&src);
+  src.node = "frontier";
+  src.bus_ids = ids;
+  src.device_count = 3;
+  cubert_topology *t = NULL;
+  cb_test_ok(cb_topology_create_with_driver(&src, drv, &t));
+  ck_assert(!device(t, 1).found);
+  ck_assert_int_eq(pair(t, 0, 1).link_class, CUBERT_LINK_XGMI);
+  ck_assert_int_eq(pair(t, 0, 1).links, 4);
+  ck_assert_int_eq(pair(t, 1, 0).link_class, CUBERT_LINK_XGMI);
+  ck_assert_int_eq(pair(t, 0, 2).link_class, CUBERT_LINK_UNKNOWN); /* the driver did not answer */
+  ck_assert_int_eq(pair(t, 1, 2).link_class, CUBERT_LINK_UNKNOWN);
+  cubert_topology_destroy(t);
+}
+END_TEST
+
 START_TEST(test_malformed_xml_names_the_file) {
   const char *dir = make_tmp();
   char path[512];
@@ -915,6 +940,7 @@ int main(void) {
   tcase_add_test(tc, test_nvidia_devices_name_xgmi_nvlink);
   tcase_add_test(tc, test_driver_answer_decides_over_kfd);
   tcase_add_test(tc, test_bus_id_not_in_topology_is_unknown);
+  tcase_add_test(tc, test_device_missing_from_topology_keeps_the_driver_s_xgmi);
   tcase_add_test(tc, test_malformed_xml_names_the_file);
   tcase_add_test(tc, test_missing_file_and_unknown_node_are_clear_errors);
   tcase_add_test(tc, test_malformed_kfd_fixture_names_file_and_line);
