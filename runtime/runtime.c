@@ -209,7 +209,11 @@ cubert_status cb_runtime_create(const cb_runtime_parts *parts, const cubert_runt
     st = faults ? parts->faults_open(ops, rt->ndevices, &cfg, &be->state, &count, &err)
                 : ops->open(&cfg, &be->state, &count, &err);
     if (st) {
-      cb_fail_backend(st, &err, "opening the backend", ops->name);
+      cb_errb b;
+      cb_errb_backend(&b, st, &err, "opening the backend", ops->name);
+      if (!o.host_peer_deny && cfg.host_peer_deny && strstr(err.message, "host_peer_deny"))
+        cb_str_printf(&b.msg, "; the pairs came from CUBERT_HOST_PEER_DENY=%s", cfg.host_peer_deny);
+      cb_errb_finish(&b);
       goto fail;
     }
     rt->nbackends++;

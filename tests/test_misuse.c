@@ -332,6 +332,9 @@ START_TEST(test_failed_runtime_create_leaks_nothing_for_any_bad_environment) {
   expect_create_refused("CUBERT_HOST_MEMORY", "-5", NULL);
   expect_create_refused("CUBERT_HOST_MEMORY", "0", NULL);
   expect_create_refused("CUBERT_HOST_MEMORY", "99999999999999999999999", NULL);
+  expect_create_refused("CUBERT_HOST_PEER_DENY", "0-x", NULL);
+  expect_create_refused("CUBERT_HOST_PEER_DENY", "0-99", NULL);
+  expect_create_refused("CUBERT_FAULTS", "launch:nonsense==", NULL);
   unlink(empty);
   unlink(garbage);
   unlink(nested);
