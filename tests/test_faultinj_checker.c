@@ -304,6 +304,36 @@ START_TEST(test_checker_flags_a_wrong_cause_and_a_missing_range) {
 }
 END_TEST
 
+/* A refusal the model does not justify is flagged whatever entries it
+ * carries: an empty range (a repair that left [end,end) behind), a range
+ * outside the bytes read, or a good view refused with the right cause. */
+START_TEST(test_checker_flags_refusals_naming_no_bytes_or_bytes_not_read) {
+  fake f;
+  fake_init(&f);
+  /* the clean tail, refused naming an empty range at its start */
+  cb_fi_obs_entry e = {"injected fault #1 (rule 1)", 128, 128};
+  cb_fi_observation o = {CUBERT_ERR_TAINTED, NULL, &e, 1};
+  ck_assert_uint_eq(cb_fi_check_observation(&f.c, view(f.x, 128, 256), &o, "read of x's tail"), 1);
+  ck_assert_int_eq(f.res.violations[0].kind, CB_FI_FALSE_TAINT);
+  ck_assert_ptr_nonnull(strstr(f.res.violations[0].message, "no bytes at all"));
+  /* the whole view, tainted head named right, plus an empty range */
+  cb_fi_obs_entry two[2] = {{"injected fault #1 (rule 1)", 0, 128}, {"injected fault #1 (rule 1)", 200, 200}};
+  cb_fi_observation o2 = {CUBERT_ERR_TAINTED, NULL, two, 2};
+  ck_assert_uint_eq(cb_fi_check_observation(&f.c, view(f.x, 0, 256), &o2, "read of x"), 1);
+  ck_assert_int_eq(f.res.violations[1].kind, CB_FI_FALSE_TAINT);
+  /* a range reaching past the bytes read */
+  cb_fi_obs_entry wide = {"injected fault #1 (rule 1)", 0, 200};
+  cb_fi_observation o3 = {CUBERT_ERR_TAINTED, NULL, &wide, 1};
+  ck_assert_uint_eq(cb_fi_check_observation(&f.c, view(f.x, 0, 128), &o3, "read of x's head"), 1);
+  ck_assert_ptr_nonnull(strstr(f.res.violations[2].message, "outside what was read"));
+  /* a good view refused naming no failure */
+  cb_fi_observation o4 = {CUBERT_ERR_TAINTED, NULL, NULL, 0};
+  ck_assert_uint_eq(cb_fi_check_observation(&f.c, view(f.x, 128, 256), &o4, "read of x's tail"), 1);
+  ck_assert_int_eq(f.res.violations[3].kind, CB_FI_FALSE_TAINT);
+  fake_free(&f);
+}
+END_TEST
+
 START_TEST(test_checker_flags_reads_of_a_lost_device) {
   fake f;
   fake_init(&f);
@@ -485,6 +515,7 @@ int main(void) {
   tcase_add_test(bites, test_checker_flags_a_planted_stale_read);
   tcase_add_test(bites, test_checker_flags_a_planted_false_taint);
   tcase_add_test(bites, test_checker_flags_a_wrong_cause_and_a_missing_range);
+  tcase_add_test(bites, test_checker_flags_refusals_naming_no_bytes_or_bytes_not_read);
   tcase_add_test(bites, test_checker_flags_reads_of_a_lost_device);
   suite_add_tcase(s, bites);
   TCase *text = tcase_create("text");

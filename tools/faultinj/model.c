@@ -160,7 +160,7 @@ static void record_range(cb_fim *m, int device, cb_fim_record *r, cb_fim_view v,
   if (r && r->n < CB_FIM_RANGES) r->r[r->n++] = (cb_fim_range){v.alloc, v.start, v.end, (uint8_t)access};
 }
 
-static void pending_push(cb_fim *m, int device, int cause, cubert_status status) {
+static void pending_push(cb_fim *m, int device, int cause, cubert_status status, bool lost) {
   cb_fim_device *d = &m->dev[device];
   if (!d->nrecords) return;
   if (d->npending == d->cappending) {
@@ -170,7 +170,7 @@ static void pending_push(cb_fim *m, int device, int cause, cubert_status status)
     d->pending = v;
     d->cappending = cap;
   }
-  d->pending[d->npending++] = (cb_fim_pending){d->nrecords - 1, cause, status};
+  d->pending[d->npending++] = (cb_fim_pending){d->nrecords - 1, cause, status, lost};
 }
 
 /* ------------------------------------------------------------ hits */
@@ -273,7 +273,8 @@ static bool apply_hit(cb_fim *m, int device, const cb_fim_hit *h, cb_fim_record 
                       uint32_t nouts, cb_fim_outcome *o, bool *async, bool *scribble) {
   *async = *scribble = false;
   if (!h) return false;
-  if (h->fault == CUBERT_FAULT_ASYNC || h->fault == CUBERT_FAULT_ASYNC_SCRIBBLE) {
+  if (h->fault == CUBERT_FAULT_ASYNC || h->fault == CUBERT_FAULT_ASYNC_SCRIBBLE ||
+      h->fault == CUBERT_FAULT_ASYNC_DEVICE_LOST) {
     *async = true;
     *scribble = h->fault == CUBERT_FAULT_ASYNC_SCRIBBLE;
     return false;
@@ -303,7 +304,7 @@ cb_fim_outcome cb_fim_write(cb_fim *m, int step, int device, cb_fim_view v, cons
   cb_fim_taint(m, v, 0);
   if (scribble) cb_fim_forget(m, v);
   if (async) {
-    pending_push(m, device, h->cause, h->status);
+    pending_push(m, device, h->cause, h->status, h->fault == CUBERT_FAULT_ASYNC_DEVICE_LOST);
     o.pending = true;
   }
   return o;
@@ -340,7 +341,7 @@ cb_fim_outcome cb_fim_copy(cb_fim *m, int step, int device, cb_fim_view src, cb_
   cb_fim_taint(m, dst, 0);
   if (scribble) cb_fim_forget(m, dst);
   if (async) {
-    pending_push(m, device, h->cause, h->status);
+    pending_push(m, device, h->cause, h->status, h->fault == CUBERT_FAULT_ASYNC_DEVICE_LOST);
     o.pending = true;
   }
   return o;
@@ -498,11 +499,11 @@ cb_fim_outcome cb_fim_launch(cb_fim *m, int step, int device, cb_fim_kernel k, c
     for (uint32_t i = 0; i < nouts; i++) cb_fim_forget(m, outs[i]);
   }
   if (async) {
-    pending_push(m, device, h->cause, h->status);
+    pending_push(m, device, h->cause, h->status, h->fault == CUBERT_FAULT_ASYNC_DEVICE_LOST);
     o.pending = true;
   } else if (k == CB_FIM_FAIL_U32 && tag_cause >= 0) {
     /* the checker's own kernel fails when it runs: found at a fence */
-    pending_push(m, device, tag_cause, CUBERT_ERR_LAUNCH);
+    pending_push(m, device, tag_cause, CUBERT_ERR_LAUNCH, false);
     o.pending = true;
   }
   return o;
@@ -609,8 +610,12 @@ cb_fim_outcome cb_fim_sync(cb_fim *m, int device, cb_fim_hits hits) {
     if (o.status == CUBERT_OK) o.status = d->pending[i].status;
     o.also |= (uint64_t)1 << d->pending[i].status;
     o.roots |= cb_fim_bit(d->pending[i].cause);
+    if (d->pending[i].lost) mark_lost(m, device, d->pending[i].cause); /* the first found stays */
   }
   d->npending = 0;
   d->nrecords = 0; /* a full sync: everything completed */
+  /* a sticky failure found at the fence: the device is lost, and the sync
+   * says so whatever else it found */
+  if (d->lost_cause >= 0) return lost_outcome(m, device);
   return o;
 }

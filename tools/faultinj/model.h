@@ -77,6 +77,7 @@ typedef struct cb_fim_pending {
   size_t record;        /* index into the device's records */
   int cause;
   cubert_status status; /* what the sync that finds it returns */
+  bool lost;            /* sticky (async-device-lost): the sync marks the device lost */
 } cb_fim_pending;
 
 typedef struct cb_fim_device {
