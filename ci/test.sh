@@ -228,6 +228,8 @@ stage_install() {
   check_library "$(find "$prefix" -name 'libcubert.so' | head -n 1)" || rc=1
   check_no_harness "$(readlink -f "$(find "$prefix" -name 'libcubert.so' | head -n 1)")" \
     "$(find "$prefix" -name 'libcubert.a' | head -n 1)" || rc=1
+  # no layer of the library calls a layer above it (nm over the objects)
+  bash "$CB_ROOT/ci/layer-calls.sh" "$BUILD/gcc" || rc=1
   # and the check can see one: the tool, which links the harness, has it
   if ! nm "$prefix/bin/cubert" | grep -q ' cb_fi_run$'; then
     echo "ci: bin/cubert has no cb_fi_run: the harness check above would see nothing"

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/array.h"
 #include "base/msg.h"
 #include "topology/internal.h"
 
@@ -80,8 +81,7 @@ static cubert_status pack_parse(const char *label, const char *pack, size_t size
                   at, (int)(nl - line), line);
     }
     if (n == vcap) {
-      vcap = vcap ? 2 * vcap : 64;
-      pack_entry *nv = realloc(v, vcap * sizeof *nv);
+      pack_entry *nv = cb_array_grow(v, vcap, n + 1, sizeof *nv, &vcap);
       if (!nv) {
         free(v);
         return cb_msgf(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory reading %s", label);
@@ -171,7 +171,8 @@ static bool parse_index(const char *s, size_t len, int *out) {
 static cubert_status fs_list(const kfd_fs *fs, const char *rel, int **out, int *count, bool *exists,
                              char *msg, size_t cap) {
   int *v = NULL;
-  int n = 0, vcap = 0;
+  int n = 0;
+  size_t vcap = 0;
   *exists = false;
   if (!fs->root) {
     size_t rl = strlen(rel);
@@ -187,9 +188,8 @@ static cubert_status fs_list(const kfd_fs *fs, const char *rel, int **out, int *
       bool dup = false;
       for (int k = 0; k < n; k++) dup |= v[k] == id;
       if (dup) continue;
-      if (n == vcap) {
-        vcap = vcap ? 2 * vcap : 16;
-        int *nv = realloc(v, (size_t)vcap * sizeof *nv);
+      if ((size_t)n == vcap) {
+        int *nv = cb_array_grow(v, vcap, vcap + 1, sizeof *nv, &vcap);
         if (!nv) {
           free(v);
           return cb_msgf(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
@@ -215,9 +215,8 @@ static cubert_status fs_list(const kfd_fs *fs, const char *rel, int **out, int *
     while ((de = readdir(d))) {
       int id;
       if (!parse_index(de->d_name, strlen(de->d_name), &id)) continue;
-      if (n == vcap) {
-        vcap = vcap ? 2 * vcap : 16;
-        int *nv = realloc(v, (size_t)vcap * sizeof *nv);
+      if ((size_t)n == vcap) {
+        int *nv = cb_array_grow(v, vcap, vcap + 1, sizeof *nv, &vcap);
         if (!nv) {
           free(v);
           closedir(d);
