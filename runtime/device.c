@@ -194,7 +194,8 @@ void cb_device_free(cb_device *dev) {
   dev->timers = NULL;
   atomic_store(&dev->gone, true);
   pthread_mutex_unlock(&dev->lock);
-  for (size_t i = 0; i < dev->nmodules; i++) {
+  for (size_t i = 0; i < dev->capmodules; i++) { /* the cache's slots (runtime.c) */
+    if (!dev->modules[i].kernel) continue;
     dev->ops->module_unload(dev->bdev, dev->modules[i].module);
     cubert_kernel_release(dev->modules[i].kernel);
   }

@@ -299,7 +299,8 @@ struct cb_device {
   cb_work *pending;
   size_t npending, cappending;
   size_t reap_at; /* reap when npending reaches it (hysteresis: not every call) */
-  cb_module *modules;
+  cb_module *modules;           /* the module cache: a hash table by kernel id
+                                   (runtime.c, cb_module_get) */
   size_t nmodules, capmodules;
   /* peer access from this device to device i: 0 unknown, 1 on, 2 refused */
   uint8_t *peer_state;

@@ -431,26 +431,45 @@ cubert_status cubert_kernel_create(const cubert_kernel_desc *d, cubert_kernel **
   return CUBERT_OK;
 }
 
+/* The module cache: an open-addressing hash table keyed by kernel id (ids
+ * are never reused), linear probing, at most half full; an empty slot has
+ * no kernel. Under the device lock. */
+static size_t module_slot(const cb_module *v, size_t cap, uint64_t id) {
+  size_t i = (size_t)((id * 0x9e3779b97f4a7c15ull) >> 17) & (cap - 1);
+  while (v[i].kernel && v[i].kernel->id != id) i = (i + 1) & (cap - 1);
+  return i;
+}
+
+static bool module_grow(cb_device *dev) {
+  size_t cap = dev->capmodules ? dev->capmodules * 2 : 16;
+  cb_module *v = calloc(cap, sizeof *v);
+  if (!v) return false;
+  for (size_t i = 0; i < dev->capmodules; i++)
+    if (dev->modules[i].kernel) v[module_slot(v, cap, dev->modules[i].kernel->id)] = dev->modules[i];
+  free(dev->modules);
+  dev->modules = v;
+  dev->capmodules = cap;
+  return true;
+}
+
 cubert_status cb_module_get(cb_device *dev, const cubert_kernel *k, void **module, cubert_berr *err) {
-  for (size_t i = 0; i < dev->nmodules; i++)
-    if (dev->modules[i].kernel == k) {
-      *module = dev->modules[i].module;
+  if (dev->capmodules) {
+    cb_module *e = &dev->modules[module_slot(dev->modules, dev->capmodules, k->id)];
+    if (e->kernel) {
+      *module = e->module;
       return CUBERT_OK;
     }
-  if (dev->nmodules == dev->capmodules) {
-    size_t cap = dev->capmodules ? dev->capmodules * 2 : 8;
-    cb_module *v = realloc(dev->modules, cap * sizeof *v);
-    if (!v) return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory caching a module");
-    dev->modules = v;
-    dev->capmodules = cap;
   }
+  if ((dev->nmodules + 1) * 2 > dev->capmodules && !module_grow(dev))
+    return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory caching a module");
   cubert_backend_kernel bk = {k->name,    k->entry,      k->source,  k->options, k->objects,
                               k->nobjects, k->host_fn,   k->params,  k->nparams, k->source_hash};
   void *m = NULL;
   cubert_status st = dev->ops->module_load(dev->bdev, &bk, &m, err);
   if (st) return st;
   cubert_kernel_retain((cubert_kernel *)k);
-  dev->modules[dev->nmodules++] = (cb_module){(cubert_kernel *)k, m};
+  dev->modules[module_slot(dev->modules, dev->capmodules, k->id)] = (cb_module){(cubert_kernel *)k, m};
+  dev->nmodules++;
   *module = m;
   return CUBERT_OK;
 }

@@ -414,6 +414,51 @@ START_TEST(test_kernel_without_parameters_launches_with_no_arguments) {
 }
 END_TEST
 
+/* The module cache (a hash table by kernel id) keeps each kernel's module
+ * apart: many kernels, each launched twice, interleaved, each run as
+ * itself, and a kernel released early leaves the others working. */
+static atomic_int cache_runs[40];
+
+static cubert_status cache_host(const cubert_host_launch *l, char *message, size_t capacity) {
+  (void)message;
+  (void)capacity;
+  uint32_t which = *(const uint32_t *)l->args[0];
+  if (which < 40) atomic_fetch_add(&cache_runs[which], 1);
+  return CUBERT_OK;
+}
+
+START_TEST(test_many_kernels_each_keep_their_own_module) {
+  cb_test_env env;
+  if (!cb_test_open(_i, 1, &env)) return;
+  if (!host_only(&env)) return;
+  static const cubert_param p[] = {{"which", CUBERT_PARAM_SCALAR, 0, 4}};
+  cubert_kernel *k[40];
+  char names[40][16];
+  for (uint32_t i = 0; i < 40; i++) {
+    snprintf(names[i], sizeof names[i], "cache_%u", i);
+    cubert_kernel_desc d = {.name = names[i], .params = p, .nparams = 1, .host_fn = cache_host};
+    cb_test_ok(cubert_kernel_create(&d, &k[i]));
+    atomic_store(&cache_runs[i], 0);
+  }
+  cubert_launch_config cfg = shape(1, 1, 1, 1, 1, 1, 0);
+  for (int round = 0; round < 2; round++)
+    for (uint32_t i = 0; i < 40; i++) {
+      uint32_t which = (i * 7 + (uint32_t)round) % 40;
+      cubert_arg a = cubert_arg_scalar(&which, 4);
+      cb_test_ok(cubert_launch(env.clients[0], k[which], &cfg, &a, 1));
+    }
+  cubert_kernel_release(k[3]); /* the cache keeps what it needs of it */
+  uint32_t three = 3;
+  cubert_arg a3 = cubert_arg_scalar(&three, 4);
+  cb_test_ok(cubert_launch(env.clients[0], k[5], &cfg, &a3, 1)); /* k[5]'s module, told 3 */
+  cb_test_ok(cubert_sync(env.clients[0]));
+  for (uint32_t i = 0; i < 40; i++) ck_assert_int_eq(atomic_load(&cache_runs[i]), i == 3 ? 3 : 2);
+  for (uint32_t i = 0; i < 40; i++)
+    if (i != 3) cubert_kernel_release(k[i]);
+  cb_test_close(&env);
+}
+END_TEST
+
 /* ------------------------------------------------------------ refused launches */
 
 /* A FILL_U32 launch over `out` that each refusal test breaks one way. */
@@ -901,6 +946,7 @@ int main(void) {
   ONCE(s, test_builtin_kernels_are_described);
   LOOP(s, test_custom_host_kernel_sees_shape_arguments_and_sizes);
   LOOP(s, test_kernel_without_parameters_launches_with_no_arguments);
+  LOOP(s, test_many_kernels_each_keep_their_own_module);
   LOOP(s, test_launch_with_the_wrong_argument_count_is_refused);
   LOOP(s, test_launch_with_the_wrong_argument_kind_is_refused);
   LOOP(s, test_launch_with_a_scalar_of_the_wrong_size_is_refused);
