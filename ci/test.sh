@@ -218,10 +218,10 @@ links_libcubert() {
 
 stage_install() {
   local prefix=$BUILD/prefix work=$BUILD/consumer rc=0
-  if [ ! -f "$BUILD/gcc/build.ninja" ]; then
-    cb_build "$BUILD/gcc" -DCMAKE_C_COMPILER=gcc -DCUBERT_WERROR=ON \
-      -DCUBERT_HIP=ON -DCUBERT_HIP_PLATFORM=amd || return 1
-  fi
+  # the gcc stage's build, brought up to date (nothing to do after that stage;
+  # run alone, a build left from older sources is not installed as it is)
+  cb_build "$BUILD/gcc" -DCMAKE_C_COMPILER=gcc -DCUBERT_WERROR=ON \
+    -DCUBERT_HIP=ON -DCUBERT_HIP_PLATFORM=amd || return 1
   rm -rf "$prefix" "$work"
   cmake --install "$BUILD/gcc" --prefix "$prefix" || return 1
   "$prefix/bin/cubert" --version || rc=1
@@ -282,10 +282,8 @@ stage_rocm6() {
 # The 100,000-fault campaign on the host backend (simulated Frontier node,
 # several devices and streams), zero violations, through the gcc build's tool.
 stage_campaign() {
-  if [ ! -x "$BUILD/gcc/cli/cubert" ]; then
-    cb_build "$BUILD/gcc" -DCMAKE_C_COMPILER=gcc -DCUBERT_WERROR=ON \
-      -DCUBERT_HIP=ON -DCUBERT_HIP_PLATFORM=amd || return 1
-  fi
+  cb_build "$BUILD/gcc" -DCMAKE_C_COMPILER=gcc -DCUBERT_WERROR=ON \
+    -DCUBERT_HIP=ON -DCUBERT_HIP_PLATFORM=amd || return 1
   env -u CUBERT_FAULTS CUBERT_BACKENDS=host "$BUILD/gcc/cli/cubert" faultinj campaign \
     --seed 20261129 --faults 100000 --node frontier --json "$BUILD/campaign.json"
 }
