@@ -32,7 +32,8 @@
 # simulated Frontier node), campaign:N (`cubert faultinj campaign` of N
 # programs, seed $CUBERT_MUTATE_SEED, default 20261201).
 #
-# Usage: bash ci/mutate.sh [MUTANT...]   (names without .mut: only those)
+# Usage: bash ci/mutate.sh [--check] [MUTANT...]   (names without .mut: only
+# those; --check: only whether each applies to this tree, nothing built)
 # CUBERT_CI_BUILD moves the build directory, CUBERT_JOBS sets -j (2),
 # CUBERT_MUTANTS the folder of mutants. No root needed.
 set -u
@@ -48,6 +49,11 @@ MUTANTS=${CUBERT_MUTANTS:-$ROOT/ci/mutants}
 SEED=${CUBERT_MUTATE_SEED:-20261201}
 CHECK_TIMEOUT=${CUBERT_MUTATE_TIMEOUT:-240}
 START=$(date +%s)
+CHECK_ONLY=0
+if [ "${1:-}" = "--check" ]; then
+  CHECK_ONLY=1
+  shift
+fi
 
 say() { printf 'mutate: %s\n' "$*"; }
 die() { say "FAIL: $*"; exit 1; }
@@ -151,6 +157,7 @@ bad=0
 for i in "${!M_ID[@]}"; do applies "$i" "$ROOT" || bad=1; done
 [ $bad -eq 0 ] || die "a mutant does not apply to this tree: update its fragment in $MUTANTS"
 say "${#M_ID[@]} mutants, each applies exactly once"
+[ $CHECK_ONLY -eq 0 ] || exit 0
 
 # ------------------------------------------------------------ the copy
 
@@ -285,7 +292,9 @@ for i in "${!M_ID[@]}"; do
   verdict="" by="-"
   read -ra checks <<<"${M_KILLS[$i]}"
   read -ra targets <<<"$(targets_for "${checks[@]}")"
-  if ! cmake --build "$BLD" --parallel "$JOBS" --target "${targets[@]}" >>"$LOG" 2>&1; then
+  if [ ${#checks[@]} -eq 0 ]; then
+    verdict=SURVIVED # listed as equivalent, nothing to run
+  elif ! cmake --build "$BLD" --parallel "$JOBS" --target "${targets[@]}" >>"$LOG" 2>&1; then
     verdict="DOES NOT BUILD"
   else
     for c in "${checks[@]}"; do

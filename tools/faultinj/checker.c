@@ -540,6 +540,7 @@ typedef struct run_view {
 typedef struct run_alloc {
   cubert_handle *full;   /* the checker's own view of the whole allocation */
   int views;             /* program views on it */
+  cubert_weak *weak;     /* a weak binding to it: upgrades while it lives, never after */
 } run_alloc;
 
 typedef struct run {
@@ -927,12 +928,51 @@ static const char *alloc_name(run *r, int a, char *buf, size_t cap) {
   return buf;
 }
 
+/* Calls at the edges, on one allocation per step (rule 9: every entry point
+ * checks): its memory read through a client of another device is refused
+ * as WRONG_DEVICE; a zero-byte view in its middle reads as the model says
+ * (good, or DEVICE_LOST); its weak binding upgrades while it lives. */
+static void check_edges(run *r, int a, const char *name) {
+  run_alloc *ra = &r->allocs[a];
+  cb_fim_alloc *ma = &r->model.allocs[a];
+  int other = -1;
+  for (int k = 0; k < r->nroles && other < 0; k++)
+    if (r->map[k] != ma->device) other = r->map[k];
+  uint8_t *b = scratch(r, ma->size ? ma->size : 1);
+  if (other >= 0 && b) {
+    cubert_status st = cubert_handle_read(r->clients[other], ra->full, b, ma->size);
+    r->res.reads++;
+    if (st != CUBERT_ERR_WRONG_DEVICE)
+      cb_fi_violation_add(&r->chk, CB_FI_WRONG_STATUS,
+                          "a read of %s (device %d) through a client of device %d returned %s, not WRONG_DEVICE%s%s",
+                          name, ma->device, other, cubert_status_name(st), st ? ": " : "",
+                          st ? cubert_last_error_message() : "");
+  }
+  cubert_handle *empty = NULL;
+  uint64_t mid = ma->size / 2;
+  if (cubert_handle_slice(ra->full, mid, ma->size - mid, &empty) == CUBERT_OK) {
+    char sub[160];
+    snprintf(sub, sizeof sub, "%.96s, zero bytes at %" PRIu64, name, mid);
+    check_read(r, empty, a, mid, mid, sub);
+    cubert_handle_release(empty);
+  }
+  if (ra->weak) {
+    cubert_binding *bd = NULL;
+    cubert_status st = cubert_weak_upgrade(ra->weak, &bd);
+    if (st != CUBERT_OK)
+      cb_fi_violation_add(&r->chk, CB_FI_WRONG_STATUS, "the weak binding of %s, alive, did not upgrade: %s: %s", name,
+                          cubert_status_name(st), cubert_last_error_message());
+    cubert_binding_release(bd);
+  }
+}
+
 static void check_all(run *r) {
   if (r->cfg.no_checks || cb_fim_any_pending(&r->model)) return;
   for (int a = 0; a < r->model.nallocs; a++) {
     if (!r->model.allocs[a].live || !r->allocs[a].full) continue;
     char name[96];
     check_alloc(r, a, alloc_name(r, a, name, sizeof name));
+    if (r->chk.step > 0 && a == r->chk.step % r->model.nallocs) check_edges(r, a, name);
   }
 }
 
@@ -1023,6 +1063,7 @@ static void step_alloc(run *r, const cb_fi_step *s) {
   check_status(r, s->kind == CB_FI_CREATE ? "cubert_handle_create" : "cubert_handle_empty", o, st);
   if (st == CUBERT_OK && o.alloc >= 0) {
     r->allocs[o.alloc].full = cubert_handle_clone(h);
+    if (cubert_handle_downgrade(h, &r->allocs[o.alloc].weak) != CUBERT_OK) r->allocs[o.alloc].weak = NULL;
     view_set(r, s->view, h, o.alloc, 0, s->size);
   } else {
     cubert_handle_release(h);
@@ -1177,16 +1218,38 @@ static void step_share(run *r, const cb_fi_step *s) {
   check_status(r, "cubert_handle_share", o, st);
 }
 
+/* A program's sync of `device`: with several streams, each stream alone
+ * first (rule 8: a failure is reported once, by a sync of its own stream,
+ * and a sync of another stream neither reports nor clears it), then the
+ * device, which reports what is left. The step's status is the first
+ * failure any of them returned. */
+static void program_sync(run *r, int device, bool streams) {
+  cubert_status first = CUBERT_OK;
+  for (int t = 1; streams && t <= r->p->streams; t++) {
+    hitbuf hb;
+    cubert_status st = cubert_sync_stream(r->clients[device], (cubert_stream)t);
+    take_hits(r, &hb);
+    cb_fim_outcome o = cb_fim_sync_stream(&r->model, device, t, hits_of(&hb));
+    char what[96];
+    snprintf(what, sizeof what, "sync of stream %d of device %d", t, device);
+    check_status(r, what, o, st);
+    if (first == CUBERT_OK) first = st;
+  }
+  do_sync(r, device, NULL);
+  if (first != CUBERT_OK) r->last_status = first;
+}
+
 static void step_sync(run *r, const cb_fi_step *s) {
+  bool streams = r->p->streams > 1;
   if (s->device >= 0) {
     uint32_t rule = step_fault(r, s, r->map[s->device], false);
-    do_sync(r, r->map[s->device], NULL);
+    program_sync(r, r->map[s->device], streams && !rule);
     step_fault_done(rule);
     return;
   }
   cubert_status first = CUBERT_OK;
   for (int k = 0; k < r->nroles; k++) {
-    do_sync(r, r->map[k], NULL);
+    program_sync(r, r->map[k], streams);
     if (first == CUBERT_OK) first = r->last_status;
   }
   r->last_status = first;
@@ -1403,6 +1466,7 @@ static void step_expect(run *r, const cb_fi_step *s) {
 /* ---- one step */
 
 static void exec_step(run *r, const cb_fi_step *s) {
+  r->model.stream = s->stream; /* the stream its work records are enqueued on */
   switch (s->kind) {
   case CB_FI_ALLOC:
   case CB_FI_CREATE:
@@ -1564,6 +1628,23 @@ static void finish(run *r) {
                           "synced and its pools cleaned up (%" PRIu64 " before the program)",
                           d, now, r->baseline[d]);
   }
+  /* every allocation gone: no weak binding upgrades any more */
+  for (int a = 0; a < r->model.nallocs && r->allocs; a++) {
+    run_alloc *ra = &r->allocs[a];
+    int d = r->model.allocs[a].device;
+    if (!ra->weak || (kept && a == 0) || (lost & (1u << d)) || (r->model.dev[d].bound_by & lost)) continue;
+    cubert_binding *bd = NULL;
+    cubert_status st = cubert_weak_upgrade(ra->weak, &bd);
+    if (st != CUBERT_ERR_EXPIRED) {
+      char name[96];
+      snprintf(name, sizeof name, "allocation %d (device %d)", a, d);
+      cb_fi_violation_add(&r->chk, CB_FI_WRONG_STATUS,
+                          "the weak binding of %s upgraded to %s after every handle was released and the device "
+                          "synced, not EXPIRED",
+                          name, cubert_status_name(st));
+    }
+    cubert_binding_release(bd);
+  }
   cubert_handle_release(kept);
 }
 
@@ -1571,7 +1652,10 @@ static void teardown(run *r) {
   if (r->views)
     for (int s = 0; s < r->p->nviews; s++) cubert_handle_release(r->views[s].h);
   if (r->allocs)
-    for (int a = 0; a < r->capallocs; a++) cubert_handle_release(r->allocs[a].full);
+    for (int a = 0; a < r->capallocs; a++) {
+      cubert_handle_release(r->allocs[a].full);
+      cubert_weak_release(r->allocs[a].weak);
+    }
   for (int d = 0; d < CB_FIM_MAX_DEVICES; d++) cubert_client_destroy(r->clients[d]);
   if (r->rt) cubert_runtime_destroy(r->rt);
   for (int k = 0; k < CB_FIM_KERNEL_COUNT; k++) cubert_kernel_release(r->kernels[k]);

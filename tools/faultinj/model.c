@@ -151,6 +151,7 @@ static cb_fim_record *record_push(cb_fim *m, int device, int step) {
   cb_fim_record *r = &d->records[d->nrecords++];
   memset(r, 0, sizeof *r);
   r->step = step;
+  r->stream = m->stream > 0 ? m->stream : 1;
   return r;
 }
 
@@ -170,7 +171,7 @@ static void pending_push(cb_fim *m, int device, int cause, cubert_status status,
     d->pending = v;
     d->cappending = cap;
   }
-  d->pending[d->npending++] = (cb_fim_pending){d->nrecords - 1, cause, status, lost};
+  d->pending[d->npending++] = (cb_fim_pending){d->nrecords - 1, cause, status, lost, false};
 }
 
 /* ------------------------------------------------------------ hits */
@@ -607,9 +608,11 @@ cb_fim_outcome cb_fim_sync(cb_fim *m, int device, cb_fim_hits hits) {
     } else {
       replay(m, d, &d->pending[i]);
     }
-    if (o.status == CUBERT_OK) o.status = d->pending[i].status;
-    o.also |= (uint64_t)1 << d->pending[i].status;
-    o.roots |= cb_fim_bit(d->pending[i].cause);
+    if (!d->pending[i].reported) {
+      if (o.status == CUBERT_OK) o.status = d->pending[i].status;
+      o.also |= (uint64_t)1 << d->pending[i].status;
+      o.roots |= cb_fim_bit(d->pending[i].cause);
+    }
     if (d->pending[i].lost) mark_lost(m, device, d->pending[i].cause); /* the first found stays */
   }
   d->npending = 0;
@@ -617,5 +620,32 @@ cb_fim_outcome cb_fim_sync(cb_fim *m, int device, cb_fim_hits hits) {
   /* a sticky failure found at the fence: the device is lost, and the sync
    * says so whatever else it found */
   if (d->lost_cause >= 0) return lost_outcome(m, device);
+  return o;
+}
+
+cb_fim_outcome cb_fim_sync_stream(cb_fim *m, int device, int stream, cb_fim_hits hits) {
+  cb_fim_device *d = &m->dev[device];
+  if (d->lost_cause >= 0) return lost_outcome(m, device);
+  const cb_fim_hit *h = hit_lost(hits);
+  if (h) {
+    mark_lost(m, device, h->cause);
+    return lost_outcome(m, device);
+  }
+  h = hit_op(hits, "sync");
+  if (h) /* the wait itself failed: it returns that; what it found stays for later */
+    return outcome(h->status, cb_fim_bit(h->cause));
+  cb_fim_outcome o = outcome(CUBERT_OK, 0);
+  for (size_t i = 0; i < d->npending; i++) {
+    cb_fim_pending *p = &d->pending[i];
+    if (p->lost) { /* found now or later: the device may be lost already */
+      o.also |= (uint64_t)1 << CUBERT_ERR_DEVICE_LOST;
+      o.roots |= cb_fim_bit(p->cause);
+    }
+    if (p->reported || d->records[p->record].stream != stream) continue;
+    if (o.status == CUBERT_OK) o.status = p->status;
+    o.also |= (uint64_t)1 << p->status;
+    o.roots |= cb_fim_bit(p->cause);
+    p->reported = true;
+  }
   return o;
 }
