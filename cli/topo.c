@@ -141,9 +141,7 @@ int cb_cli_topo(int argc, char **argv) {
     }
   }
   if (optind < argc) {
-    fprintf(stderr, "cubert topo: unexpected argument '%s'\n", argv[optind]);
-    usage(stderr);
-    return CB_CLI_USAGE;
+    return cb_cli_usage_error("topo", "unexpected argument", argv[optind], usage);
   }
   if (write_dir) {
     if (!node) {

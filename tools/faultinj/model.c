@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/array.h"
+
 void cb_fim_init(cb_fim *m, int ndevices) {
   memset(m, 0, sizeof *m);
   m->ndevices = ndevices < CB_FIM_MAX_DEVICES ? ndevices : CB_FIM_MAX_DEVICES;
@@ -140,8 +142,8 @@ bool cb_fim_any_pending(const cb_fim *m) {
 static cb_fim_record *record_push(cb_fim *m, int device, int step) {
   cb_fim_device *d = &m->dev[device];
   if (d->nrecords == d->caprecords) {
-    size_t cap = d->caprecords ? d->caprecords * 2 : 32;
-    cb_fim_record *v = realloc(d->records, cap * sizeof *v);
+    size_t cap;
+    cb_fim_record *v = cb_array_grow(d->records, d->caprecords, d->nrecords + 1, sizeof *v, &cap);
     if (!v) return NULL;
     d->records = v;
     d->caprecords = cap;
@@ -163,8 +165,8 @@ static void pending_push(cb_fim *m, int device, int cause, cubert_status status,
   cb_fim_device *d = &m->dev[device];
   if (!d->nrecords) return;
   if (d->npending == d->cappending) {
-    size_t cap = d->cappending ? d->cappending * 2 : 4;
-    cb_fim_pending *v = realloc(d->pending, cap * sizeof *v);
+    size_t cap;
+    cb_fim_pending *v = cb_array_grow(d->pending, d->cappending, d->npending + 1, sizeof *v, &cap);
     if (!v) return;
     d->pending = v;
     d->cappending = cap;
