@@ -95,7 +95,7 @@ static const cubert_failure *first_failure(void) {
 static cubert_status slow_fn(const cubert_host_launch *l, char *msg, size_t cap) {
   (void)msg;
   (void)cap;
-  struct timespec ts = {0, 150 * 1000000L};
+  struct timespec ts = {0, 300 * 1000000L};
   nanosleep(&ts, NULL);
   memset(l->args[0], 0x11, l->sizes[0]);
   return CUBERT_OK;
@@ -132,7 +132,7 @@ START_TEST(test_failed_launch_that_scribbled_orders_a_later_write_on_another_str
   cubert_handle *x = words(c, 64, 0), *y = words(c, 64, 0);
   cb_test_ok(cubert_sync_device(c));
   cb_test_ok(cubert_client_use_stream(c, a));
-  cb_test_ok(slow_write(c, y)); /* stream a is busy for 150 ms */
+  cb_test_ok(slow_write(c, y)); /* stream a is busy for 300 ms */
   rule("launch times=1 fault=scribble:1");
   cb_test_status(fill_u32(c, x, 7), CUBERT_ERR_LAUNCH); /* its garbage lands after the slow work */
   cubert_faultinj_clear();

@@ -658,6 +658,28 @@ static cb_fim_hits hits_of(const hitbuf *hb) {
 
 /* ---- statuses */
 
+/* The links of each failure an error names: a root has no parent; the
+ * first link's parent is the root; a deeper link's parent is the link
+ * before it, made after the root and before itself (so never the root). */
+static void check_chains(run *r, const char *what, const cubert_error *e) {
+  size_t n = cubert_error_failure_count(e);
+  for (size_t i = 0; i < n; i++) {
+    const cubert_failure *f = cubert_error_failure(e, i, NULL, NULL);
+    uint64_t dropped = 0;
+    uint64_t depth = cubert_failure_skip_count(f, &dropped) + dropped;
+    uint64_t id = cubert_failure_id(f), pid = cubert_failure_parent_id(f);
+    uint64_t root = cubert_failure_id(cubert_failure_root(f));
+    bool ok = depth == 0 ? pid == 0 && root == id : depth == 1 ? pid == root : pid > root && pid < id;
+    if (!ok) {
+      cb_fi_violation_add(&r->chk, CB_FI_WRONG_CAUSE,
+                          "%s: failure #%" PRIu64 " passed through %" PRIu64 " skipped step%s from root #%" PRIu64
+                          ", yet names #%" PRIu64 " as its parent",
+                          what, id, depth, depth == 1 ? "" : "s", root, pid);
+      return;
+    }
+  }
+}
+
 /* Compares a call's status (and its error's root causes) with the model's
  * outcome. `err` is the thread's error when st != OK. */
 static void check_status(run *r, const char *what, cb_fim_outcome o, cubert_status st) {
@@ -682,9 +704,14 @@ static void check_status(run *r, const char *what, cb_fim_outcome o, cubert_stat
     if (st != CUBERT_OK) trace(r, "    error: %s\n", msg);
     return;
   }
-  if (st == CUBERT_OK || !o.roots) return;
+  if (st == CUBERT_OK) return;
   cubert_error *e = cubert_last_error();
   if (!e) return;
+  check_chains(r, what, e);
+  if (!o.roots) {
+    cubert_error_release(e);
+    return;
+  }
   size_t n = cubert_error_failure_count(e);
   for (size_t i = 0; i < n; i++) {
     const cubert_failure *f = cubert_error_failure(e, i, NULL, NULL);
@@ -873,6 +900,7 @@ static void check_read(run *r, cubert_handle *h, int alloc, uint64_t start, uint
            cubert_handle_memory_id(h), start, end, device);
   cb_fim_view v = {alloc, start, end};
   cb_fi_check_observation(&r->chk, v, &o, what);
+  if (e) check_chains(r, what, e);
   cubert_error_release(e);
 }
 
