@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "faultinj/rules.h"
 #include "faultinj/scenarios_embedded.h"
 
 #define MAX_ROLES 8
@@ -591,8 +592,8 @@ static void check_rules(parser *P, const char *text, int col) {
   }
   sub[o] = '\0';
   cubert_faultinj_diag diag;
-  uint32_t first = 0;
-  if (cubert_faultinj_add(sub, "x", &first, &diag) != CUBERT_OK) {
+  cb_fi_parsed parsed;
+  if (cb_fi_parse(sub, strlen(sub), "x", &parsed, &diag) != CUBERT_OK) {
     const char *m = diag.message;
     for (int colons = 0; *m && colons < 3; m++) colons += *m == ':';
     while (*m == ' ') m++;
@@ -600,8 +601,7 @@ static void check_rules(parser *P, const char *text, int col) {
     return;
   }
   /* checked, not kept: a run adds them when it reaches the step */
-  for (uint32_t id = first; first && cubert_faultinj_remove(id) == CUBERT_OK; id++) {
-  }
+  cb_fi_parsed_free(&parsed);
 }
 
 static const struct {

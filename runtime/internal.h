@@ -309,8 +309,11 @@ typedef struct cb_backend {
 
 struct cubert_topology;
 
+struct cb_fi_state;
 struct cubert_runtime {
   struct cubert_topology *topology; /* for fault rules filtered by pair class */
+  struct cb_fi_state *faultinj;     /* this runtime's fault rules and log; NULL: no_faultinj */
+  bool created;                     /* cubert_runtime_create finished (destroy reports idle rules) */
   struct cb_placement *placement;   /* placement.h: binds backend threads near their device */
   cb_backend backends[4];
   int nbackends;

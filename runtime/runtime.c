@@ -8,6 +8,7 @@
 #include "cubert/faultinj.h"
 #include "cubert/topology.h"
 #include "faultinj/decorator.h"
+#include "faultinj/injector.h"
 #include "runtime/internal.h"
 #include "runtime/placement.h"
 #include "topology/host_node.h"
@@ -152,10 +153,15 @@ cubert_status cubert_runtime_create(const cubert_runtime_options *options, cuber
     if (!o.host_devices && !cb_env("CUBERT_HOST_DEVICES")) cfg.host_devices = rt->nhost_bus_ids;
   }
 
+  /* Fault injection is the runtime's own: its rules, log and classifier. */
   bool faults = !o.no_faultinj;
   if (faults) {
     cubert_faultinj_diag diag = {0};
-    if ((st = cubert_faultinj_configure(o.faults, &diag)) != CUBERT_OK) {
+    if (!(rt->faultinj = cb_fi_state_new())) {
+      cubert_runtime_destroy(rt);
+      return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory creating the runtime's fault layer");
+    }
+    if ((st = cb_fi_state_configure(rt->faultinj, o.faults, &diag)) != CUBERT_OK) {
       cubert_runtime_destroy(rt);
       return cb_fail(st, "fault rules: %s", diag.message);
     }
@@ -180,7 +186,7 @@ cubert_status cubert_runtime_create(const cubert_runtime_options *options, cuber
     cfg.place_alloc = rt->placement ? cb_place_alloc : NULL;
     cfg.place_free = rt->placement ? cb_place_free : NULL;
     cfg.place_ctx = cb_placement_ctx(rt->placement, rt->nbackends, rt->ndevices);
-    st = faults ? cb_faultinj_open(ops, rt->ndevices, &cfg, &be->state, &count, &err)
+    st = faults ? cb_faultinj_open(ops, rt->faultinj, rt->ndevices, &cfg, &be->state, &count, &err)
                 : ops->open(&cfg, &be->state, &count, &err);
     if (st) {
       cubert_runtime_destroy(rt);
@@ -220,25 +226,33 @@ cubert_status cubert_runtime_create(const cubert_runtime_options *options, cuber
   const char *rules = o.faults ? o.faults : cb_env("CUBERT_FAULTS");
   if (faults && rules && strstr(rules, "pair=") && rt->ndevices &&
       cubert_topology_create(rt, NULL, &rt->topology) == CUBERT_OK)
-    cubert_faultinj_set_pair_classifier(pair_class, rt->topology);
+    cb_fi_state_set_pair_classifier(rt->faultinj, pair_class, rt->topology);
   /* Placement: cheap here (bus ids only); the topology is made by the first
    * thread that asks, and only when a device is on this machine. */
   cb_placement_start(rt->placement, rt);
+  rt->created = true;
   *out = rt;
   return CUBERT_OK;
 }
 
 void cubert_runtime_destroy(cubert_runtime *rt) {
   if (!rt) return;
-  if (rt->topology) {
-    cubert_faultinj_set_pair_classifier(NULL, NULL);
-    cubert_topology_destroy(rt->topology);
-  }
+  if (rt->faultinj) cb_fi_state_set_pair_classifier(rt->faultinj, NULL, NULL);
+  if (rt->topology) cubert_topology_destroy(rt->topology);
   for (int i = 0; i < rt->ndevices; i++) cb_device_destroy(rt->devices[i]);
   for (int i = 0; i < rt->ndevices; i++) cb_device_free(rt->devices[i]);
   free(rt->devices);
   for (int b = 0; b < rt->nbackends; b++) rt->backends[b].ops->close(rt->backends[b].state);
   cb_placement_destroy(rt->placement); /* after close: no backend thread is left */
+  if (rt->faultinj) {
+    /* The run ends: rules from $CUBERT_FAULTS that selected nothing because
+     * no kernel had their kernel= name are said here, the only place an
+     * unmodified program's user sees (docs/faultinj.md). */
+    char idle[1024];
+    if (rt->created && cb_fi_state_unmatched(rt->faultinj, true, idle, sizeof idle))
+      fprintf(stderr, "cubert: fault injection: CUBERT_FAULTS %s\n", idle);
+    cb_fi_state_free(rt->faultinj);
+  }
   cb_host_node_free(rt->host_bus_ids, rt->nhost_bus_ids);
   free(rt);
 }

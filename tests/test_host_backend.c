@@ -111,9 +111,9 @@ static cubert_status launch_store(void *dev, void *s, uint64_t work, void *modul
                                   uint64_t out, uint32_t value, uint32_t fail, cubert_berr *err) {
   cubert_launch_config config = {{1, 1, 1}, {1, 1, 1}, 0};
   cubert_backend_arg args[3] = {
-      {CUBERT_PARAM_BUFFER, CUBERT_ACCESS_WRITE, out, 4, NULL, 0},
-      {CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 0, 0, &value, 4},
-      {CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 0, 0, &fail, 4},
+      {CUBERT_PARAM_BUFFER, CUBERT_ACCESS_WRITE, out, 4, NULL, 0, NULL},
+      {CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 0, 0, &value, 4, NULL},
+      {CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 0, 0, &fail, 4, NULL},
   };
   return ops->launch(dev, s, work, module, &config, args, nargs, err);
 }
@@ -518,9 +518,9 @@ START_TEST(builtin_refusal_becomes_an_async_failure) {
   uint32_t value = 9;
   cubert_launch_config config = {{2, 1, 1}, {32, 1, 1}, 0};
   cubert_backend_arg args[3] = {
-      {CUBERT_PARAM_BUFFER, CUBERT_ACCESS_WRITE, a, 256, NULL, 0},
-      {CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 0, 0, &n, 8},
-      {CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 0, 0, &value, 4},
+      {CUBERT_PARAM_BUFFER, CUBERT_ACCESS_WRITE, a, 256, NULL, 0, NULL},
+      {CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 0, 0, &n, 8, NULL},
+      {CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 0, 0, &value, 4, NULL},
   };
   ck_assert_int_eq(ops->launch(f.dev[0], s, 5, mod, &config, args, 3, &err), CUBERT_OK);
   n = 64; /* the copy of the scalar was taken at enqueue: this changes nothing queued */
@@ -594,9 +594,9 @@ START_TEST(launch_checks_arguments_and_shape) {
   uint32_t v = 0;
   cubert_launch_config bad = {{1, 1, 1}, {1024, 2, 1}, 0};
   cubert_backend_arg args[3] = {
-      {CUBERT_PARAM_BUFFER, CUBERT_ACCESS_WRITE, a, 4, NULL, 0},
-      {CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 0, 0, &v, 4},
-      {CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 0, 0, &v, 4},
+      {CUBERT_PARAM_BUFFER, CUBERT_ACCESS_WRITE, a, 4, NULL, 0, NULL},
+      {CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 0, 0, &v, 4, NULL},
+      {CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 0, 0, &v, 4, NULL},
   };
   ck_assert_int_eq(ops->launch(f.dev[0], s, 1, k, &bad, args, 3, &err), CUBERT_ERR_LAUNCH_CONFIG);
   cubert_launch_config zero = {{0, 1, 1}, {1, 1, 1}, 0};
@@ -696,9 +696,9 @@ START_TEST(peer_kernel_needs_enabled_access) {
   uint64_t n = 256;
   cubert_launch_config config = {{4, 1, 1}, {64, 1, 1}, 0};
   cubert_backend_arg args[3] = {
-      {CUBERT_PARAM_PEER_BUFFER, CUBERT_ACCESS_READ, a0, 1024, NULL, 0},
-      {CUBERT_PARAM_BUFFER, CUBERT_ACCESS_WRITE, a1, 1024, NULL, 0},
-      {CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 0, 0, &n, 8},
+      {CUBERT_PARAM_PEER_BUFFER, CUBERT_ACCESS_READ, a0, 1024, NULL, 0, f.dev[0]},
+      {CUBERT_PARAM_BUFFER, CUBERT_ACCESS_WRITE, a1, 1024, NULL, 0, NULL},
+      {CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 0, 0, &n, 8, NULL},
   };
   ck_assert_int_eq(ops->launch(f.dev[1], s1, 2, mod, &config, args, 3, &err),
                    CUBERT_ERR_PEER_ACCESS);

@@ -108,7 +108,10 @@ typedef struct cubert_backend_kernel {
 } cubert_backend_kernel;
 
 /* One launch argument, resolved: buffers by address (peer buffers at the
- * owner's address plus offset), scalars by value. */
+ * owner's address plus offset), scalars by value. A peer buffer carries its
+ * allocation's identity: `owner`, the state (from device_open, of this
+ * backend) of the device that owns the memory, which may be the launching
+ * device itself; NULL for every other kind. */
 typedef struct cubert_backend_arg {
   cubert_param_kind kind;
   cubert_access access;
@@ -116,6 +119,7 @@ typedef struct cubert_backend_arg {
   uint64_t size;                /* bytes bound */
   const void *scalar;           /* borrowed for the call: copy it */
   uint32_t scalar_size;
+  void *owner;                  /* PEER_BUFFER: the owning device's state */
 } cubert_backend_arg;
 
 /* A failure found when work executed. */
