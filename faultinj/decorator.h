@@ -25,7 +25,7 @@
 #ifndef CUBERT_FAULTINJ_DECORATOR_H
 #define CUBERT_FAULTINJ_DECORATOR_H
 
-#include "cubert/backend.h"
+#include "backends/backend.h"
 #include "faultinj/injector.h"
 
 const cubert_backend_ops *cb_faultinj_ops(void);

@@ -9,6 +9,7 @@
 #include "cubert/topology.h"
 #include "faultinj/decorator.h"
 #include "faultinj/injector.h"
+#include "backends/host/host_backend.h"
 #include "runtime/internal.h"
 #include "runtime/placement.h"
 #include "topology/host_node.h"
@@ -117,24 +118,25 @@ cubert_status cubert_runtime_create(const cubert_runtime_options *options, cuber
   if (st) return st;
 
   cubert_backend_config cfg = {0};
-  cfg.host_devices = o.host_devices;
-  if (!cfg.host_devices) {
+  cb_host_options host = {0}; /* the host backend's own settings (config.options) */
+  host.devices = o.host_devices;
+  if (!host.devices) {
     const char *v = cb_env("CUBERT_HOST_DEVICES");
     uint64_t n = 4;
     if (v && (st = parse_u64("CUBERT_HOST_DEVICES", v, &n))) return st;
     if (n > 64) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "CUBERT_HOST_DEVICES=%s: at most 64 host devices", v);
-    cfg.host_devices = (int)n;
+    host.devices = (int)n;
   }
-  if (cfg.host_devices < 0 || cfg.host_devices > 64)
-    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "host_devices is %d: 0 to 64", cfg.host_devices);
-  cfg.host_memory = o.host_memory;
-  if (!cfg.host_memory) {
+  if (host.devices < 0 || host.devices > 64)
+    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "host_devices is %d: 0 to 64", host.devices);
+  host.memory = o.host_memory;
+  if (!host.memory) {
     const char *v = cb_env("CUBERT_HOST_MEMORY");
-    cfg.host_memory = 1ull << 30;
-    if (v && (st = parse_u64("CUBERT_HOST_MEMORY", v, &cfg.host_memory))) return st;
-    if (!cfg.host_memory) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "CUBERT_HOST_MEMORY is 0");
+    host.memory = 1ull << 30;
+    if (v && (st = parse_u64("CUBERT_HOST_MEMORY", v, &host.memory))) return st;
+    if (!host.memory) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "CUBERT_HOST_MEMORY is 0");
   }
-  cfg.host_peer_deny = o.host_peer_deny ? o.host_peer_deny : cb_env("CUBERT_HOST_PEER_DENY");
+  host.peer_deny = o.host_peer_deny ? o.host_peer_deny : cb_env("CUBERT_HOST_PEER_DENY");
 
   cubert_runtime *rt = calloc(1, sizeof *rt);
   if (!rt) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory creating the runtime");
@@ -148,9 +150,9 @@ cubert_status cubert_runtime_create(const cubert_runtime_options *options, cuber
       free(rt);
       return cb_fail(st, "CUBERT_HOST_NODE=%s: %s", node, msg);
     }
-    cfg.host_pci_bus_ids = (const char *const *)rt->host_bus_ids;
-    cfg.host_pci_bus_id_count = rt->nhost_bus_ids;
-    if (!o.host_devices && !cb_env("CUBERT_HOST_DEVICES")) cfg.host_devices = rt->nhost_bus_ids;
+    host.pci_bus_ids = (const char *const *)rt->host_bus_ids;
+    host.pci_bus_id_count = rt->nhost_bus_ids;
+    if (!o.host_devices && !cb_env("CUBERT_HOST_DEVICES")) host.devices = rt->nhost_bus_ids;
   }
 
   /* Fault injection is the runtime's own: its rules, log and classifier. */
@@ -186,6 +188,7 @@ cubert_status cubert_runtime_create(const cubert_runtime_options *options, cuber
     cfg.place_alloc = rt->placement ? cb_place_alloc : NULL;
     cfg.place_free = rt->placement ? cb_place_free : NULL;
     cfg.place_ctx = cb_placement_ctx(rt->placement, rt->nbackends, rt->ndevices);
+    cfg.options = ops == cubert_backend_host() ? &host : NULL;
     st = faults ? cb_faultinj_open(ops, rt->faultinj, rt->ndevices, &cfg, &be->state, &count, &err)
                 : ops->open(&cfg, &be->state, &count, &err);
     if (st) {

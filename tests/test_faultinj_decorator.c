@@ -26,7 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cubert/backend.h"
+#include "backends/backend.h"
+#include "backends/host/host_backend.h"
 #include "cubert/faultinj.h"
 #include "faultinj/decorator.h"
 #include "faultinj/injector.h"
@@ -162,7 +163,8 @@ static cubert_status fake_err(cubert_berr *err, cubert_status st, const char *ms
 static cubert_status fake_open(const cubert_backend_config *config, void **backend, int *device_count,
                                cubert_berr *err) {
   fake_backend *b = calloc(1, sizeof *b);
-  b->ndev = config && config->host_devices > 0 ? config->host_devices : 2;
+  const cb_host_options *o = config ? config->options : NULL; /* the fake reads the host's settings */
+  b->ndev = o && o->devices > 0 ? o->devices : 2;
   if (b->ndev > FAKE_MAX_DEV) b->ndev = FAKE_MAX_DEV;
   for (int i = 0; i < b->ndev; i++) {
     fake_device *d = calloc(1, sizeof *d);
@@ -607,7 +609,8 @@ static void rig_open(rig *r, int which, bool decorated) {
   r->inner = inner_backend(which);
   r->fake = which == 0;
   r->ops = decorated ? cb_faultinj_ops() : r->inner;
-  cubert_backend_config cfg = {.host_devices = NDEV, .host_memory = 16u << 20};
+  cb_host_options cfg_host = {.devices = NDEV, .memory = 16u << 20};
+  cubert_backend_config cfg = {.options = &cfg_host};
   cubert_berr err = {0};
   int n = 0;
   cubert_status st = decorated ? cb_faultinj_open(r->inner, fi, 0, &cfg, &r->backend, &n, &err)
@@ -1405,7 +1408,8 @@ END_TEST
 START_TEST(test_device_base_makes_indices_runtime_wide) {
   /* A second backend's device 0 is runtime device 5. */
   rules("alloc device=5 fault=oom");
-  cubert_backend_config cfg = {.host_devices = 2};
+  cb_host_options cfg_host = {.devices = 2};
+  cubert_backend_config cfg = {.options = &cfg_host};
   void *b, *d0, *d1;
   int n;
   cubert_berr err;

@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "backends/hip/hip_compile.h"
-#include "cubert/backend.h"
+#include "backends/backend.h"
 #include "cubert/cubert.h"
 #include "cubert/kernels.h"
 

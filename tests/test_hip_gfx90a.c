@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "backends/hip/hip_compile.h"
-#include "cubert/backend.h"
+#include "backends/backend.h"
 #include "cubert/cubert.h"
 #include "cubert/kernels.h"
 

@@ -13,7 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cubert/backend.h"
+#include "backends/backend.h"
+#include "backends/host/host_backend.h"
 #include "cubert/kernels.h"
 
 static const cubert_backend_ops *ops;
@@ -35,7 +36,8 @@ static void open_fixture(fixture *f, int devices, uint64_t memory, const char *d
   atomic_store(&gate, 0); /* tests may share a process (CK_FORK=no) */
   atomic_store(&gated_running, 0);
   ops = cubert_backend_host();
-  cubert_backend_config config = {.host_devices = devices, .host_memory = memory, .host_peer_deny = deny};
+  cb_host_options config_host = {.devices = devices, .memory = memory, .peer_deny = deny};
+  cubert_backend_config config = {.options = &config_host};
   cubert_berr err = {0};
   ck_assert_int_eq(ops->open(&config, &f->backend, &f->count, &err), CUBERT_OK);
   ck_assert_int_eq(f->count, devices);
@@ -190,16 +192,19 @@ START_TEST(open_defaults_zero_devices_and_bus_ids) {
   ck_assert_int_eq(n, 4);
   ops->close(b);
 
-  cubert_backend_config zero = {.host_devices = 0, .host_memory = 1 << 20};
+  cb_host_options zero_host = {.devices = 0, .memory = 1 << 20};
+  cubert_backend_config zero = {.options = &zero_host};
   ck_assert_int_eq(ops->open(&zero, &b, &n, &err), CUBERT_OK);
   ck_assert_int_eq(n, 0);
   ops->close(b);
 
-  cubert_backend_config no_memory = {.host_devices = 2, .host_memory = 0};
+  cb_host_options no_memory_host = {.devices = 2, .memory = 0};
+  cubert_backend_config no_memory = {.options = &no_memory_host};
   ck_assert_int_eq(ops->open(&no_memory, &b, &n, &err), CUBERT_ERR_INVALID_ARGUMENT);
 
   const char *ids[] = {"0000:c1:00.0", "0000:c6:00.0"};
-  cubert_backend_config bus = {.host_devices = 3, .host_memory = 1 << 20, .host_pci_bus_ids = ids, .host_pci_bus_id_count = 2};
+  cb_host_options bus_host = {.devices = 3, .memory = 1 << 20, .pci_bus_ids = ids, .pci_bus_id_count = 2};
+  cubert_backend_config bus = {.options = &bus_host};
   ck_assert_int_eq(ops->open(&bus, &b, &n, &err), CUBERT_OK);
   void *d;
   cubert_device_info info;
@@ -651,7 +656,8 @@ START_TEST(malformed_deny_lists_are_refused_by_name) {
   };
   ops = cubert_backend_host();
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    cubert_backend_config config = {.host_devices = 4, .host_memory = 1 << 20, .host_peer_deny = bad[i].text};
+    cb_host_options config_host = {.devices = 4, .memory = 1 << 20, .peer_deny = bad[i].text};
+    cubert_backend_config config = {.options = &config_host};
     cubert_berr err = {0};
     void *b = NULL;
     int n = -1;
@@ -663,7 +669,8 @@ START_TEST(malformed_deny_lists_are_refused_by_name) {
   }
   static const char *good[] = {"", "0-1", "3-0,1-2", "03-1"};
   for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
-    cubert_backend_config config = {.host_devices = 4, .host_memory = 1 << 20, .host_peer_deny = good[i]};
+    cb_host_options config_host = {.devices = 4, .memory = 1 << 20, .peer_deny = good[i]};
+    cubert_backend_config config = {.options = &config_host};
     cubert_berr err = {0};
     void *b = NULL;
     int n = -1;
