@@ -721,6 +721,7 @@ static void teardown(void) {
 }
 
 static void setup(void) {
+  teardown(); /* tests call setup() again to start over */
   fi = cb_fi_state_new();
   ck_assert_ptr_nonnull(fi);
   cb_fi_state_reset(fi);
