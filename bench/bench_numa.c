@@ -106,15 +106,11 @@ static int parse_options(int argc, char **argv, numa_opts *o) {
     case O_QUIET: o->quiet = true; break;
     case O_HELP: usage(stdout); return CB_CLI_OK;
     default:
-      fprintf(stderr, "cubert bench numa: unknown or incomplete option '%s'\n", argv[optind - 1]);
-      usage(stderr);
-      return CB_CLI_USAGE;
+      return cb_cli_usage_error("bench numa", "unknown or incomplete option", argv[optind - 1], usage);
     }
   }
   if (optind < argc) {
-    fprintf(stderr, "cubert bench numa: unexpected argument '%s'\n", argv[optind]);
-    usage(stderr);
-    return CB_CLI_USAGE;
+    return cb_cli_usage_error("bench numa", "unexpected argument", argv[optind], usage);
   }
   if (o->backend && strcmp(o->backend, "hip") != 0 && strcmp(o->backend, "host") != 0) {
     fprintf(stderr, "cubert bench numa: --backend is hip or host, not '%s'\n", o->backend);

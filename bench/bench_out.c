@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/env.h"
 #include "bench/bench.h"
 
 double cb_bench_now(void) {
@@ -21,26 +22,9 @@ double cb_bench_now(void) {
 /* ------------------------------------------------------------ sizes */
 
 bool cb_bench_parse_size(const char *text, uint64_t *bytes) {
-  if (!text || !isdigit((unsigned char)*text)) return false;
-  char *end = NULL;
-  errno = 0;
-  double v = strtod(text, &end);
-  if (errno || end == text) return false;
-  uint64_t unit = 1;
-  switch (toupper((unsigned char)*end)) {
-  case 'K': unit = UINT64_C(1) << 10; end++; break;
-  case 'M': unit = UINT64_C(1) << 20; end++; break;
-  case 'G': unit = UINT64_C(1) << 30; end++; break;
-  case 'T': unit = UINT64_C(1) << 40; end++; break;
-  default: break;
-  }
-  if (unit > 1 && (*end == 'i' || *end == 'I')) end++;
-  if (unit > 1 && (*end == 'b' || *end == 'B')) end++;
-  else if (unit == 1 && (*end == 'b' || *end == 'B')) end++;
-  if (*end != '\0') return false;
-  double b = v * (double)unit;
-  if (!(b >= 1.0) || b > 9.0e18) return false;
-  *bytes = (uint64_t)b;
+  uint64_t b = 0;
+  if (!cb_parse_size(text, &b) || b == 0) return false;
+  *bytes = b;
   return true;
 }
 
@@ -265,6 +249,13 @@ json_t *cb_bench_json_head(const char *tool, const char *backend) {
   gethostname(host, sizeof host - 1);
   json_object_set_new(doc, "host", json_string(host));
   json_object_set_new(doc, "backend", json_string(backend));
+  json_t *env = json_object();
+  static const char *const copy_env[] = {"HSA_ENABLE_SDMA", "ROC_P2P_SDMA_SIZE", "GPU_FORCE_BLIT_COPY_SIZE"};
+  for (size_t i = 0; i < sizeof copy_env / sizeof copy_env[0]; i++) {
+    const char *v = getenv(copy_env[i]);
+    json_object_set_new(env, copy_env[i], v ? json_string(v) : json_null());
+  }
+  json_object_set_new(doc, "copy_env", env);
   return doc;
 }
 
@@ -291,6 +282,7 @@ json_t *cb_bench_row_json(const cb_bench_row *r) {
   json_object_set_new(o, "src", r->src >= 0 ? json_integer(r->src) : json_string("host"));
   json_object_set_new(o, "dst", r->dst >= 0 ? json_integer(r->dst) : json_string("host"));
   json_object_set_new(o, "link", json_string(r->link));
+  if (r->engine[0]) json_object_set_new(o, "engine", json_string(r->engine));
   json_object_set_new(o, "size", json_integer((json_int_t)r->size));
   json_object_set_new(o, "count", json_integer(r->count));
   json_object_set_new(o, "unit", json_string(r->unit));

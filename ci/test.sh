@@ -7,8 +7,16 @@
 #   clang    clang, -Werror, HIP backend on -> ctest
 #   asan     gcc, ASan + UBSan, HIP backend on -> ctest
 #   tsan     gcc, TSan, HIP backend on -> ctest
+#   layers   a wrong include fails to compile in each layer's target, a right
+#            one compiles (tests/layers; configure only, then tiny probes)
 #   install  install the gcc build, build examples/consumer against it through
-#            the CMake package and through pkg-config, shared and static; run them
+#            the CMake package and through pkg-config, shared and static; run
+#            them; the library holds no fault-injection harness code
+#   rocm6    every .c of backends/hip compiled (-fsyntax-only) for the AMD
+#            platform against the HIP 6.2 headers of ../shared/rocm-6.2-headers
+#            ($CUBERT_ROCM6_HEADERS overrides) and against Debian's 5.2;
+#            skipped when the 6.2 headers are absent
+#   campaign, breakrule, mutate, fuzz: see their functions below
 # `bash ci/test.sh gcc install` runs only the stages named. Every stage runs
 # even after another failed; the summary says which failed; exit 1 if any.
 # Builds go to $CUBERT_CI_BUILD (default build-ci/); $CUBERT_JOBS sets -j (2).
@@ -20,7 +28,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$CB_ROOT" || exit 1
 
 BUILD=${CUBERT_CI_BUILD:-$CB_ROOT/build-ci}
-ALL_STAGES=(deps lint gcc clang asan tsan install campaign breakrule fuzz)
+ALL_STAGES=(deps lint layers gcc clang asan tsan install rocm6 campaign breakrule mutate fuzz)
 if [ "$#" -gt 0 ]; then STAGES=("$@"); else STAGES=("${ALL_STAGES[@]}"); fi
 for s in "${STAGES[@]}"; do
   case " ${ALL_STAGES[*]} " in *" $s "*) ;; *) echo "ci: unknown stage '$s' (stages: ${ALL_STAGES[*]})" >&2; exit 2 ;; esac
@@ -93,6 +101,50 @@ stage_lint() {
   shellcheck -x "${scripts[@]}" && echo "ci: shellcheck clean: ${scripts[*]}"
 }
 
+# The layers are enforced by the build (cmake/layers.cmake): configure once
+# with the probes of tests/layers, then compile each probe with its layer's
+# include folders and flags. bad_* must fail, good_* must compile. Also: no
+# library source reaches around its include root with a "../" include.
+stage_layers() {
+  local dir=$BUILD/layers list kind target rc=0 log n=0 around
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  cmake -S "$CB_ROOT" -B "$dir" -G Ninja -DCMAKE_C_COMPILER=gcc -DCUBERT_WERROR=ON \
+    -DCUBERT_HIP=ON -DCUBERT_HIP_PLATFORM=amd -DCUBERT_LAYER_PROBES=ON \
+    -DCUBERT_BUILD_TESTS=OFF -DCUBERT_BUILD_BENCH=OFF >"$dir/configure.log" 2>&1 || {
+    cat "$dir/configure.log"
+    return 1
+  }
+  list=$dir/layer-probes.txt
+  [ -s "$list" ] || { echo "ci: no layer probes in $list"; return 1; }
+  log=$dir/probe.log
+  while read -r kind target; do
+    n=$((n + 1))
+    if cmake --build "$dir" --target "$target" >"$log" 2>&1; then
+      if [ "$kind" = bad ]; then
+        echo "ci: $target compiled, but its include must be refused"
+        rc=1
+      else
+        echo "ci: $target compiles, as it must"
+      fi
+    elif [ "$kind" = bad ]; then
+      echo "ci: $target refused, as it must be: $(grep -m1 -o 'fatal error: .*\|#error.*' "$log")"
+    else
+      echo "ci: $target must compile but did not:"
+      cat "$log"
+      rc=1
+    fi
+  done <"$list"
+  around=$(grep -rn '#include "\.\./' base runtime kernels topology backends faultinj lib 2>/dev/null)
+  if [ -n "$around" ]; then
+    echo "ci: includes that reach around the layers' include roots:"
+    echo "$around"
+    rc=1
+  fi
+  echo "ci: $n layer probes run"
+  return "$rc"
+}
+
 stage_gcc() {
   cb_build "$BUILD/gcc" -DCMAKE_C_COMPILER=gcc -DCUBERT_WERROR=ON \
     -DCUBERT_HIP=ON -DCUBERT_HIP_PLATFORM=amd && run_ctest "$BUILD/gcc"
@@ -133,6 +185,28 @@ check_library() {
   echo "ci: libcubert.so exports $(nm -D --defined-only "$so" | wc -l) names, all cubert_"
 }
 
+# The fault-injection harness (tools/faultinj/: model, checker, campaigns,
+# scenarios) is a tool: no symbol of it in the library, shared or static,
+# exported or not (nm without -D reads the .so's full symbol table).
+HARNESS_SYMBOLS='cb_fi_run|cb_fi_program_|cb_fi_campaign_|cb_fi_scenario_|cb_fi_suite_|cb_fi_embedded_scenario|cb_fim_|cb_fi_violation_name|cb_cli_'
+check_no_harness() {
+  local f found rc=0
+  for f in "$@"; do
+    [ -f "$f" ] || { echo "ci: $f missing"; rc=1; continue; }
+    found=$(nm "$f" 2>/dev/null | awk '{print $NF}' | grep -E "^($HARNESS_SYMBOLS)" | sort -u)
+    if [ -n "$found" ]; then
+      echo "ci: $f holds fault-injection harness or CLI code: $(echo "$found" | head -n 10 | tr "\n" " ")"
+      rc=1
+    elif ! nm "$f" >/dev/null 2>&1 || [ "$(nm "$f" 2>/dev/null | grep -c ' T cubert_')" -eq 0 ]; then
+      echo "ci: $f: nm shows no cubert_ function (stripped?), cannot check"
+      rc=1
+    else
+      echo "ci: $(basename "$f"): no harness symbol"
+    fi
+  done
+  return "$rc"
+}
+
 # links_libcubert BINARY yes|no: whether BINARY needs libcubert.so at run time.
 links_libcubert() {
   local bin=$1 want=$2 got=no
@@ -152,6 +226,15 @@ stage_install() {
   cmake --install "$BUILD/gcc" --prefix "$prefix" || return 1
   "$prefix/bin/cubert" --version || rc=1
   check_library "$(find "$prefix" -name 'libcubert.so' | head -n 1)" || rc=1
+  check_no_harness "$(readlink -f "$(find "$prefix" -name 'libcubert.so' | head -n 1)")" \
+    "$(find "$prefix" -name 'libcubert.a' | head -n 1)" || rc=1
+  # no layer of the library calls a layer above it (nm over the objects)
+  bash "$CB_ROOT/ci/layer-calls.sh" "$BUILD/gcc" || rc=1
+  # and the check can see one: the tool, which links the harness, has it
+  if ! nm "$prefix/bin/cubert" | grep -q ' cb_fi_run$'; then
+    echo "ci: bin/cubert has no cb_fi_run: the harness check above would see nothing"
+    rc=1
+  fi
 
   echo "ci: consumer through find_package(cubert) (cubert::cubert, cubert::cubert_static)"
   mkdir -p "$work"
@@ -174,6 +257,28 @@ stage_install() {
   return "$rc"
 }
 
+# The HIP backend's sources for the AMD platform, against each HIP release's
+# headers: C11, -Werror, no link (no ROCm 6 library here). The headers are
+# found beside the repository (../shared), so a clone elsewhere skips.
+ROCM6_HEADERS=${CUBERT_ROCM6_HEADERS:-$CB_ROOT/../shared/rocm-6.2-headers}
+rocm_compile() {
+  local label=$1 incdir=$2 f rc=0 n=0
+  for f in backends/hip/*.c; do
+    [ "$f" = backends/hip/hip_none.c ] && continue # the build without HIP
+    gcc -std=c11 -Wall -Wextra -Werror -fsyntax-only -D_GNU_SOURCE -D__HIP_PLATFORM_AMD__ \
+      -I"$CB_ROOT/include" -I"$CB_ROOT" -isystem "$incdir" "$f" || { echo "ci: $f does not compile against $label"; rc=1; }
+    n=$((n + 1))
+  done
+  [ "$rc" -eq 0 ] && echo "ci: $n files of backends/hip compile for AMD against $label ($incdir)"
+  return "$rc"
+}
+stage_rocm6() {
+  local rc=0
+  rocm_compile "HIP 6.2 headers" "$ROCM6_HEADERS/include" || rc=1
+  rocm_compile "Debian's HIP 5.2 headers" /usr/include || rc=1
+  return "$rc"
+}
+
 # The 100,000-fault campaign on the host backend (simulated Frontier node,
 # several devices and streams), zero violations, through the gcc build's tool.
 stage_campaign() {
@@ -188,6 +293,10 @@ stage_campaign() {
 # Proof the checker bites: with one taint rule switched off (transitive
 # propagation), the scenario suite and a campaign must report stale reads.
 stage_breakrule() { CUBERT_CI_BUILD=$BUILD bash "$CB_ROOT/ci/break-rule.sh"; }
+
+# Mutation testing of the failure accounting: every mutant of ci/mutants/
+# must be killed by the checks it names (ci/mutate.sh says how).
+stage_mutate() { CUBERT_CI_BUILD=$BUILD bash "$CB_ROOT/ci/mutate.sh"; }
 
 # The rule/scenario parser under libFuzzer (clang), for a bounded time.
 stage_fuzz() {
@@ -206,6 +315,12 @@ for s in "${ALL_STAGES[@]}"; do
   want "$s" || continue
   case $s in
     deps) cb_stage deps stage_deps || { cb_summary; exit 1; } ;;
+    rocm6)
+      if [ -f "$ROCM6_HEADERS/include/hip/hip_runtime_api.h" ]; then
+        cb_stage rocm6 stage_rocm6
+      else
+        cb_stage_skip rocm6 "no HIP 6.2 headers at $ROCM6_HEADERS (set CUBERT_ROCM6_HEADERS)"
+      fi ;;
     *) cb_stage "$s" "stage_$s" ;;
   esac
 done

@@ -316,9 +316,7 @@ int cb_cli_demo(int argc, char **argv) {
       usage(stdout);
       return CB_CLI_OK;
     }
-    fprintf(stderr, "cubert demo: unknown option '%s'\n", argv[a]);
-    usage(stderr);
-    return CB_CLI_USAGE;
+    return cb_cli_usage_error("demo", "unknown option", argv[a], usage);
   }
   demo d;
   memset(&d, 0, sizeof d);

@@ -194,9 +194,7 @@ int cb_cli_info(int argc, char **argv) {
       }
       options.host_devices = (int)v;
     } else {
-      fprintf(stderr, "cubert info: unknown or incomplete option '%s'\n", arg);
-      usage(stderr);
-      return CB_CLI_USAGE;
+      return cb_cli_usage_error("info", "unknown or incomplete option", arg, usage);
     }
   }
 

@@ -1,8 +1,8 @@
 /* faultinj/api.c: the public entry points of cubert/faultinj.h. Each finds
  * the runtime's fault state (faultinj/injector.h), refuses a NULL or a
  * runtime without a fault layer, and records every refusal for the calling
- * thread (cb_fail), so that cubert_last_error() names what was wrong. The
- * only file of faultinj/ that sees the runtime. */
+ * thread (cb_fail, runtime/fail.h), so that cubert_last_error() names what
+ * was wrong. The runtime's state is found through runtime/fault_state.h. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -10,17 +10,17 @@
 
 #include "cubert/faultinj.h"
 #include "faultinj/injector.h"
-#include "runtime/internal.h"
+#include "runtime/fail.h"
+#include "runtime/fault_state.h"
 
 /* The fault state of `rt` into *s, or the status of the error recorded for
  * why there is none. */
 static cubert_status state_of(cubert_runtime *rt, const char *fn, cb_fi_state **s) {
   *s = NULL;
   if (!rt) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "%s: runtime is NULL", fn);
-  if (!rt->faultinj)
+  if (!(*s = cb_runtime_fault_state(rt)))
     return cb_fail(CUBERT_ERR_UNSUPPORTED, "%s: the runtime was created with no_faultinj: it has no fault layer",
                    fn);
-  *s = rt->faultinj;
   return CUBERT_OK;
 }
 

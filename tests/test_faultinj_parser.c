@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "faultinj/scenario.h"
+#include "tools/faultinj/scenario.h"
 #include "tests/testutil.h"
 
 /* Writes `len` bytes to a new temporary file; its path (free it). */

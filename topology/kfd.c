@@ -13,12 +13,31 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/array.h"
+#include "base/msg.h"
 #include "topology/internal.h"
 
 #define KFD_NODES "sys/class/kfd/kfd/topology/nodes"
 #define KFD_MAX_FILE (64u << 10) /* sysfs files hold at most a page */
 
 /* ------------------------------------------------------------ file access */
+
+/* Reads a whole sysfs file: 0, or the errno of open or read. */
+static int default_read(void *ctx, const char *path, char *buf, size_t capacity, size_t *len) {
+  (void)ctx;
+  FILE *f = fopen(path, "rb");
+  if (!f) return errno;
+  size_t n = fread(buf, 1, capacity, f);
+  int e = ferror(f) ? (errno ? errno : EIO) : 0;
+  fclose(f);
+  *len = n;
+  return e;
+}
+
+static const cb_kfd_reader default_reader = {default_read, NULL};
+static const cb_kfd_reader *reader = &default_reader;
+
+void cb_kfd_set_reader(const cb_kfd_reader *r) { reader = r && r->read ? r : &default_reader; }
 
 typedef struct pack_entry {
   const char *path;   /* not NUL-terminated: path_len bytes */
@@ -34,21 +53,6 @@ typedef struct kfd_fs {
   const char *label;  /* for messages */
 } kfd_fs;
 
-static cubert_status fail(char *msg, size_t cap, cubert_status st, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 4, 5)))
-#endif
-    ;
-
-static cubert_status fail(char *msg, size_t cap, cubert_status st, const char *fmt, ...) {
-  if (msg && cap) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, cap, fmt, ap);
-    va_end(ap);
-  }
-  return st;
-}
 
 /* Splits a pack into entries. */
 static cubert_status pack_parse(const char *label, const char *pack, size_t size, pack_entry **out,
@@ -60,7 +64,7 @@ static cubert_status pack_parse(const char *label, const char *pack, size_t size
     const char *nl = memchr(line, '\n', size - at);
     if (size - at < 3 || memcmp(line, "@@ ", 3) != 0 || !nl) {
       free(v);
-      return fail(msg, cap, CUBERT_ERR_PARSE, "%s: byte %zu: expected \"@@ <path> <bytes>\"",
+      return cb_msgf(msg, cap, CUBERT_ERR_PARSE, "%s: byte %zu: expected \"@@ <path> <bytes>\"",
                   label, at);
     }
     const char *sp = NULL;
@@ -73,15 +77,14 @@ static cubert_status pack_parse(const char *label, const char *pack, size_t size
     unsigned long long len = sp ? strtoull(sp + 1, &end, 10) : 0;
     if (!sp || end != nl || sp == line + 3 || len > size - (size_t)(nl + 1 - pack)) {
       free(v);
-      return fail(msg, cap, CUBERT_ERR_PARSE, "%s: byte %zu: bad entry header \"%.*s\"", label,
+      return cb_msgf(msg, cap, CUBERT_ERR_PARSE, "%s: byte %zu: bad entry header \"%.*s\"", label,
                   at, (int)(nl - line), line);
     }
     if (n == vcap) {
-      vcap = vcap ? 2 * vcap : 64;
-      pack_entry *nv = realloc(v, vcap * sizeof *nv);
+      pack_entry *nv = cb_array_grow(v, vcap, n + 1, sizeof *nv, &vcap);
       if (!nv) {
         free(v);
-        return fail(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory reading %s", label);
+        return cb_msgf(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory reading %s", label);
       }
       v = nv;
     }
@@ -110,7 +113,7 @@ static char *fs_read(const kfd_fs *fs, const char *rel, bool *missing, cubert_st
       if (e->path_len == rl && memcmp(e->path, rel, rl) == 0) {
         char *s = malloc(e->size + 1);
         if (!s) {
-          *st = fail(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory reading %s", rel);
+          *st = cb_msgf(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory reading %s", rel);
           return NULL;
         }
         memcpy(s, e->data, e->size);
@@ -123,30 +126,27 @@ static char *fs_read(const kfd_fs *fs, const char *rel, bool *missing, cubert_st
   }
   char path[4096];
   snprintf(path, sizeof path, "%s/%s", fs->root, rel);
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    if (errno == ENOENT) {
+  char *s = malloc(KFD_MAX_FILE + 1);
+  if (!s) {
+    *st = cb_msgf(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory reading %s", path);
+    return NULL;
+  }
+  size_t n = 0;
+  int e = reader->read(reader->ctx, path, s, KFD_MAX_FILE, &n);
+  if (e) {
+    free(s);
+    if (e == ENOENT) {
       *missing = true;
       return NULL;
     }
-    *st = fail(msg, cap, CUBERT_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    /* The kernel refuses the files of a node outside the process's device
+     * cgroup (kfd_topology.c: node_show and iolink_show return -EPERM):
+     * the caller skips that node. */
+    *st = cb_msgf(msg, cap, e == EPERM || e == EACCES ? CB_KFD_REFUSED : CUBERT_ERR_IO, "cannot read %s: %s",
+               path, strerror(e));
     return NULL;
   }
-  char *s = malloc(KFD_MAX_FILE + 1);
-  if (!s) {
-    fclose(f);
-    *st = fail(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory reading %s", path);
-    return NULL;
-  }
-  size_t n = fread(s, 1, KFD_MAX_FILE, f);
-  bool err = ferror(f);
-  fclose(f);
-  if (err) {
-    free(s);
-    *st = fail(msg, cap, CUBERT_ERR_IO, "cannot read %s", path);
-    return NULL;
-  }
-  s[n] = 0;
+  s[n < KFD_MAX_FILE ? n : KFD_MAX_FILE] = 0;
   return s;
 }
 
@@ -171,7 +171,8 @@ static bool parse_index(const char *s, size_t len, int *out) {
 static cubert_status fs_list(const kfd_fs *fs, const char *rel, int **out, int *count, bool *exists,
                              char *msg, size_t cap) {
   int *v = NULL;
-  int n = 0, vcap = 0;
+  int n = 0;
+  size_t vcap = 0;
   *exists = false;
   if (!fs->root) {
     size_t rl = strlen(rel);
@@ -187,12 +188,11 @@ static cubert_status fs_list(const kfd_fs *fs, const char *rel, int **out, int *
       bool dup = false;
       for (int k = 0; k < n; k++) dup |= v[k] == id;
       if (dup) continue;
-      if (n == vcap) {
-        vcap = vcap ? 2 * vcap : 16;
-        int *nv = realloc(v, (size_t)vcap * sizeof *nv);
+      if ((size_t)n == vcap) {
+        int *nv = cb_array_grow(v, vcap, vcap + 1, sizeof *nv, &vcap);
         if (!nv) {
           free(v);
-          return fail(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+          return cb_msgf(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
         }
         v = nv;
       }
@@ -208,20 +208,19 @@ static cubert_status fs_list(const kfd_fs *fs, const char *rel, int **out, int *
         *count = 0;
         return CUBERT_OK;
       }
-      return fail(msg, cap, CUBERT_ERR_IO, "cannot open directory %s: %s", path, strerror(errno));
+      return cb_msgf(msg, cap, CUBERT_ERR_IO, "cannot open directory %s: %s", path, strerror(errno));
     }
     *exists = true;
     struct dirent *de;
     while ((de = readdir(d))) {
       int id;
       if (!parse_index(de->d_name, strlen(de->d_name), &id)) continue;
-      if (n == vcap) {
-        vcap = vcap ? 2 * vcap : 16;
-        int *nv = realloc(v, (size_t)vcap * sizeof *nv);
+      if ((size_t)n == vcap) {
+        int *nv = cb_array_grow(v, vcap, vcap + 1, sizeof *nv, &vcap);
         if (!nv) {
           free(v);
           closedir(d);
-          return fail(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+          return cb_msgf(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
         }
         v = nv;
       }
@@ -276,7 +275,7 @@ static cubert_status props_parse(const kfd_fs *fs, const char *rel, const char *
       if (ke == k || vs == ke || ve == vs || tail != s + len || (size_t)(ke - k) >= sizeof p->key[0]) {
         char w[4200];
         where(fs, rel, w, sizeof w);
-        return fail(msg, cap, CUBERT_ERR_PARSE, "%s: line %d: \"%.*s\" is not \"<name> <number>\"",
+        return cb_msgf(msg, cap, CUBERT_ERR_PARSE, "%s: line %d: \"%.*s\" is not \"<name> <number>\"",
                     w, line, (int)(len > 80 ? 80 : len), s);
       }
       if (p->n < PROP_MAX) {
@@ -287,7 +286,7 @@ static cubert_status props_parse(const kfd_fs *fs, const char *rel, const char *
         if (errno == ERANGE) {
           char w[4200];
           where(fs, rel, w, sizeof w);
-          return fail(msg, cap, CUBERT_ERR_PARSE, "%s: line %d: value of %s out of range", w, line,
+          return cb_msgf(msg, cap, CUBERT_ERR_PARSE, "%s: line %d: value of %s out of range", w, line,
                       p->key[p->n]);
         }
         p->n++;
@@ -317,7 +316,7 @@ static cubert_status read_props(const kfd_fs *fs, const char *rel, props *p, cha
     if (st) return st;
     char w[4200];
     where(fs, rel, w, sizeof w);
-    return fail(msg, cap, CUBERT_ERR_PARSE, "%s is missing", w);
+    return cb_msgf(msg, cap, CUBERT_ERR_PARSE, "%s is missing", w);
   }
   st = props_parse(fs, rel, text, p, msg, cap);
   free(text);
@@ -329,11 +328,11 @@ static cubert_status need(const kfd_fs *fs, const char *rel, const props *p, con
   char w[4200];
   if (!props_get(p, key, value)) {
     where(fs, rel, w, sizeof w);
-    return fail(msg, cap, CUBERT_ERR_PARSE, "%s: no \"%s\" line", w, key);
+    return cb_msgf(msg, cap, CUBERT_ERR_PARSE, "%s: no \"%s\" line", w, key);
   }
   if (*value > max) {
     where(fs, rel, w, sizeof w);
-    return fail(msg, cap, CUBERT_ERR_PARSE, "%s: %s %" PRIu64 " is out of range (at most %" PRIu64 ")",
+    return cb_msgf(msg, cap, CUBERT_ERR_PARSE, "%s: %s %" PRIu64 " is out of range (at most %" PRIu64 ")",
                 w, key, *value, max);
   }
   return CUBERT_OK;
@@ -345,6 +344,7 @@ void cb_kfd_free(cb_kfd *kfd) {
   if (!kfd) return;
   for (int i = 0; i < kfd->nnodes; i++) free(kfd->nodes[i].links);
   free(kfd->nodes);
+  free(kfd->refused);
   free(kfd->source);
   free(kfd);
 }
@@ -363,7 +363,7 @@ static cubert_status load_node(const kfd_fs *fs, int id, cb_kfd_node *node, char
     if (st) return st;
     char w[4200];
     where(fs, rel, w, sizeof w);
-    return fail(msg, cap, CUBERT_ERR_PARSE, "%s is missing", w);
+    return cb_msgf(msg, cap, CUBERT_ERR_PARSE, "%s is missing", w);
   }
   char *end = NULL;
   errno = 0;
@@ -374,7 +374,7 @@ static cubert_status load_node(const kfd_fs *fs, int id, cb_kfd_node *node, char
   if (bad) {
     char w[4200];
     where(fs, rel, w, sizeof w);
-    return fail(msg, cap, CUBERT_ERR_PARSE, "%s: not a number", w);
+    return cb_msgf(msg, cap, CUBERT_ERR_PARSE, "%s: not a number", w);
   }
 
   snprintf(rel, sizeof rel, KFD_NODES "/%d/properties", id);
@@ -400,7 +400,7 @@ static cubert_status load_node(const kfd_fs *fs, int id, cb_kfd_node *node, char
     node->links = calloc((size_t)nlinks, sizeof *node->links);
     if (!node->links) {
       free(links);
-      return fail(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+      return cb_msgf(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
     }
   }
   for (int m = 0; m < nlinks; m++) {
@@ -414,7 +414,7 @@ static cubert_status load_node(const kfd_fs *fs, int id, cb_kfd_node *node, char
     if (props_get(&p, "node_from", &v) && v != (uint64_t)id) {
       char w[4200];
       where(fs, rel, w, sizeof w);
-      st = fail(msg, cap, CUBERT_ERR_PARSE, "%s: node_from %" PRIu64 " but the link is under node %d",
+      st = cb_msgf(msg, cap, CUBERT_ERR_PARSE, "%s: node_from %" PRIu64 " but the link is under node %d",
                 w, v, id);
       break;
     }
@@ -439,19 +439,37 @@ static cubert_status load(const kfd_fs *fs, bool missing_ok, cb_kfd **out, char 
     free(ids);
     char w[4200];
     where(fs, KFD_NODES, w, sizeof w);
-    return fail(msg, cap, CUBERT_ERR_IO, "%s: no such directory (not a KFD topology)", w);
+    return cb_msgf(msg, cap, CUBERT_ERR_IO, "%s: no such directory (not a KFD topology)", w);
   }
   cb_kfd *k = calloc(1, sizeof *k);
   if (!k || (n && !(k->nodes = calloc((size_t)n, sizeof *k->nodes)))) {
     free(ids);
     free(k);
-    return fail(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+    return cb_msgf(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   }
+  if (!st && n && !(k->refused = calloc((size_t)n, sizeof *k->refused)))
+    st = cb_msgf(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   for (int i = 0; i < n && !st; i++) {
-    st = load_node(fs, ids[i], &k->nodes[i], msg, cap);
-    k->nnodes = i + 1;
+    cb_kfd_node *node = &k->nodes[k->nnodes];
+    st = load_node(fs, ids[i], node, msg, cap);
+    if (st == CB_KFD_REFUSED) { /* outside our device cgroup: skipped */
+      free(node->links);
+      memset(node, 0, sizeof *node);
+      k->refused[k->nrefused++] = ids[i];
+      st = CUBERT_OK;
+      continue;
+    }
+    k->nnodes++;
   }
   free(ids);
+  /* Links to refused nodes lead where nothing can be read: dropped. */
+  for (int i = 0; i < k->nnodes && !st && k->nrefused; i++) {
+    cb_kfd_node *node = &k->nodes[i];
+    int kept = 0;
+    for (int j = 0; j < node->nlinks; j++)
+      if (!cb_kfd_refused(k, node->links[j].node_to)) node->links[kept++] = node->links[j];
+    node->nlinks = kept;
+  }
   /* Every link must point at a node that exists. */
   for (int i = 0; i < k->nnodes && !st; i++)
     for (int j = 0; j < k->nodes[i].nlinks && !st; j++)
@@ -459,14 +477,15 @@ static cubert_status load(const kfd_fs *fs, bool missing_ok, cb_kfd **out, char 
         char rel[256], w[4200];
         snprintf(rel, sizeof rel, KFD_NODES "/%d/io_links", k->nodes[i].id);
         where(fs, rel, w, sizeof w);
-        st = fail(msg, cap, CUBERT_ERR_PARSE, "%s: a link to node %d, which does not exist", w,
+        st = cb_msgf(msg, cap, CUBERT_ERR_PARSE, "%s: a link to node %d, which does not exist", w,
                   k->nodes[i].links[j].node_to);
       }
   if (!st) {
     k->source = strdup(fs->root ? fs->root : fs->label);
-    if (!k->source) st = fail(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+    if (!k->source) st = cb_msgf(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   }
   if (st) {
+    if (k->nodes && k->nnodes < n) free(k->nodes[k->nnodes].links); /* the node that failed */
     cb_kfd_free(k);
     return st;
   }
@@ -477,12 +496,12 @@ static cubert_status load(const kfd_fs *fs, bool missing_ok, cb_kfd **out, char 
 cubert_status cb_kfd_load_dir(const char *root, bool missing_ok, cb_kfd **kfd, char *message,
                               size_t message_capacity) {
   if (!root || !*root || !kfd)
-    return fail(message, message_capacity, CUBERT_ERR_INVALID_ARGUMENT, "no KFD root directory");
+    return cb_msgf(message, message_capacity, CUBERT_ERR_INVALID_ARGUMENT, "no KFD root directory");
   struct stat sb;
   if (stat(root, &sb) != 0)
-    return fail(message, message_capacity, CUBERT_ERR_IO, "KFD root %s: %s", root, strerror(errno));
+    return cb_msgf(message, message_capacity, CUBERT_ERR_IO, "KFD root %s: %s", root, strerror(errno));
   if (!S_ISDIR(sb.st_mode))
-    return fail(message, message_capacity, CUBERT_ERR_IO, "KFD root %s: not a directory", root);
+    return cb_msgf(message, message_capacity, CUBERT_ERR_IO, "KFD root %s: not a directory", root);
   kfd_fs fs = {.root = root, .label = root};
   return load(&fs, missing_ok, kfd, message, message_capacity);
 }
@@ -507,7 +526,7 @@ static cubert_status mkdirs(char *path, char *msg, size_t cap) {
     int e = errno;
     *p = '/';
     if (r != 0 && e != EEXIST)
-      return fail(msg, cap, CUBERT_ERR_IO, "cannot create directory %.*s: %s", (int)(p - path), path,
+      return cb_msgf(msg, cap, CUBERT_ERR_IO, "cannot create directory %.*s: %s", (int)(p - path), path,
                   strerror(e));
   }
   return CUBERT_OK;
@@ -522,18 +541,18 @@ cubert_status cb_kfd_unpack(const char *pack, size_t size, const char *dir, char
     char path[4096];
     int len = snprintf(path, sizeof path, "%s/%.*s", dir, (int)v[i].path_len, v[i].path);
     if (len < 0 || (size_t)len >= sizeof path || memmem(v[i].path, v[i].path_len, "..", 2)) {
-      st = fail(message, message_capacity, CUBERT_ERR_INVALID_ARGUMENT, "bad path in KFD pack");
+      st = cb_msgf(message, message_capacity, CUBERT_ERR_INVALID_ARGUMENT, "bad path in KFD pack");
       break;
     }
     if ((st = mkdirs(path, message, message_capacity))) break;
     FILE *f = fopen(path, "wb");
     if (!f) {
-      st = fail(message, message_capacity, CUBERT_ERR_IO, "cannot create %s: %s", path, strerror(errno));
+      st = cb_msgf(message, message_capacity, CUBERT_ERR_IO, "cannot create %s: %s", path, strerror(errno));
       break;
     }
     size_t w = fwrite(v[i].data, 1, v[i].size, f);
     if (fclose(f) != 0 || w != v[i].size)
-      st = fail(message, message_capacity, CUBERT_ERR_IO, "cannot write %s", path);
+      st = cb_msgf(message, message_capacity, CUBERT_ERR_IO, "cannot write %s", path);
   }
   free(v);
   return st;
@@ -554,13 +573,37 @@ const cb_kfd_node *cb_kfd_node_by_id(const cb_kfd *kfd, int id) {
 }
 
 const cb_kfd_node *cb_kfd_find_bus(const cb_kfd *kfd, const char *bus_id) {
-  cb_pci_addr want, have;
-  if (!kfd || !cb_pci_parse(bus_id, &want)) return NULL;
-  const cb_kfd_node *found = NULL;
-  for (int i = 0; i < kfd->nnodes; i++)
-    if (kfd->nodes[i].gpu_id && cb_pci_parse(kfd->nodes[i].bus_id, &have) && have.domain == want.domain &&
-        have.bus == want.bus && have.dev == want.dev && have.fn == want.fn &&
-        (!found || (found->partition && !kfd->nodes[i].partition)))
-      found = &kfd->nodes[i];
-  return found;
+  const cb_kfd_node *first = NULL;
+  return cb_kfd_bus_nodes(kfd, bus_id, &first, 1) ? first : NULL;
+}
+
+bool cb_kfd_refused(const cb_kfd *kfd, int id) {
+  for (int i = 0; kfd && i < kfd->nrefused; i++)
+    if (kfd->refused[i] == id) return true;
+  return false;
+}
+
+static bool same_bus(const cb_kfd_node *n, const cb_pci_addr *want) {
+  cb_pci_addr have;
+  return n->gpu_id && cb_pci_parse(n->bus_id, &have) && have.domain == want->domain &&
+         have.bus == want->bus && have.dev == want->dev && have.fn == want->fn;
+}
+
+int cb_kfd_bus_nodes(const cb_kfd *kfd, const char *bus_id, const cb_kfd_node **out, int capacity) {
+  cb_pci_addr want;
+  if (!kfd || !cb_pci_parse(bus_id, &want)) return 0;
+  int n = 0;
+  for (int i = 0; i < kfd->nnodes; i++) {
+    const cb_kfd_node *node = &kfd->nodes[i];
+    if (!same_bus(node, &want)) continue;
+    /* insertion by partition: few nodes share a bus (8 at most) */
+    int at = n < capacity ? n : capacity;
+    while (at > 0 && out[at - 1]->partition > node->partition) {
+      if (at < capacity) out[at] = out[at - 1];
+      at--;
+    }
+    if (at < capacity) out[at] = node;
+    n++;
+  }
+  return n;
 }

@@ -34,28 +34,6 @@
 
 /* ------------------------------------------------------------ helpers */
 
-cubert_status cb_hip_enter(cb_hip_device *dev, cubert_berr *err) {
-  /* Already current: nothing to set (the usual case: one thread drives a
-   * device). Asking costs a thread-local read in the driver, where
-   * setting cost a runtime and a driver call on every operation; asking
-   * rather than caching also notices a device the application made current
-   * in between. */
-#if CB_HIP_NVIDIA
-  hipCtx_t cur = NULL;
-  if (dev->context && hipCtxGetCurrent(&cur) == hipSuccess && cur == dev->context) return CUBERT_OK;
-#else
-  int cur = -1;
-  if (hipGetDevice(&cur) == hipSuccess && cur == dev->index) return CUBERT_OK;
-#endif
-  hipError_t e = hipSetDevice(dev->index);
-#if CB_HIP_NVIDIA
-  if (e == hipSuccess && dev->context) e = hipCtxSetCurrent(dev->context);
-#endif
-  if (e != hipSuccess)
-    return cb_hip_fail(dev, err, e, CUBERT_ERR_BACKEND, "making %s current", dev->label);
-  return CUBERT_OK;
-}
-
 static cubert_status enter_live(cb_hip_device *dev, cubert_berr *err) {
   cubert_status st = cb_hip_check_lost(dev, err);
   return st ? st : cb_hip_enter(dev, err);
@@ -254,9 +232,21 @@ static cubert_status hip_mem_alloc(void *device, uint64_t size, cubert_backend_m
   if (size > SIZE_MAX)
     return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%" PRIu64 " bytes do not fit size_t", size);
   void *p = NULL;
+#if CB_HIP_NVIDIA
+  /* CUDA device memory already honours system-scope atomics between peers */
   hipError_t e = hipMalloc(&p, (size_t)size);
+  const char *how = "hipMalloc";
+#else
+  /* AMD keeps plain device memory coherent only at synchronisation points;
+   * fine-grained memory is coherent while kernels run (ROCm/clr
+   * hipamd/src/hip_memory.cpp, hipExtMallocWithFlags) */
+  bool fine = mem->flags & CUBERT_BACKEND_MEM_FINE_GRAINED;
+  hipError_t e = fine ? hipExtMallocWithFlags(&p, (size_t)size, hipDeviceMallocFinegrained)
+                      : hipMalloc(&p, (size_t)size);
+  const char *how = fine ? "hipExtMallocWithFlags(hipDeviceMallocFinegrained)" : "hipMalloc";
+#endif
   if (e != hipSuccess)
-    return cb_hip_fail(dev, err, e, CUBERT_ERR_BACKEND, "hipMalloc of %" PRIu64 " bytes on %s", size,
+    return cb_hip_fail(dev, err, e, CUBERT_ERR_BACKEND, "%s of %" PRIu64 " bytes on %s", how, size,
                        dev->label);
   mem->address = (uint64_t)(uintptr_t)p;
   mem->size = size;
@@ -421,7 +411,7 @@ cubert_status cb_hip_launch_raw(cb_hip_device *dev, cb_hip_stream *s, cb_hip_mod
   hipError_t e = hipModuleLaunchKernel(m->function, grid[0], grid[1], grid[2], block[0], block[1],
                                        block[2], shared, s->stream, params, NULL);
   if (e != hipSuccess)
-    return cb_hip_fail(dev, err, e, CUBERT_ERR_LAUNCH,
+    return cb_hip_fail_launch(dev, err, e,
                        "launching `%s` on %s (grid %" PRIu32 "x%" PRIu32 "x%" PRIu32 ", block %" PRIu32
                        "x%" PRIu32 "x%" PRIu32 ", %" PRIu32 " bytes shared)",
                        m->name, dev->label, grid[0], grid[1], grid[2], block[0], block[1], block[2],
@@ -528,6 +518,68 @@ cubert_status cb_hip_fill_module(cb_hip_device *dev, cb_hip_module **module, cub
   return st;
 }
 
+/* ------------------------------------------------------------ fill
+ *
+ * Here, not in hip_stream.c: 8-byte and unaligned patterns run the built-in
+ * fill kernel, and modules are this file's (hip_stream.c calls no function
+ * of this file). */
+
+cubert_status cb_hip_fill(void *device, void *stream, uint64_t work, uint64_t dst,
+                          const void *pattern, uint32_t pattern_size, uint64_t size,
+                          cubert_berr *err) {
+  cb_hip_device *dev = device;
+  cb_hip_stream *s = stream;
+  cubert_status st = cb_hip_work_begin(dev, s, "fill", err);
+  if (st) return st;
+  if (!pattern || (pattern_size != 1 && pattern_size != 2 && pattern_size != 4 && pattern_size != 8) ||
+      size % pattern_size)
+    return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT,
+                           "fill on %s: pattern of %" PRIu32 " bytes over %" PRIu64 " bytes",
+                           dev->label, pattern_size, size);
+  hipError_t e = hipSuccess;
+  const char *how = "hipMemsetD8Async";
+  bool aligned = dst % pattern_size == 0;
+  if (size == 0) {
+    /* nothing to write */
+  } else if (pattern_size == 1) {
+    e = hipMemsetD8Async(CB_HIP_DPTR(dst), *(const unsigned char *)pattern, (size_t)size, s->stream);
+  } else if (pattern_size == 2 && aligned) {
+    unsigned short v;
+    memcpy(&v, pattern, 2);
+    how = "hipMemsetD16Async";
+    e = hipMemsetD16Async(CB_HIP_DPTR(dst), v, (size_t)(size / 2), s->stream);
+  } else if (pattern_size == 4 && aligned) {
+    uint32_t v;
+    memcpy(&v, pattern, 4);
+    how = "hipMemsetD32Async";
+    e = hipMemsetD32Async(CB_HIP_DPTR(dst), (int)v, (size_t)(size / 4), s->stream);
+  } else {
+    /* 8-byte patterns, and unaligned 2/4-byte ones: the built-in kernel. */
+    cb_hip_module *m = NULL;
+    if ((st = cb_hip_fill_module(dev, &m, err)) != CUBERT_OK) {
+      cb_hip_mark_work(s, work, "fill");
+      return st;
+    }
+    void *ptr = CB_HIP_PTR(dst);
+    unsigned long long pat = 0, n = size;
+    unsigned int psize = pattern_size;
+    memcpy(&pat, pattern, pattern_size);
+    void *params[] = {&ptr, &pat, &psize, &n};
+    uint64_t items = aligned && pattern_size == 8 ? size / 8 : size;
+    uint64_t blocks = (items + 255) / 256;
+    uint32_t grid[3] = {(uint32_t)(blocks < 4096 ? (blocks ? blocks : 1) : 4096), 1, 1};
+    uint32_t block[3] = {256, 1, 1};
+    st = cb_hip_launch_raw(dev, s, m, grid, block, 0, params, err);
+    cb_hip_mark_work(s, work, "fill");
+    return st;
+  }
+  cb_hip_mark_work(s, work, "fill");
+  if (e != hipSuccess)
+    return cb_hip_fail(dev, err, e, CUBERT_ERR_COPY, "fill of %" PRIu64 " bytes at 0x%" PRIx64 " on %s (%s)",
+                       size, dst, dev->label, how);
+  return CUBERT_OK;
+}
+
 /* ------------------------------------------------------------ peers */
 
 static cubert_status hip_peer_can_access(void *device, void *peer, bool *can, cubert_berr *err) {
@@ -592,7 +644,7 @@ static cubert_status hip_link_info(void *device, void *peer, cubert_backend_link
     return cb_hip_fail(dev, err, e, CUBERT_ERR_UNSUPPORTED, "hipExtGetLinkTypeAndHopCount(%s, %s)",
                        dev->label, other->label);
   /* HSA's link types: 2 PCIe, 4 xGMI (0 HyperTransport, 1 QPI, 3 InfiniBand) */
-  link->type = type == 4 ? 1 : type == 2 ? 2 : 0;
+  link->type = type == 4 ? CUBERT_LINK_TYPE_XGMI : type == 2 ? CUBERT_LINK_TYPE_PCIE : CUBERT_LINK_TYPE_UNKNOWN;
   link->hops = (int)hops;
   link->links = 0;
   return CUBERT_OK;
