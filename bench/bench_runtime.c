@@ -357,12 +357,12 @@ static void bench_ledger(rctx *c) {
     if (k > 0) {
       uint32_t rule = 0;
       cubert_faultinj_diag diag;
-      if (cubert_faultinj_add("launch fault=fail kernel=cb_bench_taint", "cubert bench", &rule, &diag) != CUBERT_OK) {
+      if (cubert_faultinj_add(c->rt, "launch fault=fail kernel=cb_bench_taint", "cubert bench", &rule, &diag) != CUBERT_OK) {
         note(c, "ledger: no fault rule (%s): the tainted cases are left out", diag.message);
         break;
       }
       ready = k == 1 ? taint(c, y, 3, 1, 1) : taint(c, x, 0, 2, LEDGER_TAINTED);
-      (void)cubert_faultinj_remove(rule);
+      (void)cubert_faultinj_remove(c->rt, rule);
       size_t want = k == 1 ? 1 : LEDGER_TAINTED;
       size_t got = failures_of(c, k == 1 ? y : x);
       char what[128];
@@ -444,8 +444,8 @@ static void bench_faultinj(rctx *c) {
     for (int j = 0; j < 2; j++) v[i][j] = calloc((size_t)reps * ROUNDS, sizeof(double));
   uint32_t lc = 0, ac = 0;
   bool ok = v[0][0] && v[0][1] && v[1][0] && v[1][1];
-  cubert_faultinj_stats fs;
-  cubert_faultinj_get_stats(&fs);
+  cubert_faultinj_stats fs = {0};
+  (void)cubert_faultinj_get_stats(c->rt, &fs);
   if (fs.rules) note(c, "faultinj: %u fault rule(s) are set ($CUBERT_FAULTS?): the default runtime is not rule-free",
                      fs.rules);
   /* Alternate none, present, none, present, so drift hits both alike. */

@@ -624,7 +624,7 @@ static void take_hits(run *r, hitbuf *hb) {
   hb->n = 0;
   cubert_fault_record recs[16];
   for (;;) {
-    size_t n = cubert_faultinj_log(r->next_log, recs, 16);
+    size_t n = cubert_faultinj_log(r->rt, r->next_log, recs, 16);
     for (size_t i = 0; i < n; i++) {
       cubert_fault_record *rec = &recs[i];
       r->next_log = rec->id + 1;
@@ -857,15 +857,15 @@ static uint32_t step_fault(run *r, const cb_fi_step *s, int device, bool peer_co
            s->fault == CUBERT_FAULT_OOM ? "" : "times=1 ", cubert_fault_kind_name(s->fault), frac);
   uint32_t id = 0;
   cubert_faultinj_diag diag;
-  if (cubert_faultinj_add(text, "step fault", &id, &diag) != CUBERT_OK) {
+  if (cubert_faultinj_add(r->rt, text, "step fault", &id, &diag) != CUBERT_OK) {
     cb_fi_violation_add(&r->chk, CB_FI_WRONG_STATUS, "the step's fault `%s` was refused: %s", text, diag.message);
     return 0;
   }
   return id;
 }
 
-static void step_fault_done(uint32_t id) {
-  if (id) cubert_faultinj_remove(id);
+static void step_fault_done(run *r, uint32_t id) {
+  if (id) cubert_faultinj_remove(r->rt, id);
 }
 
 /* ---- checks */
@@ -1079,7 +1079,7 @@ static void step_alloc(run *r, const cb_fi_step *s) {
   cubert_handle *h = NULL;
   cubert_status st = s->kind == CB_FI_CREATE ? cubert_handle_create(r->clients[d], data, s->size, &h)
                                              : cubert_handle_empty(r->clients[d], s->size, &h);
-  step_fault_done(rule);
+  step_fault_done(r, rule);
   hitbuf hb;
   take_hits(r, &hb);
   cb_fim_outcome o = cb_fim_alloc_step(&r->model, r->chk.step, d, s->size, data, hits_of(&hb));
@@ -1140,7 +1140,7 @@ static void step_write(run *r, const cb_fi_step *s) {
     uint32_t pat = s->value;
     st = cubert_handle_fill(r->clients[d], v->h, &pat, 4);
   }
-  step_fault_done(rule);
+  step_fault_done(r, rule);
   hitbuf hb;
   take_hits(r, &hb);
   cb_fim_outcome o = cb_fim_write(&r->model, r->chk.step, d, fim_view(v), data, hits_of(&hb));
@@ -1164,7 +1164,7 @@ static void step_copy(run *r, const cb_fi_step *s) {
   uint32_t rule = step_fault(r, s, dd, sd != dd);
   cubert_status st = sd == dd ? cubert_handle_copy(r->clients[dd], src->h, dst->h)
                               : cubert_handle_copy_peer(r->clients[sd], src->h, r->clients[dd], dst->h);
-  step_fault_done(rule);
+  step_fault_done(r, rule);
   hitbuf hb;
   take_hits(r, &hb);
   cb_fim_outcome o = cb_fim_copy(&r->model, r->chk.step, dd, fim_view(src), fim_view(dst), hits_of(&hb));
@@ -1223,7 +1223,7 @@ static void step_launch(run *r, const cb_fi_step *s) {
   }
   uint32_t rule = step_fault(r, s, d, false);
   st = cubert_launch(r->clients[d], kern, &cfg, args, na);
-  step_fault_done(rule);
+  step_fault_done(r, rule);
   hitbuf hb;
   take_hits(r, &hb);
   cb_fim_view fv[2];
@@ -1272,7 +1272,7 @@ static void step_sync(run *r, const cb_fi_step *s) {
   if (s->device >= 0) {
     uint32_t rule = step_fault(r, s, r->map[s->device], false);
     program_sync(r, r->map[s->device], streams && !rule);
-    step_fault_done(rule);
+    step_fault_done(r, rule);
     return;
   }
   cubert_status first = CUBERT_OK;
@@ -1336,7 +1336,7 @@ static void step_fault_rules(run *r, const cb_fi_step *s) {
   cubert_faultinj_diag diag;
   char src[160];
   snprintf(src, sizeof src, "%s:%d", r->p->source, s->line);
-  cubert_status st = cubert_faultinj_add(text, src, NULL, &diag);
+  cubert_status st = cubert_faultinj_add(r->rt, text, src, NULL, &diag);
   r->last_status = st;
   if (st != CUBERT_OK)
     cb_fi_violation_add(&r->chk, CB_FI_EXPECTATION, "fault rules `%s` refused: %s", text, diag.message);
@@ -1367,7 +1367,7 @@ static void step_expect(run *r, const cb_fi_step *s) {
       expect_fail(r, s, "the step before returned %s", cubert_status_name(r->last_status));
     return;
   case CB_FI_EXPECT_INJECTED: {
-    uint64_t n = cubert_faultinj_injected();
+    uint64_t n = cubert_faultinj_injected(r->rt);
     if (n != s->number) expect_fail(r, s, "%" PRIu64 " faults were injected so far", n);
     return;
   }
@@ -1526,7 +1526,7 @@ static void exec_step(run *r, const cb_fi_step *s) {
     step_fault_rules(r, s);
     break;
   case CB_FI_CLEAR_FAULTS:
-    cubert_faultinj_clear();
+    cubert_faultinj_clear(r->rt);
     break;
   case CB_FI_EXPECT:
     step_expect(r, s);
@@ -1549,7 +1549,6 @@ static uint64_t in_use(cubert_client *c) {
 
 static cubert_status setup(run *r) {
   const cb_fi_program *p = r->p;
-  cubert_faultinj_reset();
   cubert_runtime_options o;
   cubert_runtime_options_init(&o);
   o.backends = r->cfg.backend ? r->cfg.backend : "host";
@@ -1626,7 +1625,7 @@ static void finish(run *r) {
       cubert_handle_release(r->allocs[a].full);
       r->allocs[a].full = NULL;
     }
-  cubert_faultinj_clear();
+  cubert_faultinj_clear(r->rt);
   /* leaks: everything released, synced and cleaned up must be back to the
    * baseline; a lost device keeps its records (no call reaches it), and so
    * does memory its work bound */
@@ -1687,7 +1686,6 @@ static void teardown(run *r) {
   for (int d = 0; d < CB_FIM_MAX_DEVICES; d++) cubert_client_destroy(r->clients[d]);
   if (r->rt) cubert_runtime_destroy(r->rt);
   for (int k = 0; k < CB_FIM_KERNEL_COUNT; k++) cubert_kernel_release(r->kernels[k]);
-  cubert_faultinj_clear();
   cb_fim_free(&r->model);
   free(r->views);
   free(r->allocs);

@@ -568,7 +568,12 @@ int cb_cli_faultinj(int argc, char **argv) {
     rc = do_campaign(&o, o.json ? &jc : NULL);
     if (o.json && jc) json = json_pack("{s:s, s:o, s:b}", "command", "campaign", "campaign", jc, "ok", rc == CB_CLI_OK);
   } else if (strcmp(cmd, "list") == 0) {
-    rc = do_list();
+    if (nrest) {
+      fprintf(stderr, "cubert faultinj list: unexpected `%s` (list takes no arguments)\n", rest[0]);
+      rc = CB_CLI_USAGE;
+    } else {
+      rc = do_list();
+    }
   } else if (strcmp(cmd, "show") == 0) {
     if (nrest != 1) {
       fprintf(stderr, "cubert faultinj show NAME\n");
