@@ -261,7 +261,7 @@ static void bench_launch(rctx *c) {
     cubert_kernel_release(kernel);
   }
   for (int k = 0; k < 3; k++) {
-    char test[32];
+    char test[sizeof ((cb_bench_row *)NULL)->test]; /* the row's name field: the name always fits */
     snprintf(test, sizeof test, "launch-%dbuf", nb[k]);
     progress(c, test);
     cb_bench_row *r = new_row(c, "launch", test, 0);

@@ -29,7 +29,7 @@ static void usage(FILE *out) {
   fprintf(out,
           "\n"
           "`cubert <command> --help` describes a command's options. Every command takes\n"
-          "-h/--help, --opt value and --opt=value, and `-` for stdout where it writes a file.\n"
+          "-h/--help, --opt value and --opt=value, and - for stdout where it writes a file.\n"
           "\n"
           "exit status: 0 done, nothing wrong; 1 the run found a problem (a failed check,\n"
           "a violation, a call that failed, a file that could not be read or written);\n"

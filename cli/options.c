@@ -215,13 +215,13 @@ static const struct {
     {"CUBERT_HOST_DEVICES", "simulated host devices, 1 to 64 (default 4)"},
     {"CUBERT_HOST_MEMORY", "bytes per simulated host device (default 1 GiB)"},
     {"CUBERT_HOST_PEER_DENY", "host device pairs refused peer access, e.g. 0-2,1-3"},
-    {"CUBERT_HOST_NODE", "host devices laid out as a simulated node: frontier, mi300x, pcie or an XML file"},
+    {"CUBERT_HOST_NODE", "host device layout: frontier, mi300x, pcie or FILE.xml"},
     {"CUBERT_TOPOLOGY", "an hwloc XML file read instead of this machine"},
-    {"CUBERT_FAULTS", "fault rules injected into an unmodified program (docs/faultinj.md)"},
-    {"CUBERT_CACHE_DIR", "compiled-kernel cache (default $XDG_CACHE_HOME/cubert, else ~/.cache/cubert)"},
+    {"CUBERT_FAULTS", "fault rules for any program (docs/faultinj.md)"},
+    {"CUBERT_CACHE_DIR", "compiled kernels (default ~/.cache/cubert)"},
 };
 
 void cb_cli_print_environment(FILE *out) {
   for (size_t i = 0; i < sizeof environment / sizeof environment[0]; i++)
-    fprintf(out, "  %-22s %s\n", environment[i].name, environment[i].meaning);
+    fprintf(out, "  %-21s %s\n", environment[i].name, environment[i].meaning);
 }
