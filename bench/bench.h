@@ -34,8 +34,8 @@
 /* Seconds of CLOCK_MONOTONIC. */
 double cb_bench_now(void);
 
-/* "1K", "64M", "1G", "4096", "1.5M" into bytes (binary units); false when
- * it is not a size. */
+/* "1K", "64M", "1G", "4096", "4KiB" into bytes (binary units; the syntax of
+ * cb_parse_size, base/env.h); false when it is not a size or is 0. */
 bool cb_bench_parse_size(const char *text, uint64_t *bytes);
 /* "1K..1G" (powers of two between), "1K..1G:4" (factor 4), "4K,1M,64M" (a
  * list) into a sorted list without duplicates; false with a message. */

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/env.h"
 #include "bench/bench.h"
 
 double cb_bench_now(void) {
@@ -21,26 +22,9 @@ double cb_bench_now(void) {
 /* ------------------------------------------------------------ sizes */
 
 bool cb_bench_parse_size(const char *text, uint64_t *bytes) {
-  if (!text || !isdigit((unsigned char)*text)) return false;
-  char *end = NULL;
-  errno = 0;
-  double v = strtod(text, &end);
-  if (errno || end == text) return false;
-  uint64_t unit = 1;
-  switch (toupper((unsigned char)*end)) {
-  case 'K': unit = UINT64_C(1) << 10; end++; break;
-  case 'M': unit = UINT64_C(1) << 20; end++; break;
-  case 'G': unit = UINT64_C(1) << 30; end++; break;
-  case 'T': unit = UINT64_C(1) << 40; end++; break;
-  default: break;
-  }
-  if (unit > 1 && (*end == 'i' || *end == 'I')) end++;
-  if (unit > 1 && (*end == 'b' || *end == 'B')) end++;
-  else if (unit == 1 && (*end == 'b' || *end == 'B')) end++;
-  if (*end != '\0') return false;
-  double b = v * (double)unit;
-  if (!(b >= 1.0) || b > 9.0e18) return false;
-  *bytes = (uint64_t)b;
+  uint64_t b = 0;
+  if (!cb_parse_size(text, &b) || b == 0) return false;
+  *bytes = b;
   return true;
 }
 

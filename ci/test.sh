@@ -7,12 +7,15 @@
 #   clang    clang, -Werror, HIP backend on -> ctest
 #   asan     gcc, ASan + UBSan, HIP backend on -> ctest
 #   tsan     gcc, TSan, HIP backend on -> ctest
+#   layers   a wrong include fails to compile in each layer's target, a right
+#            one compiles (tests/layers; configure only, then tiny probes)
 #   buildtypes  the build types gcc and clang above (RelWithDebInfo) leave out:
 #            Release on gcc, Debug on clang, -Werror, library and tool only
 #   install  install the gcc build, build examples/consumer against it through
-#            the CMake package and through pkg-config, shared and static; run them;
-#            build and run the guide's programs (examples/guide) against it and
-#            check that docs/guide.md shows them as they are; the man page
+#            the CMake package and through pkg-config, shared and static; run
+#            them; the library holds no fault-injection harness code; build and
+#            run the guide's programs (examples/guide) against it and check that
+#            docs/guide.md shows them as they are; the man page and docs
 # `bash ci/test.sh gcc install` runs only the stages named. Every stage runs
 # even after another failed; the summary says which failed; exit 1 if any.
 # Builds go to $CUBERT_CI_BUILD (default build-ci/); $CUBERT_JOBS sets -j (2).
@@ -24,7 +27,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$CB_ROOT" || exit 1
 
 BUILD=${CUBERT_CI_BUILD:-$CB_ROOT/build-ci}
-ALL_STAGES=(deps lint gcc clang asan tsan buildtypes install campaign breakrule fuzz)
+ALL_STAGES=(deps lint layers gcc clang asan tsan buildtypes install campaign breakrule fuzz)
 if [ "$#" -gt 0 ]; then STAGES=("$@"); else STAGES=("${ALL_STAGES[@]}"); fi
 for s in "${STAGES[@]}"; do
   case " ${ALL_STAGES[*]} " in *" $s "*) ;; *) echo "ci: unknown stage '$s' (stages: ${ALL_STAGES[*]})" >&2; exit 2 ;; esac
@@ -97,6 +100,50 @@ stage_lint() {
   shellcheck -x "${scripts[@]}" && echo "ci: shellcheck clean: ${scripts[*]}"
 }
 
+# The layers are enforced by the build (cmake/layers.cmake): configure once
+# with the probes of tests/layers, then compile each probe with its layer's
+# include folders and flags. bad_* must fail, good_* must compile. Also: no
+# library source reaches around its include root with a "../" include.
+stage_layers() {
+  local dir=$BUILD/layers list kind target rc=0 log n=0 around
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  cmake -S "$CB_ROOT" -B "$dir" -G Ninja -DCMAKE_C_COMPILER=gcc -DCUBERT_WERROR=ON \
+    -DCUBERT_HIP=ON -DCUBERT_HIP_PLATFORM=amd -DCUBERT_LAYER_PROBES=ON \
+    -DCUBERT_BUILD_TESTS=OFF -DCUBERT_BUILD_BENCH=OFF >"$dir/configure.log" 2>&1 || {
+    cat "$dir/configure.log"
+    return 1
+  }
+  list=$dir/layer-probes.txt
+  [ -s "$list" ] || { echo "ci: no layer probes in $list"; return 1; }
+  log=$dir/probe.log
+  while read -r kind target; do
+    n=$((n + 1))
+    if cmake --build "$dir" --target "$target" >"$log" 2>&1; then
+      if [ "$kind" = bad ]; then
+        echo "ci: $target compiled, but its include must be refused"
+        rc=1
+      else
+        echo "ci: $target compiles, as it must"
+      fi
+    elif [ "$kind" = bad ]; then
+      echo "ci: $target refused, as it must be: $(grep -m1 -o 'fatal error: .*\|#error.*' "$log")"
+    else
+      echo "ci: $target must compile but did not:"
+      cat "$log"
+      rc=1
+    fi
+  done <"$list"
+  around=$(grep -rn '#include "\.\./' base runtime kernels topology backends faultinj lib 2>/dev/null)
+  if [ -n "$around" ]; then
+    echo "ci: includes that reach around the layers' include roots:"
+    echo "$around"
+    rc=1
+  fi
+  echo "ci: $n layer probes run"
+  return "$rc"
+}
+
 stage_gcc() {
   cb_build "$BUILD/gcc" -DCMAKE_C_COMPILER=gcc -DCUBERT_WERROR=ON \
     -DCUBERT_HIP=ON -DCUBERT_HIP_PLATFORM=amd && run_ctest "$BUILD/gcc"
@@ -153,6 +200,28 @@ check_library() {
   echo "ci: libcubert.so exports $(nm -D --defined-only "$so" | wc -l) names, all cubert_"
 }
 
+# The fault-injection harness (tools/faultinj/: model, checker, campaigns,
+# scenarios) is a tool: no symbol of it in the library, shared or static,
+# exported or not (nm without -D reads the .so's full symbol table).
+HARNESS_SYMBOLS='cb_fi_run|cb_fi_program_|cb_fi_campaign_|cb_fi_scenario_|cb_fi_suite_|cb_fi_embedded_scenario|cb_fim_|cb_fi_violation_name|cb_cli_'
+check_no_harness() {
+  local f found rc=0
+  for f in "$@"; do
+    [ -f "$f" ] || { echo "ci: $f missing"; rc=1; continue; }
+    found=$(nm "$f" 2>/dev/null | awk '{print $NF}' | grep -E "^($HARNESS_SYMBOLS)" | sort -u)
+    if [ -n "$found" ]; then
+      echo "ci: $f holds fault-injection harness or CLI code: $(echo "$found" | head -n 10 | tr "\n" " ")"
+      rc=1
+    elif ! nm "$f" >/dev/null 2>&1 || [ "$(nm "$f" 2>/dev/null | grep -c ' T cubert_')" -eq 0 ]; then
+      echo "ci: $f: nm shows no cubert_ function (stripped?), cannot check"
+      rc=1
+    else
+      echo "ci: $(basename "$f"): no harness symbol"
+    fi
+  done
+  return "$rc"
+}
+
 # links_libcubert BINARY yes|no: whether BINARY needs libcubert.so at run time.
 links_libcubert() {
   local bin=$1 want=$2 got=no
@@ -172,6 +241,13 @@ stage_install() {
   cmake --install "$BUILD/gcc" --prefix "$prefix" || return 1
   "$prefix/bin/cubert" --version || rc=1
   check_library "$(find "$prefix" -name 'libcubert.so' | head -n 1)" || rc=1
+  check_no_harness "$(readlink -f "$(find "$prefix" -name 'libcubert.so' | head -n 1)")" \
+    "$(find "$prefix" -name 'libcubert.a' | head -n 1)" || rc=1
+  # and the check can see one: the tool, which links the harness, has it
+  if ! nm "$prefix/bin/cubert" | grep -q ' cb_fi_run$'; then
+    echo "ci: bin/cubert has no cb_fi_run: the harness check above would see nothing"
+    rc=1
+  fi
 
   echo "ci: consumer through find_package(cubert) (cubert::cubert, cubert::cubert_static)"
   mkdir -p "$work"

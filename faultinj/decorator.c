@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "faultinj/injector.h"
 
 /* ------------------------------------------------------------ states */
@@ -279,18 +280,12 @@ static const cubert_param scribble_params[] = {
     {"pattern", CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 8},
 };
 
-static uint64_t fnv1a64(const char *s) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-  return h;
-}
-
 static void scribble_peer(fi_device *d, fi_stream *s, uint64_t work, uint64_t address, uint64_t len, uint64_t id) {
   if (len == 0) return;
   cubert_berr ignored;
   if (!d->scribbler && !d->scribbler_failed) {
     cubert_backend_kernel k = {"cubert_faultinj_scribble", "cubert_faultinj_scribble", scribble_source, NULL,
-                               NULL, 0, scribble_host_fn, scribble_params, 3, fnv1a64(scribble_source)};
+                               NULL, 0, scribble_host_fn, scribble_params, 3, cb_fnv1a64_str(scribble_source)};
     d->scribbler_failed = d->ops->module_load(d->inner, &k, &d->scribbler, &ignored) != CUBERT_OK;
     if (d->scribbler_failed) d->scribbler = NULL;
   }

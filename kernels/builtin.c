@@ -30,7 +30,7 @@
 
 #include "cubert/cubert.h"
 #include "cubert/kernels.h"
-#include "runtime/internal.h" /* cb_fail: a failed public call records its error */
+#include "runtime/fail.h" /* cb_fail: a failed public call records its error */
 
 /* ------------------------------------------------------------ sources */
 

@@ -100,10 +100,10 @@ cubert_status cb_device_enter(cb_device *dev) {
   }
   if (atomic_load_explicit(&dev->grave, memory_order_relaxed)) cb_device_collect(dev);
   if (dev->npending >= dev->reap_at) {
-    /* Reaping walks every record: do it once per 256 new records, not on
+    /* Reaping walks every record: do it once per CB_RUNTIME_REAP_INTERVAL new records, not on
      * every call while the device runs behind. */
     cb_device_reap(dev);
-    dev->reap_at = dev->npending + 256;
+    dev->reap_at = dev->npending + CB_RUNTIME_REAP_INTERVAL;
   }
   if (dev->npending >= (1u << 16)) {
     /* Work is enqueued faster than it completes: wait for it rather than

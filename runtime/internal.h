@@ -17,27 +17,14 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "base/env.h"
+#include "base/str.h"
 #include "cubert/backend.h"
 #include "cubert/cubert.h"
+#include "runtime/fail.h"
+#include "runtime/limits.h"
 #include "runtime/pool.h"
 
-/* ------------------------------------------------------------ strings */
-
-typedef struct cb_str {
-  char *p;
-  size_t n, cap;
-} cb_str;
-
-void cb_str_printf(cb_str *s, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-void cb_str_vprintf(cb_str *s, const char *fmt, va_list ap);
-/* The string (never NULL); ownership passes to the caller. */
-char *cb_str_take(cb_str *s);
-void cb_str_free(cb_str *s);
-char *cb_strdup(const char *s);
 
 /* ------------------------------------------------------------ failures */
 
@@ -102,17 +89,7 @@ void cb_errb_add(cb_errb *b, const cubert_failure *f, uint64_t start, uint64_t e
 /* Records the error for this thread; returns its status. */
 cubert_status cb_errb_finish(cb_errb *b);
 void cb_errb_discard(cb_errb *b);
-/* The thread's last error as it is (a new reference or NULL), and putting
- * it back (takes the reference): for internal work whose failure must not
- * replace the error the caller will see. */
-cubert_error *cb_error_save(void);
-void cb_error_restore(cubert_error *saved);
-/* Records a plain error for this thread and returns `status`. */
-cubert_status cb_fail(cubert_status status, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
+/* cb_fail, cb_error_save, cb_error_restore: runtime/fail.h. */
 /* A backend error: status plus "<what> on <device>: <backend message>". */
 cubert_status cb_fail_backend(cubert_status status, const cubert_berr *err, const char *what,
                               const char *device_name);
@@ -309,7 +286,10 @@ typedef struct cb_backend {
 
 struct cubert_topology;
 
+struct cb_runtime_parts;
+
 struct cubert_runtime {
+  const struct cb_runtime_parts *parts; /* runtime/parts.h: backends, fault layer, topology */
   struct cubert_topology *topology; /* for fault rules filtered by pair class */
   struct cb_placement *placement;   /* placement.h: binds backend threads near their device */
   cb_backend backends[4];
@@ -385,8 +365,5 @@ cubert_status cb_module_get(cb_device *dev, const cubert_kernel *k, void **modul
 
 /* Free everything of a device; the runtime calls it at destroy. */
 void cb_device_destroy(cb_device *dev);
-
-/* Fault layer glue (faultinj/decorator.h); NULL-safe defaults. */
-const char *cb_env(const char *name);
 
 #endif

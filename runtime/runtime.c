@@ -1,16 +1,11 @@
 /* runtime/runtime.c: the runtime (backends and their devices), clients,
  * kernels and the per-device module cache. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cubert/faultinj.h"
-#include "cubert/topology.h"
-#include "faultinj/decorator.h"
 #include "runtime/internal.h"
-#include "runtime/placement.h"
-#include "topology/host_node.h"
+#include "runtime/parts.h"
 
 void cb_device_free(cb_device *dev);
 
@@ -21,20 +16,9 @@ void cubert_runtime_options_init(cubert_runtime_options *o) {
 }
 
 static cubert_status parse_u64(const char *name, const char *text, uint64_t *out) {
-  char *end = NULL;
-  errno = 0;
-  unsigned long long v = strtoull(text, &end, 10);
-  uint64_t mult = 1;
-  if (end && *end) {
-    if (!strcmp(end, "K") || !strcmp(end, "KiB")) mult = 1ull << 10;
-    else if (!strcmp(end, "M") || !strcmp(end, "MiB")) mult = 1ull << 20;
-    else if (!strcmp(end, "G") || !strcmp(end, "GiB")) mult = 1ull << 30;
-    else end = NULL;
-  }
-  if (errno || !end || end == text || text[0] == '-')
-    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "%s=%s is not a size (a number, optionally K, M or G)",
+  if (!cb_parse_size(text, out))
+    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "%s=%s is not a size (a whole number, optionally K, M, G or T)",
                    name, text);
-  *out = (uint64_t)v * mult;
   return CUBERT_OK;
 }
 
@@ -49,7 +33,16 @@ static bool wants(const char *list, const char *name) {
   return false;
 }
 
-static cubert_status check_backend_list(const char *list) {
+/* Whether the parts hold a built backend called `name`. */
+static bool backend_built(const cb_runtime_parts *parts, const char *name) {
+  for (int k = 0; k < parts->nbackends; k++) {
+    const cubert_backend_ops *ops = parts->backends[k]();
+    if (ops && !strcmp(ops->name, name)) return true;
+  }
+  return false;
+}
+
+static cubert_status check_backend_list(const cb_runtime_parts *parts, const char *list) {
   for (const char *p = list; p && *p;) {
     const char *e = strchr(p, ',');
     size_t len = e ? (size_t)(e - p) : strlen(p);
@@ -57,15 +50,35 @@ static cubert_status check_backend_list(const char *list) {
       return cb_fail(CUBERT_ERR_INVALID_ARGUMENT,
                      "unknown backend '%.*s' in the backend list '%s' (known: host, hip)", (int)len,
                      p, list);
-    if (!cubert_backend_hip() && len == 3)
+    if (len == 3 && !backend_built(parts, "hip"))
       return cb_fail(CUBERT_ERR_UNSUPPORTED, "backend 'hip' was asked for but cubert was built without HIP");
     p = e ? e + 1 : NULL;
   }
   return CUBERT_OK;
 }
 
+
 static const char *pair_class(void *ctx, int a, int b) {
-  return cubert_topology_pair_name(ctx, a, b);
+  const cubert_runtime *rt = ctx;
+  return rt->parts->topology_pair_name(rt->topology, a, b);
+}
+
+/* Hands the placement the bus ids of the devices it may place. */
+static void start_placement(cubert_runtime *rt) {
+  if (!rt->placement) return;
+  /* An XML file standing for this machine is not this machine. */
+  const char *xml = cb_env("CUBERT_TOPOLOGY");
+  const char **ids = NULL;
+  if (rt->ndevices > 0 && !xml && (ids = calloc((size_t)rt->ndevices, sizeof *ids))) {
+    for (int i = 0; i < rt->ndevices; i++) {
+      const cb_device *dev = rt->devices[i];
+      /* host devices take their bus ids from a simulated node only */
+      bool simulated = rt->host_bus_ids && dev->info.backend && strcmp(dev->info.backend, "host") == 0;
+      ids[i] = simulated ? NULL : dev->info.pci_bus_id;
+    }
+  }
+  rt->parts->placement_start(rt->placement, ids, ids ? rt->ndevices : 0);
+  free(ids);
 }
 
 static cubert_status open_device(cubert_runtime *rt, int b, int i, cb_device **out) {
@@ -88,7 +101,7 @@ static cubert_status open_device(cubert_runtime *rt, int b, int i, cb_device **o
   pthread_mutex_init(&dev->lock, NULL);
   atomic_init(&dev->grave, NULL);
   atomic_init(&dev->lost, NULL);
-  dev->reap_at = 256;
+  dev->reap_at = CB_RUNTIME_REAP_INTERVAL;
   st = cb_pool_create(be->ops, dev->bdev, dev->info.total_memory, &dev->pool);
   if (st) {
     dev->ops->device_close(dev->bdev);
@@ -100,7 +113,8 @@ static cubert_status open_device(cubert_runtime *rt, int b, int i, cb_device **o
   return CUBERT_OK;
 }
 
-cubert_status cubert_runtime_create(const cubert_runtime_options *options, cubert_runtime **out) {
+cubert_status cb_runtime_create(const cb_runtime_parts *parts, const cubert_runtime_options *options,
+                                cubert_runtime **out) {
   if (!out) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_runtime_create: runtime is NULL");
   cubert_runtime_options o;
   cubert_runtime_options_init(&o);
@@ -112,7 +126,7 @@ cubert_status cubert_runtime_create(const cubert_runtime_options *options, cuber
     memcpy(&o, options, options->struct_size);
   }
   const char *list = o.backends ? o.backends : cb_env("CUBERT_BACKENDS");
-  cubert_status st = check_backend_list(list);
+  cubert_status st = check_backend_list(parts, list);
   if (st) return st;
 
   cubert_backend_config cfg = {0};
@@ -137,12 +151,13 @@ cubert_status cubert_runtime_create(const cubert_runtime_options *options, cuber
 
   cubert_runtime *rt = calloc(1, sizeof *rt);
   if (!rt) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory creating the runtime");
-  rt->placement = cb_placement_new(); /* NULL: no placement, not an error */
+  rt->parts = parts;
+  rt->placement = parts->placement_new ? parts->placement_new() : NULL; /* NULL: no placement, not an error */
 
   const char *node = cb_env("CUBERT_HOST_NODE");
-  if (node) {
+  if (node && parts->node_bus_ids) {
     char msg[512] = "";
-    st = cb_host_node_bus_ids(node, &rt->host_bus_ids, &rt->nhost_bus_ids, msg, sizeof msg);
+    st = parts->node_bus_ids(node, &rt->host_bus_ids, &rt->nhost_bus_ids, msg, sizeof msg);
     if (st) {
       free(rt);
       return cb_fail(st, "CUBERT_HOST_NODE=%s: %s", node, msg);
@@ -152,18 +167,17 @@ cubert_status cubert_runtime_create(const cubert_runtime_options *options, cuber
     if (!o.host_devices && !cb_env("CUBERT_HOST_DEVICES")) cfg.host_devices = rt->nhost_bus_ids;
   }
 
-  bool faults = !o.no_faultinj;
+  bool faults = !o.no_faultinj && parts->faults_open;
   if (faults) {
     cubert_faultinj_diag diag = {0};
-    if ((st = cubert_faultinj_configure(o.faults, &diag)) != CUBERT_OK) {
+    if ((st = parts->faults_configure(o.faults, &diag)) != CUBERT_OK) {
       cubert_runtime_destroy(rt);
       return cb_fail(st, "fault rules: %s", diag.message);
     }
   }
 
-  const cubert_backend_ops *all[2] = {cubert_backend_host(), cubert_backend_hip()};
-  for (int k = 0; k < 2; k++) {
-    const cubert_backend_ops *ops = all[k];
+  for (int k = 0; k < parts->nbackends && rt->nbackends < CB_RUNTIME_MAX_BACKENDS; k++) {
+    const cubert_backend_ops *ops = parts->backends[k]();
     if (!ops || (list && !wants(list, ops->name))) continue;
     if (ops->abi != CUBERT_BACKEND_ABI) {
       cubert_runtime_destroy(rt);
@@ -172,15 +186,15 @@ cubert_status cubert_runtime_create(const cubert_runtime_options *options, cuber
     }
     cb_backend *be = &rt->backends[rt->nbackends];
     be->inner = ops;
-    be->ops = faults ? cb_faultinj_ops() : ops;
+    be->ops = faults ? parts->faults_ops() : ops;
     be->first_device = rt->ndevices;
     cubert_berr err = {0};
     int count = 0;
-    cfg.place_thread = rt->placement ? cb_place_thread : NULL;
-    cfg.place_alloc = rt->placement ? cb_place_alloc : NULL;
-    cfg.place_free = rt->placement ? cb_place_free : NULL;
-    cfg.place_ctx = cb_placement_ctx(rt->placement, rt->nbackends, rt->ndevices);
-    st = faults ? cb_faultinj_open(ops, rt->ndevices, &cfg, &be->state, &count, &err)
+    cfg.place_thread = rt->placement ? parts->place_thread : NULL;
+    cfg.place_alloc = rt->placement ? parts->place_alloc : NULL;
+    cfg.place_free = rt->placement ? parts->place_free : NULL;
+    cfg.place_ctx = rt->placement ? parts->placement_ctx(rt->placement, rt->nbackends, rt->ndevices) : NULL;
+    st = faults ? parts->faults_open(ops, rt->ndevices, &cfg, &be->state, &count, &err)
                 : ops->open(&cfg, &be->state, &count, &err);
     if (st) {
       cubert_runtime_destroy(rt);
@@ -218,12 +232,12 @@ cubert_status cubert_runtime_create(const cubert_runtime_options *options, cuber
    * is made here, not on first use: the fault layer asks while a device lock
    * is held, and making a topology asks the devices. */
   const char *rules = o.faults ? o.faults : cb_env("CUBERT_FAULTS");
-  if (faults && rules && strstr(rules, "pair=") && rt->ndevices &&
-      cubert_topology_create(rt, NULL, &rt->topology) == CUBERT_OK)
-    cubert_faultinj_set_pair_classifier(pair_class, rt->topology);
+  if (faults && rules && strstr(rules, "pair=") && rt->ndevices && parts->topology_create &&
+      parts->topology_create(rt, NULL, &rt->topology) == CUBERT_OK)
+    parts->faults_set_pair_classifier(pair_class, rt);
   /* Placement: cheap here (bus ids only); the topology is made by the first
    * thread that asks, and only when a device is on this machine. */
-  cb_placement_start(rt->placement, rt);
+  start_placement(rt);
   *out = rt;
   return CUBERT_OK;
 }
@@ -231,15 +245,15 @@ cubert_status cubert_runtime_create(const cubert_runtime_options *options, cuber
 void cubert_runtime_destroy(cubert_runtime *rt) {
   if (!rt) return;
   if (rt->topology) {
-    cubert_faultinj_set_pair_classifier(NULL, NULL);
-    cubert_topology_destroy(rt->topology);
+    rt->parts->faults_set_pair_classifier(NULL, NULL);
+    rt->parts->topology_destroy(rt->topology);
   }
   for (int i = 0; i < rt->ndevices; i++) cb_device_destroy(rt->devices[i]);
   for (int i = 0; i < rt->ndevices; i++) cb_device_free(rt->devices[i]);
   free(rt->devices);
   for (int b = 0; b < rt->nbackends; b++) rt->backends[b].ops->close(rt->backends[b].state);
-  cb_placement_destroy(rt->placement); /* after close: no backend thread is left */
-  cb_host_node_free(rt->host_bus_ids, rt->nhost_bus_ids);
+  if (rt->placement) rt->parts->placement_destroy(rt->placement); /* after close: no backend thread is left */
+  if (rt->host_bus_ids) rt->parts->node_bus_ids_free(rt->host_bus_ids, rt->nhost_bus_ids);
   free(rt);
 }
 
@@ -311,7 +325,6 @@ int cubert_client_device(const cubert_client *c) { return c ? c->dev->index : -1
 
 static _Atomic uint64_t next_kernel_id = 1;
 
-static char *dup_or_null(const char *s) { return s ? cb_strdup(s) : NULL; }
 
 void cubert_kernel_retain(cubert_kernel *k) {
   if (k) atomic_fetch_add(&k->refs, 1);
@@ -368,8 +381,8 @@ cubert_status cubert_kernel_create(const cubert_kernel_desc *d, cubert_kernel **
   k->id = atomic_fetch_add(&next_kernel_id, 1);
   k->name = cb_strdup(d->name);
   k->entry = cb_strdup(d->entry ? d->entry : d->name);
-  k->source = dup_or_null(d->source);
-  k->options = dup_or_null(d->compile_options);
+  k->source = cb_strdup_or_null(d->source);
+  k->options = cb_strdup_or_null(d->compile_options);
   k->host_fn = d->host_fn;
   k->source_hash = d->source ? cubert_hash64(d->source, strlen(d->source)) : 0;
   k->nparams = d->nparams;

@@ -7,10 +7,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "faultinj/campaign.h"
-#include "faultinj/checker.h"
-#include "faultinj/model.h"
-#include "faultinj/scenario.h"
+#include "tools/faultinj/campaign.h"
+#include "tools/faultinj/checker.h"
+#include "tools/faultinj/model.h"
+#include "tools/faultinj/scenario.h"
 #include "tests/testutil.h"
 
 /* ------------------------------------------------------------ helpers */

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "faultinj/campaign.h"
-#include "faultinj/scenario.h"
+#include "tools/faultinj/campaign.h"
+#include "tools/faultinj/scenario.h"
 #include "tests/testutil.h"
 
 static const char *first_violation(const cb_fi_suite_report *rep) {

@@ -1,4 +1,4 @@
-/* tests/test_placement.c: the runtime's placement hooks (runtime/placement.h)
+/* tests/test_placement.c: the runtime's placement hooks (topology/placement.h)
  * bind threads and host memory near a device on a machine of two NUMA
  * nodes, and do nothing on a machine of one.
  *
@@ -13,7 +13,7 @@
  * allocations) and prints a skip line for the kernel's side.
  *
  * The devices are given to the placement by bus id (cb_placement_start_ids),
- * as cb_placement_start does for a runtime's devices: no backend here has a
+ * as the runtime does for a runtime's devices: no backend here has a
  * device of this machine with a bus id (host devices take theirs from
  * simulated nodes, which are never placed). */
 #include <check.h>
@@ -26,7 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "runtime/placement.h"
+#include "topology/placement.h"
 #include "tests/testutil.h"
 
 #define GPU_BUS_ID "0000:41:00.0"

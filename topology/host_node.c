@@ -11,26 +11,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/msg.h"
 #include "topology/embedded.h"
 #include "topology/internal.h"
 
 #define XML_MAX_BYTES (64u << 20)
-
-static cubert_status fail(char *msg, size_t cap, cubert_status st, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 4, 5)))
-#endif
-    ;
-
-static cubert_status fail(char *msg, size_t cap, cubert_status st, const char *fmt, ...) {
-  if (msg && cap) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, cap, fmt, ap);
-    va_end(ap);
-  }
-  return st;
-}
 
 /* ------------------------------------------------------------ PCI ids */
 
@@ -87,21 +72,21 @@ bool cb_pci_is_gpu(const hwloc_obj_t pci) {
 static cubert_status read_file(const char *path, char **out, char *msg, size_t cap) {
   struct stat sb;
   if (stat(path, &sb) != 0)
-    return fail(msg, cap, CUBERT_ERR_IO, "cannot open %s: %s", path, strerror(errno));
-  if (S_ISDIR(sb.st_mode)) return fail(msg, cap, CUBERT_ERR_IO, "%s is a directory, not an XML file", path);
+    return cb_msgf(msg, cap, CUBERT_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+  if (S_ISDIR(sb.st_mode)) return cb_msgf(msg, cap, CUBERT_ERR_IO, "%s is a directory, not an XML file", path);
   FILE *f = fopen(path, "rb");
-  if (!f) return fail(msg, cap, CUBERT_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+  if (!f) return cb_msgf(msg, cap, CUBERT_ERR_IO, "cannot open %s: %s", path, strerror(errno));
   char *buf = malloc(XML_MAX_BYTES + 1);
   if (!buf) {
     fclose(f);
-    return fail(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory reading %s", path);
+    return cb_msgf(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory reading %s", path);
   }
   size_t n = fread(buf, 1, XML_MAX_BYTES + 1, f);
   bool err = ferror(f);
   fclose(f);
   if (err || n > XML_MAX_BYTES) {
     free(buf);
-    return fail(msg, cap, err ? CUBERT_ERR_IO : CUBERT_ERR_PARSE,
+    return cb_msgf(msg, cap, err ? CUBERT_ERR_IO : CUBERT_ERR_PARSE,
                 err ? "cannot read %s" : "%s is larger than 64 MiB: not a topology", path);
   }
   buf[n] = 0;
@@ -113,12 +98,12 @@ static cubert_status read_file(const char *path, char **out, char *msg, size_t c
 static cubert_status precheck_xml(const char *xml, const char *label, char *msg, size_t cap) {
   const char *top = strstr(xml, "<topology");
   if (!top)
-    return fail(msg, cap, CUBERT_ERR_PARSE, "%s: no <topology> element: not an hwloc XML topology",
+    return cb_msgf(msg, cap, CUBERT_ERR_PARSE, "%s: no <topology> element: not an hwloc XML topology",
                 label);
   const char *end = strchr(top, '>');
   const char *ver = strstr(top, "version=\"");
   if (ver && (!end || ver < end) && strncmp(ver + 9, "2.", 2) != 0)
-    return fail(msg, cap, CUBERT_ERR_PARSE,
+    return cb_msgf(msg, cap, CUBERT_ERR_PARSE,
                 "%s: hwloc XML version %.*s; hwloc 2.9 reads version 2.0 only (write the file "
                 "with hwloc 2.x)",
                 label, (int)strcspn(ver + 9, "\""), ver + 9);
@@ -142,7 +127,7 @@ cubert_status cb_hwloc_load(const char *xml_path, const char *xml_buffer, const 
   hwloc_topology_t t;
   if (hwloc_topology_init(&t) != 0) {
     free(owned);
-    return fail(message, message_capacity, CUBERT_ERR_OUT_OF_MEMORY, "hwloc_topology_init failed");
+    return cb_msgf(message, message_capacity, CUBERT_ERR_OUT_OF_MEMORY, "hwloc_topology_init failed");
   }
   /* hwloc_topology_init loaded the PCI plugin and libpciaccess; unloaded at
    * destroy, libpciaccess's global state would turn into unreachable memory
@@ -159,7 +144,7 @@ cubert_status cb_hwloc_load(const char *xml_path, const char *xml_buffer, const 
       int e = errno;
       hwloc_topology_destroy(t);
       free(owned);
-      return fail(message, message_capacity, CUBERT_ERR_PARSE,
+      return cb_msgf(message, message_capacity, CUBERT_ERR_PARSE,
                   "%s: hwloc 2.9 cannot read this XML (%s); it must be a well-formed hwloc XML "
                   "version 2.0 file (try `lstopo --input` on it)",
                   label, strerror(e));
@@ -170,11 +155,11 @@ cubert_status cb_hwloc_load(const char *xml_path, const char *xml_buffer, const 
     hwloc_topology_destroy(t);
     free(owned);
     if (xml_buffer)
-      return fail(message, message_capacity, CUBERT_ERR_PARSE,
+      return cb_msgf(message, message_capacity, CUBERT_ERR_PARSE,
                   "%s: hwloc 2.9 could not load this XML topology (%s); it must be a well-formed "
                   "hwloc XML version 2.0 file (try `lstopo --input` on it)",
                   label, strerror(e));
-    return fail(message, message_capacity, CUBERT_ERR_BACKEND,
+    return cb_msgf(message, message_capacity, CUBERT_ERR_BACKEND,
                 "hwloc could not load this machine's topology: %s", strerror(e));
   }
   free(owned);
@@ -200,7 +185,7 @@ cubert_status cb_hwloc_gpu_bus_ids(hwloc_topology_t topology, char ***bus_ids, i
   if (!objs || !ids) {
     free(objs);
     free(ids);
-    return fail(message, message_capacity, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+    return cb_msgf(message, message_capacity, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   }
   int k = 0;
   for (hwloc_obj_t o = hwloc_get_next_pcidev(topology, NULL); o; o = hwloc_get_next_pcidev(topology, o))
@@ -213,7 +198,7 @@ cubert_status cb_hwloc_gpu_bus_ids(hwloc_topology_t topology, char ***bus_ids, i
     if (!ids[i]) {
       cb_host_node_free(ids, i);
       free(objs);
-      return fail(message, message_capacity, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+      return cb_msgf(message, message_capacity, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
     }
     cb_pci_format(&a, ids[i], 16);
   }
@@ -246,10 +231,10 @@ cubert_status cb_node_resolve(const char *spec, cb_node_source *source, char *me
                               size_t message_capacity) {
   memset(source, 0, sizeof *source);
   if (!spec || !*spec)
-    return fail(message, message_capacity, CUBERT_ERR_INVALID_ARGUMENT,
+    return cb_msgf(message, message_capacity, CUBERT_ERR_INVALID_ARGUMENT,
                 "empty node name (one of %s, or the path of an hwloc XML file)", cb_host_node_names());
   source->name = strdup(spec);
-  if (!source->name) return fail(message, message_capacity, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+  if (!source->name) return cb_msgf(message, message_capacity, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   source->embedded = cb_host_node_find(spec);
   if (source->embedded) return CUBERT_OK;
   struct stat sb;
@@ -258,10 +243,10 @@ cubert_status cb_node_resolve(const char *spec, cb_node_source *source, char *me
     bool looks_like_name = !strchr(spec, '/') && !strchr(spec, '.');
     cb_node_source_free(source);
     if (looks_like_name)
-      return fail(message, message_capacity, CUBERT_ERR_INVALID_ARGUMENT,
+      return cb_msgf(message, message_capacity, CUBERT_ERR_INVALID_ARGUMENT,
                   "unknown node '%s': one of %s, or the path of an hwloc XML file", spec,
                   cb_host_node_names());
-    return fail(message, message_capacity, CUBERT_ERR_IO, "cannot open node file %s: %s", spec,
+    return cb_msgf(message, message_capacity, CUBERT_ERR_IO, "cannot open node file %s: %s", spec,
                 strerror(e));
   }
   source->xml_path = strdup(spec);
@@ -272,7 +257,7 @@ cubert_status cb_node_resolve(const char *spec, cb_node_source *source, char *me
   if (!source->xml_path || !kfd) {
     free(kfd);
     cb_node_source_free(source);
-    return fail(message, message_capacity, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+    return cb_msgf(message, message_capacity, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   }
   memcpy(kfd, spec, stem);
   memcpy(kfd + stem, "-kfd", 5);
@@ -296,7 +281,7 @@ cubert_status cb_node_load_hwloc(const cb_node_source *source, hwloc_topology_t 
 cubert_status cb_host_node_bus_ids(const char *spec, char ***bus_ids, int *count, char *message,
                                    size_t message_capacity) {
   if (!bus_ids || !count)
-    return fail(message, message_capacity, CUBERT_ERR_INVALID_ARGUMENT, "no output for the bus ids");
+    return cb_msgf(message, message_capacity, CUBERT_ERR_INVALID_ARGUMENT, "no output for the bus ids");
   cb_node_source src;
   cubert_status st = cb_node_resolve(spec, &src, message, message_capacity);
   if (st) return st;
@@ -308,7 +293,7 @@ cubert_status cb_host_node_bus_ids(const char *spec, char ***bus_ids, int *count
     st = cb_hwloc_gpu_bus_ids(t, &ids, &n, message, message_capacity);
     if (!st && n == 0) {
       cb_host_node_free(ids, 0);
-      st = fail(message, message_capacity, CUBERT_ERR_INVALID_ARGUMENT,
+      st = cb_msgf(message, message_capacity, CUBERT_ERR_INVALID_ARGUMENT,
                 "node %s has no GPU (no PCI device of class 03xx, 0b40 or 12xx)", src.name);
     } else if (!st) {
       *bus_ids = ids;

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/msg.h"
 #include "topology/internal.h"
 
 #define KFD_NODES "sys/class/kfd/kfd/topology/nodes"
@@ -34,21 +35,6 @@ typedef struct kfd_fs {
   const char *label;  /* for messages */
 } kfd_fs;
 
-static cubert_status fail(char *msg, size_t cap, cubert_status st, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 4, 5)))
-#endif
-    ;
-
-static cubert_status fail(char *msg, size_t cap, cubert_status st, const char *fmt, ...) {
-  if (msg && cap) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, cap, fmt, ap);
-    va_end(ap);
-  }
-  return st;
-}
 
 /* Splits a pack into entries. */
 static cubert_status pack_parse(const char *label, const char *pack, size_t size, pack_entry **out,
@@ -60,7 +46,7 @@ static cubert_status pack_parse(const char *label, const char *pack, size_t size
     const char *nl = memchr(line, '\n', size - at);
     if (size - at < 3 || memcmp(line, "@@ ", 3) != 0 || !nl) {
       free(v);
-      return fail(msg, cap, CUBERT_ERR_PARSE, "%s: byte %zu: expected \"@@ <path> <bytes>\"",
+      return cb_msgf(msg, cap, CUBERT_ERR_PARSE, "%s: byte %zu: expected \"@@ <path> <bytes>\"",
                   label, at);
     }
     const char *sp = NULL;
@@ -73,7 +59,7 @@ static cubert_status pack_parse(const char *label, const char *pack, size_t size
     unsigned long long len = sp ? strtoull(sp + 1, &end, 10) : 0;
     if (!sp || end != nl || sp == line + 3 || len > size - (size_t)(nl + 1 - pack)) {
       free(v);
-      return fail(msg, cap, CUBERT_ERR_PARSE, "%s: byte %zu: bad entry header \"%.*s\"", label,
+      return cb_msgf(msg, cap, CUBERT_ERR_PARSE, "%s: byte %zu: bad entry header \"%.*s\"", label,
                   at, (int)(nl - line), line);
     }
     if (n == vcap) {
@@ -81,7 +67,7 @@ static cubert_status pack_parse(const char *label, const char *pack, size_t size
       pack_entry *nv = realloc(v, vcap * sizeof *nv);
       if (!nv) {
         free(v);
-        return fail(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory reading %s", label);
+        return cb_msgf(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory reading %s", label);
       }
       v = nv;
     }
@@ -110,7 +96,7 @@ static char *fs_read(const kfd_fs *fs, const char *rel, bool *missing, cubert_st
       if (e->path_len == rl && memcmp(e->path, rel, rl) == 0) {
         char *s = malloc(e->size + 1);
         if (!s) {
-          *st = fail(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory reading %s", rel);
+          *st = cb_msgf(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory reading %s", rel);
           return NULL;
         }
         memcpy(s, e->data, e->size);
@@ -129,13 +115,13 @@ static char *fs_read(const kfd_fs *fs, const char *rel, bool *missing, cubert_st
       *missing = true;
       return NULL;
     }
-    *st = fail(msg, cap, CUBERT_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    *st = cb_msgf(msg, cap, CUBERT_ERR_IO, "cannot open %s: %s", path, strerror(errno));
     return NULL;
   }
   char *s = malloc(KFD_MAX_FILE + 1);
   if (!s) {
     fclose(f);
-    *st = fail(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory reading %s", path);
+    *st = cb_msgf(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory reading %s", path);
     return NULL;
   }
   size_t n = fread(s, 1, KFD_MAX_FILE, f);
@@ -143,7 +129,7 @@ static char *fs_read(const kfd_fs *fs, const char *rel, bool *missing, cubert_st
   fclose(f);
   if (err) {
     free(s);
-    *st = fail(msg, cap, CUBERT_ERR_IO, "cannot read %s", path);
+    *st = cb_msgf(msg, cap, CUBERT_ERR_IO, "cannot read %s", path);
     return NULL;
   }
   s[n] = 0;
@@ -192,7 +178,7 @@ static cubert_status fs_list(const kfd_fs *fs, const char *rel, int **out, int *
         int *nv = realloc(v, (size_t)vcap * sizeof *nv);
         if (!nv) {
           free(v);
-          return fail(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+          return cb_msgf(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
         }
         v = nv;
       }
@@ -208,7 +194,7 @@ static cubert_status fs_list(const kfd_fs *fs, const char *rel, int **out, int *
         *count = 0;
         return CUBERT_OK;
       }
-      return fail(msg, cap, CUBERT_ERR_IO, "cannot open directory %s: %s", path, strerror(errno));
+      return cb_msgf(msg, cap, CUBERT_ERR_IO, "cannot open directory %s: %s", path, strerror(errno));
     }
     *exists = true;
     struct dirent *de;
@@ -221,7 +207,7 @@ static cubert_status fs_list(const kfd_fs *fs, const char *rel, int **out, int *
         if (!nv) {
           free(v);
           closedir(d);
-          return fail(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+          return cb_msgf(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
         }
         v = nv;
       }
@@ -276,7 +262,7 @@ static cubert_status props_parse(const kfd_fs *fs, const char *rel, const char *
       if (ke == k || vs == ke || ve == vs || tail != s + len || (size_t)(ke - k) >= sizeof p->key[0]) {
         char w[4200];
         where(fs, rel, w, sizeof w);
-        return fail(msg, cap, CUBERT_ERR_PARSE, "%s: line %d: \"%.*s\" is not \"<name> <number>\"",
+        return cb_msgf(msg, cap, CUBERT_ERR_PARSE, "%s: line %d: \"%.*s\" is not \"<name> <number>\"",
                     w, line, (int)(len > 80 ? 80 : len), s);
       }
       if (p->n < PROP_MAX) {
@@ -287,7 +273,7 @@ static cubert_status props_parse(const kfd_fs *fs, const char *rel, const char *
         if (errno == ERANGE) {
           char w[4200];
           where(fs, rel, w, sizeof w);
-          return fail(msg, cap, CUBERT_ERR_PARSE, "%s: line %d: value of %s out of range", w, line,
+          return cb_msgf(msg, cap, CUBERT_ERR_PARSE, "%s: line %d: value of %s out of range", w, line,
                       p->key[p->n]);
         }
         p->n++;
@@ -317,7 +303,7 @@ static cubert_status read_props(const kfd_fs *fs, const char *rel, props *p, cha
     if (st) return st;
     char w[4200];
     where(fs, rel, w, sizeof w);
-    return fail(msg, cap, CUBERT_ERR_PARSE, "%s is missing", w);
+    return cb_msgf(msg, cap, CUBERT_ERR_PARSE, "%s is missing", w);
   }
   st = props_parse(fs, rel, text, p, msg, cap);
   free(text);
@@ -329,11 +315,11 @@ static cubert_status need(const kfd_fs *fs, const char *rel, const props *p, con
   char w[4200];
   if (!props_get(p, key, value)) {
     where(fs, rel, w, sizeof w);
-    return fail(msg, cap, CUBERT_ERR_PARSE, "%s: no \"%s\" line", w, key);
+    return cb_msgf(msg, cap, CUBERT_ERR_PARSE, "%s: no \"%s\" line", w, key);
   }
   if (*value > max) {
     where(fs, rel, w, sizeof w);
-    return fail(msg, cap, CUBERT_ERR_PARSE, "%s: %s %" PRIu64 " is out of range (at most %" PRIu64 ")",
+    return cb_msgf(msg, cap, CUBERT_ERR_PARSE, "%s: %s %" PRIu64 " is out of range (at most %" PRIu64 ")",
                 w, key, *value, max);
   }
   return CUBERT_OK;
@@ -363,7 +349,7 @@ static cubert_status load_node(const kfd_fs *fs, int id, cb_kfd_node *node, char
     if (st) return st;
     char w[4200];
     where(fs, rel, w, sizeof w);
-    return fail(msg, cap, CUBERT_ERR_PARSE, "%s is missing", w);
+    return cb_msgf(msg, cap, CUBERT_ERR_PARSE, "%s is missing", w);
   }
   char *end = NULL;
   errno = 0;
@@ -374,7 +360,7 @@ static cubert_status load_node(const kfd_fs *fs, int id, cb_kfd_node *node, char
   if (bad) {
     char w[4200];
     where(fs, rel, w, sizeof w);
-    return fail(msg, cap, CUBERT_ERR_PARSE, "%s: not a number", w);
+    return cb_msgf(msg, cap, CUBERT_ERR_PARSE, "%s: not a number", w);
   }
 
   snprintf(rel, sizeof rel, KFD_NODES "/%d/properties", id);
@@ -400,7 +386,7 @@ static cubert_status load_node(const kfd_fs *fs, int id, cb_kfd_node *node, char
     node->links = calloc((size_t)nlinks, sizeof *node->links);
     if (!node->links) {
       free(links);
-      return fail(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+      return cb_msgf(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
     }
   }
   for (int m = 0; m < nlinks; m++) {
@@ -414,7 +400,7 @@ static cubert_status load_node(const kfd_fs *fs, int id, cb_kfd_node *node, char
     if (props_get(&p, "node_from", &v) && v != (uint64_t)id) {
       char w[4200];
       where(fs, rel, w, sizeof w);
-      st = fail(msg, cap, CUBERT_ERR_PARSE, "%s: node_from %" PRIu64 " but the link is under node %d",
+      st = cb_msgf(msg, cap, CUBERT_ERR_PARSE, "%s: node_from %" PRIu64 " but the link is under node %d",
                 w, v, id);
       break;
     }
@@ -439,13 +425,13 @@ static cubert_status load(const kfd_fs *fs, bool missing_ok, cb_kfd **out, char 
     free(ids);
     char w[4200];
     where(fs, KFD_NODES, w, sizeof w);
-    return fail(msg, cap, CUBERT_ERR_IO, "%s: no such directory (not a KFD topology)", w);
+    return cb_msgf(msg, cap, CUBERT_ERR_IO, "%s: no such directory (not a KFD topology)", w);
   }
   cb_kfd *k = calloc(1, sizeof *k);
   if (!k || (n && !(k->nodes = calloc((size_t)n, sizeof *k->nodes)))) {
     free(ids);
     free(k);
-    return fail(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+    return cb_msgf(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   }
   for (int i = 0; i < n && !st; i++) {
     st = load_node(fs, ids[i], &k->nodes[i], msg, cap);
@@ -459,12 +445,12 @@ static cubert_status load(const kfd_fs *fs, bool missing_ok, cb_kfd **out, char 
         char rel[256], w[4200];
         snprintf(rel, sizeof rel, KFD_NODES "/%d/io_links", k->nodes[i].id);
         where(fs, rel, w, sizeof w);
-        st = fail(msg, cap, CUBERT_ERR_PARSE, "%s: a link to node %d, which does not exist", w,
+        st = cb_msgf(msg, cap, CUBERT_ERR_PARSE, "%s: a link to node %d, which does not exist", w,
                   k->nodes[i].links[j].node_to);
       }
   if (!st) {
     k->source = strdup(fs->root ? fs->root : fs->label);
-    if (!k->source) st = fail(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+    if (!k->source) st = cb_msgf(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   }
   if (st) {
     cb_kfd_free(k);
@@ -477,12 +463,12 @@ static cubert_status load(const kfd_fs *fs, bool missing_ok, cb_kfd **out, char 
 cubert_status cb_kfd_load_dir(const char *root, bool missing_ok, cb_kfd **kfd, char *message,
                               size_t message_capacity) {
   if (!root || !*root || !kfd)
-    return fail(message, message_capacity, CUBERT_ERR_INVALID_ARGUMENT, "no KFD root directory");
+    return cb_msgf(message, message_capacity, CUBERT_ERR_INVALID_ARGUMENT, "no KFD root directory");
   struct stat sb;
   if (stat(root, &sb) != 0)
-    return fail(message, message_capacity, CUBERT_ERR_IO, "KFD root %s: %s", root, strerror(errno));
+    return cb_msgf(message, message_capacity, CUBERT_ERR_IO, "KFD root %s: %s", root, strerror(errno));
   if (!S_ISDIR(sb.st_mode))
-    return fail(message, message_capacity, CUBERT_ERR_IO, "KFD root %s: not a directory", root);
+    return cb_msgf(message, message_capacity, CUBERT_ERR_IO, "KFD root %s: not a directory", root);
   kfd_fs fs = {.root = root, .label = root};
   return load(&fs, missing_ok, kfd, message, message_capacity);
 }
@@ -507,7 +493,7 @@ static cubert_status mkdirs(char *path, char *msg, size_t cap) {
     int e = errno;
     *p = '/';
     if (r != 0 && e != EEXIST)
-      return fail(msg, cap, CUBERT_ERR_IO, "cannot create directory %.*s: %s", (int)(p - path), path,
+      return cb_msgf(msg, cap, CUBERT_ERR_IO, "cannot create directory %.*s: %s", (int)(p - path), path,
                   strerror(e));
   }
   return CUBERT_OK;
@@ -522,18 +508,18 @@ cubert_status cb_kfd_unpack(const char *pack, size_t size, const char *dir, char
     char path[4096];
     int len = snprintf(path, sizeof path, "%s/%.*s", dir, (int)v[i].path_len, v[i].path);
     if (len < 0 || (size_t)len >= sizeof path || memmem(v[i].path, v[i].path_len, "..", 2)) {
-      st = fail(message, message_capacity, CUBERT_ERR_INVALID_ARGUMENT, "bad path in KFD pack");
+      st = cb_msgf(message, message_capacity, CUBERT_ERR_INVALID_ARGUMENT, "bad path in KFD pack");
       break;
     }
     if ((st = mkdirs(path, message, message_capacity))) break;
     FILE *f = fopen(path, "wb");
     if (!f) {
-      st = fail(message, message_capacity, CUBERT_ERR_IO, "cannot create %s: %s", path, strerror(errno));
+      st = cb_msgf(message, message_capacity, CUBERT_ERR_IO, "cannot create %s: %s", path, strerror(errno));
       break;
     }
     size_t w = fwrite(v[i].data, 1, v[i].size, f);
     if (fclose(f) != 0 || w != v[i].size)
-      st = fail(message, message_capacity, CUBERT_ERR_IO, "cannot write %s", path);
+      st = cb_msgf(message, message_capacity, CUBERT_ERR_IO, "cannot write %s", path);
   }
   free(v);
   return st;

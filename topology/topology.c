@@ -15,7 +15,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "runtime/internal.h"
+#include "base/env.h"
+#include "base/str.h"
+#include "runtime/fail.h"
 #include "topology/internal.h"
 #include "topology/kfd.h"
 #include "topology/testing.h"
@@ -138,7 +140,6 @@ static void add_note(cubert_topology *t, const char *text) {
   t->notes = n;
 }
 
-static char *dup_or_empty(const char *s) { return strdup(s ? s : ""); }
 
 /* Adds a machine that owns `topo` and `kfd` (both taken, also on failure). */
 static cubert_status add_machine(cubert_topology *t, hwloc_topology_t topo, cb_kfd *kfd,
@@ -169,7 +170,7 @@ static cubert_status place_device(cubert_topology *t, int i, int mi, const char 
   d->machine = mi;
   d->package = -1;
   d->nvidia = nvidia_hint;
-  d->bus_id = dup_or_empty(bus_id);
+  d->bus_id = cb_strdup(bus_id);
   if (!d->bus_id) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   cb_pci_addr a;
   if (bus_id && *bus_id && cb_pci_parse(bus_id, &a)) {
@@ -184,7 +185,7 @@ static cubert_status place_device(cubert_topology *t, int i, int mi, const char 
                    i, bus_id);
   }
   const char *pci_name = d->pci ? hwloc_obj_get_info_by_name(d->pci, "PCIDevice") : NULL;
-  d->pci_name = dup_or_empty(pci_name);
+  d->pci_name = cb_strdup(pci_name);
   if (name && *name)
     d->name = strdup(name);
   else if (pci_name)

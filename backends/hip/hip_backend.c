@@ -34,28 +34,6 @@
 
 /* ------------------------------------------------------------ helpers */
 
-cubert_status cb_hip_enter(cb_hip_device *dev, cubert_berr *err) {
-  /* Already current: nothing to set (the usual case: one thread drives a
-   * device). Asking costs a thread-local read in the driver, where
-   * setting cost a runtime and a driver call on every operation; asking
-   * rather than caching also notices a device the application made current
-   * in between. */
-#if CB_HIP_NVIDIA
-  hipCtx_t cur = NULL;
-  if (dev->context && hipCtxGetCurrent(&cur) == hipSuccess && cur == dev->context) return CUBERT_OK;
-#else
-  int cur = -1;
-  if (hipGetDevice(&cur) == hipSuccess && cur == dev->index) return CUBERT_OK;
-#endif
-  hipError_t e = hipSetDevice(dev->index);
-#if CB_HIP_NVIDIA
-  if (e == hipSuccess && dev->context) e = hipCtxSetCurrent(dev->context);
-#endif
-  if (e != hipSuccess)
-    return cb_hip_fail(dev, err, e, CUBERT_ERR_BACKEND, "making %s current", dev->label);
-  return CUBERT_OK;
-}
-
 static cubert_status enter_live(cb_hip_device *dev, cubert_berr *err) {
   cubert_status st = cb_hip_check_lost(dev, err);
   return st ? st : cb_hip_enter(dev, err);
@@ -526,6 +504,68 @@ cubert_status cb_hip_fill_module(cb_hip_device *dev, cb_hip_module **module, cub
   *module = dev->fill;
   pthread_mutex_unlock(&dev->fill_lock);
   return st;
+}
+
+/* ------------------------------------------------------------ fill
+ *
+ * Here, not in hip_stream.c: 8-byte and unaligned patterns run the built-in
+ * fill kernel, and modules are this file's (hip_stream.c calls no function
+ * of this file). */
+
+cubert_status cb_hip_fill(void *device, void *stream, uint64_t work, uint64_t dst,
+                          const void *pattern, uint32_t pattern_size, uint64_t size,
+                          cubert_berr *err) {
+  cb_hip_device *dev = device;
+  cb_hip_stream *s = stream;
+  cubert_status st = cb_hip_work_begin(dev, s, "fill", err);
+  if (st) return st;
+  if (!pattern || (pattern_size != 1 && pattern_size != 2 && pattern_size != 4 && pattern_size != 8) ||
+      size % pattern_size)
+    return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT,
+                           "fill on %s: pattern of %" PRIu32 " bytes over %" PRIu64 " bytes",
+                           dev->label, pattern_size, size);
+  hipError_t e = hipSuccess;
+  const char *how = "hipMemsetD8Async";
+  bool aligned = dst % pattern_size == 0;
+  if (size == 0) {
+    /* nothing to write */
+  } else if (pattern_size == 1) {
+    e = hipMemsetD8Async(CB_HIP_DPTR(dst), *(const unsigned char *)pattern, (size_t)size, s->stream);
+  } else if (pattern_size == 2 && aligned) {
+    unsigned short v;
+    memcpy(&v, pattern, 2);
+    how = "hipMemsetD16Async";
+    e = hipMemsetD16Async(CB_HIP_DPTR(dst), v, (size_t)(size / 2), s->stream);
+  } else if (pattern_size == 4 && aligned) {
+    uint32_t v;
+    memcpy(&v, pattern, 4);
+    how = "hipMemsetD32Async";
+    e = hipMemsetD32Async(CB_HIP_DPTR(dst), (int)v, (size_t)(size / 4), s->stream);
+  } else {
+    /* 8-byte patterns, and unaligned 2/4-byte ones: the built-in kernel. */
+    cb_hip_module *m = NULL;
+    if ((st = cb_hip_fill_module(dev, &m, err)) != CUBERT_OK) {
+      cb_hip_mark_work(s, work, "fill");
+      return st;
+    }
+    void *ptr = CB_HIP_PTR(dst);
+    unsigned long long pat = 0, n = size;
+    unsigned int psize = pattern_size;
+    memcpy(&pat, pattern, pattern_size);
+    void *params[] = {&ptr, &pat, &psize, &n};
+    uint64_t items = aligned && pattern_size == 8 ? size / 8 : size;
+    uint64_t blocks = (items + 255) / 256;
+    uint32_t grid[3] = {(uint32_t)(blocks < 4096 ? (blocks ? blocks : 1) : 4096), 1, 1};
+    uint32_t block[3] = {256, 1, 1};
+    st = cb_hip_launch_raw(dev, s, m, grid, block, 0, params, err);
+    cb_hip_mark_work(s, work, "fill");
+    return st;
+  }
+  cb_hip_mark_work(s, work, "fill");
+  if (e != hipSuccess)
+    return cb_hip_fail(dev, err, e, CUBERT_ERR_COPY, "fill of %" PRIu64 " bytes at 0x%" PRIx64 " on %s (%s)",
+                       size, dst, dev->label, how);
+  return CUBERT_OK;
 }
 
 /* ------------------------------------------------------------ peers */

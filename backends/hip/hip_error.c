@@ -134,3 +134,50 @@ cubert_status cb_hip_fail(cb_hip_device *dev, cubert_berr *err, hipError_t e,
   if (sticky && dev) cb_hip_mark_lost(dev, out->message);
   return st;
 }
+
+/* ------------------------------------------------------------ device state
+ *
+ * What an error changes: a sticky one marks the device lost (cb_hip_fail
+ * above), and every later call checks that first. Making the device current
+ * is here too: its only failure path is an error. Nothing in this file calls
+ * another file of the backend (hip_internal.h says how they call each other). */
+
+void cb_hip_mark_lost(cb_hip_device *dev, const char *message) {
+  pthread_mutex_lock(&dev->fail_lock);
+  if (!atomic_load(&dev->lost)) {
+    cb_hip_format(dev->lost_message, sizeof dev->lost_message, "%s", message);
+    atomic_store(&dev->lost, true);
+  }
+  pthread_mutex_unlock(&dev->fail_lock);
+}
+
+cubert_status cb_hip_check_lost(cb_hip_device *dev, cubert_berr *err) {
+  if (!atomic_load(&dev->lost)) return CUBERT_OK;
+  pthread_mutex_lock(&dev->fail_lock);
+  cubert_berr_set(err, CUBERT_ERR_DEVICE_LOST, "%s is lost: %s", dev->label, dev->lost_message);
+  pthread_mutex_unlock(&dev->fail_lock);
+  if (err) err->sticky = true;
+  return CUBERT_ERR_DEVICE_LOST;
+}
+
+cubert_status cb_hip_enter(cb_hip_device *dev, cubert_berr *err) {
+  /* Already current: nothing to set (the usual case: one thread drives a
+   * device). Asking costs a thread-local read in the driver, where
+   * setting cost a runtime and a driver call on every operation; asking
+   * rather than caching also notices a device the application made current
+   * in between. */
+#if CB_HIP_NVIDIA
+  hipCtx_t cur = NULL;
+  if (dev->context && hipCtxGetCurrent(&cur) == hipSuccess && cur == dev->context) return CUBERT_OK;
+#else
+  int cur = -1;
+  if (hipGetDevice(&cur) == hipSuccess && cur == dev->index) return CUBERT_OK;
+#endif
+  hipError_t e = hipSetDevice(dev->index);
+#if CB_HIP_NVIDIA
+  if (e == hipSuccess && dev->context) e = hipCtxSetCurrent(dev->context);
+#endif
+  if (e != hipSuccess)
+    return cb_hip_fail(dev, err, e, CUBERT_ERR_BACKEND, "making %s current", dev->label);
+  return CUBERT_OK;
+}

@@ -33,7 +33,16 @@
  *   device->staging_lock   the free list of staging buffers
  *   device->peer_lock      which peers were enabled
  *   device->fill_lock      the lazily built fill module
- *   stream->lock           the stream's marks (progress may run beside work) */
+ *   stream->lock           the stream's marks (progress may run beside work)
+ *
+ * Who calls whom, one way only (no file calls a file above it):
+ *   hip_backend.c  the ops table: devices, memory, modules, launches, fill
+ *     -> hip_stream.c  streams, marks, progress, transfers
+ *     -> hip_compile.c  hiprtc and the code cache
+ *     -> hip_nvml.c  NVLink from NVML (NVIDIA only)
+ *   hip_stream.c, hip_compile.c, hip_nvml.c -> hip_error.c
+ *   hip_error.c  errors, the lost state they set, making a device current;
+ *                calls no other file */
 #ifndef CUBERT_BACKENDS_HIP_INTERNAL_H
 #define CUBERT_BACKENDS_HIP_INTERNAL_H
 
@@ -187,7 +196,9 @@ struct cb_hip_device {
   cb_hip_module *fill;
 };
 
-/* Makes `dev` current on the calling thread (and on NVIDIA its primary
+/* hip_error.c: the device state errors change, and making a device current.
+ *
+ * Makes `dev` current on the calling thread (and on NVIDIA its primary
  * context, which the driver-API calls behind hipModule* and hipMemsetD*
  * need). Every operation calls it first: calls come from many threads. It
  * asks the driver what is current (a thread-local read) and sets nothing
@@ -208,7 +219,11 @@ void cb_hip_push_failure(cb_hip_device *dev, uint64_t work, cubert_status status
     ;
 void cb_hip_mark_lost(cb_hip_device *dev, const char *message);
 
-/* hip_stream.c: streams, marks, progress, transfers. */
+/* hip_stream.c: streams, marks, progress, transfers. push_failure is here
+ * too. cb_hip_work_begin: the checks every operation on a stream starts
+ * with (a stream, a live device, made current). */
+cubert_status cb_hip_work_begin(cb_hip_device *dev, cb_hip_stream *s, const char *op,
+                                cubert_berr *err);
 cubert_status cb_hip_stream_create(void *device, void **stream, cubert_berr *err);
 void cb_hip_stream_destroy(void *device, void *stream);
 cubert_status cb_hip_event_record(void *device, void *stream, void **event, cubert_berr *err);
@@ -220,9 +235,6 @@ cubert_status cb_hip_write(void *device, void *stream, uint64_t work, uint64_t d
                            uint64_t size, cubert_berr *err);
 cubert_status cb_hip_read(void *device, void *stream, uint64_t work, void *dst, uint64_t src,
                           uint64_t size, cubert_berr *err);
-cubert_status cb_hip_fill(void *device, void *stream, uint64_t work, uint64_t dst,
-                          const void *pattern, uint32_t pattern_size, uint64_t size,
-                          cubert_berr *err);
 cubert_status cb_hip_copy(void *device, void *stream, uint64_t work, uint64_t dst, uint64_t src,
                           uint64_t size, cubert_berr *err);
 cubert_status cb_hip_copy_peer(void *device, void *stream, uint64_t work, uint64_t dst,
@@ -246,8 +258,11 @@ void cb_hip_stream_teardown(cb_hip_device *dev);
 cubert_status cb_hip_nvml_link(cb_hip_device *dev, cb_hip_device *peer, cubert_backend_link *link,
                                cubert_berr *err);
 
-/* hip_backend.c: the built-in 8-byte / unaligned fill kernel, loaded on
- * first use; and launching a module. */
+/* hip_backend.c: fill (8-byte and unaligned patterns run the built-in fill
+ * kernel, loaded on first use), and launching a module. */
+cubert_status cb_hip_fill(void *device, void *stream, uint64_t work, uint64_t dst,
+                          const void *pattern, uint32_t pattern_size, uint64_t size,
+                          cubert_berr *err);
 cubert_status cb_hip_fill_module(cb_hip_device *dev, cb_hip_module **module, cubert_berr *err);
 cubert_status cb_hip_launch_raw(cb_hip_device *dev, cb_hip_stream *s, cb_hip_module *m,
                                 const uint32_t grid[3], const uint32_t block[3], uint32_t shared,

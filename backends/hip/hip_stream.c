@@ -86,24 +86,6 @@ struct cb_hip_staging {
 
 /* ------------------------------------------------------------ failures */
 
-void cb_hip_mark_lost(cb_hip_device *dev, const char *message) {
-  pthread_mutex_lock(&dev->fail_lock);
-  if (!atomic_load(&dev->lost)) {
-    cb_hip_format(dev->lost_message, sizeof dev->lost_message, "%s", message);
-    atomic_store(&dev->lost, true);
-  }
-  pthread_mutex_unlock(&dev->fail_lock);
-}
-
-cubert_status cb_hip_check_lost(cb_hip_device *dev, cubert_berr *err) {
-  if (!atomic_load(&dev->lost)) return CUBERT_OK;
-  pthread_mutex_lock(&dev->fail_lock);
-  cubert_berr_set(err, CUBERT_ERR_DEVICE_LOST, "%s is lost: %s", dev->label, dev->lost_message);
-  pthread_mutex_unlock(&dev->fail_lock);
-  if (err) err->sticky = true;
-  return CUBERT_ERR_DEVICE_LOST;
-}
-
 void cb_hip_push_failure(cb_hip_device *dev, uint64_t work, cubert_status status, bool sticky,
                          const char *fmt, ...) {
   cubert_async_failure f;
@@ -597,7 +579,7 @@ void cb_hip_stream_teardown(cb_hip_device *dev) {
 /* ------------------------------------------------------------ transfers */
 
 /* Common prologue of work operations. */
-static cubert_status work_begin(cb_hip_device *dev, cb_hip_stream *s, const char *op,
+cubert_status cb_hip_work_begin(cb_hip_device *dev, cb_hip_stream *s, const char *op,
                                 cubert_berr *err) {
   cubert_status st;
   if (!s) return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT, "%s on %s: no stream", op, dev->label);
@@ -640,7 +622,7 @@ cubert_status cb_hip_write(void *device, void *stream, uint64_t work, uint64_t d
                            uint64_t size, cubert_berr *err) {
   cb_hip_device *dev = device;
   cb_hip_stream *s = stream;
-  cubert_status st = work_begin(dev, s, "write", err);
+  cubert_status st = cb_hip_work_begin(dev, s, "write", err);
   if (st) return st;
   hipError_t e = hipSuccess;
   const char *where = "hipMemcpyAsync";
@@ -692,7 +674,7 @@ cubert_status cb_hip_read(void *device, void *stream, uint64_t work, void *dst, 
                           uint64_t size, cubert_berr *err) {
   cb_hip_device *dev = device;
   cb_hip_stream *s = stream;
-  cubert_status st = work_begin(dev, s, "read", err);
+  cubert_status st = cb_hip_work_begin(dev, s, "read", err);
   if (st) return st;
   /* An event of the read's own (not a mark: progress() may reap and reuse
    * a mark's event while this thread waits on it). */
@@ -733,67 +715,11 @@ cubert_status cb_hip_read(void *device, void *stream, uint64_t work, void *dst, 
   return CUBERT_OK;
 }
 
-cubert_status cb_hip_fill(void *device, void *stream, uint64_t work, uint64_t dst,
-                          const void *pattern, uint32_t pattern_size, uint64_t size,
-                          cubert_berr *err) {
-  cb_hip_device *dev = device;
-  cb_hip_stream *s = stream;
-  cubert_status st = work_begin(dev, s, "fill", err);
-  if (st) return st;
-  if (!pattern || (pattern_size != 1 && pattern_size != 2 && pattern_size != 4 && pattern_size != 8) ||
-      size % pattern_size)
-    return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT,
-                           "fill on %s: pattern of %" PRIu32 " bytes over %" PRIu64 " bytes",
-                           dev->label, pattern_size, size);
-  hipError_t e = hipSuccess;
-  const char *how = "hipMemsetD8Async";
-  bool aligned = dst % pattern_size == 0;
-  if (size == 0) {
-    /* nothing to write */
-  } else if (pattern_size == 1) {
-    e = hipMemsetD8Async(CB_HIP_DPTR(dst), *(const unsigned char *)pattern, (size_t)size, s->stream);
-  } else if (pattern_size == 2 && aligned) {
-    unsigned short v;
-    memcpy(&v, pattern, 2);
-    how = "hipMemsetD16Async";
-    e = hipMemsetD16Async(CB_HIP_DPTR(dst), v, (size_t)(size / 2), s->stream);
-  } else if (pattern_size == 4 && aligned) {
-    uint32_t v;
-    memcpy(&v, pattern, 4);
-    how = "hipMemsetD32Async";
-    e = hipMemsetD32Async(CB_HIP_DPTR(dst), (int)v, (size_t)(size / 4), s->stream);
-  } else {
-    /* 8-byte patterns, and unaligned 2/4-byte ones: the built-in kernel. */
-    cb_hip_module *m = NULL;
-    if ((st = cb_hip_fill_module(dev, &m, err)) != CUBERT_OK) {
-      cb_hip_mark_work(s, work, "fill");
-      return st;
-    }
-    void *ptr = CB_HIP_PTR(dst);
-    unsigned long long pat = 0, n = size;
-    unsigned int psize = pattern_size;
-    memcpy(&pat, pattern, pattern_size);
-    void *params[] = {&ptr, &pat, &psize, &n};
-    uint64_t items = aligned && pattern_size == 8 ? size / 8 : size;
-    uint64_t blocks = (items + 255) / 256;
-    uint32_t grid[3] = {(uint32_t)(blocks < 4096 ? (blocks ? blocks : 1) : 4096), 1, 1};
-    uint32_t block[3] = {256, 1, 1};
-    st = cb_hip_launch_raw(dev, s, m, grid, block, 0, params, err);
-    cb_hip_mark_work(s, work, "fill");
-    return st;
-  }
-  cb_hip_mark_work(s, work, "fill");
-  if (e != hipSuccess)
-    return cb_hip_fail(dev, err, e, CUBERT_ERR_COPY, "fill of %" PRIu64 " bytes at 0x%" PRIx64 " on %s (%s)",
-                       size, dst, dev->label, how);
-  return CUBERT_OK;
-}
-
 cubert_status cb_hip_copy(void *device, void *stream, uint64_t work, uint64_t dst, uint64_t src,
                           uint64_t size, cubert_berr *err) {
   cb_hip_device *dev = device;
   cb_hip_stream *s = stream;
-  cubert_status st = work_begin(dev, s, "copy", err);
+  cubert_status st = cb_hip_work_begin(dev, s, "copy", err);
   if (st) return st;
   hipError_t e = size ? hipMemcpyAsync(CB_HIP_PTR(dst), CB_HIP_PTR(src), (size_t)size,
                                        hipMemcpyDeviceToDevice, s->stream)
@@ -811,7 +737,7 @@ cubert_status cb_hip_copy_peer(void *device, void *stream, uint64_t work, uint64
   cb_hip_device *dev = device;
   cb_hip_device *from = src_device;
   cb_hip_stream *s = stream;
-  cubert_status st = work_begin(dev, s, "copy_peer", err);
+  cubert_status st = cb_hip_work_begin(dev, s, "copy_peer", err);
   if (st) return st;
   if (!from) return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT, "copy_peer on %s: no source device", dev->label);
   if ((st = cb_hip_check_lost(from, err)) != CUBERT_OK) {

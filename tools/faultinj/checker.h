@@ -1,19 +1,19 @@
-/* faultinj/checker.h: programs, and the checker that runs them against the
+/* tools/faultinj/checker.h: programs, and the checker that runs them against the
  * model (internal, never installed; the `cubert faultinj` tool and the tests
  * use it).
  *
  * A program is a list of steps over named views (buffers and slices of
  * them) on devices named by role (A, B, C...): allocate, write, fill, copy,
  * launch a built-in kernel, share, slice, release, sync, add fault rules,
- * and check expectations. Scenario files (faultinj/scenario.h) and campaigns
- * (faultinj/campaign.h) both produce programs; cb_fi_program_format() prints
+ * and check expectations. Scenario files (tools/faultinj/scenario.h) and campaigns
+ * (tools/faultinj/campaign.h) both produce programs; cb_fi_program_format() prints
  * one back in scenario syntax, so a campaign's shortest failing program can
  * be saved and rerun as a file.
  *
  * cb_fi_run() runs a program on a fresh runtime (one per run, so a run
  * replays exactly and a lost device stays in its run): after every step it
  * takes the injections the fault layer logged during the step, asks the
- * model (faultinj/model.h) what the docs say the call must have done, and
+ * model (tools/faultinj/model.h) what the docs say the call must have done, and
  * compares: the status, then every live allocation read through the public
  * API (cubert_handle_read on the owner, cubert_handle_check from a peer for
  * shared memory). Differences are violations:
@@ -59,7 +59,7 @@
 
 #include "cubert/cubert.h"
 #include "cubert/faultinj.h"
-#include "faultinj/model.h"
+#include "tools/faultinj/model.h"
 
 /* ---------------------------------------------------------------- programs */
 
@@ -147,7 +147,7 @@ bool cb_fi_program_copy(const cb_fi_program *p, cb_fi_program *out);
 cb_fi_step *cb_fi_program_add(cb_fi_program *p, cb_fi_step_kind kind);
 /* The slot of view `name`, added when new; -1 on no memory. */
 int cb_fi_program_view(cb_fi_program *p, const char *name);
-/* The program in scenario syntax (faultinj/scenario.h); malloc'd, the
+/* The program in scenario syntax (tools/faultinj/scenario.h); malloc'd, the
  * caller frees it. NULL on no memory. */
 char *cb_fi_program_format(const cb_fi_program *p);
 /* One step in scenario syntax, into buf. */

@@ -1,14 +1,16 @@
-/* runtime/placement.c: the placement hooks the runtime gives its backends
+/* topology/placement.c: the placement hooks the runtime gives its backends
  * (place_thread, place_alloc, place_free; placement.h). */
-#include "runtime/placement.h"
+#include "topology/placement.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/env.h"
+#include "base/str.h"
 #include "cubert/topology.h"
-#include "runtime/internal.h"
+#include "runtime/fail.h"
 
 #define CB_PLACEMENT_BACKENDS 4 /* as cubert_runtime.backends */
 
@@ -28,7 +30,7 @@ struct cb_placement {
   _Atomic int bound;
   _Atomic int allocated;
   pthread_mutex_t lock;         /* making the topology, once */
-  /* from cb_placement_start: runtime device -> topology index, -1 when the
+  /* from cb_placement_start_ids: runtime device -> topology index, -1 when the
    * device has no bus id of this machine */
   int ndevices;
   int *map;
@@ -86,23 +88,6 @@ void cb_placement_start_ids(cb_placement *p, const char *const *bus_ids, int cou
     }
   }
   atomic_store_explicit(&p->state, state, memory_order_release);
-}
-
-void cb_placement_start(cb_placement *p, cubert_runtime *rt) {
-  if (!p || !rt || atomic_load(&p->state) != PLACE_IDLE) return;
-  /* An XML file standing for this machine is not this machine. */
-  const char *xml = cb_env("CUBERT_TOPOLOGY");
-  const char **ids = NULL;
-  if (rt->ndevices > 0 && !(xml && *xml) && (ids = calloc((size_t)rt->ndevices, sizeof *ids))) {
-    for (int i = 0; i < rt->ndevices; i++) {
-      const cb_device *dev = rt->devices[i];
-      /* host devices take their bus ids from a simulated node only */
-      bool simulated = rt->host_bus_ids && dev->info.backend && strcmp(dev->info.backend, "host") == 0;
-      ids[i] = simulated ? NULL : dev->info.pci_bus_id;
-    }
-  }
-  cb_placement_start_ids(p, ids, ids ? rt->ndevices : 0);
-  free(ids);
 }
 
 /* Makes the topology once (any thread, under p->lock). */

@@ -1,4 +1,4 @@
-/* faultinj/cli_faultinj.c: `cubert faultinj`, the scenario suite, scenario
+/* tools/faultinj/cli_faultinj.c: `cubert faultinj`, the scenario suite, scenario
  * files and seeded campaigns, each checked against the model of
  * docs/failures.md; a summary on the terminal, JSON on request, a non-zero
  * exit status on any violation. Part of the cubert tool, not of the library. */
@@ -12,8 +12,8 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
-#include "faultinj/campaign.h"
-#include "faultinj/scenario.h"
+#include "tools/faultinj/campaign.h"
+#include "tools/faultinj/scenario.h"
 
 #define DEFAULT_CHECK_FAULTS 2000
 

@@ -1,5 +1,5 @@
-/* faultinj/scenarios_embedded.h: the built-in scenario files
- * (faultinj/scenarios/NAME.fi), embedded in the library at configure time by
+/* tools/faultinj/scenarios_embedded.h: the built-in scenario files
+ * (tools/faultinj/scenarios/NAME.fi), embedded in the library at configure time by
  * faultinj/CMakeLists.txt (internal, never installed). The texts are static
  * and NUL-terminated. */
 #ifndef CUBERT_FAULTINJ_SCENARIOS_EMBEDDED_H

@@ -1,7 +1,7 @@
-/* faultinj/model.c: the checker's model of what every buffer must hold and
- * which bytes must be tainted, with which cause (faultinj/model.h). Each
+/* tools/faultinj/model.c: the checker's model of what every buffer must hold and
+ * which bytes must be tainted, with which cause (tools/faultinj/model.h). Each
  * step function is one rule of docs/failures.md, applied to bytes. */
-#include "faultinj/model.h"
+#include "tools/faultinj/model.h"
 
 #include <inttypes.h>
 #include <stdio.h>

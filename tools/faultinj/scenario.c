@@ -1,5 +1,5 @@
-/* faultinj/scenario.c: the scenario file parser, the embedded suite, pair
- * selection from the topology, and the suite runner (faultinj/scenario.h).
+/* tools/faultinj/scenario.c: the scenario file parser, the embedded suite, pair
+ * selection from the topology, and the suite runner (tools/faultinj/scenario.h).
  *
  * The parser checks what it can before anything runs: every view is made
  * before it is used, sizes match where a copy needs them, a peer buffer is
@@ -8,7 +8,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "faultinj/scenario.h"
+#include "tools/faultinj/scenario.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -17,7 +17,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "faultinj/scenarios_embedded.h"
+#include "tools/faultinj/scenarios_embedded.h"
 
 #define MAX_ROLES 8
 #define MAX_TOKENS 32

@@ -1,10 +1,10 @@
-/* faultinj/checker.c: programs, the comparison of what the runtime did with
+/* tools/faultinj/checker.c: programs, the comparison of what the runtime did with
  * what the model says it must do, and the runner that drives a program
- * through the public API under a watchdog (faultinj/checker.h). */
+ * through the public API under a watchdog (tools/faultinj/checker.h). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "faultinj/checker.h"
+#include "tools/faultinj/checker.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -15,12 +15,18 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/str.h"
+#include "runtime/limits.h"
+
 #define DEFAULT_TIMEOUT_MS 10000u
 #define DEFAULT_MAX_VIOLATIONS 20u
 #define MAX_ROLES 8
 /* Records a device may hold before the checker syncs it: the runtime reaps
- * (and so finds asynchronous failures) on its own at 256. */
-#define RECORDS_BEFORE_SYNC 200
+ * (and so finds asynchronous failures) on its own every
+ * CB_RUNTIME_REAP_INTERVAL records; the checker syncs a margin before. */
+#define RECORDS_BEFORE_SYNC (CB_RUNTIME_REAP_INTERVAL - 56u)
+_Static_assert(RECORDS_BEFORE_SYNC > 0 && RECORDS_BEFORE_SYNC < CB_RUNTIME_REAP_INTERVAL,
+               "the checker syncs before the runtime reaps on its own");
 
 bool cb_fi_break_rule_built(void) {
 #ifdef CUBERT_BREAK_TRANSITIVE
@@ -30,22 +36,14 @@ bool cb_fi_break_rule_built(void) {
 #endif
 }
 
-static char *dupstr(const char *s) {
-  if (!s) s = "";
-  size_t n = strlen(s) + 1;
-  char *p = malloc(n);
-  if (p) memcpy(p, s, n);
-  return p;
-}
-
 /* ------------------------------------------------------------ programs */
 
 void cb_fi_program_init(cb_fi_program *p, const char *name, const char *source) {
   memset(p, 0, sizeof *p);
-  p->name = dupstr(name);
-  p->title = dupstr("");
-  p->rules = dupstr("");
-  p->source = dupstr(source);
+  p->name = cb_strdup(name);
+  p->title = cb_strdup("");
+  p->rules = cb_strdup("");
+  p->source = cb_strdup(source);
   p->devices = 1;
   p->streams = 1;
 }
@@ -65,18 +63,18 @@ void cb_fi_program_free(cb_fi_program *p) {
 
 bool cb_fi_program_copy(const cb_fi_program *p, cb_fi_program *o) {
   *o = *p;
-  o->name = dupstr(p->name);
-  o->title = dupstr(p->title);
-  o->rules = dupstr(p->rules);
-  o->source = dupstr(p->source);
+  o->name = cb_strdup(p->name);
+  o->title = cb_strdup(p->title);
+  o->rules = cb_strdup(p->rules);
+  o->source = cb_strdup(p->source);
   o->views = calloc((size_t)p->nviews + 1, sizeof *o->views);
   o->steps = calloc(p->nsteps + 1, sizeof *o->steps);
   o->capsteps = p->nsteps + 1;
   bool ok = o->name && o->title && o->rules && o->source && o->views && o->steps;
-  for (int i = 0; ok && i < p->nviews; i++) ok = (o->views[i] = dupstr(p->views[i])) != NULL;
+  for (int i = 0; ok && i < p->nviews; i++) ok = (o->views[i] = cb_strdup(p->views[i])) != NULL;
   if (ok) memcpy(o->steps, p->steps, p->nsteps * sizeof *o->steps);
   for (size_t i = 0; ok && i < p->nsteps; i++)
-    if (p->steps[i].text) ok = (o->steps[i].text = dupstr(p->steps[i].text)) != NULL;
+    if (p->steps[i].text) ok = (o->steps[i].text = cb_strdup(p->steps[i].text)) != NULL;
   if (!ok) {
     /* free what was copied, never what the original owns */
     if (o->steps)
@@ -112,7 +110,7 @@ int cb_fi_program_view(cb_fi_program *p, const char *name) {
   char **v = realloc(p->views, ((size_t)p->nviews + 1) * sizeof *v);
   if (!v) return -1;
   p->views = v;
-  if (!(v[p->nviews] = dupstr(name))) return -1;
+  if (!(v[p->nviews] = cb_strdup(name))) return -1;
   return p->nviews++;
 }
 
@@ -385,7 +383,7 @@ void cb_fi_violation_add(cb_fi_checker *c, cb_fi_violation_kind kind, const char
   sb_printf(&b, ": %s", what);
   if (b.failed) {
     free(b.p);
-    b.p = dupstr(what);
+    b.p = cb_strdup(what);
   }
   result_add_violation(c->result, kind, c->step, c->line, b.p);
 }

@@ -1,5 +1,6 @@
-/* runtime/placement.h: binding backend threads and host memory near their
- * device (internal; runtime.c, placement.c and white-box tests).
+/* topology/placement.h: binding backend threads and host memory near their
+ * device (internal; lib/parts.c hands these to the runtime as
+ * runtime/parts.h hooks; placement.c and white-box tests).
  *
  * A backend calls cubert_backend_config.place_thread(place_ctx, index) at
  * the start of every thread it runs for its device `index` (the host
@@ -15,7 +16,7 @@
  * nothing and place_alloc returns NULL. docs/topology.md ("Placement") says
  * what is bound.
  *
- * Cost: cb_placement_start() only copies the devices' bus ids; the topology
+ * Cost: cb_placement_start_ids() only copies the devices' bus ids; the topology
  * (an hwloc load) is made on the first hook call, and only when some device
  * has a bus id of this machine (not one from a simulated node, and no
  * $CUBERT_TOPOLOGY file standing for the machine). It is made with
@@ -28,8 +29,8 @@
  * Ownership: the runtime owns its cb_placement (cb_placement_new at
  * creation, cb_placement_destroy after every backend is closed, so no
  * thread can still be in the hook). */
-#ifndef CUBERT_RUNTIME_PLACEMENT_H
-#define CUBERT_RUNTIME_PLACEMENT_H
+#ifndef CUBERT_TOPOLOGY_PLACEMENT_H
+#define CUBERT_TOPOLOGY_PLACEMENT_H
 
 #include <stddef.h>
 
@@ -38,7 +39,7 @@
 
 typedef struct cb_placement cb_placement;
 
-/* A placement that binds nothing until cb_placement_start(); NULL when out
+/* A placement that binds nothing until cb_placement_start_ids(); NULL when out
  * of memory (then there is no placement, which is not an error). */
 cb_placement *cb_placement_new(void);
 
@@ -53,14 +54,11 @@ void cb_place_thread(void *ctx, int backend_device_index);
 void *cb_place_alloc(void *ctx, int backend_device_index, size_t size);
 void cb_place_free(void *ctx, void *ptr, size_t size);
 
-/* After every device of `runtime` is open: records which devices could be
- * placed (their bus ids). Cheap; binds nothing by itself. */
-void cb_placement_start(cb_placement *p, cubert_runtime *runtime);
-
-/* What cb_placement_start does once it knows the bus ids: `bus_ids[i]` for
+/* After every device of the runtime is open (the runtime calls it, through
+ * runtime/parts.h): records which devices could be placed, `bus_ids[i]` for
  * runtime device i, NULL or "" for a device that is not to be placed (no
- * bus id, or one from a simulated node). Copied. Tests call it directly,
- * with devices no backend has. */
+ * bus id, or one from a simulated node). Copied. Cheap; binds nothing by
+ * itself. Tests call it directly, with devices no backend has. */
 void cb_placement_start_ids(cb_placement *p, const char *const *bus_ids, int count);
 
 /* Threads the hook bound and allocations it bound so far (tests,

@@ -1,4 +1,4 @@
-/* faultinj/model.h: the checker's host-side model of device memory
+/* tools/faultinj/model.h: the checker's host-side model of device memory
  * (internal, never installed).
  *
  * The model follows docs/failures.md, not the runtime's code: for every

@@ -1,10 +1,10 @@
-/* faultinj/scenario.h: scenario files and the built-in scenario suite
+/* tools/faultinj/scenario.h: scenario files and the built-in scenario suite
  * (internal, never installed; docs/faultinj.md has the format).
  *
  * A scenario file holds scenarios: each names the devices it needs (roles
- * A, B, C...), its steps (faultinj/checker.h), the fault rules it sets and
+ * A, B, C...), its steps (tools/faultinj/checker.h), the fault rules it sets and
  * the outcomes it expects. Parse errors name the file, the line and the
- * column. The built-in suite is faultinj/scenarios/NAME.fi, embedded in the
+ * column. The built-in suite is tools/faultinj/scenarios/NAME.fi, embedded in the
  * library at build time, so an installed `cubert faultinj suite` needs no
  * source tree.
  *
@@ -23,7 +23,7 @@
 #include <stdio.h>
 
 #include "cubert/topology.h"
-#include "faultinj/checker.h"
+#include "tools/faultinj/checker.h"
 
 typedef struct cb_fi_suite {
   cb_fi_program *v;
@@ -37,7 +37,7 @@ cubert_status cb_fi_scenario_parse(const char *text, const char *source, cb_fi_s
                                    size_t capacity);
 /* The same over a file; CUBERT_ERR_IO when it cannot be read. */
 cubert_status cb_fi_scenario_load(const char *path, cb_fi_suite *suite, char *error, size_t capacity);
-/* The built-in suite (faultinj/scenarios/NAME.fi as embedded). */
+/* The built-in suite (tools/faultinj/scenarios/NAME.fi as embedded). */
 cubert_status cb_fi_scenario_builtin(cb_fi_suite *suite, char *error, size_t capacity);
 /* Names and texts of the embedded files (for `cubert faultinj list`). */
 size_t cb_fi_scenario_builtin_count(void);

@@ -1,4 +1,4 @@
-/* faultinj/campaign.h: seeded random programs with seeded random faults,
+/* tools/faultinj/campaign.h: seeded random programs with seeded random faults,
  * run through the checker (internal, never installed).
  *
  * A campaign seed gives program seeds (program i: a mix of the seed and i),
@@ -24,7 +24,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "faultinj/checker.h"
+#include "tools/faultinj/checker.h"
 
 typedef struct cb_fi_gen_config {
   int devices;          /* roles A.. = devices 0..; 1 to 8 */

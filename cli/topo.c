@@ -1,4 +1,4 @@
-/* topology/cli_topo.c: `cubert topo`, the device list, the pair-class matrix
+/* cli/topo.c: `cubert topo`, the device list, the pair-class matrix
  * (as `nvidia-smi topo -m` and `rocm-smi --showtopo` print theirs), NUMA
  * affinity and a legend; or all of it as JSON. Part of the cubert tool, not
  * of the library. */

@@ -1,14 +1,16 @@
-/* faultinj/campaign.c: random programs from seeds, the campaign loop, and
- * the shrinking of failing programs (faultinj/campaign.h). */
+/* tools/faultinj/campaign.c: random programs from seeds, the campaign loop, and
+ * the shrinking of failing programs (tools/faultinj/campaign.h). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "faultinj/campaign.h"
+#include "tools/faultinj/campaign.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "base/str.h"
 
 /* ------------------------------------------------------------ randomness */
 
@@ -571,14 +573,6 @@ void cb_fi_campaign_report_free(cb_fi_campaign_report *r) {
   memset(r, 0, sizeof *r);
 }
 
-static char *dup_or_null(const char *s) {
-  if (!s) return NULL;
-  size_t n = strlen(s) + 1;
-  char *p = malloc(n);
-  if (p) memcpy(p, s, n);
-  return p;
-}
-
 cubert_status cb_fi_campaign_run(const cb_fi_campaign_config *config, cb_fi_campaign_report *rep) {
   memset(rep, 0, sizeof *rep);
   cb_fi_campaign_config c;
@@ -628,7 +622,7 @@ cubert_status cb_fi_campaign_run(const cb_fi_campaign_config *config, cb_fi_camp
         f->program_seed = seed;
         f->index = i;
         f->kind = r.violations[0].kind;
-        f->first = dup_or_null(r.violations[0].message);
+        f->first = cb_strdup_or_null(r.violations[0].message);
         f->nviolations = r.nviolations;
         f->original_steps = p.nsteps;
         if (rep->nfailing <= c.minimize && !r.hang) {
@@ -646,7 +640,7 @@ cubert_status cb_fi_campaign_run(const cb_fi_campaign_config *config, cb_fi_camp
             if (cb_fi_run(&best, &quiet, &br) == CUBERT_OK && br.nviolations)
               for (size_t k = 0; k < br.nviolations; k++)
                 if (br.violations[k].kind == f->kind) {
-                  f->shortest_report = dup_or_null(br.violations[k].message);
+                  f->shortest_report = cb_strdup_or_null(br.violations[k].message);
                   break;
                 }
             cb_fi_result_free(&br);

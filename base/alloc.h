@@ -1,0 +1,33 @@
+/* base/alloc.h: the library's host allocator hooks (internal).
+ *
+ * cb_malloc, cb_calloc, cb_realloc and cb_free call the functions last set
+ * with cb_allocator_set(), the C library's by default. They behave as
+ * their C library namesakes (cb_free(NULL) does nothing; cb_calloc checks
+ * count * size for overflow). Today base/ allocates through them; the rest
+ * of the library is converted separately (issue 12, item 6).
+ *
+ * cb_allocator_set() is not thread-safe against allocations in flight: set
+ * the hooks before any other call into the library. Memory must be freed
+ * with the allocator that made it. */
+#ifndef CUBERT_BASE_ALLOC_H
+#define CUBERT_BASE_ALLOC_H
+
+#include <stddef.h>
+
+typedef struct cb_allocator {
+  void *(*malloc_fn)(size_t size);
+  void *(*calloc_fn)(size_t count, size_t size);
+  void *(*realloc_fn)(void *ptr, size_t size);
+  void (*free_fn)(void *ptr);
+} cb_allocator;
+
+/* Replaces the hooks; NULL, or a table with any NULL member, restores the C
+ * library's. */
+void cb_allocator_set(const cb_allocator *allocator);
+
+void *cb_malloc(size_t size);
+void *cb_calloc(size_t count, size_t size);
+void *cb_realloc(void *ptr, size_t size);
+void cb_free(void *ptr);
+
+#endif

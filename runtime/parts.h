@@ -1,0 +1,64 @@
+/* runtime/parts.h: what the core is handed (internal).
+ *
+ * The core (runtime/) calls no backend, fault-injection or topology
+ * function by name: the layers above it are handed to it in a
+ * cb_runtime_parts table when a runtime is created (lib/parts.c fills the
+ * one libcubert uses; tests may pass their own). A NULL member means "not
+ * there": that part is skipped. The table must outlive every runtime made
+ * with it (libcubert's is static). docs/architecture.md draws the layers. */
+#ifndef CUBERT_RUNTIME_PARTS_H
+#define CUBERT_RUNTIME_PARTS_H
+
+#include <stddef.h>
+
+#include "cubert/backend.h"
+#include "cubert/cubert.h"
+#include "cubert/faultinj.h"
+
+struct cubert_topology;
+struct cb_placement;
+
+#define CB_RUNTIME_MAX_BACKENDS 4
+
+typedef struct cb_runtime_parts {
+  /* The backends, in the order their devices are numbered; an entry
+   * returning NULL is a backend that was not built. */
+  const cubert_backend_ops *(*backends[CB_RUNTIME_MAX_BACKENDS])(void);
+  int nbackends;
+
+  /* Fault injection: the rules (cubert_faultinj_configure), the pair
+   * classifier, and the decorator every backend is opened through. */
+  cubert_status (*faults_configure)(const char *text, cubert_faultinj_diag *diag);
+  void (*faults_set_pair_classifier)(cubert_faultinj_pair_classifier fn, void *ctx);
+  const cubert_backend_ops *(*faults_ops)(void);
+  cubert_status (*faults_open)(const cubert_backend_ops *inner, int device_base,
+                               const cubert_backend_config *config, void **backend, int *count,
+                               cubert_berr *err);
+
+  /* A simulated node's PCI bus ids (CUBERT_HOST_NODE); the caller frees
+   * them with node_bus_ids_free. */
+  cubert_status (*node_bus_ids)(const char *spec, char ***bus_ids, int *count, char *message,
+                                size_t cap);
+  void (*node_bus_ids_free)(char **bus_ids, int count);
+
+  /* The topology, for fault rules filtered by pair class. */
+  cubert_status (*topology_create)(cubert_runtime *runtime, const char *xml_path,
+                                   struct cubert_topology **topology);
+  void (*topology_destroy)(struct cubert_topology *topology);
+  const char *(*topology_pair_name)(const struct cubert_topology *topology, int a, int b);
+
+  /* Placement of backend threads and host memory (topology/placement.h). */
+  struct cb_placement *(*placement_new)(void);
+  void *(*placement_ctx)(struct cb_placement *p, int backend, int first_device);
+  void (*place_thread)(void *ctx, int backend_device_index);
+  void *(*place_alloc)(void *ctx, int backend_device_index, size_t size);
+  void (*place_free)(void *ctx, void *ptr, size_t size);
+  void (*placement_start)(struct cb_placement *p, const char *const *bus_ids, int count);
+  void (*placement_destroy)(struct cb_placement *p);
+} cb_runtime_parts;
+
+/* cubert_runtime_create() with the parts to use (lib/parts.c calls it). */
+cubert_status cb_runtime_create(const cb_runtime_parts *parts, const cubert_runtime_options *options,
+                                cubert_runtime **runtime);
+
+#endif

@@ -1,0 +1,3 @@
+/* Must not compile: library folders do not see the CLI. */
+#include "cli/commands.h"
+int cb_probe;
