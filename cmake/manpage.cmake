@@ -2,7 +2,7 @@
 # --help (so the page cannot drift from it), with a COMMANDS section holding
 # every subcommand's --help.
 #   cmake -DCLI=path/to/cubert -DHELP2MAN=path -DOUT=cubert.1 -P cmake/manpage.cmake
-set(commands info topo demo faultinj "bench peer" "bench runtime" "bench numa" "bench plot")
+set(commands info topo demo faultinj bench "bench peer" "bench runtime" "bench numa" "bench plot")
 set(inc "[COMMANDS]\n")
 foreach(cmd IN LISTS commands)
   separate_arguments(words UNIX_COMMAND "${cmd}")
