@@ -1,5 +1,6 @@
-/* Handles and slices: a handle is a refcounted view of device memory. A
- * slice is a view of part of it; writing a slice touches only its bytes. */
+/* Handles, slices and bindings: a handle is a refcounted view of device
+ * memory. A slice is a view of part of it; writing a slice touches only its
+ * bytes. A binding holds memory the way a launch does. */
 #include <cubert/cubert.h>
 #include <stdio.h>
 #include <string.h>
@@ -38,7 +39,27 @@ int main(void) {
   printf("size %llu, tail in use %llu, overlap %d, only handle: %s\n",
          (unsigned long long)cubert_handle_size(whole), (unsigned long long)cubert_handle_size_in_use(tail),
          (int)cubert_handle_overlap(whole, tail), cubert_handle_can_mut(whole) ? "yes" : "no");
-  rc = back[0] == 0 && back[4] == 9 ? 0 : 1;
+
+  /* A binding keeps the memory reserved (as a launch does) without counting
+   * as a handle; a weak binding keeps nothing and upgrades only while the
+   * memory lives. */
+  cubert_binding *binding = NULL;
+  cubert_weak *weak = NULL;
+  if (check(cubert_handle_bind(tail, &binding), "bind") || check(cubert_binding_downgrade(binding, &weak), "weak"))
+    goto out;
+  cubert_claim_key key = cubert_binding_claim_key(binding);
+  printf("binding on memory %llu, bytes %llu..%llu\n", (unsigned long long)key.memory,
+         (unsigned long long)key.start, (unsigned long long)key.end);
+  cubert_binding_release(binding);
+  cubert_handle_release(again);
+  cubert_handle_release(tail);
+  cubert_handle_release(whole);
+  again = tail = whole = NULL; /* the memory is gone now */
+  cubert_binding *late = NULL;
+  cubert_status st = cubert_weak_upgrade(weak, &late);
+  printf("weak upgrade after the last release: %s\n", cubert_status_name(st));
+  cubert_weak_release(weak);
+  rc = back[0] == 0 && back[4] == 9 && st == CUBERT_ERR_EXPIRED ? 0 : 1;
 out:
   cubert_handle_release(again); /* NULL is fine */
   cubert_handle_release(tail);
