@@ -89,7 +89,24 @@ typedef struct cb_bench_row {
   char baseline[32];    /* what `raw` holds when it is not the raw baseline
                            ("clean ledger", "no fault layer"); "" for raw */
   char note[160];
+  char engine[16];      /* cb_bench_copy_engine(); "" for rows that copy nothing */
 } cb_bench_row;
+
+/* What a copy is, for cb_bench_copy_engine(). */
+typedef enum cb_bench_copy {
+  CB_BENCH_COPY_HOST = 0,     /* host memory to or from a device */
+  CB_BENCH_COPY_SAME_DEVICE,  /* within one device */
+  CB_BENCH_COPY_PEER,         /* device to device, by the runtime's copy */
+  CB_BENCH_COPY_KERNEL        /* done by a kernel (d2d-kernel, peer-read/write) */
+} cb_bench_copy;
+
+/* The engine that carries a copy of `size` bytes (bench_engine.c):
+ * "sdma" or "blit-kernel" on ROCm (arch "gfx..."; from the copy, its size
+ * and $HSA_ENABLE_SDMA, $ROC_P2P_SDMA_SIZE, $GPU_FORCE_BLIT_COPY_SIZE),
+ * "copy-engine" on CUDA (arch "sm_..."), "memcpy" on the host backend,
+ * "kernel" for kernel copies; "" when unknown. A static string. */
+const char *cb_bench_copy_engine(const char *backend, const char *arch, cb_bench_copy kind,
+                                 uint64_t size);
 
 /* cubert/raw of the medians (0 when either is missing). */
 double cb_bench_ratio(const cb_bench_row *row);
@@ -104,7 +121,9 @@ cb_bench_row *cb_bench_rows_add(cb_bench_rows *rows);
 void cb_bench_rows_free(cb_bench_rows *rows);
 json_t *cb_bench_row_json(const cb_bench_row *row);
 /* A new JSON document with the common head of a run: "tool",
- * "cubert_version", "date" (UTC, ISO 8601), "host" and "backend". */
+ * "cubert_version", "date" (UTC, ISO 8601), "host", "backend" and
+ * "copy_env" (the values of HSA_ENABLE_SDMA, ROC_P2P_SDMA_SIZE and
+ * GPU_FORCE_BLIT_COPY_SIZE, null when unset: they choose ROCm's copy engine). */
 json_t *cb_bench_json_head(const char *tool, const char *backend);
 /* Sets the common tail of a run's JSON document: "results" (the rows),
  * "targets", "validation" {checks, failed, errors, passed} and "notes"
@@ -141,7 +160,8 @@ typedef enum cb_bench_kernel_id {
   CB_BENCH_EMPTY16,       /* 16 buffers: 8 read, 8 write */
   CB_BENCH_TOUCH,         /* in: read, out: write; does nothing */
   CB_BENCH_TAINT,         /* out: write; the fault rule fails it */
-  CB_BENCH_HOLD,          /* ticks: u64; spins that long (clock64 / ns on host) */
+  CB_BENCH_HOLD,          /* ticks: u64; spins that long (AMD wall_clock64, NVIDIA
+                             clock64, ns on the host) */
   CB_BENCH_CHASE,         /* next: read, state: read-write u32, steps: u64 */
   CB_BENCH_CHASE_PEER,    /* the same with `next` a peer buffer */
   CB_BENCH_KERNEL_COUNT
@@ -197,6 +217,11 @@ const char *cb_bench_raw_describe(const cb_bench_raw *raw);
 const char *cb_bench_raw_error(const cb_bench_raw *raw);
 bool cb_bench_raw_is_host(const cb_bench_raw *raw);
 
+/* The hold kernel's clock rate on `dev` in kHz where the platform says it
+ * (AMD, ROCm >= 6: hipDeviceAttributeWallClockRate, the rate of
+ * wall_clock64()); CUBERT_ERR_UNSUPPORTED elsewhere (then the bench
+ * calibrates the clock against timers). */
+cubert_status cb_bench_raw_hold_clock_khz(cb_bench_raw *raw, int dev, int *khz);
 cubert_status cb_bench_raw_alloc(cb_bench_raw *raw, int dev, uint64_t size, uint64_t *addr);
 void cb_bench_raw_free(cb_bench_raw *raw, int dev, uint64_t addr);
 cubert_status cb_bench_raw_host_alloc(cb_bench_raw *raw, uint64_t size, void **ptr); /* pinned */

@@ -27,13 +27,22 @@ static const char source[] =
     "    unsigned int *w6, unsigned int *w7) {}\n"
     "extern \"C\" __global__ void cb_bench_touch(const unsigned int *in, unsigned int *out) {}\n"
     "extern \"C\" __global__ void cb_bench_taint(unsigned int *out) {}\n"
-    /* One thread spins: the stream is busy, the device nearly idle. */
+    /* One thread spins: the stream is busy, the device nearly idle. On AMD
+     * (clang's HIP mode: __HIP__) it counts wall_clock64(), a constant-rate
+     * counter (hipDeviceAttributeWallClockRate kHz), not clock64(), the
+     * shader clock, whose rate follows the power state; on NVIDIA clock64(),
+     * calibrated at start. */
+    "#if defined(__HIP__)\n"
+    "#define CB_HOLD_CLOCK() wall_clock64()\n"
+    "#else\n"
+    "#define CB_HOLD_CLOCK() clock64()\n"
+    "#endif\n"
     "extern \"C\" __global__ void cb_bench_hold(unsigned long long ticks)\n"
     "{\n"
     "  if (threadIdx.x != 0 || blockIdx.x != 0)\n"
     "    return;\n"
-    "  long long start = clock64();\n"
-    "  while ((unsigned long long)(clock64() - start) < ticks) {\n"
+    "  long long start = CB_HOLD_CLOCK();\n"
+    "  while ((unsigned long long)(CB_HOLD_CLOCK() - start) < ticks) {\n"
     "  }\n"
     "}\n"
     /* Each load's address is the previous load's value: the time per step

@@ -255,6 +255,13 @@ json_t *cb_bench_json_head(const char *tool, const char *backend) {
   gethostname(host, sizeof host - 1);
   json_object_set_new(doc, "host", json_string(host));
   json_object_set_new(doc, "backend", json_string(backend));
+  json_t *env = json_object();
+  static const char *const copy_env[] = {"HSA_ENABLE_SDMA", "ROC_P2P_SDMA_SIZE", "GPU_FORCE_BLIT_COPY_SIZE"};
+  for (size_t i = 0; i < sizeof copy_env / sizeof copy_env[0]; i++) {
+    const char *v = getenv(copy_env[i]);
+    json_object_set_new(env, copy_env[i], v ? json_string(v) : json_null());
+  }
+  json_object_set_new(doc, "copy_env", env);
   return doc;
 }
 
@@ -281,6 +288,7 @@ json_t *cb_bench_row_json(const cb_bench_row *r) {
   json_object_set_new(o, "src", r->src >= 0 ? json_integer(r->src) : json_string("host"));
   json_object_set_new(o, "dst", r->dst >= 0 ? json_integer(r->dst) : json_string("host"));
   json_object_set_new(o, "link", json_string(r->link));
+  if (r->engine[0]) json_object_set_new(o, "engine", json_string(r->engine));
   json_object_set_new(o, "size", json_integer((json_int_t)r->size));
   json_object_set_new(o, "count", json_integer(r->count));
   json_object_set_new(o, "unit", json_string(r->unit));

@@ -120,6 +120,7 @@ typedef struct ctx {
   struct sum_cache { uint64_t size, sum; } sums[NCHECKS];
   int nsums;
   double ticks_per_us[MAXDEV];
+  int hold_khz[MAXDEV];       /* the hold clock's rate from the platform; 0: calibrated */
   bool hold_ok;
   char hold_note[200];
   cubert_kernel *k_copy, *k_read, *k_write, *k_checksum, *k_hold, *k_chase, *k_chase_peer;
@@ -492,6 +493,22 @@ static void fill_stats(cb_bench_row *row, bool raw, double *sum, double *fwd, do
   }
 }
 
+/* Which engine the row's copies ran on (docs/bench.md): the device that
+ * issues the copy decides. */
+static void set_engine(const ctx *c, const spec *s, cb_bench_row *row) {
+  cb_bench_copy kind;
+  switch (s->t) {
+  case T_H2D: case T_D2H: kind = CB_BENCH_COPY_HOST; break;
+  case T_D2D: kind = CB_BENCH_COPY_SAME_DEVICE; break;
+  case T_PEER_CE: kind = s->a == s->b ? CB_BENCH_COPY_SAME_DEVICE : CB_BENCH_COPY_PEER; break;
+  case T_D2D_KERNEL: case T_PEER_READ: case T_PEER_WRITE: kind = CB_BENCH_COPY_KERNEL; break;
+  default: return; /* staged (two copies through the host), chase: no one engine */
+  }
+  int dev = s->a >= 0 ? s->a : s->b;
+  const char *arch = dev >= 0 && dev < c->ndev ? c->info[dev].arch : NULL;
+  snprintf(row->engine, sizeof row->engine, "%s", cb_bench_copy_engine(c->o.backend, arch, kind, s->size));
+}
+
 static void measure(ctx *c, const job *j) {
   cb_bench_row *row = cb_bench_rows_add(&c->rows);
   if (!row) {
@@ -508,6 +525,7 @@ static void measure(ctx *c, const job *j) {
   else snprintf(row->link, sizeof row->link, "HOST");
   row->size = s[0].size;
   row->count = j->count;
+  set_engine(c, &s[0], row);
   bool timed = j->latency || s[0].t == T_CHASE;
   snprintf(row->unit, sizeof row->unit, "%s", s[0].t == T_CHASE ? "ns" : j->latency ? "us" : "GB/s");
   row->higher_better = !timed;
@@ -674,7 +692,17 @@ static void make_plan(ctx *c, plan *p) {
 /* ------------------------------------------------------------ setup */
 
 static cubert_status calibrate_hold(ctx *c, int d) {
-  /* ticks per microsecond of the device's clock64 (ns on the host) */
+  /* Where the platform gives the hold clock's rate (AMD: wall_clock64 at
+   * hipDeviceAttributeWallClockRate), it is used as is. */
+  int khz = 0;
+  if (c->raw && !cb_bench_raw_is_host(c->raw) &&
+      cb_bench_raw_hold_clock_khz(c->raw, c->info[d].backend_index, &khz) == CUBERT_OK && khz > 0) {
+    c->hold_khz[d] = khz;
+    c->ticks_per_us[d] = khz / 1000.0;
+    return CUBERT_OK;
+  }
+  /* Otherwise ticks per microsecond of the device's clock64 (ns on the host),
+   * measured against timers. */
   uint64_t ticks = strcmp(c->o.backend, "host") == 0 ? 200000 : 2000000;
   double best = 0;
   for (int r = 0; r < 3; r++) {
@@ -971,6 +999,9 @@ static json_t *document(ctx *c, json_t *target_list) {
     json_object_set_new(x, "arch", json_string(c->info[d].arch));
     json_object_set_new(x, "pci_bus_id", json_string(c->info[d].pci_bus_id));
     json_object_set_new(x, "total_memory", json_integer((json_int_t)c->info[d].total_memory));
+    json_object_set_new(x, "hold_ticks_per_us", json_real(c->ticks_per_us[d]));
+    json_object_set_new(x, "hold_clock", json_string(c->hold_khz[d] ? "wall_clock64 at hipDeviceAttributeWallClockRate"
+                                                                     : "calibrated against timers"));
     json_array_append_new(devs, x);
   }
   json_object_set_new(doc, "devices", devs);

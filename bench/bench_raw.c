@@ -82,6 +82,11 @@ bool cb_bench_raw_is_host(const cb_bench_raw *r) { return r->host; }
 
 static void *host_ptr(uint64_t a) { return (void *)(uintptr_t)a; }
 
+cubert_status cb_bench_raw_hold_clock_khz(cb_bench_raw *r, int dev, int *khz) {
+  if (r->host) return fail(r, CUBERT_ERR_UNSUPPORTED, "the host backend's hold counts nanoseconds");
+  return hip(r, cb_hip_raw_wall_clock_khz(r->hip, dev, khz));
+}
+
 cubert_status cb_bench_raw_alloc(cb_bench_raw *r, int dev, uint64_t size, uint64_t *addr) {
   if (!r->host) return hip(r, cb_hip_raw_alloc(r->hip, dev, size, addr));
   void *p = aligned_alloc(256, (size + 255) / 256 * 256);

@@ -25,6 +25,12 @@ const char *cb_hip_raw_error(const cb_hip_raw *raw) {
   (void)raw;
   return no_hip;
 }
+cubert_status cb_hip_raw_wall_clock_khz(cb_hip_raw *raw, int dev, int *khz) {
+  (void)raw;
+  (void)dev;
+  (void)khz;
+  return CUBERT_ERR_UNSUPPORTED;
+}
 cubert_status cb_hip_raw_alloc(cb_hip_raw *raw, int dev, uint64_t size, uint64_t *addr) {
   return CUBERT_ERR_UNSUPPORTED;
 }

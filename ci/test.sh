@@ -16,6 +16,11 @@
 #            them; the library holds no fault-injection harness code; build and
 #            run the guide's programs (examples/guide) against it and check that
 #            docs/guide.md shows them as they are; the man page and docs
+#   rocm6    every .c of backends/hip compiled (-fsyntax-only) for the AMD
+#            platform against the HIP 6.2 headers of ../shared/rocm-6.2-headers
+#            ($CUBERT_ROCM6_HEADERS overrides) and against Debian's 5.2;
+#            skipped when the 6.2 headers are absent
+#   campaign, breakrule, mutate, fuzz: see their functions below
 # `bash ci/test.sh gcc install` runs only the stages named. Every stage runs
 # even after another failed; the summary says which failed; exit 1 if any.
 # Builds go to $CUBERT_CI_BUILD (default build-ci/); $CUBERT_JOBS sets -j (2).
@@ -27,7 +32,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$CB_ROOT" || exit 1
 
 BUILD=${CUBERT_CI_BUILD:-$CB_ROOT/build-ci}
-ALL_STAGES=(deps lint layers gcc clang asan tsan buildtypes install campaign breakrule fuzz)
+ALL_STAGES=(deps lint layers gcc clang asan tsan buildtypes install rocm6 campaign breakrule mutate fuzz)
 if [ "$#" -gt 0 ]; then STAGES=("$@"); else STAGES=("${ALL_STAGES[@]}"); fi
 for s in "${STAGES[@]}"; do
   case " ${ALL_STAGES[*]} " in *" $s "*) ;; *) echo "ci: unknown stage '$s' (stages: ${ALL_STAGES[*]})" >&2; exit 2 ;; esac
@@ -243,6 +248,8 @@ stage_install() {
   check_library "$(find "$prefix" -name 'libcubert.so' | head -n 1)" || rc=1
   check_no_harness "$(readlink -f "$(find "$prefix" -name 'libcubert.so' | head -n 1)")" \
     "$(find "$prefix" -name 'libcubert.a' | head -n 1)" || rc=1
+  # no layer of the library calls a layer above it (nm over the objects)
+  bash "$CB_ROOT/ci/layer-calls.sh" "$BUILD/gcc" || rc=1
   # and the check can see one: the tool, which links the harness, has it
   if ! nm "$prefix/bin/cubert" | grep -q ' cb_fi_run$'; then
     echo "ci: bin/cubert has no cb_fi_run: the harness check above would see nothing"
@@ -291,6 +298,28 @@ stage_install() {
   return "$rc"
 }
 
+# The HIP backend's sources for the AMD platform, against each HIP release's
+# headers: C11, -Werror, no link (no ROCm 6 library here). The headers are
+# found beside the repository (../shared), so a clone elsewhere skips.
+ROCM6_HEADERS=${CUBERT_ROCM6_HEADERS:-$CB_ROOT/../shared/rocm-6.2-headers}
+rocm_compile() {
+  local label=$1 incdir=$2 f rc=0 n=0
+  for f in backends/hip/*.c; do
+    [ "$f" = backends/hip/hip_none.c ] && continue # the build without HIP
+    gcc -std=c11 -Wall -Wextra -Werror -fsyntax-only -D_GNU_SOURCE -D__HIP_PLATFORM_AMD__ \
+      -I"$CB_ROOT/include" -I"$CB_ROOT" -isystem "$incdir" "$f" || { echo "ci: $f does not compile against $label"; rc=1; }
+    n=$((n + 1))
+  done
+  [ "$rc" -eq 0 ] && echo "ci: $n files of backends/hip compile for AMD against $label ($incdir)"
+  return "$rc"
+}
+stage_rocm6() {
+  local rc=0
+  rocm_compile "HIP 6.2 headers" "$ROCM6_HEADERS/include" || rc=1
+  rocm_compile "Debian's HIP 5.2 headers" /usr/include || rc=1
+  return "$rc"
+}
+
 # The 100,000-fault campaign on the host backend (simulated Frontier node,
 # several devices and streams), zero violations, through the gcc build's tool.
 stage_campaign() {
@@ -305,6 +334,10 @@ stage_campaign() {
 # Proof the checker bites: with one taint rule switched off (transitive
 # propagation), the scenario suite and a campaign must report stale reads.
 stage_breakrule() { CUBERT_CI_BUILD=$BUILD bash "$CB_ROOT/ci/break-rule.sh"; }
+
+# Mutation testing of the failure accounting: every mutant of ci/mutants/
+# must be killed by the checks it names (ci/mutate.sh says how).
+stage_mutate() { CUBERT_CI_BUILD=$BUILD bash "$CB_ROOT/ci/mutate.sh"; }
 
 # The rule/scenario parser under libFuzzer (clang), for a bounded time.
 stage_fuzz() {
@@ -323,6 +356,12 @@ for s in "${ALL_STAGES[@]}"; do
   want "$s" || continue
   case $s in
     deps) cb_stage deps stage_deps || { cb_summary; exit 1; } ;;
+    rocm6)
+      if [ -f "$ROCM6_HEADERS/include/hip/hip_runtime_api.h" ]; then
+        cb_stage rocm6 stage_rocm6
+      else
+        cb_stage_skip rocm6 "no HIP 6.2 headers at $ROCM6_HEADERS (set CUBERT_ROCM6_HEADERS)"
+      fi ;;
     *) cb_stage "$s" "stage_$s" ;;
   esac
 done

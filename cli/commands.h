@@ -30,6 +30,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "cubert/cubert.h"
 
@@ -48,6 +49,10 @@ const char *cb_cli_bytes(uint64_t bytes, char *buf, size_t capacity);
 /* Prints "cubert <cmd>: <what> failed: STATUS_NAME: <last error message>"
  * on stderr; returns CB_CLI_FAILED. */
 int cb_cli_fail(const char *cmd, const char *what, cubert_status status);
+
+/* The tail of every option parser: prints "cubert <cmd>: <what> '<arg>'"
+ * and the command's usage on stderr; returns CB_CLI_USAGE. */
+int cb_cli_usage_error(const char *cmd, const char *what, const char *arg, void (*print_usage)(FILE *out));
 
 /* Parses a non-negative decimal integer option value; false when `text` is
  * not one (or exceeds `max`). */

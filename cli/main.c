@@ -125,6 +125,12 @@ int cb_cli_fail(const char *cmd, const char *what, cubert_status status) {
   return CB_CLI_FAILED;
 }
 
+int cb_cli_usage_error(const char *cmd, const char *what, const char *arg, void (*print_usage)(FILE *out)) {
+  fprintf(stderr, "cubert %s: %s '%s'\n", cmd, what, arg);
+  print_usage(stderr);
+  return CB_CLI_USAGE;
+}
+
 bool cb_cli_parse_uint(const char *text, uint64_t max, uint64_t *value) {
   if (text == NULL || *text < '0' || *text > '9') return false;
   char *end = NULL;

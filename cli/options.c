@@ -101,12 +101,12 @@ int cb_cli_parse(const cb_cli_spec *spec, int argc, char **argv, int *first) {
       const char *bad = argv[optind - 1];
       char shortopt[3] = {'-', (char)optopt, '\0'};
       if (optopt && optopt < 256 && strncmp(bad, "--", 2) != 0) bad = shortopt;
-      if (c == ':')
+      if (c == ':') {
         cb_cli_error(spec->name, "%s wants a value", bad);
-      else
-        cb_cli_error(spec->name, "unknown option '%s' (or one that takes no value)", bad);
-      fprintf(stderr, "`cubert %s --help` lists the options.\n", spec->name);
-      return CB_CLI_USAGE;
+        fprintf(stderr, "`cubert %s --help` lists the options.\n", spec->name);
+        return CB_CLI_USAGE;
+      }
+      return cb_cli_usage_error(spec->name, "unknown option (or one that takes no value)", bad, spec->usage);
     } else {
       for (const cb_cli_opt *p = spec->opts; p->name; p++)
         if (p->short_name == c) o = p;
@@ -115,11 +115,9 @@ int cb_cli_parse(const cb_cli_spec *spec, int argc, char **argv, int *first) {
   }
   int operands = argc - optind;
   if (operands < spec->min_operands || (spec->max_operands >= 0 && operands > spec->max_operands)) {
-    if (spec->max_operands == 0)
-      cb_cli_error(spec->name, "unexpected argument '%s'", argv[optind]);
-    else
-      cb_cli_error(spec->name, "wants %s, got %d argument%s", spec->operands ? spec->operands : "other arguments",
-                   operands, operands == 1 ? "" : "s");
+    if (spec->max_operands == 0) return cb_cli_usage_error(spec->name, "unexpected argument", argv[optind], spec->usage);
+    cb_cli_error(spec->name, "wants %s, got %d argument%s", spec->operands ? spec->operands : "other arguments",
+                 operands, operands == 1 ? "" : "s");
     fprintf(stderr, "`cubert %s --help` describes it.\n", spec->name);
     return CB_CLI_USAGE;
   }

@@ -141,10 +141,8 @@ static bool lost(fi_backend *b, int local, bool self, cubert_berr *err) {
   return true;
 }
 
-static cubert_status lose(fi_device *d, const cb_fi_hit *hit, const char *what, cubert_berr *err) {
-  char msg[320];
-  snprintf(msg, sizeof msg, "injected fault #%llu (rule %u): device %d lost during %s",
-           (unsigned long long)hit->id, hit->rule, d->index, what);
+/* Marks the device lost (the first cause stays): every later call fails. */
+static void mark_lost(fi_device *d, const char *msg) {
   fi_backend *b = d->b;
   bool first = false;
   pthread_mutex_lock(&b->lock);
@@ -155,6 +153,13 @@ static cubert_status lose(fi_device *d, const cb_fi_hit *hit, const char *what, 
   }
   pthread_mutex_unlock(&b->lock);
   if (first) cb_fi_lost_add(1);
+}
+
+static cubert_status lose(fi_device *d, const cb_fi_hit *hit, const char *what, cubert_berr *err) {
+  char msg[320];
+  snprintf(msg, sizeof msg, "injected fault #%llu (rule %u): device %d lost during %s",
+           (unsigned long long)hit->id, hit->rule, d->index, what);
+  mark_lost(d, msg);
   set_err(err, true, msg);
   cb_fi_note(hit->id, msg);
   return CUBERT_ERR_DEVICE_LOST;
@@ -324,12 +329,14 @@ static uint64_t scribble_outputs(fi_device *d, fi_stream *s, uint64_t work, cons
 }
 
 /* Queues an asynchronous failure for drain_failures, once the inner stream
- * has run the work. */
+ * has run the work; async-device-lost queues it sticky (the device is lost
+ * when it is drained). */
 static cubert_status defer(fi_device *d, fi_stream *s, uint64_t work, const cb_fi_hit *hit, const char *what,
                            cubert_berr *err) {
   char msg[512];
-  snprintf(msg, sizeof msg, "injected fault #%llu (rule %u): %s failed when it ran (reported at sync)",
-           (unsigned long long)hit->id, hit->rule, what);
+  bool sticky = hit->fault == CUBERT_FAULT_ASYNC_DEVICE_LOST;
+  snprintf(msg, sizeof msg, "injected fault #%llu (rule %u): %s %s when it ran (reported at sync)",
+           (unsigned long long)hit->id, hit->rule, what, sticky ? "lost its device" : "failed");
   cb_fi_note(hit->id, msg);
   pthread_mutex_lock(&d->lock);
   if (d->pcount == d->pcap) {
@@ -350,7 +357,7 @@ static cubert_status defer(fi_device *d, fi_stream *s, uint64_t work, const cb_f
   p->stream = s;
   p->failure.work = work;
   p->failure.status = hit->status;
-  p->failure.sticky = false;
+  p->failure.sticky = sticky;
   cb_fi_copy(p->failure.message, sizeof p->failure.message, msg);
   atomic_store_explicit(&d->npending, d->pcount, memory_order_release);
   pthread_mutex_unlock(&d->lock);
@@ -421,7 +428,8 @@ static cubert_status run_work(const fi_work *w, cubert_berr *err) {
   case CUBERT_FAULT_DEVICE_LOST:
     return lose(d, &hit, what, err);
   case CUBERT_FAULT_ASYNC:
-  case CUBERT_FAULT_ASYNC_SCRIBBLE: {
+  case CUBERT_FAULT_ASYNC_SCRIBBLE:
+  case CUBERT_FAULT_ASYNC_DEVICE_LOST: {
     cubert_status st = forward_work(w, w->size, err);
     if (st != CUBERT_OK) return st;
     if (hit.fault == CUBERT_FAULT_ASYNC_SCRIBBLE)
@@ -731,7 +739,8 @@ static cubert_status fi_launch(void *device, void *stream, uint64_t work, void *
   case CUBERT_FAULT_DEVICE_LOST:
     return lose(d, &hit, what, err);
   case CUBERT_FAULT_ASYNC:
-  case CUBERT_FAULT_ASYNC_SCRIBBLE: {
+  case CUBERT_FAULT_ASYNC_SCRIBBLE:
+  case CUBERT_FAULT_ASYNC_DEVICE_LOST: {
     cubert_status st = d->ops->launch(d->inner, s->inner, work, m->inner, config, args, nargs, err);
     if (st != CUBERT_OK) return st;
     if (hit.fault == CUBERT_FAULT_ASYNC_SCRIBBLE) {
@@ -763,6 +772,7 @@ static size_t fi_drain_failures(void *device, cubert_async_failure *out, size_t 
   fi_device *d = device;
   size_t n = d->ops->drain_failures(d->inner, out, capacity);
   if (atomic_load_explicit(&d->npending, memory_order_acquire) == 0 || n >= capacity) return n;
+  size_t first = n;
   pthread_mutex_lock(&d->lock);
   size_t keep = 0;
   for (size_t i = 0; i < d->pcount; i++) {
@@ -775,6 +785,9 @@ static size_t fi_drain_failures(void *device, cubert_async_failure *out, size_t 
   d->pcount = keep;
   atomic_store_explicit(&d->npending, keep, memory_order_release);
   pthread_mutex_unlock(&d->lock);
+  /* a sticky one (async-device-lost): every later call fails too */
+  for (size_t i = first; i < n; i++)
+    if (out[i].sticky) mark_lost(d, out[i].message);
   return n;
 }
 

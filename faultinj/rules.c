@@ -51,6 +51,7 @@ static const char *const fault_names[CUBERT_FAULT_KIND_COUNT_] = {
     [CUBERT_FAULT_DEVICE_LOST] = "device-lost",
     [CUBERT_FAULT_ASYNC] = "async",
     [CUBERT_FAULT_ASYNC_SCRIBBLE] = "async-scribble",
+    [CUBERT_FAULT_ASYNC_DEVICE_LOST] = "async-device-lost",
 };
 
 const char *cubert_fault_kind_name(cubert_fault_kind kind) {
@@ -75,6 +76,7 @@ static uint32_t fault_applies(cubert_fault_kind kind) {
     return CB_FI_OP_COMPILE;
   case CUBERT_FAULT_ASYNC:
   case CUBERT_FAULT_ASYNC_SCRIBBLE:
+  case CUBERT_FAULT_ASYNC_DEVICE_LOST:
     return CB_FI_OP_WORK;
   }
   return 0;
@@ -99,6 +101,7 @@ cubert_status cb_fi_default_status(uint32_t op, cubert_fault_kind fault) {
   case CUBERT_FAULT_COMPILE:
     return CUBERT_ERR_COMPILE;
   case CUBERT_FAULT_DEVICE_LOST:
+  case CUBERT_FAULT_ASYNC_DEVICE_LOST:
     return CUBERT_ERR_DEVICE_LOST;
   default:
     break;
@@ -486,7 +489,7 @@ static cubert_status parse_fault(lexer *lx, const token *t, cb_fi_rule *r) {
     else
       return error_at(lx, t->pos,
                       "fault: unknown fault `%s` (expected fail, fail-before-write, scribble, partial, oom, "
-                      "compile-error, device-lost, async or async-scribble)",
+                      "compile-error, device-lost, async, async-scribble or async-device-lost)",
                       name);
   }
   r->fault = (cubert_fault_kind)k;

@@ -25,7 +25,7 @@ static void alloc_free(cb_alloc *a) {
   }
   cb_ledger_free(&a->ledger);
   free(a->readers);
-  cb_pool_free(dev->pool, &a->block);
+  cb_block_free(dev, &a->block);
   dev->slots[a->slot] = NULL;
   if (dev->free_slots) dev->free_slots[dev->nfree++] = a->slot;
   free(a);

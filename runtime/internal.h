@@ -317,6 +317,17 @@ void cb_alloc_unref(cb_alloc *a, uint64_t what, cb_device *held);
 /* Frees allocations in the graveyard; caller holds dev->lock. */
 void cb_device_collect(cb_device *dev);
 
+/* runtime/dedicated.c: where an allocation's block comes from. Flags 0:
+ * the pools (cb_pool_alloc); CUBERT_MEMORY_FINE_GRAINED: a driver
+ * allocation of its own (mem_alloc with CUBERT_BACKEND_MEM_FINE_GRAINED),
+ * marked with pool CB_BLOCK_DEDICATED and its cookie in `page`.
+ * cb_block_free gives either back. Caller holds dev->lock. */
+#define CB_MEMORY_FLAGS CUBERT_MEMORY_FINE_GRAINED
+#define CB_BLOCK_DEDICATED UINT32_MAX
+cubert_status cb_block_alloc(cb_device *dev, uint64_t size, uint32_t flags, cb_block *block,
+                             cubert_berr *err);
+void cb_block_free(cb_device *dev, const cb_block *block);
+
 /* The ledger of an allocation, locked for use; caller holds dev->lock if it
  * is the owner. Pair with cb_alloc_ledger_unlock. */
 cb_ledger *cb_alloc_ledger_lock(cb_alloc *a);

@@ -1,6 +1,7 @@
 /* runtime/launch.c: kernel launches: validation against the kernel and the
  * device, the input check (a kernel with a tainted input is not run), the
  * write-set claim and its settling, peer bindings. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,6 +30,16 @@ static cubert_status check_config(const cb_device *dev, const cubert_kernel *k,
     if (cfg->block[i] > in->max_block[i])
       return cb_fail(CUBERT_ERR_LAUNCH_CONFIG, "launch of `%s`: block %c is %u, %s allows %u", k->name,
                      axis[i], cfg->block[i], in->name, in->max_block[i]);
+    /* ROCm counts threads per dimension in 32 bits (hipModuleLaunchKernel
+     * refuses more); refused on every backend so a program that runs here
+     * runs there. */
+    uint64_t span = (uint64_t)cfg->grid[i] * cfg->block[i];
+    if (span > UINT32_MAX)
+      return cb_fail(CUBERT_ERR_LAUNCH_CONFIG,
+                     "launch of `%s`: grid %c * block %c = %u * %u = %llu threads in dimension %c, "
+                     "at most 4294967295 (UINT32_MAX: ROCm's limit)",
+                     k->name, axis[i], axis[i], cfg->grid[i], cfg->block[i], (unsigned long long)span,
+                     axis[i]);
     threads *= cfg->block[i];
   }
   if (threads > in->max_threads_per_block)

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/array.h"
 #include "runtime/internal.h"
 
 uint32_t cb_ledger_lower(const cb_ledger *l, uint64_t start) {
@@ -23,12 +24,11 @@ uint32_t cb_ledger_lower(const cb_ledger *l, uint64_t start) {
 
 static bool reserve(cb_ledger *l, uint32_t extra) {
   if (l->n + extra <= l->cap) return true;
-  uint32_t cap = l->cap ? l->cap : 4;
-  while (cap < l->n + extra) cap *= 2;
-  cb_taint *v = realloc(l->v, cap * sizeof *v);
+  size_t cap;
+  cb_taint *v = cb_array_grow(l->v, l->cap, (size_t)l->n + extra, sizeof *v, &cap);
   if (!v) return false;
   l->v = v;
-  l->cap = cap;
+  l->cap = cap > UINT32_MAX ? UINT32_MAX : (uint32_t)cap;
   return true;
 }
 

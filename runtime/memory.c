@@ -12,10 +12,10 @@ static _Atomic uint64_t next_memory_id = 1;
 
 /* ------------------------------------------------------------ allocation */
 
-static cubert_status alloc_new(cb_device *dev, uint64_t size, cb_alloc **out) {
+static cubert_status alloc_new(cb_device *dev, uint64_t size, uint32_t flags, cb_alloc **out) {
   cubert_berr err = {0};
   cb_block block;
-  cubert_status st = cb_pool_alloc(dev->pool, size, &block, &err);
+  cubert_status st = cb_block_alloc(dev, size, flags, &block, &err);
   if (st) {
     if (err.sticky) {
       cubert_failure *f = cb_device_failure(dev, st, &err, NULL, "alloc", "", 0);
@@ -28,7 +28,7 @@ static cubert_status alloc_new(cb_device *dev, uint64_t size, cb_alloc **out) {
   cb_alloc *a = calloc(1, sizeof *a);
   if (!a) {
     free(a);
-    cb_pool_free(dev->pool, &block);
+    cb_block_free(dev, &block);
     return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   }
   if (!dev->nfree && dev->nslots == dev->capslots) {
@@ -38,7 +38,7 @@ static cubert_status alloc_new(cb_device *dev, uint64_t size, cb_alloc **out) {
     if (v) dev->slots = v;
     if (!v || !f) {
       free(a);
-      cb_pool_free(dev->pool, &block);
+      cb_block_free(dev, &block);
       return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
     }
     dev->free_slots = f;
@@ -67,16 +67,20 @@ static cubert_handle *handle_new(cb_alloc *a, uint64_t start, uint64_t end, cube
   return h;
 }
 
-cubert_status cubert_handle_empty(cubert_client *c, uint64_t size, cubert_handle **out) {
-  if (!c) return NULL_ARG("cubert_handle_empty", "client");
-  if (!out) return NULL_ARG("cubert_handle_empty", "handle");
-  if (size == 0) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_handle_empty: size is 0");
+static cubert_status empty_with(const char *fn, cubert_client *c, uint64_t size, uint32_t flags,
+                                cubert_handle **out) {
+  if (!c) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "%s: client is NULL", fn);
+  if (!out) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "%s: handle is NULL", fn);
+  if (size == 0) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "%s: size is 0", fn);
+  if (flags & ~CB_MEMORY_FLAGS)
+    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "%s: unknown flags 0x%x (known: CUBERT_MEMORY_FINE_GRAINED)", fn,
+                   (unsigned)(flags & ~CB_MEMORY_FLAGS));
   cb_device *dev = c->dev;
   cubert_status st = cb_device_enter(dev);
   if (st) return st;
   cb_stream *s = NULL;
   cb_alloc *a = NULL;
-  if ((st = cb_client_stream(c, &s)) || (st = alloc_new(dev, size, &a))) {
+  if ((st = cb_client_stream(c, &s)) || (st = alloc_new(dev, size, flags, &a))) {
     cb_device_leave(dev);
     return st;
   }
@@ -88,6 +92,14 @@ cubert_status cubert_handle_empty(cubert_client *c, uint64_t size, cubert_handle
   }
   *out = h;
   return CUBERT_OK;
+}
+
+cubert_status cubert_handle_empty(cubert_client *c, uint64_t size, cubert_handle **out) {
+  return empty_with("cubert_handle_empty", c, size, 0, out);
+}
+
+cubert_status cubert_handle_empty_with(cubert_client *c, uint64_t size, uint32_t flags, cubert_handle **out) {
+  return empty_with("cubert_handle_empty_with", c, size, flags, out);
 }
 
 cubert_status cubert_handle_create(cubert_client *c, const void *data, uint64_t size,

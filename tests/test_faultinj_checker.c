@@ -163,6 +163,44 @@ START_TEST(test_model_async_failure_replays_in_order) {
 }
 END_TEST
 
+/* Rule 8, once per stream: a stream's sync reports its own work's failures
+ * only; the device's sync reports what is left and applies them all. A
+ * sticky one may surface at any stream's sync. */
+START_TEST(test_model_stream_sync_reports_its_own_streams_failures) {
+  cb_fim m;
+  cb_fim_init(&m, 1);
+  int x = alloc_u32(&m, 0, 256, 7), y = alloc_u32(&m, 0, 256, 1);
+  cb_fim_view vx = view(x, 0, 256), vy = view(y, 0, 256);
+  m.stream = 2;
+  cb_fim_hit h = hit(&m, 1, CUBERT_FAULT_ASYNC, "launch", CUBERT_ERR_LAUNCH, 0);
+  ck_assert(cb_fim_launch(&m, 1, 0, CB_FIM_FILL_U32, &vx, 5, -1, one(&h)).pending);
+  m.stream = 1;
+  cb_fim_launch(&m, 2, 0, CB_FIM_FILL_U32, &vy, 6, -1, none);
+  cb_fim_outcome o = cb_fim_sync_stream(&m, 0, 1, none);
+  ck_assert_int_eq(o.status, CUBERT_OK);
+  ck_assert_uint_eq(o.also, 0);
+  o = cb_fim_sync_stream(&m, 0, 2, none);
+  ck_assert_int_eq(o.status, CUBERT_ERR_LAUNCH);
+  ck_assert_uint_eq(o.roots, cb_fim_bit(h.cause));
+  ck_assert_int_eq(cb_fim_sync_stream(&m, 0, 2, none).status, CUBERT_OK); /* reported once */
+  ck_assert(cb_fim_any_pending(&m)); /* applied at the device's sync */
+  o = cb_fim_sync(&m, 0, none);
+  ck_assert_int_eq(o.status, CUBERT_OK); /* nothing left to report */
+  ck_assert_uint_eq(cb_fim_taint_of(&m, vx), cb_fim_bit(h.cause));
+  ck_assert_uint_eq(cb_fim_taint_of(&m, vy), 0);
+  /* a sticky one on stream 2 may surface at stream 1's sync */
+  m.stream = 2;
+  cb_fim_hit l = hit(&m, 2, CUBERT_FAULT_ASYNC_DEVICE_LOST, "launch", CUBERT_ERR_DEVICE_LOST, 0);
+  cb_fim_launch(&m, 3, 0, CB_FIM_FILL_U32, &vy, 8, -1, one(&l));
+  o = cb_fim_sync_stream(&m, 0, 1, none);
+  ck_assert_int_eq(o.status, CUBERT_OK);
+  ck_assert(o.also & ((uint64_t)1 << CUBERT_ERR_DEVICE_LOST));
+  ck_assert_int_eq(cb_fim_sync(&m, 0, none).status, CUBERT_ERR_DEVICE_LOST);
+  ck_assert_int_eq(m.dev[0].lost_cause, l.cause);
+  cb_fim_free(&m);
+}
+END_TEST
+
 START_TEST(test_model_device_lost) {
   cb_fim m;
   cb_fim_init(&m, 2);
@@ -300,6 +338,36 @@ START_TEST(test_checker_flags_a_wrong_cause_and_a_missing_range) {
   ck_assert_uint_eq(f.c.nclean, 1);
   ck_assert_uint_eq(f.c.clean_start[0], 128);
   ck_assert_uint_eq(f.c.clean_end[0], 256);
+  fake_free(&f);
+}
+END_TEST
+
+/* A refusal the model does not justify is flagged whatever entries it
+ * carries: an empty range (a repair that left [end,end) behind), a range
+ * outside the bytes read, or a good view refused with the right cause. */
+START_TEST(test_checker_flags_refusals_naming_no_bytes_or_bytes_not_read) {
+  fake f;
+  fake_init(&f);
+  /* the clean tail, refused naming an empty range at its start */
+  cb_fi_obs_entry e = {"injected fault #1 (rule 1)", 128, 128};
+  cb_fi_observation o = {CUBERT_ERR_TAINTED, NULL, &e, 1};
+  ck_assert_uint_eq(cb_fi_check_observation(&f.c, view(f.x, 128, 256), &o, "read of x's tail"), 1);
+  ck_assert_int_eq(f.res.violations[0].kind, CB_FI_FALSE_TAINT);
+  ck_assert_ptr_nonnull(strstr(f.res.violations[0].message, "no bytes at all"));
+  /* the whole view, tainted head named right, plus an empty range */
+  cb_fi_obs_entry two[2] = {{"injected fault #1 (rule 1)", 0, 128}, {"injected fault #1 (rule 1)", 200, 200}};
+  cb_fi_observation o2 = {CUBERT_ERR_TAINTED, NULL, two, 2};
+  ck_assert_uint_eq(cb_fi_check_observation(&f.c, view(f.x, 0, 256), &o2, "read of x"), 1);
+  ck_assert_int_eq(f.res.violations[1].kind, CB_FI_FALSE_TAINT);
+  /* a range reaching past the bytes read */
+  cb_fi_obs_entry wide = {"injected fault #1 (rule 1)", 0, 200};
+  cb_fi_observation o3 = {CUBERT_ERR_TAINTED, NULL, &wide, 1};
+  ck_assert_uint_eq(cb_fi_check_observation(&f.c, view(f.x, 0, 128), &o3, "read of x's head"), 1);
+  ck_assert_ptr_nonnull(strstr(f.res.violations[2].message, "outside what was read"));
+  /* a good view refused naming no failure */
+  cb_fi_observation o4 = {CUBERT_ERR_TAINTED, NULL, NULL, 0};
+  ck_assert_uint_eq(cb_fi_check_observation(&f.c, view(f.x, 128, 256), &o4, "read of x's tail"), 1);
+  ck_assert_int_eq(f.res.violations[3].kind, CB_FI_FALSE_TAINT);
   fake_free(&f);
 }
 END_TEST
@@ -477,6 +545,7 @@ int main(void) {
   tcase_add_test(model, test_model_partial_overwrite_and_set_not_add);
   tcase_add_test(model, test_model_owner_to_peer_and_peer_to_owner);
   tcase_add_test(model, test_model_async_failure_replays_in_order);
+  tcase_add_test(model, test_model_stream_sync_reports_its_own_streams_failures);
   tcase_add_test(model, test_model_device_lost);
   tcase_add_test(model, test_model_checksum_matches_the_kernel);
   tcase_add_test(model, test_model_cause_of_message);
@@ -485,6 +554,7 @@ int main(void) {
   tcase_add_test(bites, test_checker_flags_a_planted_stale_read);
   tcase_add_test(bites, test_checker_flags_a_planted_false_taint);
   tcase_add_test(bites, test_checker_flags_a_wrong_cause_and_a_missing_range);
+  tcase_add_test(bites, test_checker_flags_refusals_naming_no_bytes_or_bytes_not_read);
   tcase_add_test(bites, test_checker_flags_reads_of_a_lost_device);
   suite_add_tcase(s, bites);
   TCase *text = tcase_create("text");

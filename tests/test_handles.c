@@ -931,6 +931,46 @@ START_TEST(test_memory_usage_moves_and_cleanup_returns_idle_pages) {
 }
 END_TEST
 
+/* ------------------------------------------------------------ fine-grained memory */
+
+/* CUBERT_MEMORY_FINE_GRAINED: a driver allocation of its own, outside the
+ * pools (hipExtMallocWithFlags(hipDeviceMallocFinegrained) on AMD; the host
+ * backend accepts the flag and its memory is no different); a handle like
+ * any other; an unknown flag is refused and allocates nothing. */
+START_TEST(test_fine_grained_memory_is_a_handle_outside_the_pools) {
+  cb_test_env env;
+  if (!cb_test_open(_i, 1, &env)) return;
+  cubert_client *c = env.clients[0];
+  usage_sum before = usage(c);
+  cubert_handle *h = NULL;
+  cb_test_ok(cubert_handle_empty_with(c, 3 * MiB + 5, CUBERT_MEMORY_FINE_GRAINED, &h));
+  ck_assert_uint_eq(cubert_handle_size(h), 3 * MiB + 5);
+  usage_sum during = usage(c);
+  ck_assert_uint_eq(during.in_use, before.in_use);   /* not from a pool */
+  ck_assert_uint_eq(during.reserved, before.reserved);
+  uint32_t words[64];
+  for (int i = 0; i < 64; i++) words[i] = 0xf1e00000u + (uint32_t)i;
+  cubert_handle *head = NULL;
+  cb_test_ok(cubert_handle_slice(h, 0, cubert_handle_size(h) - sizeof words, &head));
+  cb_test_ok(cubert_handle_write(c, head, words, sizeof words));
+  uint32_t back[64] = {0};
+  cb_test_ok(cubert_handle_read(c, head, back, sizeof back));
+  ck_assert_mem_eq(back, words, sizeof words);
+  cubert_handle_release(head);
+  cubert_handle_release(h);
+  cb_test_ok(cubert_sync(c));
+  /* flags 0 is cubert_handle_empty: from the pools */
+  cb_test_ok(cubert_handle_empty_with(c, 4096, 0, &h));
+  ck_assert_uint_gt(usage(c).in_use, before.in_use);
+  cubert_handle_release(h);
+  h = (cubert_handle *)&env; /* sentinel */
+  cb_test_status(cubert_handle_empty_with(c, 4096, 0x80u, &h), CUBERT_ERR_INVALID_ARGUMENT);
+  expect_message("unknown flags 0x80");
+  ck_assert_ptr_eq(h, (cubert_handle *)&env);
+  cb_test_close(&env);
+}
+END_TEST
+
 /* ------------------------------------------------------------ main */
 
 static void add_loop(Suite *s, const char *name, const TTest *test) {
@@ -944,6 +984,7 @@ static void add_loop(Suite *s, const char *name, const TTest *test) {
 int main(void) {
   Suite *s = suite_create("handles");
   LOOP(s, test_empty_handle_has_the_size_asked_for);
+  LOOP(s, test_fine_grained_memory_is_a_handle_outside_the_pools);
   LOOP(s, test_create_then_read_round_trips);
   LOOP(s, test_fill_repeats_each_pattern_size);
   LOOP(s, test_fill_refuses_bad_pattern_sizes);

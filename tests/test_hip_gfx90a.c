@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "backends/hip/hip_compile.h"
+#include "backends/hip/hip_testing.h"
 #include "cubert/backend.h"
 #include "cubert/cubert.h"
 #include "cubert/kernels.h"
@@ -148,6 +149,39 @@ START_TEST(test_every_builtin_compiles_for_the_target) {
   }
   ck_assert_int_eq(compiled, CUBERT_BUILTIN_COUNT);
   ck_assert_ptr_null(cubert_builtin_desc(CUBERT_BUILTIN_COUNT));
+}
+END_TEST
+
+#if CB_TEST_BENCH
+#include "bench/bench.h"
+#endif
+
+/* The bench's kernels (bench/bench_kernels.c), the hold kernel among them:
+ * on AMD it counts wall_clock64(), on NVIDIA clock64(). */
+START_TEST(test_bench_kernels_compile_for_the_target) {
+  if (!hip_built()) return;
+#if CB_TEST_BENCH
+  static const char *const entries[] = {"cb_bench_empty0", "cb_bench_empty4", "cb_bench_empty16",
+                                        "cb_bench_hold", "cb_bench_chase"};
+  const char *source = cb_bench_kernel_source();
+  if (on_amd()) ck_assert_ptr_nonnull(strstr(source, "wall_clock64()"));
+  for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++) {
+    cubert_backend_kernel k;
+    memset(&k, 0, sizeof k);
+    k.name = k.entry = entries[i];
+    k.source = source;
+    k.source_hash = cubert_hash64(source, strlen(source));
+    cubert_berr err = {0};
+    void *code = NULL;
+    size_t size = 0;
+    cubert_status st = cb_hip_compile(target(), &k, CB_HIP_COMPILE_NO_CACHE, &code, &size, NULL, &err);
+    ck_assert_msg(st == CUBERT_OK, "`%s` does not compile for %s: %s", entries[i], target(), err.message);
+    assert_code(code, size, entries[i]);
+    free(code);
+  }
+#else
+  fprintf(stderr, "skipped: no bench\n");
+#endif
 }
 END_TEST
 
@@ -318,6 +352,43 @@ START_TEST(test_cache_serves_rebuilds_corrupt_entries) {
 }
 END_TEST
 
+/* On AMD hiprtcVersion always says 9.0 and hiprtc appends
+ * $HIPRTC_COMPILE_OPTIONS_APPEND to every compile (ROCm/clr hiprtc.cpp,
+ * hiprtcInternal.hpp): the key holds comgr's version and that variable. */
+START_TEST(test_cache_key_holds_comgr_version_and_appended_options) {
+  if (!hip_built()) return;
+  size_t major = 0, minor = 0;
+  bool known = cb_hip_comgr_version(&major, &minor);
+  if (on_amd())
+    ck_assert_msg(known && major >= 2, "comgr version not found (%zu.%zu)", major, minor);
+  else
+    ck_assert(!known);
+  fprintf(stderr, "comgr version in the key: %zu.%zu\n", major, minor);
+  char dir[512];
+  private_cache(dir, sizeof dir);
+  unsetenv("HIPRTC_COMPILE_OPTIONS_APPEND");
+  cubert_backend_kernel k = from_desc(cubert_builtin_desc(CUBERT_BUILTIN_COPY_U32));
+  cubert_berr err = {0};
+  void *a = NULL;
+  size_t na = 0;
+  bool cached = true;
+  ck_assert_int_eq(cb_hip_compile(target(), &k, 0, &a, &na, &cached, &err), CUBERT_OK);
+  ck_assert(!cached);
+  free(a);
+  setenv("HIPRTC_COMPILE_OPTIONS_APPEND", "-DCUBERT_APPENDED=1", 1);
+  ck_assert_int_eq(cb_hip_compile(target(), &k, 0, &a, &na, &cached, &err), CUBERT_OK);
+  /* another entry on AMD; NVRTC reads no such variable */
+  ck_assert_msg(cached == !on_amd(), "with options appended the cache %s", cached ? "served" : "missed");
+  ck_assert_int_eq(count_files(dir, ".hipmod"), on_amd() ? 2 : 1);
+  free(a);
+  unsetenv("HIPRTC_COMPILE_OPTIONS_APPEND");
+  ck_assert_int_eq(cb_hip_compile(target(), &k, 0, &a, &na, &cached, &err), CUBERT_OK);
+  ck_assert(cached);
+  free(a);
+  remove_dir(dir);
+}
+END_TEST
+
 START_TEST(test_cache_shared_by_processes_stays_whole) {
   if (!hip_built()) return;
   char dir[512];
@@ -372,10 +443,12 @@ int main(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_every_builtin_compiles_for_the_target);
   tcase_add_test(tc, test_sample_with_shared_memory_and_system_atomics_compiles);
+  tcase_add_test(tc, test_bench_kernels_compile_for_the_target);
   tcase_add_test(tc, test_broken_source_fails_with_the_log);
   tcase_add_test(tc, test_a_long_log_is_cut_to_fit);
   tcase_add_test(tc, test_wrong_target_is_refused);
   tcase_add_test(tc, test_cache_serves_rebuilds_corrupt_entries);
+  tcase_add_test(tc, test_cache_key_holds_comgr_version_and_appended_options);
   tcase_add_test(tc, test_cache_shared_by_processes_stays_whole);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);

@@ -624,6 +624,32 @@ START_TEST(test_launch_over_the_grid_limits_is_refused) {
 }
 END_TEST
 
+/* ROCm refuses grid * block over 2^32 - 1 threads in one dimension
+ * (ROCm/clr hipamd/src/hip_module.cpp, hipModuleLaunchKernel:
+ * hipErrorInvalidConfiguration); cubert refuses it before anything runs, on
+ * every backend, naming the dimension. */
+START_TEST(test_launch_over_2_to_the_32_threads_in_a_dimension_is_refused) {
+  fill_setup f;
+  if (!fill_open(_i, &f)) return;
+  static const char *const names[] = {"x", "y", "z"};
+  for (int d = 0; d < 3; d++) {
+    uint32_t block = f.info.max_block[d];
+    if (block < 2) continue;
+    uint64_t grid = (UINT64_C(0xffffffff) / block) + 1; /* grid * block > UINT32_MAX */
+    if (grid > f.info.max_grid[d]) continue; /* the grid limit refuses it first */
+    cubert_launch_config cfg = shape(1, 1, 1, 1, 1, 1, 0);
+    cfg.grid[d] = (uint32_t)grid;
+    cfg.block[d] = block;
+    expect_refused(cubert_launch(f.c, f.k, &cfg, f.args, 3), CUBERT_ERR_LAUNCH_CONFIG, "threads in dimension");
+    char what[32];
+    snprintf(what, sizeof what, "dimension %s", names[d]);
+    expect_message(what);
+    expect_message("4294967295");
+  }
+  fill_close(&f);
+}
+END_TEST
+
 START_TEST(test_launch_over_the_shared_memory_limit_is_refused) {
   fill_setup f;
   if (!fill_open(_i, &f)) return;
@@ -883,6 +909,7 @@ int main(void) {
   LOOP(s, test_launch_with_a_zero_grid_or_block_is_refused);
   LOOP(s, test_launch_over_max_threads_per_block_is_refused);
   LOOP(s, test_launch_over_the_grid_limits_is_refused);
+  LOOP(s, test_launch_over_2_to_the_32_threads_in_a_dimension_is_refused);
   LOOP(s, test_launch_over_the_shared_memory_limit_is_refused);
   ONCE(s, test_kernel_create_validates_the_descriptor);
   LOOP(s, test_kernel_create_copies_the_descriptor);

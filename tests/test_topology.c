@@ -3,6 +3,7 @@
  * (whose facts come from REFERENCES.md), on fixtures written by the tests,
  * and on this machine's live topology. */
 #include <check.h>
+#include <errno.h>
 #include <ftw.h>
 #include <hwloc.h>
 #include <jansson.h>
@@ -15,6 +16,7 @@
 #include "cubert/topology.h"
 #include "tests/testutil.h"
 #include "topology/host_node.h"
+#include "topology/kfd.h"
 #include "topology/testing.h"
 
 /* ------------------------------------------------------------ helpers */
@@ -360,9 +362,9 @@ START_TEST(test_driver_answer_decides_over_kfd) {
   /* What cubert_topology_create() gets from cubert_runtime_device_link(). */
   cubert_device_link drv[64];
   for (int k = 0; k < 64; k++) drv[k] = (cubert_device_link){-1, 0, 0};
-  drv[0 * 8 + 7] = drv[7 * 8 + 0] = (cubert_device_link){1, 1, 18}; /* direct, 18 links */
-  drv[0 * 8 + 3] = drv[3 * 8 + 0] = (cubert_device_link){1, 2, 0};  /* xGMI, but two hops */
-  drv[0 * 8 + 6] = drv[6 * 8 + 0] = (cubert_device_link){2, 1, 0};  /* PCIe, whatever KFD says */
+  drv[0 * 8 + 7] = drv[7 * 8 + 0] = (cubert_device_link){CUBERT_LINK_TYPE_XGMI, 1, 18}; /* direct, 18 links */
+  drv[0 * 8 + 3] = drv[3 * 8 + 0] = (cubert_device_link){CUBERT_LINK_TYPE_XGMI, 2, 0}; /* xGMI, but two hops */
+  drv[0 * 8 + 6] = drv[6 * 8 + 0] = (cubert_device_link){CUBERT_LINK_TYPE_PCIE, 1, 0}; /* PCIe, whatever KFD says */
   const char *dir = make_tmp();
   pcie_kfd_fixture(dir); /* KFD says 0-6 is xGMI */
   cubert_topology_source src;
@@ -531,6 +533,169 @@ START_TEST(test_malformed_kfd_fixture_names_file_and_line) {
   ck_assert_ptr_nonnull(strstr(cubert_last_error_message(), props));
   free(orig);
   rm_tree(dir);
+}
+END_TEST
+
+/* ------------------------------------------------------------ KFD as the kernel shows it */
+
+/* A reader that refuses every file of KFD nodes refuse_lo..refuse_hi with
+ * EPERM, as the kernel does for GPUs outside the process's device cgroup
+ * (kfd_topology.c: node_show, iolink_show). */
+static int refuse_lo = -1, refuse_hi = -1;
+
+static int refusing_read(void *ctx, const char *path, char *buf, size_t capacity, size_t *len) {
+  (void)ctx;
+  const char *p = strstr(path, KFD_NODES "/");
+  if (p) {
+    int id = atoi(p + strlen(KFD_NODES "/"));
+    if (id >= refuse_lo && id <= refuse_hi) return EPERM;
+  }
+  FILE *f = fopen(path, "rb");
+  if (!f) return errno;
+  *len = fread(buf, 1, capacity, f);
+  fclose(f);
+  return 0;
+}
+
+/* Fails node 5's files with EIO. */
+static int failing_read(void *ctx, const char *path, char *buf, size_t capacity, size_t *len) {
+  if (strstr(path, KFD_NODES "/5/")) return EIO;
+  refuse_lo = refuse_hi = -1;
+  return refusing_read(ctx, path, buf, capacity, len);
+}
+
+START_TEST(test_kfd_nodes_refused_by_the_device_cgroup_are_skipped) {
+  /* Slurm --gpus-per-task=4 on Frontier: this task sees GCDs 0-3; the
+   * kernel refuses KFD nodes 8-11 (GCDs 4-7). The visible GCDs keep their
+   * xGMI links, counts and multi-hop paths. */
+  const char *dir = make_tmp();
+  cb_test_ok(cubert_topology_write_node("frontier", dir));
+  char xml[512];
+  snprintf(xml, sizeof xml, "%s/frontier.xml", dir);
+  const cb_kfd_reader refusing = {refusing_read, NULL};
+  refuse_lo = 8;
+  refuse_hi = 11;
+  cb_kfd_set_reader(&refusing);
+  cubert_topology_source src;
+  cubert_topology_source_init(&src);
+  src.node = xml;
+  src.bus_ids = frontier_bus;
+  src.device_count = 4;
+  cubert_topology *t = NULL;
+  cb_test_ok(cubert_topology_create_from(&src, &t));
+  cubert_topology_link l = pair(t, 0, 1);
+  ck_assert_int_eq(l.link_class, CUBERT_LINK_XGMI);
+  ck_assert_int_eq(l.links, 4);
+  ck_assert_int_eq(pair(t, 0, 2).link_class, CUBERT_LINK_XGMI);
+  ck_assert_int_eq(pair(t, 0, 2).xgmi_weight, 15);
+  l = pair(t, 0, 3); /* through GCD 1 or 2, both visible */
+  ck_assert_int_eq(l.link_class, CUBERT_LINK_SYS);
+  ck_assert_int_eq(l.xgmi_hops, 2);
+  const char *notes = cubert_topology_notes(t);
+  ck_assert_msg(strstr(notes, "refused") && strstr(notes, "8, 9, 10, 11"), "notes: %s", notes);
+  cubert_topology_destroy(t);
+
+  /* The loader itself: the refused nodes listed, links to them dropped. */
+  char root[600], msg[512] = "";
+  snprintf(root, sizeof root, "%s/frontier-kfd", dir);
+  cb_kfd *k = NULL;
+  cb_test_ok(cb_kfd_load_dir(root, false, &k, msg, sizeof msg));
+  ck_assert_int_eq(k->nnodes, 8);
+  ck_assert_int_eq(k->nrefused, 4);
+  ck_assert(cb_kfd_refused(k, 9) && !cb_kfd_refused(k, 4));
+  for (int i = 0; i < k->nnodes; i++)
+    for (int j = 0; j < k->nodes[i].nlinks; j++) ck_assert_int_lt(k->nodes[i].links[j].node_to, 8);
+  cb_kfd_free(k);
+
+  /* Another read error still fails, naming the file. */
+  const cb_kfd_reader failing = {failing_read, NULL};
+  cb_kfd_set_reader(&failing);
+  k = NULL;
+  ck_assert_int_eq(cb_kfd_load_dir(root, false, &k, msg, sizeof msg), CUBERT_ERR_IO);
+  ck_assert_ptr_null(k);
+  ck_assert_msg(strstr(msg, "nodes/5/") != NULL, "message: %s", msg);
+  cb_kfd_set_reader(NULL);
+  refuse_lo = refuse_hi = -1;
+  rm_tree(dir);
+}
+END_TEST
+
+/* The fixture of an MI300X node whose GPU 0 is in CPX mode: 8 partitions,
+ * one KFD node each, all with GPU 0's bus id (topology/nodes/gen_nodes.py,
+ * mi300x_cpx_kfd). */
+static void cpx_fixture(char *buf, size_t cap) {
+  snprintf(buf, cap, "%s", __FILE__);
+  char *slash = strrchr(buf, '/');
+  ck_assert_ptr_nonnull(slash);
+  snprintf(slash, cap - (size_t)(slash - buf), "/../topology/nodes/mi300x-cpx-kfd");
+}
+
+static const char *const mi300x_bus[8] = {"0000:0c:00.0", "0000:15:00.0", "0000:1e:00.0", "0000:69:00.0",
+                                          "0000:9f:00.0", "0000:af:00.0", "0000:bf:00.0", "0000:df:00.0"};
+
+START_TEST(test_mi300x_cpx_partitions_map_to_their_own_kfd_nodes) {
+  /* HIP shows 15 devices: GPU 0's 8 partitions (one bus id), then GPUs 1-7. */
+  char kfd[1024];
+  cpx_fixture(kfd, sizeof kfd);
+  const char *ids[15];
+  for (int i = 0; i < 8; i++) ids[i] = mi300x_bus[0];
+  for (int g = 1; g < 8; g++) ids[7 + g] = mi300x_bus[g];
+  cubert_topology_source src;
+  cubert_topology_source_init(&src);
+  src.node = "mi300x";
+  src.kfd_root = kfd;
+  src.bus_ids = ids;
+  src.device_count = 15;
+  cubert_topology *t = NULL;
+  cb_test_ok(cubert_topology_create_from(&src, &t));
+  for (int a = 0; a < 8; a++)
+    for (int b = 0; b < 8; b++) {
+      if (a == b) continue;
+      cubert_topology_link l = pair(t, a, b);
+      /* partitions of one GPU: KFD's intra-socket link (weight 13) */
+      ck_assert_msg(l.link_class == CUBERT_LINK_XGMI && l.xgmi_weight == 13,
+                    "partitions %d-%d: %s, weight %d", a, b, cubert_link_class_name(l.link_class),
+                    l.xgmi_weight);
+    }
+  /* a partition to another GPU: the partition's own link, weight 41 */
+  ck_assert_int_eq(pair(t, 3, 8).link_class, CUBERT_LINK_XGMI);
+  ck_assert_int_eq(pair(t, 3, 8).xgmi_weight, 41);
+  /* an SPX GPU to partition 5: its link to node 7, weight 15 */
+  ck_assert_int_eq(pair(t, 9, 5).xgmi_weight, 15);
+  ck_assert_str_eq(cubert_topology_notes(t), "");
+  cubert_topology_destroy(t);
+
+  /* Only two of the eight partitions visible: which they are is unknown. */
+  const char *some[3] = {mi300x_bus[0], mi300x_bus[0], mi300x_bus[1]};
+  src.bus_ids = some;
+  src.device_count = 3;
+  cb_test_ok(cubert_topology_create_from(&src, &t));
+  ck_assert_msg(strstr(cubert_topology_notes(t), "partitioned") != NULL, "notes: %s", cubert_topology_notes(t));
+  ck_assert_int_ne(pair(t, 0, 1).link_class, CUBERT_LINK_XGMI);
+  ck_assert_int_ne(pair(t, 0, 2).link_class, CUBERT_LINK_XGMI);
+  ck_assert_int_eq(pair(t, 0, 2).xgmi_hops, 0);
+  cubert_topology_destroy(t);
+}
+END_TEST
+
+START_TEST(test_driver_xgmi_without_a_link_count_takes_kfd_s) {
+  /* HIP on AMD (hipExtGetLinkTypeAndHopCount) says xGMI, one hop, and no
+   * link count: KFD's bandwidth ratio gives it (4 between the GCDs of one
+   * MI250X, 1 between packages). */
+  cubert_device_link drv[64];
+  for (int k = 0; k < 64; k++) drv[k] = (cubert_device_link){-1, 0, 0};
+  for (int a = 0; a < 8; a++)
+    for (int b = 0; b < 8; b++)
+      if (a != b && frontier_neighbours(a, b)) drv[a * 8 + b] = (cubert_device_link){1, 1, 0};
+  cubert_topology_source src;
+  cubert_topology_source_init(&src);
+  src.node = "frontier";
+  cubert_topology *t = NULL;
+  cb_test_ok(cb_topology_create_with_driver(&src, drv, &t));
+  ck_assert_int_eq(pair(t, 0, 1).link_class, CUBERT_LINK_XGMI);
+  ck_assert_int_eq(pair(t, 0, 1).links, 4);
+  ck_assert_int_eq(pair(t, 0, 2).links, 1);
+  cubert_topology_destroy(t);
 }
 END_TEST
 
@@ -753,6 +918,9 @@ int main(void) {
   tcase_add_test(tc, test_malformed_xml_names_the_file);
   tcase_add_test(tc, test_missing_file_and_unknown_node_are_clear_errors);
   tcase_add_test(tc, test_malformed_kfd_fixture_names_file_and_line);
+  tcase_add_test(tc, test_kfd_nodes_refused_by_the_device_cgroup_are_skipped);
+  tcase_add_test(tc, test_mi300x_cpx_partitions_map_to_their_own_kfd_nodes);
+  tcase_add_test(tc, test_driver_xgmi_without_a_link_count_takes_kfd_s);
   tcase_add_test(tc, test_host_node_bus_ids_in_bus_order);
   tcase_add_test(tc, test_json_holds_devices_matrix_and_pairs);
   tcase_add_test(tc, test_class_names_and_bad_indices);

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/array.h"
 #include "base/msg.h"
 #include "topology/internal.h"
 
@@ -20,6 +21,23 @@
 #define KFD_MAX_FILE (64u << 10) /* sysfs files hold at most a page */
 
 /* ------------------------------------------------------------ file access */
+
+/* Reads a whole sysfs file: 0, or the errno of open or read. */
+static int default_read(void *ctx, const char *path, char *buf, size_t capacity, size_t *len) {
+  (void)ctx;
+  FILE *f = fopen(path, "rb");
+  if (!f) return errno;
+  size_t n = fread(buf, 1, capacity, f);
+  int e = ferror(f) ? (errno ? errno : EIO) : 0;
+  fclose(f);
+  *len = n;
+  return e;
+}
+
+static const cb_kfd_reader default_reader = {default_read, NULL};
+static const cb_kfd_reader *reader = &default_reader;
+
+void cb_kfd_set_reader(const cb_kfd_reader *r) { reader = r && r->read ? r : &default_reader; }
 
 typedef struct pack_entry {
   const char *path;   /* not NUL-terminated: path_len bytes */
@@ -63,8 +81,7 @@ static cubert_status pack_parse(const char *label, const char *pack, size_t size
                   at, (int)(nl - line), line);
     }
     if (n == vcap) {
-      vcap = vcap ? 2 * vcap : 64;
-      pack_entry *nv = realloc(v, vcap * sizeof *nv);
+      pack_entry *nv = cb_array_grow(v, vcap, n + 1, sizeof *nv, &vcap);
       if (!nv) {
         free(v);
         return cb_msgf(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory reading %s", label);
@@ -109,30 +126,27 @@ static char *fs_read(const kfd_fs *fs, const char *rel, bool *missing, cubert_st
   }
   char path[4096];
   snprintf(path, sizeof path, "%s/%s", fs->root, rel);
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    if (errno == ENOENT) {
-      *missing = true;
-      return NULL;
-    }
-    *st = cb_msgf(msg, cap, CUBERT_ERR_IO, "cannot open %s: %s", path, strerror(errno));
-    return NULL;
-  }
   char *s = malloc(KFD_MAX_FILE + 1);
   if (!s) {
-    fclose(f);
     *st = cb_msgf(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory reading %s", path);
     return NULL;
   }
-  size_t n = fread(s, 1, KFD_MAX_FILE, f);
-  bool err = ferror(f);
-  fclose(f);
-  if (err) {
+  size_t n = 0;
+  int e = reader->read(reader->ctx, path, s, KFD_MAX_FILE, &n);
+  if (e) {
     free(s);
-    *st = cb_msgf(msg, cap, CUBERT_ERR_IO, "cannot read %s", path);
+    if (e == ENOENT) {
+      *missing = true;
+      return NULL;
+    }
+    /* The kernel refuses the files of a node outside the process's device
+     * cgroup (kfd_topology.c: node_show and iolink_show return -EPERM):
+     * the caller skips that node. */
+    *st = cb_msgf(msg, cap, e == EPERM || e == EACCES ? CB_KFD_REFUSED : CUBERT_ERR_IO, "cannot read %s: %s",
+               path, strerror(e));
     return NULL;
   }
-  s[n] = 0;
+  s[n < KFD_MAX_FILE ? n : KFD_MAX_FILE] = 0;
   return s;
 }
 
@@ -157,7 +171,8 @@ static bool parse_index(const char *s, size_t len, int *out) {
 static cubert_status fs_list(const kfd_fs *fs, const char *rel, int **out, int *count, bool *exists,
                              char *msg, size_t cap) {
   int *v = NULL;
-  int n = 0, vcap = 0;
+  int n = 0;
+  size_t vcap = 0;
   *exists = false;
   if (!fs->root) {
     size_t rl = strlen(rel);
@@ -173,9 +188,8 @@ static cubert_status fs_list(const kfd_fs *fs, const char *rel, int **out, int *
       bool dup = false;
       for (int k = 0; k < n; k++) dup |= v[k] == id;
       if (dup) continue;
-      if (n == vcap) {
-        vcap = vcap ? 2 * vcap : 16;
-        int *nv = realloc(v, (size_t)vcap * sizeof *nv);
+      if ((size_t)n == vcap) {
+        int *nv = cb_array_grow(v, vcap, vcap + 1, sizeof *nv, &vcap);
         if (!nv) {
           free(v);
           return cb_msgf(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
@@ -201,9 +215,8 @@ static cubert_status fs_list(const kfd_fs *fs, const char *rel, int **out, int *
     while ((de = readdir(d))) {
       int id;
       if (!parse_index(de->d_name, strlen(de->d_name), &id)) continue;
-      if (n == vcap) {
-        vcap = vcap ? 2 * vcap : 16;
-        int *nv = realloc(v, (size_t)vcap * sizeof *nv);
+      if ((size_t)n == vcap) {
+        int *nv = cb_array_grow(v, vcap, vcap + 1, sizeof *nv, &vcap);
         if (!nv) {
           free(v);
           closedir(d);
@@ -331,6 +344,7 @@ void cb_kfd_free(cb_kfd *kfd) {
   if (!kfd) return;
   for (int i = 0; i < kfd->nnodes; i++) free(kfd->nodes[i].links);
   free(kfd->nodes);
+  free(kfd->refused);
   free(kfd->source);
   free(kfd);
 }
@@ -433,11 +447,29 @@ static cubert_status load(const kfd_fs *fs, bool missing_ok, cb_kfd **out, char 
     free(k);
     return cb_msgf(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   }
+  if (!st && n && !(k->refused = calloc((size_t)n, sizeof *k->refused)))
+    st = cb_msgf(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   for (int i = 0; i < n && !st; i++) {
-    st = load_node(fs, ids[i], &k->nodes[i], msg, cap);
-    k->nnodes = i + 1;
+    cb_kfd_node *node = &k->nodes[k->nnodes];
+    st = load_node(fs, ids[i], node, msg, cap);
+    if (st == CB_KFD_REFUSED) { /* outside our device cgroup: skipped */
+      free(node->links);
+      memset(node, 0, sizeof *node);
+      k->refused[k->nrefused++] = ids[i];
+      st = CUBERT_OK;
+      continue;
+    }
+    k->nnodes++;
   }
   free(ids);
+  /* Links to refused nodes lead where nothing can be read: dropped. */
+  for (int i = 0; i < k->nnodes && !st && k->nrefused; i++) {
+    cb_kfd_node *node = &k->nodes[i];
+    int kept = 0;
+    for (int j = 0; j < node->nlinks; j++)
+      if (!cb_kfd_refused(k, node->links[j].node_to)) node->links[kept++] = node->links[j];
+    node->nlinks = kept;
+  }
   /* Every link must point at a node that exists. */
   for (int i = 0; i < k->nnodes && !st; i++)
     for (int j = 0; j < k->nodes[i].nlinks && !st; j++)
@@ -453,6 +485,7 @@ static cubert_status load(const kfd_fs *fs, bool missing_ok, cb_kfd **out, char 
     if (!k->source) st = cb_msgf(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   }
   if (st) {
+    if (k->nodes && k->nnodes < n) free(k->nodes[k->nnodes].links); /* the node that failed */
     cb_kfd_free(k);
     return st;
   }
@@ -540,13 +573,37 @@ const cb_kfd_node *cb_kfd_node_by_id(const cb_kfd *kfd, int id) {
 }
 
 const cb_kfd_node *cb_kfd_find_bus(const cb_kfd *kfd, const char *bus_id) {
-  cb_pci_addr want, have;
-  if (!kfd || !cb_pci_parse(bus_id, &want)) return NULL;
-  const cb_kfd_node *found = NULL;
-  for (int i = 0; i < kfd->nnodes; i++)
-    if (kfd->nodes[i].gpu_id && cb_pci_parse(kfd->nodes[i].bus_id, &have) && have.domain == want.domain &&
-        have.bus == want.bus && have.dev == want.dev && have.fn == want.fn &&
-        (!found || (found->partition && !kfd->nodes[i].partition)))
-      found = &kfd->nodes[i];
-  return found;
+  const cb_kfd_node *first = NULL;
+  return cb_kfd_bus_nodes(kfd, bus_id, &first, 1) ? first : NULL;
+}
+
+bool cb_kfd_refused(const cb_kfd *kfd, int id) {
+  for (int i = 0; kfd && i < kfd->nrefused; i++)
+    if (kfd->refused[i] == id) return true;
+  return false;
+}
+
+static bool same_bus(const cb_kfd_node *n, const cb_pci_addr *want) {
+  cb_pci_addr have;
+  return n->gpu_id && cb_pci_parse(n->bus_id, &have) && have.domain == want->domain &&
+         have.bus == want->bus && have.dev == want->dev && have.fn == want->fn;
+}
+
+int cb_kfd_bus_nodes(const cb_kfd *kfd, const char *bus_id, const cb_kfd_node **out, int capacity) {
+  cb_pci_addr want;
+  if (!kfd || !cb_pci_parse(bus_id, &want)) return 0;
+  int n = 0;
+  for (int i = 0; i < kfd->nnodes; i++) {
+    const cb_kfd_node *node = &kfd->nodes[i];
+    if (!same_bus(node, &want)) continue;
+    /* insertion by partition: few nodes share a bus (8 at most) */
+    int at = n < capacity ? n : capacity;
+    while (at > 0 && out[at - 1]->partition > node->partition) {
+      if (at < capacity) out[at] = out[at - 1];
+      at--;
+    }
+    if (at < capacity) out[at] = node;
+    n++;
+  }
+  return n;
 }

@@ -158,6 +158,17 @@ static cubert_status add_machine(cubert_topology *t, hwloc_topology_t topo, cb_k
   if (!m->source) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   m->numa_count = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE);
   m->package_count = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PACKAGE);
+  if (kfd && kfd->nrefused) {
+    char note[512];
+    int at = snprintf(note, sizeof note, "the kernel refused to show KFD node%s",
+                      kfd->nrefused > 1 ? "s" : "");
+    for (int k = 0; k < kfd->nrefused && at > 0 && (size_t)at < sizeof note - 80; k++)
+      at += snprintf(note + at, sizeof note - (size_t)at, "%s %d", k ? "," : "", kfd->refused[k]);
+    if (at > 0 && (size_t)at < sizeof note)
+      snprintf(note + at, sizeof note - (size_t)at,
+               " (outside this process's device cgroup): skipped with their links");
+    add_note(t, note);
+  }
   *index = t->nmachines - 1;
   return CUBERT_OK;
 }
@@ -242,6 +253,43 @@ static cubert_status place_device(cubert_topology *t, int i, int mi, const char 
   return CUBERT_OK;
 }
 
+/* Partitioned GPUs (MI300 in CPX, DPX or QPX mode): every partition reports
+ * its GPU's PCI bus id, and KFD has one node per partition (location_id bits
+ * 31:28). HIP lists a GPU's partitions in KFD's order, so when every
+ * partition of a bus is a device here, the k-th device of that bus is the
+ * k-th partition node; when only some are, which is which cannot be told:
+ * their KFD facts (xGMI links, hops, weights) are unknown. */
+static void map_partitions(cubert_topology *t) {
+  enum { MAX_PARTS = 16 };
+  for (int i = 0; i < t->n; i++) {
+    dev *d = &t->devs[i];
+    const machine *m = &t->machines[d->machine];
+    if (!m->kfd || !d->bus_id || !d->bus_id[0]) continue;
+    const cb_kfd_node *parts[MAX_PARTS];
+    int np = cb_kfd_bus_nodes(m->kfd, d->bus_id, parts, MAX_PARTS);
+    if (np <= 1) continue; /* not partitioned: place_device's node stands */
+    int count = 0, rank = 0;
+    for (int j = 0; j < t->n; j++)
+      if (t->devs[j].machine == d->machine && t->devs[j].bus_id && !strcmp(t->devs[j].bus_id, d->bus_id)) {
+        if (j < i) rank++;
+        count++;
+      }
+    if (count == np && np <= MAX_PARTS) {
+      d->kfd_node = parts[rank];
+      continue;
+    }
+    d->kfd_node = NULL;
+    if (rank == 0) {
+      char note[256];
+      snprintf(note, sizeof note,
+               "%s is a partitioned GPU with %d KFD nodes but %d of its partitions are devices here: "
+               "which partition each is cannot be told, so their xGMI links are unknown",
+               d->bus_id, np, count);
+      add_note(t, note);
+    }
+  }
+}
+
 /* ------------------------------------------------------------ classification */
 
 static bool is_bridge(hwloc_obj_t o) { return o->type == HWLOC_OBJ_BRIDGE; }
@@ -301,6 +349,14 @@ static const cb_kfd_link *kfd_direct(const cb_kfd_node *a, const cb_kfd_node *b)
   for (int k = 0; k < b->nlinks; k++)
     if (b->links[k].type == CB_KFD_LINK_XGMI && b->links[k].node_to == a->id) return &b->links[k];
   return NULL;
+}
+
+/* Links of a direct KFD xGMI pair: all links' bandwidth over one link's;
+ * 1 when KFD gives no bandwidth. */
+static int kfd_link_count(const cb_kfd_link *kl) {
+  if (kl->min_bandwidth > 0 && kl->max_bandwidth >= kl->min_bandwidth)
+    return (int)((kl->max_bandwidth + kl->min_bandwidth / 2) / kl->min_bandwidth);
+  return 1;
 }
 
 /* Shortest xGMI path from `from` to every GPU node (Dijkstra by weight, then
@@ -388,19 +444,19 @@ static cubert_status classify_all(cubert_topology *t, const drv_link *drv) {
         }
       }
       if (dl && dl->known) { /* the driver answered: it decides */
-        if (dl->type == 1 && !out->xgmi_hops) out->xgmi_hops = dl->hops > 0 ? dl->hops : 1;
-        if (dl->type == 1 && dl->hops <= 1) {
+        if (dl->type == CUBERT_LINK_TYPE_XGMI && !out->xgmi_hops) out->xgmi_hops = dl->hops > 0 ? dl->hops : 1;
+        if (dl->type == CUBERT_LINK_TYPE_XGMI && dl->hops <= 1) {
           out->link_class = CUBERT_LINK_XGMI;
-          out->links = dl->links > 0 ? dl->links : 1;
           out->hops = 1;
+          /* HIP on AMD says type and hops but not how many links: KFD's
+           * bandwidth ratio does, where it has the pair */
+          out->links = dl->links > 0 ? dl->links : kl ? kfd_link_count(kl) : 1;
           continue;
         }
       } else if (kl) {
         out->link_class = CUBERT_LINK_XGMI;
         out->hops = 1;
-        out->links = 1;
-        if (kl->min_bandwidth > 0 && kl->max_bandwidth >= kl->min_bandwidth)
-          out->links = (int)((kl->max_bandwidth + kl->min_bandwidth / 2) / kl->min_bandwidth);
+        out->links = kfd_link_count(kl);
         continue;
       }
       if (!same || !da->pci || !db->pci) {
@@ -556,6 +612,7 @@ static cubert_status create_from(const cubert_topology_source *source, const cub
     for (size_t k = 0; drv && k < (size_t)n * (size_t)n; k++)
       if (driver[k].type >= 0) drv[k] = (drv_link){true, driver[k].type, driver[k].hops, driver[k].links};
   }
+  if (!st) map_partitions(t);
   if (!st) st = classify_all(t, drv);
   free(drv);
   if (st) {
@@ -611,6 +668,7 @@ cubert_status cubert_topology_create(cubert_runtime *runtime, const char *xml_pa
   if (unknown_nvlink)
     add_note(t, "the driver API does not report NVLink here (HIP on NVIDIA has no call for it): "
                 "NVIDIA pairs show their PCIe class");
+  if (!st) map_partitions(t);
   if (!st) st = classify_all(t, drv);
   free(drv);
   free(info);

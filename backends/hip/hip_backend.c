@@ -232,9 +232,21 @@ static cubert_status hip_mem_alloc(void *device, uint64_t size, cubert_backend_m
   if (size > SIZE_MAX)
     return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%" PRIu64 " bytes do not fit size_t", size);
   void *p = NULL;
+#if CB_HIP_NVIDIA
+  /* CUDA device memory already honours system-scope atomics between peers */
   hipError_t e = hipMalloc(&p, (size_t)size);
+  const char *how = "hipMalloc";
+#else
+  /* AMD keeps plain device memory coherent only at synchronisation points;
+   * fine-grained memory is coherent while kernels run (ROCm/clr
+   * hipamd/src/hip_memory.cpp, hipExtMallocWithFlags) */
+  bool fine = mem->flags & CUBERT_BACKEND_MEM_FINE_GRAINED;
+  hipError_t e = fine ? hipExtMallocWithFlags(&p, (size_t)size, hipDeviceMallocFinegrained)
+                      : hipMalloc(&p, (size_t)size);
+  const char *how = fine ? "hipExtMallocWithFlags(hipDeviceMallocFinegrained)" : "hipMalloc";
+#endif
   if (e != hipSuccess)
-    return cb_hip_fail(dev, err, e, CUBERT_ERR_BACKEND, "hipMalloc of %" PRIu64 " bytes on %s", size,
+    return cb_hip_fail(dev, err, e, CUBERT_ERR_BACKEND, "%s of %" PRIu64 " bytes on %s", how, size,
                        dev->label);
   mem->address = (uint64_t)(uintptr_t)p;
   mem->size = size;
@@ -399,7 +411,7 @@ cubert_status cb_hip_launch_raw(cb_hip_device *dev, cb_hip_stream *s, cb_hip_mod
   hipError_t e = hipModuleLaunchKernel(m->function, grid[0], grid[1], grid[2], block[0], block[1],
                                        block[2], shared, s->stream, params, NULL);
   if (e != hipSuccess)
-    return cb_hip_fail(dev, err, e, CUBERT_ERR_LAUNCH,
+    return cb_hip_fail_launch(dev, err, e,
                        "launching `%s` on %s (grid %" PRIu32 "x%" PRIu32 "x%" PRIu32 ", block %" PRIu32
                        "x%" PRIu32 "x%" PRIu32 ", %" PRIu32 " bytes shared)",
                        m->name, dev->label, grid[0], grid[1], grid[2], block[0], block[1], block[2],
@@ -632,7 +644,7 @@ static cubert_status hip_link_info(void *device, void *peer, cubert_backend_link
     return cb_hip_fail(dev, err, e, CUBERT_ERR_UNSUPPORTED, "hipExtGetLinkTypeAndHopCount(%s, %s)",
                        dev->label, other->label);
   /* HSA's link types: 2 PCIe, 4 xGMI (0 HyperTransport, 1 QPI, 3 InfiniBand) */
-  link->type = type == 4 ? 1 : type == 2 ? 2 : 0;
+  link->type = type == 4 ? CUBERT_LINK_TYPE_XGMI : type == 2 ? CUBERT_LINK_TYPE_PCIE : CUBERT_LINK_TYPE_UNKNOWN;
   link->hops = (int)hops;
   link->links = 0;
   return CUBERT_OK;

@@ -6,6 +6,9 @@
  * (ELF) for exactly that target, features included; NVIDIA takes
  * --gpu-architecture=compute_XY and gives PTX, which the driver turns into
  * machine code when the module is loaded (the driver keeps its own cache). */
+#if !defined(__HIP_PLATFORM_NVIDIA__)
+#include <dlfcn.h>
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -18,6 +21,7 @@
 
 #include "backends/hip/hip_compile.h"
 #include "backends/hip/hip_internal.h"
+#include "backends/hip/hip_testing.h"
 
 #define CACHE_MAGIC "CBHIPMOD"
 #define CACHE_FORMAT 1u
@@ -35,6 +39,27 @@ static pthread_mutex_t rtc_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t versions_once = PTHREAD_ONCE_INIT;
 static int runtime_version;
 static int rtc_major, rtc_minor;
+static size_t comgr_major, comgr_minor; /* AMD: 0.0 when comgr cannot be asked */
+
+#if !CB_HIP_NVIDIA
+/* On AMD hiprtcVersion always answers 9.0 (ROCm/clr hipamd/src/hiprtc/
+ * hiprtc.cpp, hiprtcVersion); the compiler is comgr, which hiprtc loads
+ * (rocclr/device/comgrctx.cpp): its version goes into the key. */
+static void comgr_version(void) {
+  static const char *const names[] = {"libamd_comgr.so.3", "libamd_comgr.so.2", "libamd_comgr.so"};
+  void *lib = NULL;
+  for (size_t i = 0; i < sizeof names / sizeof names[0] && !lib; i++)
+    lib = dlopen(names[i], RTLD_LAZY | RTLD_NOLOAD); /* the one hiprtc uses */
+  for (size_t i = 0; i < sizeof names / sizeof names[0] && !lib; i++)
+    lib = dlopen(names[i], RTLD_LAZY | RTLD_LOCAL);
+  if (!lib) return;
+  void (*get)(size_t *, size_t *) = NULL;
+  void *sym = dlsym(lib, "amd_comgr_get_version");
+  memcpy(&get, &sym, sizeof get < sizeof sym ? sizeof get : sizeof sym);
+  if (get) get(&comgr_major, &comgr_minor);
+  /* kept loaded: hiprtc holds it too */
+}
+#endif
 
 static void versions_init(void) {
   if (hipRuntimeGetVersion(&runtime_version) != hipSuccess || runtime_version <= 0) {
@@ -45,6 +70,29 @@ static void versions_init(void) {
 #endif
   }
   if (hiprtcVersion(&rtc_major, &rtc_minor) != HIPRTC_SUCCESS) rtc_major = rtc_minor = -1;
+#if !CB_HIP_NVIDIA
+  comgr_version();
+#endif
+}
+
+bool cb_hip_comgr_version(size_t *major, size_t *minor) {
+  pthread_once(&versions_once, versions_init);
+  *major = comgr_major;
+  *minor = comgr_minor;
+  return comgr_major || comgr_minor;
+}
+
+/* Options ROCm's hiprtc appends to every compile from the environment
+ * (rocclr/utils/flags.hpp HIPRTC_COMPILE_OPTIONS_APPEND, applied by
+ * hipamd/src/hiprtc/hiprtcInternal.hpp AppendCompileOptions): they change the
+ * code, so they are in the key. NVIDIA's NVRTC reads no such variable. */
+static const char *options_append(void) {
+#if CB_HIP_NVIDIA
+  return "";
+#else
+  const char *v = getenv("HIPRTC_COMPILE_OPTIONS_APPEND");
+  return v ? v : "";
+#endif
 }
 
 /* ------------------------------------------------------------ cache files */
@@ -320,14 +368,15 @@ cubert_status cb_hip_compile(const char *arch, const cubert_backend_kernel *k, u
   /* The key names everything the code depends on. */
   size_t srclen = strlen(k->source);
   uint64_t srchash = k->source_hash ? k->source_hash : cubert_hash64(k->source, srclen);
-  size_t keycap = 512 + strlen(entry) + (k->options ? strlen(k->options) : 0);
+  const char *append = options_append();
+  size_t keycap = 512 + strlen(entry) + (k->options ? strlen(k->options) : 0) + strlen(append);
   char *key = malloc(keycap);
   if (!key) return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   snprintf(key, keycap,
-           "cubert hip module\nplatform=%s\ntarget=%s\nruntime=%d\nrtc=%d.%d\nentry=%s\n"
-           "source=%016" PRIx64 ":%zu\noptions=%s\n",
-           cb_hip_platform(), target, runtime_version, rtc_major, rtc_minor, entry, srchash,
-           srclen, k->options ? k->options : "");
+           "cubert hip module\nplatform=%s\ntarget=%s\nruntime=%d\nrtc=%d.%d\ncomgr=%zu.%zu\n"
+           "entry=%s\nsource=%016" PRIx64 ":%zu\noptions=%s\noptions_append=%s\n",
+           cb_hip_platform(), target, runtime_version, rtc_major, rtc_minor, comgr_major, comgr_minor,
+           entry, srchash, srclen, k->options ? k->options : "", append);
 
   char dir[4096], path[4096 + 256];
   bool use_cache = !(flags & CB_HIP_COMPILE_NO_CACHE) && cb_hip_cache_dir(dir, sizeof dir);

@@ -9,8 +9,10 @@
  *
  * The disk cache lives in $CUBERT_CACHE_DIR, else $XDG_CACHE_HOME/cubert,
  * else ~/.cache/cubert. An entry's key is the platform, the target, the HIP
- * runtime and compiler versions, the entry symbol, the source hash and length
- * and the options; the file is named after the key's hash and holds the key
+ * runtime and compiler versions (on AMD also comgr's: hiprtcVersion always
+ * answers 9.0 there), the entry symbol, the source hash and length, the
+ * options and, on AMD, $HIPRTC_COMPILE_OPTIONS_APPEND (hiprtc adds it to
+ * every compile); the file is named after the key's hash and holds the key
  * itself, the code size and a hash of the code, so a collision, a short or
  * corrupt file is detected, ignored and rebuilt. Entries are written to a
  * temporary name and renamed into place, so processes sharing the folder

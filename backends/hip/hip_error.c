@@ -21,6 +21,14 @@
  * Everything else (out of memory, invalid values, launch configuration,
  * peer access, not ready) leaves the device usable.
  *
+ * Sticky means found by a wait, or by any call other than a launch. What
+ * hipModuleLaunchKernel itself returns is a configuration error, never
+ * sticky: clr returns hipErrorLaunchFailure synchronously when the block
+ * exceeds the kernel's __launch_bounds__ (ROCm/clr hipamd/src/hip_module.cpp,
+ * ihipLaunchKernel_validate), and one over-sized launch must not lose the
+ * device. On CUDA a launch after a real fault returns the fault's sticky
+ * error; the next wait (every wait returns it too) then marks the device.
+ *
  * On AMD, note that ROCm's default handler for a GPU memory fault aborts the
  * process before HIP returns anything; the sticky path matters where the
  * runtime reports the fault (CUDA always does). */
@@ -29,6 +37,7 @@
 #include <string.h>
 
 #include "backends/hip/hip_internal.h"
+#include "backends/hip/hip_testing.h"
 
 void cb_hip_format(char *buf, size_t capacity, const char *fmt, ...) {
   if (!buf || !capacity) return;
@@ -96,6 +105,7 @@ static cubert_status status_of(hipError_t e, cubert_status fallback) {
     return CUBERT_ERR_PEER_ACCESS;
   case hipErrorNotSupported:
     return CUBERT_ERR_UNSUPPORTED;
+  case hipErrorLaunchFailure: /* reaches here only from a launch call */
   case hipErrorInvalidConfiguration:
   case hipErrorLaunchOutOfResources:
   case hipErrorCooperativeLaunchTooLarge:
@@ -112,9 +122,14 @@ static cubert_status status_of(hipError_t e, cubert_status fallback) {
   }
 }
 
-cubert_status cb_hip_fail(cb_hip_device *dev, cubert_berr *err, hipError_t e,
-                          cubert_status fallback, const char *what, ...) {
-  bool sticky = cb_hip_error_sticky(e) || (e == hipErrorUnknown && probe_fails());
+/* Sticky as the table says, except what a launch call returned. */
+static bool sticky_at(hipError_t e, bool launch_call) {
+  return !launch_call && cb_hip_error_sticky(e);
+}
+
+static cubert_status vfail(cb_hip_device *dev, cubert_berr *err, hipError_t e, bool launch_call,
+                           cubert_status fallback, const char *what, va_list ap) {
+  bool sticky = sticky_at(e, launch_call) || (!launch_call && e == hipErrorUnknown && probe_fails());
   cubert_status st = sticky ? CUBERT_ERR_DEVICE_LOST : status_of(e, fallback);
   cubert_berr local;
   cubert_berr *out = err ? err : &local;
@@ -124,15 +139,52 @@ cubert_status cb_hip_fail(cb_hip_device *dev, cubert_berr *err, hipError_t e,
   (void)cudaGetLastError(); /* read: a stale one must not reappear in a later message */
 #endif
   char head[300];
-  va_list ap;
-  va_start(ap, what);
   vsnprintf(head, sizeof head, what, ap);
-  va_end(ap);
   out->sticky = sticky;
   cb_hip_format(out->message, sizeof out->message, "%s: %s%s", head, desc,
            sticky ? "; the device cannot recover (sticky error)" : "");
   if (sticky && dev) cb_hip_mark_lost(dev, out->message);
   return st;
+}
+
+cubert_status cb_hip_fail(cb_hip_device *dev, cubert_berr *err, hipError_t e,
+                          cubert_status fallback, const char *what, ...) {
+  va_list ap;
+  va_start(ap, what);
+  cubert_status st = vfail(dev, err, e, false, fallback, what, ap);
+  va_end(ap);
+  return st;
+}
+
+cubert_status cb_hip_fail_launch(cb_hip_device *dev, cubert_berr *err, hipError_t e,
+                                 const char *what, ...) {
+  va_list ap;
+  va_start(ap, what);
+  cubert_status st = vfail(dev, err, e, true, CUBERT_ERR_LAUNCH, what, ap);
+  va_end(ap);
+  return st;
+}
+
+/* ------------------------------------------------------------ test seam */
+
+#define CB_HIP_KNOWN_ERRORS(X)                                                                   \
+  X(hipSuccess) X(hipErrorInvalidValue) X(hipErrorOutOfMemory) X(hipErrorInvalidConfiguration) \
+  X(hipErrorLaunchFailure) X(hipErrorIllegalAddress) X(hipErrorLaunchTimeOut)                  \
+  X(hipErrorAssert) X(hipErrorECCNotCorrectable) X(hipErrorPriorLaunchFailure)                 \
+  X(hipErrorLaunchOutOfResources) X(hipErrorNotReady) X(hipErrorInvalidImage)
+
+int cb_hip_error_code(const char *name) {
+#define CB_HIP_NAME_IS(n) if (name && !strcmp(name, #n)) return (int)n;
+  CB_HIP_KNOWN_ERRORS(CB_HIP_NAME_IS)
+#undef CB_HIP_NAME_IS
+  return -1;
+}
+
+cubert_status cb_hip_error_classify(int code, bool launch_call, bool *sticky) {
+  hipError_t e = (hipError_t)code;
+  bool s = sticky_at(e, launch_call);
+  if (sticky) *sticky = s;
+  return s ? CUBERT_ERR_DEVICE_LOST : status_of(e, CUBERT_ERR_BACKEND);
 }
 
 /* ------------------------------------------------------------ device state

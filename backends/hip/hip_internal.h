@@ -102,6 +102,17 @@ cubert_status cb_hip_fail(cb_hip_device *dev, cubert_berr *err, hipError_t e,
 #endif
     ;
 
+/* cb_hip_fail for what hipModuleLaunchKernel returned: never sticky (a
+ * synchronous launch error is the launch's configuration; hip_error.c);
+ * hipErrorLaunchFailure is CUBERT_ERR_LAUNCH_CONFIG, unlisted errors
+ * CUBERT_ERR_LAUNCH. */
+cubert_status cb_hip_fail_launch(cb_hip_device *dev, cubert_berr *err, hipError_t e,
+                                 const char *what, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
 /* "<name> (<description>)" of `e` into buf; on NVIDIA, for errors HIP's
  * table folds into hipErrorUnknown, the CUDA runtime's own name is added. */
 void cb_hip_describe(hipError_t e, char *buf, size_t capacity);

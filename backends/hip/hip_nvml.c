@@ -193,15 +193,15 @@ cubert_status cb_hip_nvml_link(cb_hip_device *dev, cb_hip_device *peer, cubert_b
   if (direct_b > direct) direct = direct_b; /* one side's driver may answer less */
   memset(link, 0, sizeof *link);
   if (direct > 0) {
-    link->type = 1;
+    link->type = CUBERT_LINK_TYPE_XGMI;
     link->links = direct;
     link->hops = 1;
   } else if (switch_a > 0 && switch_b > 0) {
-    link->type = 1;
+    link->type = CUBERT_LINK_TYPE_XGMI;
     link->links = switch_a < switch_b ? switch_a : switch_b;
     link->hops = 1;
   } else {
-    link->type = 2; /* NVML answered: no NVLink between them, so PCIe */
+    link->type = CUBERT_LINK_TYPE_PCIE; /* NVML answered: no NVLink between them, so PCIe */
     link->hops = 0;
   }
   return CUBERT_OK;

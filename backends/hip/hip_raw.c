@@ -128,10 +128,11 @@ static cubert_status enter(cb_hip_raw *r, int d) {
   snprintf(v->arch_option, sizeof v->arch_option, "--gpu-architecture=compute_%d%d", p.major,
            p.minor);
 #else
-  if (p.gcnArchName[0])
-    snprintf(v->arch_option, sizeof v->arch_option, "--offload-arch=%s", p.gcnArchName);
-  else
-    snprintf(v->arch_option, sizeof v->arch_option, "--offload-arch=gfx%d", p.gcnArch);
+  /* gcnArchName ("gfx90a:sramecc+:xnack-") is in ROCm 5.2 and 6.x; the
+   * number gcnArch is gone from ROCm 6's hipDeviceProp_t (R0600). */
+  if (!p.gcnArchName[0])
+    return fail(r, hipSuccess, CUBERT_ERR_BACKEND, "raw HIP: device %d reports no gcnArchName", d);
+  snprintf(v->arch_option, sizeof v->arch_option, "--offload-arch=%s", p.gcnArchName);
 #endif
   v->multiprocessors = p.multiProcessorCount > 0 ? p.multiProcessorCount : 1;
   for (int i = 0; i < NSLOTS; i++) {
@@ -144,6 +145,25 @@ static cubert_status enter(cb_hip_raw *r, int d) {
     return fail(r, e, CUBERT_ERR_OUT_OF_MEMORY, "raw HIP: hipMalloc(8) on device %d", d);
   v->ready = true;
   return CUBERT_OK;
+}
+
+cubert_status cb_hip_raw_wall_clock_khz(cb_hip_raw *r, int d, int *khz) {
+#if RAW_NVIDIA || HIP_VERSION_MAJOR < 6
+  (void)khz;
+  return fail(r, hipSuccess, CUBERT_ERR_UNSUPPORTED,
+              "raw HIP: no wall-clock rate on device %d (%s)", d,
+              RAW_NVIDIA ? "NVIDIA" : "HIP before 6.0 has no hipDeviceAttributeWallClockRate");
+#else
+  if (d < 0 || d >= r->ndev)
+    return fail(r, hipSuccess, CUBERT_ERR_NO_DEVICE, "raw HIP: no device %d (%d devices)", d, r->ndev);
+  int v = 0;
+  hipError_t e = hipDeviceGetAttribute(&v, hipDeviceAttributeWallClockRate, d);
+  if (e != hipSuccess) return fail(r, e, CUBERT_ERR_UNSUPPORTED, "raw HIP: the wall-clock rate of device %d", d);
+  if (v <= 0)
+    return fail(r, hipSuccess, CUBERT_ERR_UNSUPPORTED, "raw HIP: device %d reports a wall-clock rate of %d kHz", d, v);
+  *khz = v;
+  return CUBERT_OK;
+#endif
 }
 
 /* Compiles and loads module `m` on device d (current), once. */

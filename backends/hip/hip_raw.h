@@ -94,6 +94,10 @@ cubert_status cb_hip_raw_chase(cb_hip_raw *raw, int exec, uint64_t next, uint64_
                                uint64_t steps, double *ms);
 cubert_status cb_hip_raw_launch_loop(cb_hip_raw *raw, int dev, int nbuffers,
                                      const uint64_t *buffers, uint32_t count, double *ns);
+/* The rate of wall_clock64() on device `dev` in kHz
+ * (hipDeviceAttributeWallClockRate): CUBERT_ERR_UNSUPPORTED on NVIDIA and
+ * on HIP before 6.0, whose headers lack the attribute. */
+cubert_status cb_hip_raw_wall_clock_khz(cb_hip_raw *raw, int dev, int *khz);
 cubert_status cb_hip_raw_alloc_loop(cb_hip_raw *raw, int dev, uint64_t size, uint32_t count,
                                     double *ns);
 

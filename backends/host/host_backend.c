@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "backends/host/work_queue.h"
+#include "base/array.h"
 #include "cubert/backend.h"
 
 #define HOST_ALIGN 256u
@@ -204,8 +205,9 @@ static void record_failure(host_device *dev, uint64_t work, cubert_status status
                            const char *message) {
   pthread_mutex_lock(&dev->fail_lock);
   if (dev->nfailures == dev->cap_failures) {
-    size_t cap = dev->cap_failures ? dev->cap_failures * 2 : 8;
-    cubert_async_failure *grown = realloc(dev->failures, cap * sizeof *grown);
+    size_t cap;
+    cubert_async_failure *grown =
+        cb_array_grow(dev->failures, dev->cap_failures, dev->nfailures + 1, sizeof *grown, &cap);
     if (!grown) {
       dev->lost_failures++; /* drain_failures reports them, unattributed */
       pthread_mutex_unlock(&dev->fail_lock);
@@ -511,8 +513,8 @@ static cubert_status host_mem_alloc(void *device, uint64_t size, cubert_backend_
   pthread_mutex_lock(&b->lock);
   host_alloc *grown = b->allocs;
   if (p && b->nallocs == b->cap_allocs) {
-    size_t cap = b->cap_allocs ? b->cap_allocs * 2 : 64;
-    grown = realloc(b->allocs, cap * sizeof *grown);
+    size_t cap;
+    grown = cb_array_grow(b->allocs, b->cap_allocs, b->nallocs + 1, sizeof *grown, &cap);
     if (grown) {
       b->allocs = grown;
       b->cap_allocs = cap;
@@ -571,8 +573,8 @@ static cubert_status host_stream_create(void *device, void **stream, cubert_berr
 
   pthread_mutex_lock(&d->lock);
   if (d->nstreams == d->cap_streams) {
-    size_t cap = d->cap_streams ? d->cap_streams * 2 : 8;
-    host_stream **grown = realloc(d->streams, cap * sizeof *grown);
+    size_t cap;
+    host_stream **grown = cb_array_grow(d->streams, d->cap_streams, d->nstreams + 1, sizeof *grown, &cap);
     if (!grown) {
       pthread_mutex_unlock(&d->lock);
       free(s);

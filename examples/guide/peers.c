@@ -33,8 +33,9 @@ int main(void) {
       check(cubert_handle_empty(c1, sizeof data, &z), "z on device 1"))
     goto out;
 
-  /* Sharing pins x and enables peer access; a refused pair says so. */
-  if (check(cubert_handle_share(c0, x), "share")) goto out;
+  /* Sharing pins x and enables peer access; a refused pair says so. Nothing
+   * orders device 1's kernel after device 0's write of x: sync the owner. */
+  if (check(cubert_handle_share(c0, x), "share") || check(cubert_sync(c0), "sync device 0")) goto out;
   uint64_t n = N;
   cubert_arg args[] = {cubert_arg_peer(x), cubert_arg_buffer(y), cubert_arg_scalar(&n, sizeof n)};
   cubert_launch_config cfg = {{2, 1, 1}, {256, 1, 1}, 0};

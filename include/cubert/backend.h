@@ -91,7 +91,16 @@ typedef struct cubert_backend_mem {
   uint64_t address;
   uint64_t size;
   void *cookie;                 /* the backend's own */
+  uint32_t flags;               /* in: what the runtime asks for; the runtime
+                                   zeroes the struct, then sets these before
+                                   mem_alloc (CUBERT_BACKEND_MEM_*) */
 } cubert_backend_mem;
+
+/* cubert_backend_mem.flags: memory coherent with other devices and the host
+ * while kernels run (CUBERT_MEMORY_FINE_GRAINED). HIP on AMD allocates it
+ * with hipExtMallocWithFlags(hipDeviceMallocFinegrained); a backend whose
+ * memory is always so (the host backend) ignores the flag. */
+#define CUBERT_BACKEND_MEM_FINE_GRAINED 1u
 
 /* A kernel as the backend sees it. Strings and arrays are borrowed. */
 typedef struct cubert_backend_kernel {
@@ -129,7 +138,7 @@ typedef struct cubert_async_failure {
 /* Where two devices of one backend sit relative to each other, as far as the
  * driver knows (topology combines this with hwloc). */
 typedef struct cubert_backend_link {
-  int type;                     /* 0 unknown, 1 xGMI/NVLink, 2 PCIe */
+  int type;                     /* a cubert_link_type (cubert.h) */
   int hops;
   int links;                    /* link count, 0 when unknown */
 } cubert_backend_link;

@@ -168,8 +168,17 @@ typedef struct cubert_device_info {
 CUBERT_API cubert_status cubert_runtime_device_info(cubert_runtime *runtime, int device,
                                                     cubert_device_info *info);
 
+/* What the driver says joins two devices (cubert_device_link.type and
+ * cubert_backend_link.type). A PCIe path's finer class (one switch, a host
+ * bridge, across sockets...) is topology.h's cubert_link_class. */
+typedef enum cubert_link_type {
+  CUBERT_LINK_TYPE_UNKNOWN = 0,
+  CUBERT_LINK_TYPE_XGMI = 1, /* xGMI (NVLink on NVIDIA) */
+  CUBERT_LINK_TYPE_PCIE = 2
+} cubert_link_type;
+
 /* What the driver knows of the link between two devices of one backend.
- * type: 0 unknown, 1 xGMI (NVLink on NVIDIA), 2 PCIe. */
+ * type: a cubert_link_type (an int, as in earlier versions). */
 typedef struct cubert_device_link {
   int type;
   int hops;
@@ -224,6 +233,26 @@ typedef enum cubert_overlap {
 /* `size` uninitialised bytes (tainted by nothing: never written is not failed). */
 CUBERT_API cubert_status cubert_handle_empty(cubert_client *client, uint64_t size,
                                              cubert_handle **handle);
+/* Flags of cubert_handle_empty_with(). */
+/* Fine-grained memory, for hand-offs inside kernels: stores become visible to
+ * kernels on other devices and to the host while the kernels run, through
+ * system-scope atomics and fences, not only at synchronisation points. Use it
+ * for memory that kernels on two devices hand off through (shared with
+ * cubert_handle_share). It is a driver allocation of its own, outside the
+ * pools (slower to allocate and free; freed when its last reference goes).
+ * HIP on AMD: hipExtMallocWithFlags(hipDeviceMallocFinegrained), without
+ * which AMD keeps device memory coherent only at synchronisation points
+ * (docs/failures.md). HIP on NVIDIA: plain device memory (peer memory over
+ * NVLink or PCIe already honours system-scope atomics). Host backend:
+ * accepted, no different (host memory is coherent). */
+#define CUBERT_MEMORY_FINE_GRAINED 1u
+
+/* cubert_handle_empty() with `flags` (CUBERT_MEMORY_*; 0 is
+ * cubert_handle_empty). An unknown flag is CUBERT_ERR_INVALID_ARGUMENT; a
+ * backend that cannot allocate such memory fails with its error (e.g.
+ * CUBERT_ERR_UNSUPPORTED) and nothing is allocated. */
+CUBERT_API cubert_status cubert_handle_empty_with(cubert_client *client, uint64_t size, uint32_t flags,
+                                                  cubert_handle **handle);
 /* `size` bytes copied from `data`. */
 CUBERT_API cubert_status cubert_handle_create(cubert_client *client, const void *data,
                                               uint64_t size, cubert_handle **handle);
@@ -402,8 +431,11 @@ typedef struct cubert_launch_config {
   uint32_t shared_memory;
 } cubert_launch_config;
 
-/* Checks the arguments against the kernel and the shape against the device,
- * claims the write set, then enqueues. A kernel with a tainted input is not
+/* Checks the arguments against the kernel and the shape against the device
+ * (CUBERT_ERR_LAUNCH_CONFIG, naming the dimension, for a grid or block over
+ * the device's limits, and for grid[d] * block[d] over UINT32_MAX threads in
+ * any dimension d, which ROCm refuses; on every backend), claims the write
+ * set, then enqueues. A kernel with a tainted input is not
  * run: the call fails with CUBERT_ERR_TAINTED and its outputs carry a child
  * of the input's failure. */
 CUBERT_API cubert_status cubert_launch(cubert_client *client, const cubert_kernel *kernel,

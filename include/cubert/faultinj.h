@@ -43,11 +43,14 @@ typedef enum cubert_fault_kind {
   CUBERT_FAULT_DEVICE_LOST,     /* this call and every later one on the device fail, sticky */
   CUBERT_FAULT_ASYNC,           /* work runs, then is reported failed by drain_failures */
   CUBERT_FAULT_ASYNC_SCRIBBLE,  /* as ASYNC, with garbage over part of its outputs */
+  CUBERT_FAULT_ASYNC_DEVICE_LOST, /* as ASYNC, reported sticky: the device is lost from the
+                                     sync that finds it on */
   CUBERT_FAULT_KIND_COUNT_
 } cubert_fault_kind;
 
 /* "fail", "scribble", "partial", "oom", "compile-error", "device-lost",
- * "async", "async-scribble"; "unknown" outside the enum. Static. */
+ * "async", "async-scribble", "async-device-lost"; "unknown" outside the
+ * enum. Static. */
 CUBERT_API const char *cubert_fault_kind_name(cubert_fault_kind kind);
 
 /* Where a rule text was wrong. */

@@ -168,7 +168,9 @@ static void maybe_fault(gen *g, cb_fi_step *s) {
     return;
   }
   if (lost) {
-    f = CUBERT_FAULT_DEVICE_LOST;
+    /* work may also lose its device when it runs, found at the next fence */
+    bool work = s->kind == CB_FI_LAUNCH || s->kind == CB_FI_WRITE || s->kind == CB_FI_FILL || s->kind == CB_FI_COPY;
+    f = work && chance(g, 0.5) ? CUBERT_FAULT_ASYNC_DEVICE_LOST : CUBERT_FAULT_DEVICE_LOST;
     g->lost_used = true;
   }
   s->has_fault = true;

@@ -459,13 +459,24 @@ size_t cb_fi_check_observation(cb_fi_checker *c, cb_fim_view v, const cb_fi_obse
                         what, cubert_status_name(obs->status));
     return c->result->nviolations - before;
   }
-  /* refused: every range it names must be tainted in the model, with that
-   * root; every tainted byte must be named */
+  /* refused: every range it names must lie inside the view, name bytes and
+   * be tainted in the model, with that root; every tainted byte must be
+   * named; and a refusal of a view the model says is good is wrong whatever
+   * it names */
   uint64_t len = v.end - v.start;
   uint8_t *covered = calloc(len ? len : 1, 1);
-  bool false_taint = false, wrong_cause = false;
+  bool false_taint = false, wrong_cause = false, bad_range = false;
+  size_t first_violation = c->result->nviolations;
   for (size_t i = 0; i < obs->nentries; i++) {
     const cb_fi_obs_entry *en = &obs->entries[i];
+    if (!bad_range && (en->start >= en->end || en->start < v.start || en->end > v.end)) {
+      cb_fi_violation_add(c, CB_FI_FALSE_TAINT,
+                          "%s was refused naming bytes %" PRIu64 "..%" PRIu64 " with `%s`: %s (the read was of "
+                          "bytes %" PRIu64 "..%" PRIu64 ")",
+                          what, en->start, en->end, en->root_message,
+                          en->start >= en->end ? "no bytes at all" : "bytes outside what was read", v.start, v.end);
+      bad_range = true;
+    }
     uint64_t s = en->start > v.start ? en->start : v.start;
     uint64_t e = en->end < v.end ? en->end : v.end;
     int cause = cb_fim_cause_of_message(m, en->root_message);
@@ -491,9 +502,9 @@ size_t cb_fi_check_observation(cb_fi_checker *c, cb_fim_view v, const cb_fi_obse
       }
     }
   }
-  if (!obs->nentries && !cb_fim_taint_of(m, v))
-    cb_fi_violation_add(c, CB_FI_FALSE_TAINT, "%s was refused as TAINTED naming no failure, and the model says "
-                        "every byte is good", what);
+  if (!cb_fim_taint_of(m, v) && c->result->nviolations == first_violation)
+    cb_fi_violation_add(c, CB_FI_FALSE_TAINT, "%s was refused as TAINTED%s, and the model says every byte is good",
+                        what, obs->nentries ? "" : " naming no failure");
   if (covered && obs->nentries) {
     for (uint64_t b = v.start; b < v.end; b++) {
       if (!a->taint[b] || covered[b - v.start]) continue;
@@ -529,9 +540,7 @@ typedef struct run_view {
 typedef struct run_alloc {
   cubert_handle *full;   /* the checker's own view of the whole allocation */
   int views;             /* program views on it */
-  uint32_t readers;      /* streams that read it since its device's last sync */
-  int last_reader;
-  uint32_t unordered;    /* streams a failed call left garbage on, not ordered by the runtime */
+  cubert_weak *weak;     /* a weak binding to it: upgrades while it lives, never after */
 } run_alloc;
 
 typedef struct run {
@@ -699,14 +708,6 @@ static void check_status(run *r, const char *what, cb_fim_outcome o, cubert_stat
 
 /* ---- syncs */
 
-static void hazard_reset(run *r, int device) {
-  for (int a = 0; a < r->model.nallocs; a++)
-    if (r->model.allocs[a].device == device) {
-      r->allocs[a].readers = 0;
-      r->allocs[a].unordered = 0;
-    }
-}
-
 /* cubert_sync_device on `device`, checked. `why` is NULL for a program's
  * own sync, else why the checker added it. */
 static void do_sync(run *r, int device, const char *why) {
@@ -724,7 +725,6 @@ static void do_sync(run *r, int device, const char *why) {
   cubert_status keep = r->last_status;
   check_status(r, what, o, st);
   if (why) r->last_status = keep;
-  hazard_reset(r, device);
 }
 
 /* ---- views and allocations */
@@ -772,49 +772,20 @@ static void view_set(run *r, int slot, cubert_handle *h, int alloc, uint64_t sta
   r->allocs[alloc].views++;
 }
 
-/* ---- stream hazards the runtime does not order (docs/failures.md) */
+/* ---- what a step touches */
 
 typedef struct touch {
   int alloc;
   bool write;
 } touch;
 
-static bool needs_stream_sync(run *r, int stream, const touch *t, size_t n) {
-  uint32_t me = 1u << stream;
-  for (size_t i = 0; i < n; i++) {
-    run_alloc *a = &r->allocs[t[i].alloc];
-    if (a->unordered & ~me) return true;
-    if (t[i].write) {
-      uint32_t others = a->readers & ~me;
-      if (a->last_reader == stream && others) return true;
-      if (others & ~(1u << a->last_reader)) return true;
-    }
-  }
-  return false;
-}
-
-static void note_uses(run *r, int stream, const touch *t, size_t n, cubert_status st, const hitbuf *hb) {
-  bool garbage = false;
-  for (size_t i = 0; i < hb->n; i++)
-    garbage |= hb->v[i].fault == CUBERT_FAULT_SCRIBBLE || hb->v[i].fault == CUBERT_FAULT_PARTIAL;
-  for (size_t i = 0; i < n; i++) {
-    run_alloc *a = &r->allocs[t[i].alloc];
-    if (st == CUBERT_OK) {
-      if (t[i].write) {
-        a->readers = 0;
-      } else {
-        a->readers |= 1u << stream;
-        a->last_reader = stream;
-      }
-    } else if (garbage && t[i].write) {
-      a->unordered |= 1u << stream;
-    }
-  }
-}
-
-/* Syncs before a step: every device it touches when it crosses devices,
- * its own device when streams would race, or when records pile up. */
-static void prelude(run *r, int device, int stream, const touch *t, size_t n, bool *cross) {
+/* Syncs before a step: every device it touches when it crosses devices
+ * (nothing orders cross-device accesses), or its own device when records
+ * pile up. Streams of one device get no sync: the runtime orders a write
+ * after the last writer (a failed one too: it may have left garbage) and
+ * every reader on other streams, and a read after the last writer, so the
+ * checker holds it to that. */
+static void prelude(run *r, int device, const touch *t, size_t n, bool *cross) {
   *cross = false;
   for (size_t i = 0; i < n; i++) *cross |= r->model.allocs[t[i].alloc].device != device;
   if (*cross) {
@@ -827,10 +798,7 @@ static void prelude(run *r, int device, int stream, const touch *t, size_t n, bo
     if (!done[device]) do_sync(r, device, "the step reaches another device's memory");
     return;
   }
-  if (r->model.dev[device].nrecords >= RECORDS_BEFORE_SYNC)
-    do_sync(r, device, "work piles up");
-  else if (r->p->streams > 1 && needs_stream_sync(r, stream, t, n))
-    do_sync(r, device, "a stream would race another one");
+  if (r->model.dev[device].nrecords >= RECORDS_BEFORE_SYNC) do_sync(r, device, "work piles up");
 }
 
 static bool use_stream(run *r, int device, int stream) {
@@ -960,12 +928,51 @@ static const char *alloc_name(run *r, int a, char *buf, size_t cap) {
   return buf;
 }
 
+/* Calls at the edges, on one allocation per step (rule 9: every entry point
+ * checks): its memory read through a client of another device is refused
+ * as WRONG_DEVICE; a zero-byte view in its middle reads as the model says
+ * (good, or DEVICE_LOST); its weak binding upgrades while it lives. */
+static void check_edges(run *r, int a, const char *name) {
+  run_alloc *ra = &r->allocs[a];
+  cb_fim_alloc *ma = &r->model.allocs[a];
+  int other = -1;
+  for (int k = 0; k < r->nroles && other < 0; k++)
+    if (r->map[k] != ma->device) other = r->map[k];
+  uint8_t *b = scratch(r, ma->size ? ma->size : 1);
+  if (other >= 0 && b) {
+    cubert_status st = cubert_handle_read(r->clients[other], ra->full, b, ma->size);
+    r->res.reads++;
+    if (st != CUBERT_ERR_WRONG_DEVICE)
+      cb_fi_violation_add(&r->chk, CB_FI_WRONG_STATUS,
+                          "a read of %s (device %d) through a client of device %d returned %s, not WRONG_DEVICE%s%s",
+                          name, ma->device, other, cubert_status_name(st), st ? ": " : "",
+                          st ? cubert_last_error_message() : "");
+  }
+  cubert_handle *empty = NULL;
+  uint64_t mid = ma->size / 2;
+  if (cubert_handle_slice(ra->full, mid, ma->size - mid, &empty) == CUBERT_OK) {
+    char sub[160];
+    snprintf(sub, sizeof sub, "%.96s, zero bytes at %" PRIu64, name, mid);
+    check_read(r, empty, a, mid, mid, sub);
+    cubert_handle_release(empty);
+  }
+  if (ra->weak) {
+    cubert_binding *bd = NULL;
+    cubert_status st = cubert_weak_upgrade(ra->weak, &bd);
+    if (st != CUBERT_OK)
+      cb_fi_violation_add(&r->chk, CB_FI_WRONG_STATUS, "the weak binding of %s, alive, did not upgrade: %s: %s", name,
+                          cubert_status_name(st), cubert_last_error_message());
+    cubert_binding_release(bd);
+  }
+}
+
 static void check_all(run *r) {
   if (r->cfg.no_checks || cb_fim_any_pending(&r->model)) return;
   for (int a = 0; a < r->model.nallocs; a++) {
     if (!r->model.allocs[a].live || !r->allocs[a].full) continue;
     char name[96];
     check_alloc(r, a, alloc_name(r, a, name, sizeof name));
+    if (r->chk.step > 0 && a == r->chk.step % r->model.nallocs) check_edges(r, a, name);
   }
 }
 
@@ -1056,6 +1063,7 @@ static void step_alloc(run *r, const cb_fi_step *s) {
   check_status(r, s->kind == CB_FI_CREATE ? "cubert_handle_create" : "cubert_handle_empty", o, st);
   if (st == CUBERT_OK && o.alloc >= 0) {
     r->allocs[o.alloc].full = cubert_handle_clone(h);
+    if (cubert_handle_downgrade(h, &r->allocs[o.alloc].weak) != CUBERT_OK) r->allocs[o.alloc].weak = NULL;
     view_set(r, s->view, h, o.alloc, 0, s->size);
   } else {
     cubert_handle_release(h);
@@ -1090,7 +1098,7 @@ static void step_write(run *r, const cb_fi_step *s) {
   int d = device_of(r, v);
   touch t = {v->alloc, true};
   bool cross;
-  prelude(r, d, s->stream, &t, 1, &cross);
+  prelude(r, d, &t, 1, &cross);
   if (!use_stream(r, d, s->stream)) return;
   uint64_t n = v->end - v->start;
   uint8_t *data = malloc(n ? n : 1);
@@ -1110,7 +1118,6 @@ static void step_write(run *r, const cb_fi_step *s) {
   cb_fim_outcome o = cb_fim_write(&r->model, r->chk.step, d, fim_view(v), data, hits_of(&hb));
   free(data);
   check_status(r, s->kind == CB_FI_WRITE ? "cubert_handle_write" : "cubert_handle_fill", o, st);
-  note_uses(r, s->stream, &t, 1, st, &hb);
 }
 
 static void step_copy(run *r, const cb_fi_step *s) {
@@ -1123,7 +1130,7 @@ static void step_copy(run *r, const cb_fi_step *s) {
   int sd = device_of(r, src), dd = device_of(r, dst);
   touch t[2] = {{src->alloc, false}, {dst->alloc, true}};
   bool cross;
-  prelude(r, dd, s->stream, t, 2, &cross);
+  prelude(r, dd, t, 2, &cross);
   if (!use_stream(r, dd, s->stream)) return;
   if (sd != dd && !use_stream(r, sd, s->stream)) return;
   uint32_t rule = step_fault(r, s, dd, sd != dd);
@@ -1134,7 +1141,6 @@ static void step_copy(run *r, const cb_fi_step *s) {
   take_hits(r, &hb);
   cb_fim_outcome o = cb_fim_copy(&r->model, r->chk.step, dd, fim_view(src), fim_view(dst), hits_of(&hb));
   check_status(r, sd == dd ? "cubert_handle_copy" : "cubert_handle_copy_peer", o, st);
-  note_uses(r, s->stream, t, 2, st, &hb);
   if (cross) do_sync(r, dd, "the step reached another device's memory");
 }
 
@@ -1170,7 +1176,7 @@ static void step_launch(run *r, const cb_fi_step *s) {
   touch t[2];
   for (uint32_t i = 0; i < nb; i++) t[i] = (touch){v[i]->alloc, (cb_fim_kernel_access(k, i) & CUBERT_ACCESS_WRITE) != 0};
   bool cross;
-  prelude(r, d, s->stream, t, nb, &cross);
+  prelude(r, d, t, nb, &cross);
   if (!use_stream(r, d, s->stream)) return;
   cubert_arg args[4];
   uint32_t na = 0;
@@ -1198,7 +1204,6 @@ static void step_launch(run *r, const cb_fi_step *s) {
   char what[96];
   snprintf(what, sizeof what, "launch of %s on device %d", cb_fim_kernel_name(k), d);
   check_status(r, what, o, st);
-  note_uses(r, s->stream, t, nb, st, &hb);
   if (cross) do_sync(r, d, "the step reached another device's memory");
 }
 
@@ -1213,16 +1218,38 @@ static void step_share(run *r, const cb_fi_step *s) {
   check_status(r, "cubert_handle_share", o, st);
 }
 
+/* A program's sync of `device`: with several streams, each stream alone
+ * first (rule 8: a failure is reported once, by a sync of its own stream,
+ * and a sync of another stream neither reports nor clears it), then the
+ * device, which reports what is left. The step's status is the first
+ * failure any of them returned. */
+static void program_sync(run *r, int device, bool streams) {
+  cubert_status first = CUBERT_OK;
+  for (int t = 1; streams && t <= r->p->streams; t++) {
+    hitbuf hb;
+    cubert_status st = cubert_sync_stream(r->clients[device], (cubert_stream)t);
+    take_hits(r, &hb);
+    cb_fim_outcome o = cb_fim_sync_stream(&r->model, device, t, hits_of(&hb));
+    char what[96];
+    snprintf(what, sizeof what, "sync of stream %d of device %d", t, device);
+    check_status(r, what, o, st);
+    if (first == CUBERT_OK) first = st;
+  }
+  do_sync(r, device, NULL);
+  if (first != CUBERT_OK) r->last_status = first;
+}
+
 static void step_sync(run *r, const cb_fi_step *s) {
+  bool streams = r->p->streams > 1;
   if (s->device >= 0) {
     uint32_t rule = step_fault(r, s, r->map[s->device], false);
-    do_sync(r, r->map[s->device], NULL);
+    program_sync(r, r->map[s->device], streams && !rule);
     step_fault_done(rule);
     return;
   }
   cubert_status first = CUBERT_OK;
   for (int k = 0; k < r->nroles; k++) {
-    do_sync(r, r->map[k], NULL);
+    program_sync(r, r->map[k], streams);
     if (first == CUBERT_OK) first = r->last_status;
   }
   r->last_status = first;
@@ -1439,6 +1466,7 @@ static void step_expect(run *r, const cb_fi_step *s) {
 /* ---- one step */
 
 static void exec_step(run *r, const cb_fi_step *s) {
+  r->model.stream = s->stream; /* the stream its work records are enqueued on */
   switch (s->kind) {
   case CB_FI_ALLOC:
   case CB_FI_CREATE:
@@ -1600,6 +1628,23 @@ static void finish(run *r) {
                           "synced and its pools cleaned up (%" PRIu64 " before the program)",
                           d, now, r->baseline[d]);
   }
+  /* every allocation gone: no weak binding upgrades any more */
+  for (int a = 0; a < r->model.nallocs && r->allocs; a++) {
+    run_alloc *ra = &r->allocs[a];
+    int d = r->model.allocs[a].device;
+    if (!ra->weak || (kept && a == 0) || (lost & (1u << d)) || (r->model.dev[d].bound_by & lost)) continue;
+    cubert_binding *bd = NULL;
+    cubert_status st = cubert_weak_upgrade(ra->weak, &bd);
+    if (st != CUBERT_ERR_EXPIRED) {
+      char name[96];
+      snprintf(name, sizeof name, "allocation %d (device %d)", a, d);
+      cb_fi_violation_add(&r->chk, CB_FI_WRONG_STATUS,
+                          "the weak binding of %s upgraded to %s after every handle was released and the device "
+                          "synced, not EXPIRED",
+                          name, cubert_status_name(st));
+    }
+    cubert_binding_release(bd);
+  }
   cubert_handle_release(kept);
 }
 
@@ -1607,7 +1652,10 @@ static void teardown(run *r) {
   if (r->views)
     for (int s = 0; s < r->p->nviews; s++) cubert_handle_release(r->views[s].h);
   if (r->allocs)
-    for (int a = 0; a < r->capallocs; a++) cubert_handle_release(r->allocs[a].full);
+    for (int a = 0; a < r->capallocs; a++) {
+      cubert_handle_release(r->allocs[a].full);
+      cubert_weak_release(r->allocs[a].weak);
+    }
   for (int d = 0; d < CB_FIM_MAX_DEVICES; d++) cubert_client_destroy(r->clients[d]);
   if (r->rt) cubert_runtime_destroy(r->rt);
   for (int k = 0; k < CB_FIM_KERNEL_COUNT; k++) cubert_kernel_release(r->kernels[k]);

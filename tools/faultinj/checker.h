@@ -35,10 +35,13 @@
  * happen): steps run on one thread, on streams made before any rule; before
  * a step that touches memory of another device every device involved is
  * synchronised, and after it the device that ran it (nothing orders
- * cross-device accesses, docs/failures.md); a step that would race another
- * stream of its device in a way the runtime does not order (a second
- * reader, garbage a failed call left behind) gets a sync of the device
- * first. The checker does not read memory while an asynchronous failure
+ * cross-device accesses, docs/failures.md). Streams of one device get no
+ * sync the program did not ask for: the runtime orders a write after the
+ * last writer (a failed one too) and every reader on other streams, and a
+ * read after the last writer, and the checker holds it to that. A refusal
+ * is checked whatever it carries: each range it names must lie inside the
+ * bytes read and name some, and a view the model says is good must not be
+ * refused at all. The checker does not read memory while an asynchronous failure
  * waits to be found (a read would find it at a time the threads decide);
  * it checks again after the sync that finds it.
  *

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/array.h"
+
 void cb_fim_init(cb_fim *m, int ndevices) {
   memset(m, 0, sizeof *m);
   m->ndevices = ndevices < CB_FIM_MAX_DEVICES ? ndevices : CB_FIM_MAX_DEVICES;
@@ -140,8 +142,8 @@ bool cb_fim_any_pending(const cb_fim *m) {
 static cb_fim_record *record_push(cb_fim *m, int device, int step) {
   cb_fim_device *d = &m->dev[device];
   if (d->nrecords == d->caprecords) {
-    size_t cap = d->caprecords ? d->caprecords * 2 : 32;
-    cb_fim_record *v = realloc(d->records, cap * sizeof *v);
+    size_t cap;
+    cb_fim_record *v = cb_array_grow(d->records, d->caprecords, d->nrecords + 1, sizeof *v, &cap);
     if (!v) return NULL;
     d->records = v;
     d->caprecords = cap;
@@ -149,6 +151,7 @@ static cb_fim_record *record_push(cb_fim *m, int device, int step) {
   cb_fim_record *r = &d->records[d->nrecords++];
   memset(r, 0, sizeof *r);
   r->step = step;
+  r->stream = m->stream > 0 ? m->stream : 1;
   return r;
 }
 
@@ -158,17 +161,17 @@ static void record_range(cb_fim *m, int device, cb_fim_record *r, cb_fim_view v,
   if (r && r->n < CB_FIM_RANGES) r->r[r->n++] = (cb_fim_range){v.alloc, v.start, v.end, (uint8_t)access};
 }
 
-static void pending_push(cb_fim *m, int device, int cause, cubert_status status) {
+static void pending_push(cb_fim *m, int device, int cause, cubert_status status, bool lost) {
   cb_fim_device *d = &m->dev[device];
   if (!d->nrecords) return;
   if (d->npending == d->cappending) {
-    size_t cap = d->cappending ? d->cappending * 2 : 4;
-    cb_fim_pending *v = realloc(d->pending, cap * sizeof *v);
+    size_t cap;
+    cb_fim_pending *v = cb_array_grow(d->pending, d->cappending, d->npending + 1, sizeof *v, &cap);
     if (!v) return;
     d->pending = v;
     d->cappending = cap;
   }
-  d->pending[d->npending++] = (cb_fim_pending){d->nrecords - 1, cause, status};
+  d->pending[d->npending++] = (cb_fim_pending){d->nrecords - 1, cause, status, lost, false};
 }
 
 /* ------------------------------------------------------------ hits */
@@ -271,7 +274,8 @@ static bool apply_hit(cb_fim *m, int device, const cb_fim_hit *h, cb_fim_record 
                       uint32_t nouts, cb_fim_outcome *o, bool *async, bool *scribble) {
   *async = *scribble = false;
   if (!h) return false;
-  if (h->fault == CUBERT_FAULT_ASYNC || h->fault == CUBERT_FAULT_ASYNC_SCRIBBLE) {
+  if (h->fault == CUBERT_FAULT_ASYNC || h->fault == CUBERT_FAULT_ASYNC_SCRIBBLE ||
+      h->fault == CUBERT_FAULT_ASYNC_DEVICE_LOST) {
     *async = true;
     *scribble = h->fault == CUBERT_FAULT_ASYNC_SCRIBBLE;
     return false;
@@ -301,7 +305,7 @@ cb_fim_outcome cb_fim_write(cb_fim *m, int step, int device, cb_fim_view v, cons
   cb_fim_taint(m, v, 0);
   if (scribble) cb_fim_forget(m, v);
   if (async) {
-    pending_push(m, device, h->cause, h->status);
+    pending_push(m, device, h->cause, h->status, h->fault == CUBERT_FAULT_ASYNC_DEVICE_LOST);
     o.pending = true;
   }
   return o;
@@ -338,7 +342,7 @@ cb_fim_outcome cb_fim_copy(cb_fim *m, int step, int device, cb_fim_view src, cb_
   cb_fim_taint(m, dst, 0);
   if (scribble) cb_fim_forget(m, dst);
   if (async) {
-    pending_push(m, device, h->cause, h->status);
+    pending_push(m, device, h->cause, h->status, h->fault == CUBERT_FAULT_ASYNC_DEVICE_LOST);
     o.pending = true;
   }
   return o;
@@ -496,11 +500,11 @@ cb_fim_outcome cb_fim_launch(cb_fim *m, int step, int device, cb_fim_kernel k, c
     for (uint32_t i = 0; i < nouts; i++) cb_fim_forget(m, outs[i]);
   }
   if (async) {
-    pending_push(m, device, h->cause, h->status);
+    pending_push(m, device, h->cause, h->status, h->fault == CUBERT_FAULT_ASYNC_DEVICE_LOST);
     o.pending = true;
   } else if (k == CB_FIM_FAIL_U32 && tag_cause >= 0) {
     /* the checker's own kernel fails when it runs: found at a fence */
-    pending_push(m, device, tag_cause, CUBERT_ERR_LAUNCH);
+    pending_push(m, device, tag_cause, CUBERT_ERR_LAUNCH, false);
     o.pending = true;
   }
   return o;
@@ -604,11 +608,44 @@ cb_fim_outcome cb_fim_sync(cb_fim *m, int device, cb_fim_hits hits) {
     } else {
       replay(m, d, &d->pending[i]);
     }
-    if (o.status == CUBERT_OK) o.status = d->pending[i].status;
-    o.also |= (uint64_t)1 << d->pending[i].status;
-    o.roots |= cb_fim_bit(d->pending[i].cause);
+    if (!d->pending[i].reported) {
+      if (o.status == CUBERT_OK) o.status = d->pending[i].status;
+      o.also |= (uint64_t)1 << d->pending[i].status;
+      o.roots |= cb_fim_bit(d->pending[i].cause);
+    }
+    if (d->pending[i].lost) mark_lost(m, device, d->pending[i].cause); /* the first found stays */
   }
   d->npending = 0;
   d->nrecords = 0; /* a full sync: everything completed */
+  /* a sticky failure found at the fence: the device is lost, and the sync
+   * says so whatever else it found */
+  if (d->lost_cause >= 0) return lost_outcome(m, device);
+  return o;
+}
+
+cb_fim_outcome cb_fim_sync_stream(cb_fim *m, int device, int stream, cb_fim_hits hits) {
+  cb_fim_device *d = &m->dev[device];
+  if (d->lost_cause >= 0) return lost_outcome(m, device);
+  const cb_fim_hit *h = hit_lost(hits);
+  if (h) {
+    mark_lost(m, device, h->cause);
+    return lost_outcome(m, device);
+  }
+  h = hit_op(hits, "sync");
+  if (h) /* the wait itself failed: it returns that; what it found stays for later */
+    return outcome(h->status, cb_fim_bit(h->cause));
+  cb_fim_outcome o = outcome(CUBERT_OK, 0);
+  for (size_t i = 0; i < d->npending; i++) {
+    cb_fim_pending *p = &d->pending[i];
+    if (p->lost) { /* found now or later: the device may be lost already */
+      o.also |= (uint64_t)1 << CUBERT_ERR_DEVICE_LOST;
+      o.roots |= cb_fim_bit(p->cause);
+    }
+    if (p->reported || d->records[p->record].stream != stream) continue;
+    if (o.status == CUBERT_OK) o.status = p->status;
+    o.also |= (uint64_t)1 << p->status;
+    o.roots |= cb_fim_bit(p->cause);
+    p->reported = true;
+  }
   return o;
 }

@@ -67,6 +67,7 @@ typedef struct cb_fim_range {
 /* Work enqueued on a device since its last full sync. */
 typedef struct cb_fim_record {
   int step;
+  int stream;  /* the stream it was enqueued on (cb_fim.stream then) */
   bool failed; /* settled as failed when enqueued, or found failed since */
   uint32_t n;
   cb_fim_range r[CB_FIM_RANGES];
@@ -77,6 +78,8 @@ typedef struct cb_fim_pending {
   size_t record;        /* index into the device's records */
   int cause;
   cubert_status status; /* what the sync that finds it returns */
+  bool lost;            /* sticky (async-device-lost): the sync marks the device lost */
+  bool reported;        /* a sync of its stream reported it already */
 } cb_fim_pending;
 
 typedef struct cb_fim_device {
@@ -106,6 +109,7 @@ typedef struct cb_fim {
   int nallocs, capallocs;
   cb_fim_cause causes[CB_FIM_MAX_CAUSES];
   int ncauses;
+  int stream;  /* the stream the calls modelled now are made on (1 when never set) */
 } cb_fim;
 
 /* A view: bytes [start, end) of an allocation. */
@@ -201,8 +205,15 @@ cb_fim_outcome cb_fim_launch(cb_fim *m, int step, int device, cb_fim_kernel kern
                              const cb_fim_view *args, uint32_t value, int tag_cause, cb_fim_hits hits);
 /* cubert_handle_share on the owner. */
 cb_fim_outcome cb_fim_share(cb_fim *m, int owner, cb_fim_view v, cb_fim_hits hits);
-/* cubert_sync_device: finds the device's asynchronous failures. */
+/* cubert_sync_device: finds the device's asynchronous failures and reports
+ * those no stream sync reported yet. */
 cb_fim_outcome cb_fim_sync(cb_fim *m, int device, cb_fim_hits hits);
+/* cubert_sync_stream: reports the asynchronous failures of work enqueued on
+ * `stream` (rule 8: once per stream), and only those; a failure of another
+ * stream is found (tainting) at a time the threads decide, so the model
+ * applies every failure at the next device sync, as before. A sticky one
+ * on any stream may be found now: DEVICE_LOST is allowed too. */
+cb_fim_outcome cb_fim_sync_stream(cb_fim *m, int device, int stream, cb_fim_hits hits);
 
 /* Kernel names as the runtime knows them ("cubert_fill_u32"), and as
  * scenarios write them ("fill_u32"). */

@@ -239,6 +239,7 @@ static const struct {
     {"oom", CUBERT_FAULT_OOM},           {"compile-error", CUBERT_FAULT_COMPILE},
     {"device-lost", CUBERT_FAULT_DEVICE_LOST}, {"lost", CUBERT_FAULT_DEVICE_LOST},
     {"async", CUBERT_FAULT_ASYNC},       {"async-scribble", CUBERT_FAULT_ASYNC_SCRIBBLE},
+    {"async-device-lost", CUBERT_FAULT_ASYNC_DEVICE_LOST},
 };
 
 static bool fault_allowed(cb_fi_step_kind k, cubert_fault_kind f) {
@@ -284,8 +285,8 @@ static int parse_bang(parser *P, cb_fi_step *s, const tok *t, int i, int n) {
     }
   if (!found) {
     perr(P, f.col,
-         "unknown fault `%.*s` (expected fail, scribble, partial, oom, compile-error, device-lost, async or "
-         "async-scribble)",
+         "unknown fault `%.*s` (expected fail, scribble, partial, oom, compile-error, device-lost, async, "
+         "async-scribble or async-device-lost)",
          klen, f.p);
     return -1;
   }

@@ -355,6 +355,58 @@ def mi300x_kfd(root):
         "unique_base": 0x51e7a2c90d3b0000, "num_xcc": 8, "link_mbs": 64000, "cpu_xgmi": False})
 
 
+def mi300x_cpx_kfd(root):
+    """The MI300X node with GPU 0 in CPX mode (8 compute partitions, one KFD
+    node each) and GPUs 1-7 in SPX; `amd-smi set --compute-partition` sets
+    the mode per GPU. Every partition reports its GPU's location_id with the
+    partition number in bits 31:28, and partitions come first in KFD's
+    numbering as the GPU does. Link weights and bandwidths follow the
+    kernel's kfd_crat.c (kfd_fill_gpu_xgmi_link_to_gpu): a partitioned GPU
+    does not ask the xGMI TA, so a link between partitions of one GPU has
+    weight 13 (KFD_CRAT_INTRA_SOCKET_WEIGHT) and 819200 MB/s, a link from a
+    partition to another GPU weight 41 (2 * 13 + 15) and no bandwidth; an
+    SPX GPU reports 15 per hop and the TA's 64000 MB/s per link. Not recorded
+    on hardware: written after the kernel's code."""
+    base = os.path.join(root, "sys/class/kfd/kfd/topology")
+    write(os.path.join(base, "generation_id"), "1\n")
+    write(os.path.join(base, "system_properties"), "platform_oem 0\nplatform_id 0\nplatform_rev 0\n")
+    for n in range(2):
+        nd = os.path.join(base, "nodes", str(n))
+        write(os.path.join(nd, "gpu_id"), "0\n")
+        write(os.path.join(nd, "properties"), props([
+            ("cpu_cores_count", 96), ("simd_count", 0), ("io_links_count", 0),
+            ("location_id", 0), ("domain", 0)]))
+    parts = 8
+    # (node, gpu index, partition)
+    nodes = [(2 + k, 0, k) for k in range(parts)] + [(2 + parts + g - 1, g, 0) for g in range(1, 8)]
+    for node, g, part in nodes:
+        bus, numa = MI300X_BUSES[g]
+        partitioned = g == 0
+        io = [(2, numa, 20, 0, 0)]
+        for other, og, opart in nodes:
+            if other == node:
+                continue
+            if partitioned and og == g:
+                io.append((11, other, 13, 819200, 819200))
+            elif partitioned:
+                io.append((11, other, 41, 0, 0))
+            else:
+                io.append((11, other, 15, 64000, 64000))
+        nd = os.path.join(base, "nodes", str(node))
+        write(os.path.join(nd, "gpu_id"), "%d\n" % (0x2a4f + 0x2b1 * node))
+        write(os.path.join(nd, "properties"), props([
+            ("cpu_cores_count", 0), ("simd_count", 1216 // (parts if partitioned else 1)),
+            ("io_links_count", len(io)), ("gfx_target_version", 90402),
+            ("vendor_id", 0x1002), ("device_id", 0x74a1),
+            ("location_id", (part << 28) | (bus << 8)), ("domain", 0),
+            ("drm_render_minor", 128 + node - 2),
+            ("num_xcc", 1 if partitioned else 8)]))
+        for m, (typ, to, weight, lo, hi) in enumerate(io):
+            write(os.path.join(nd, "io_links", str(m), "properties"), props([
+                ("type", typ), ("node_from", node), ("node_to", to), ("weight", weight),
+                ("min_bandwidth", lo), ("max_bandwidth", hi), ("flags", 1)]))
+
+
 # ------------------------------------------------------------------ PCIe node
 
 def pcie_xml():
@@ -450,7 +502,9 @@ def main():
     for name, fn in (("frontier", frontier_xml), ("mi300x", mi300x_xml), ("pcie", pcie_xml)):
         with open(os.path.join(out, name + ".xml"), "w") as f:
             f.write(fn())
-    for name, fn in (("frontier", frontier_kfd), ("mi300x", mi300x_kfd)):
+    # mi300x-cpx-kfd is a test fixture (tests/test_topology.c), not embedded.
+    for name, fn in (("frontier", frontier_kfd), ("mi300x", mi300x_kfd),
+                     ("mi300x-cpx", mi300x_cpx_kfd)):
         root = os.path.join(out, name + "-kfd")
         shutil.rmtree(root, ignore_errors=True)
         fn(root)

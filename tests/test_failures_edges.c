@@ -1,0 +1,393 @@
+/* tests/test_failures_edges.c: the edges of the failure account that
+ * mutation testing found unguarded (issue 11; ci/mutants/ names the
+ * mutants each test kills): a failed launch as its outputs' last writer,
+ * repairs that end where a taint ends, asynchronous failures reported once
+ * per stream, parents below the first level of a chain, peer work and the
+ * owner's stream order, freed memory and its failures, and an asynchronous
+ * device loss.
+ *
+ * Faults come from the fault layer (cubert_faultinj_add), so each test runs
+ * on the host backend, whose devices exist everywhere; on HIP it prints a
+ * skip. Some tests look at runtime internals (runtime/internal.h) where the
+ * public API cannot see the difference: a reference count, a stream id. */
+#include <check.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cubert/cubert.h"
+#include "cubert/faultinj.h"
+#include "runtime/internal.h"
+#include "tests/testutil.h"
+
+/* ------------------------------------------------------------ helpers */
+
+static bool open_host(int i, int min_devices, cb_test_env *env) {
+  if (!cb_test_open(i, min_devices, env)) return false;
+  if (strcmp(env->backend, "host") != 0) {
+    cb_test_skip("no device: fault rules and host kernels need the host backend (%s)", env->backend);
+    cb_test_close(env);
+    return false;
+  }
+  cubert_faultinj_reset();
+  return true;
+}
+
+static void rule(const char *text) {
+  cubert_faultinj_diag diag;
+  ck_assert_msg(cubert_faultinj_add(text, "test", NULL, &diag) == CUBERT_OK, "%s", diag.message);
+}
+
+static cubert_handle *words(cubert_client *c, uint64_t n, uint32_t v) {
+  uint32_t *w = malloc(n * 4);
+  for (uint64_t i = 0; i < n; i++) w[i] = v;
+  cubert_handle *h = NULL;
+  cb_test_ok(cubert_handle_create(c, w, n * 4, &h));
+  free(w);
+  return h;
+}
+
+static cubert_status fill_u32(cubert_client *c, cubert_handle *out, uint32_t v) {
+  cubert_kernel *k = NULL;
+  cb_test_ok(cubert_builtin_kernel(CUBERT_BUILTIN_FILL_U32, &k));
+  uint64_t n = cubert_handle_size_in_use(out) / 4;
+  cubert_arg a[3] = {cubert_arg_buffer(out), cubert_arg_scalar(&n, 8), cubert_arg_scalar(&v, 4)};
+  cubert_launch_config cfg = {{1, 1, 1}, {64, 1, 1}, 0};
+  cubert_status st = cubert_launch(c, k, &cfg, a, 3);
+  cubert_kernel_release(k);
+  return st;
+}
+
+static cubert_status copy_u32(cubert_client *c, const cubert_handle *in, cubert_handle *out) {
+  cubert_kernel *k = NULL;
+  cb_test_ok(cubert_builtin_kernel(CUBERT_BUILTIN_COPY_U32, &k));
+  uint64_t n = cubert_handle_size_in_use(out) / 4;
+  cubert_arg a[3] = {cubert_arg_buffer(in), cubert_arg_buffer(out), cubert_arg_scalar(&n, 8)};
+  cubert_launch_config cfg = {{1, 1, 1}, {64, 1, 1}, 0};
+  cubert_status st = cubert_launch(c, k, &cfg, a, 3);
+  cubert_kernel_release(k);
+  return st;
+}
+
+/* Every 32-bit word of `h` read as `v` (the read must succeed). */
+static void expect_words(cubert_client *c, const cubert_handle *h, uint32_t v) {
+  uint64_t size = cubert_handle_size_in_use(h);
+  uint32_t *w = malloc(size ? size : 4);
+  cb_test_ok(cubert_handle_read(c, h, w, size));
+  for (uint64_t i = 0; i < size / 4; i++)
+    ck_assert_msg(w[i] == v, "word %llu is 0x%08x, expected 0x%08x", (unsigned long long)i, w[i], v);
+  free(w);
+}
+
+/* The failure the thread's last error names first (a new reference). */
+static const cubert_failure *first_failure(void) {
+  cubert_error *e = cubert_last_error();
+  const cubert_failure *f = cubert_error_failure(e, 0, NULL, NULL);
+  ck_assert_ptr_nonnull(f);
+  cubert_failure_retain(f);
+  cubert_error_release(e);
+  return f;
+}
+
+/* A host kernel that sleeps, then writes its output: work a stream is
+ * still busy with when later calls are made. */
+static cubert_status slow_fn(const cubert_host_launch *l, char *msg, size_t cap) {
+  (void)msg;
+  (void)cap;
+  struct timespec ts = {0, 150 * 1000000L};
+  nanosleep(&ts, NULL);
+  memset(l->args[0], 0x11, l->sizes[0]);
+  return CUBERT_OK;
+}
+
+static cubert_status slow_write(cubert_client *c, cubert_handle *out) {
+  static const cubert_param p[] = {{"out", CUBERT_PARAM_BUFFER, CUBERT_ACCESS_WRITE, 0}};
+  cubert_kernel_desc d = {0};
+  d.name = "t_slow";
+  d.params = p;
+  d.nparams = 1;
+  d.host_fn = slow_fn;
+  cubert_kernel *k = NULL;
+  cb_test_ok(cubert_kernel_create(&d, &k));
+  cubert_arg a = cubert_arg_buffer(out);
+  cubert_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0};
+  cubert_status st = cubert_launch(c, k, &cfg, &a, 1);
+  cubert_kernel_release(k);
+  return st;
+}
+
+/* ------------------------------------------------------------ tests */
+
+/* A launch that failed after scribbling over its output is still that
+ * output's last writer: a later write on another stream lands after the
+ * garbage, never under it. */
+START_TEST(test_failed_launch_that_scribbled_orders_a_later_write_on_another_stream) {
+  cb_test_env env;
+  if (!open_host(_i, 1, &env)) return;
+  cubert_client *c = env.clients[0];
+  cubert_stream a = 0, b = 0;
+  cb_test_ok(cubert_stream_create(c, &a));
+  cb_test_ok(cubert_stream_create(c, &b));
+  cubert_handle *x = words(c, 64, 0), *y = words(c, 64, 0);
+  cb_test_ok(cubert_sync_device(c));
+  cb_test_ok(cubert_client_use_stream(c, a));
+  cb_test_ok(slow_write(c, y)); /* stream a is busy for 150 ms */
+  rule("launch times=1 fault=scribble:1");
+  cb_test_status(fill_u32(c, x, 7), CUBERT_ERR_LAUNCH); /* its garbage lands after the slow work */
+  cubert_faultinj_clear();
+  cb_test_ok(cubert_client_use_stream(c, b));
+  uint32_t v = 0x4B4B4B4B;
+  cb_test_ok(cubert_handle_fill(c, x, &v, 4)); /* must wait for stream a */
+  cb_test_ok(cubert_sync_device(c));
+  expect_words(c, x, v);
+  cubert_handle_release(x);
+  cubert_handle_release(y);
+  cb_test_close(&env);
+}
+END_TEST
+
+/* Words [from, to) of a read of `h` (the read must succeed) are `v`. */
+static void expect_words_at(cubert_client *c, const cubert_handle *h, uint64_t from, uint64_t to, uint32_t v) {
+  uint64_t size = cubert_handle_size_in_use(h);
+  uint32_t *w = malloc(size ? size : 4);
+  cb_test_ok(cubert_handle_read(c, h, w, size));
+  for (uint64_t i = from; i < to; i++)
+    ck_assert_msg(w[i] == v, "word %llu is 0x%08x, expected 0x%08x", (unsigned long long)i, w[i], v);
+  free(w);
+}
+
+/* A repair that ends exactly where the tainted range ends leaves nothing
+ * behind: reads across that end succeed, and a refusal never names an
+ * empty range. */
+START_TEST(test_repair_ending_where_the_taint_ends_leaves_no_empty_range) {
+  cb_test_env env;
+  if (!open_host(_i, 1, &env)) return;
+  cubert_client *c = env.clients[0];
+  cubert_handle *x = words(c, 128, 3), *mid = NULL, *across = NULL, *tail = NULL;
+  cb_test_ok(cubert_handle_slice(x, 128, 256, &mid));    /* bytes 128..256 */
+  cb_test_ok(cubert_handle_slice(x, 192, 192, &across)); /* bytes 192..320 */
+  cb_test_ok(cubert_handle_slice(x, 160, 0, &tail));     /* bytes 160..512 */
+  rule("launch times=1 fault=fail");
+  cb_test_status(fill_u32(c, mid, 9), CUBERT_ERR_LAUNCH);
+  cubert_faultinj_clear();
+  /* the second half repaired first, up to the taint's end: [128,192) stays
+   * tainted */
+  cubert_handle *left = NULL, *right = NULL;
+  cb_test_ok(cubert_handle_slice(mid, 0, 64, &left));
+  cb_test_ok(cubert_handle_slice(mid, 64, 0, &right));
+  uint32_t v = 0x55555555;
+  cb_test_ok(cubert_handle_fill(c, right, &v, 4));
+  expect_words_at(c, across, 0, 16, v);
+  expect_words_at(c, across, 16, 32, 3);
+  /* a refusal across the end names exactly the tainted bytes */
+  uint8_t buf[352];
+  cb_test_status(cubert_handle_read(c, tail, buf, sizeof buf), CUBERT_ERR_TAINTED);
+  cubert_error *e = cubert_last_error();
+  ck_assert_uint_eq(cubert_error_failure_count(e), 1);
+  uint64_t s0 = 0, s1 = 0;
+  ck_assert_ptr_nonnull(cubert_error_failure(e, 0, &s0, &s1));
+  ck_assert_uint_eq(s0, 160);
+  ck_assert_uint_eq(s1, 192);
+  cubert_error_release(e);
+  cb_test_ok(cubert_handle_fill(c, left, &v, 4)); /* repair the rest, exactly to its end */
+  expect_words_at(c, x, 32, 64, v);
+  expect_words_at(c, x, 64, 128, 3);
+  cubert_handle_release(left);
+  cubert_handle_release(right);
+  cubert_handle_release(tail);
+  cubert_handle_release(across);
+  cubert_handle_release(mid);
+  cubert_handle_release(x);
+  cb_test_close(&env);
+}
+END_TEST
+
+/* Rule 8, once per stream: an asynchronous failure is reported by a sync of
+ * the stream its work ran on (and of the device), once; a sync of another
+ * stream neither reports nor clears it. */
+START_TEST(test_async_failure_is_reported_once_by_its_own_streams_sync) {
+  cb_test_env env;
+  if (!open_host(_i, 1, &env)) return;
+  cubert_client *c = env.clients[0];
+  cubert_handle *x = words(c, 64, 1); /* the thread's stream first: streams 1..b are all */
+  cubert_stream a = 0, b = 0;
+  cb_test_ok(cubert_stream_create(c, &a));
+  cb_test_ok(cubert_stream_create(c, &b));
+  cb_test_ok(cubert_sync_device(c));
+  cb_test_ok(cubert_client_use_stream(c, b));
+  rule("launch times=1 fault=async");
+  cb_test_ok(fill_u32(c, x, 2)); /* fails when it runs, on stream b */
+  cubert_faultinj_clear();
+  const cubert_failure *f = NULL;
+  /* a read on stream a waits for b's write: it finds the failure (rule 8) */
+  cb_test_ok(cubert_client_use_stream(c, a));
+  uint8_t buf[256];
+  cb_test_status(cubert_handle_read(c, x, buf, sizeof buf), CUBERT_ERR_TAINTED);
+  f = first_failure();
+  /* every other stream syncs clean, before and after */
+  for (cubert_stream t = 1; t <= b; t++)
+    if (t != b) cb_test_ok(cubert_sync_stream(c, t));
+  cb_test_status(cubert_sync_stream(c, b), CUBERT_ERR_LAUNCH);
+  cubert_error *e = cubert_last_error();
+  ck_assert_uint_eq(cubert_error_failure_count(e), 1);
+  ck_assert_uint_eq(cubert_failure_id(cubert_error_failure(e, 0, NULL, NULL)), cubert_failure_id(f));
+  cubert_error_release(e);
+  cb_test_ok(cubert_sync_stream(c, b)); /* reported once */
+  cb_test_ok(cubert_sync_device(c));
+  for (cubert_stream t = 1; t <= b; t++) cb_test_ok(cubert_sync_stream(c, t));
+  cubert_failure_release(f);
+  cubert_handle_release(x);
+  cb_test_close(&env);
+}
+END_TEST
+
+/* Each link of a chain names the failure it was passed on from, and every
+ * link the same root. */
+START_TEST(test_grandchild_failure_names_its_parent_and_the_root) {
+  cb_test_env env;
+  if (!open_host(_i, 1, &env)) return;
+  cubert_client *c = env.clients[0];
+  cubert_handle *x = words(c, 16, 1), *y = words(c, 16, 2), *z = words(c, 16, 3), *w = words(c, 16, 4);
+  rule("launch times=1 fault=fail");
+  cb_test_status(fill_u32(c, x, 5), CUBERT_ERR_LAUNCH);
+  cubert_faultinj_clear();
+  cb_test_status(copy_u32(c, x, y), CUBERT_ERR_TAINTED);
+  cb_test_status(copy_u32(c, y, z), CUBERT_ERR_TAINTED);
+  cb_test_status(copy_u32(c, z, w), CUBERT_ERR_TAINTED);
+  const cubert_failure *chain[4];
+  cubert_handle *h[4] = {x, y, z, w};
+  uint8_t buf[64];
+  for (int i = 0; i < 4; i++) {
+    cb_test_status(cubert_handle_read(c, h[i], buf, sizeof buf), CUBERT_ERR_TAINTED);
+    chain[i] = first_failure();
+  }
+  ck_assert_uint_eq(cubert_failure_parent_id(chain[0]), 0);
+  for (int i = 1; i < 4; i++) {
+    ck_assert_msg(cubert_failure_parent_id(chain[i]) == cubert_failure_id(chain[i - 1]),
+                  "link %d names parent #%llu, not #%llu", i,
+                  (unsigned long long)cubert_failure_parent_id(chain[i]),
+                  (unsigned long long)cubert_failure_id(chain[i - 1]));
+    ck_assert_ptr_eq(cubert_failure_root(chain[i]), chain[0]);
+    ck_assert_str_eq(cubert_failure_message(chain[i]), cubert_failure_message(chain[0]));
+    uint64_t dropped = 1;
+    ck_assert_uint_eq(cubert_failure_skip_count(chain[i], &dropped), (size_t)i);
+    ck_assert_uint_eq(dropped, 0);
+  }
+  for (int i = 0; i < 4; i++) {
+    cubert_failure_release(chain[i]);
+    cubert_handle_release(h[i]);
+  }
+  cb_test_close(&env);
+}
+END_TEST
+
+/* Stream order means something on the owning device only: a peer's launch
+ * on a stream the owner does not have leaves the owner's order alone, and
+ * the owner keeps working on that memory. */
+START_TEST(test_peer_work_stays_out_of_the_owners_stream_order) {
+  cb_test_env env;
+  if (!open_host(_i, 2, &env)) return;
+  cubert_client *c0 = env.clients[0], *c1 = env.clients[1];
+  cubert_handle *x = words(c0, 64, 1), *y = words(c1, 64, 2);
+  cb_test_ok(cubert_handle_share(c0, x));
+  cb_test_ok(cubert_sync_device(c0));
+  uint32_t owner_writer = x->alloc->last_writer;
+  cubert_stream s = 0;
+  for (int i = 0; i < 6; i++) cb_test_ok(cubert_stream_create(c1, &s)); /* the peer has many more */
+  cb_test_ok(cubert_client_use_stream(c1, s));
+  cubert_kernel *k = NULL;
+  cb_test_ok(cubert_builtin_kernel(CUBERT_BUILTIN_COPY_PEER_WRITE, &k));
+  uint64_t n = 64;
+  cubert_arg a[3] = {cubert_arg_buffer(y), cubert_arg_peer(x), cubert_arg_scalar(&n, 8)};
+  cubert_launch_config cfg = {{1, 1, 1}, {64, 1, 1}, 0};
+  cb_test_ok(cubert_launch(c1, k, &cfg, a, 3));
+  cb_test_ok(cubert_sync_device(c1));
+  ck_assert_uint_eq(x->alloc->last_writer, owner_writer); /* the peer's stream id means nothing here */
+  expect_words(c0, x, 2);
+  uint32_t v = 9;
+  cb_test_ok(cubert_handle_fill(c0, x, &v, 4));
+  expect_words(c0, x, 9);
+  cubert_kernel_release(k);
+  cubert_handle_release(x);
+  cubert_handle_release(y);
+  cb_test_close(&env);
+}
+END_TEST
+
+/* Freed memory drops its ledger and with it its references to failures: a
+ * failure no allocation carries any more is held only by who retained it. */
+START_TEST(test_freed_memory_lets_go_of_its_failures) {
+  cb_test_env env;
+  if (!open_host(_i, 1, &env)) return;
+  cubert_client *c = env.clients[0];
+  cubert_handle *x = words(c, 64, 1), *y = words(c, 64, 1);
+  cb_test_ok(cubert_handle_share(c, y)); /* a shared one keeps its ledger in its cell */
+  rule("launch times=2 fault=fail");
+  cb_test_status(fill_u32(c, x, 5), CUBERT_ERR_LAUNCH);
+  const cubert_failure *fx = first_failure();
+  cb_test_status(fill_u32(c, y, 5), CUBERT_ERR_LAUNCH);
+  const cubert_failure *fy = first_failure();
+  cubert_faultinj_clear();
+  cubert_handle *none = NULL;
+  cb_test_status(cubert_handle_slice(x, 1000, 0, &none), CUBERT_ERR_OUT_OF_RANGE); /* replaces the last error */
+  cubert_handle_release(x);
+  cubert_handle_release(y);
+  cb_test_ok(cubert_sync_device(c));
+  cb_test_ok(cubert_memory_cleanup(c));
+  ck_assert_uint_eq(atomic_load(&fx->refs), 1);
+  ck_assert_uint_eq(atomic_load(&fy->refs), 1);
+  cubert_failure_release(fx);
+  cubert_failure_release(fy);
+  cb_test_close(&env);
+}
+END_TEST
+
+/* Rule 8: an asynchronous failure the device cannot recover from (sticky)
+ * marks the whole device lost when a sync finds it; other devices keep
+ * working. */
+START_TEST(test_sticky_async_failure_marks_the_device_lost) {
+  cb_test_env env;
+  if (!open_host(_i, 2, &env)) return;
+  cubert_client *c0 = env.clients[0], *c1 = env.clients[1];
+  cubert_handle *x = words(c0, 64, 1), *y = words(c1, 64, 1);
+  cb_test_ok(cubert_sync_device(c0));
+  rule("launch device=0 times=1 fault=async-device-lost");
+  cb_test_ok(fill_u32(c0, x, 2)); /* accepted: the loss surfaces at the fence */
+  cubert_faultinj_clear();
+  cb_test_status(cubert_sync_device(c0), CUBERT_ERR_DEVICE_LOST);
+  const cubert_failure *f = first_failure();
+  ck_assert_ptr_nonnull(strstr(cubert_failure_message(f), "injected fault"));
+  cubert_device_info info;
+  cb_test_ok(cubert_runtime_device_info(env.runtime, cubert_client_device(c0), &info));
+  ck_assert_msg(info.lost, "the device is not marked lost");
+  uint8_t buf[256];
+  cb_test_status(cubert_handle_read(c0, x, buf, sizeof buf), CUBERT_ERR_DEVICE_LOST);
+  cb_test_status(fill_u32(c0, x, 3), CUBERT_ERR_DEVICE_LOST);
+  cb_test_ok(cubert_runtime_device_info(env.runtime, cubert_client_device(c1), &info));
+  ck_assert(!info.lost);
+  cb_test_ok(fill_u32(c1, y, 4));
+  expect_words(c1, y, 4);
+  cubert_failure_release(f);
+  cubert_handle_release(x);
+  cubert_handle_release(y);
+  cb_test_close(&env);
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("failures_edges");
+  TCase *tc = tcase_create("edges");
+  tcase_set_timeout(tc, 120);
+  cb_test_add_backend_loop(tc, test_failed_launch_that_scribbled_orders_a_later_write_on_another_stream);
+  cb_test_add_backend_loop(tc, test_repair_ending_where_the_taint_ends_leaves_no_empty_range);
+  cb_test_add_backend_loop(tc, test_async_failure_is_reported_once_by_its_own_streams_sync);
+  cb_test_add_backend_loop(tc, test_grandchild_failure_names_its_parent_and_the_root);
+  cb_test_add_backend_loop(tc, test_peer_work_stays_out_of_the_owners_stream_order);
+  cb_test_add_backend_loop(tc, test_freed_memory_lets_go_of_its_failures);
+  cb_test_add_backend_loop(tc, test_sticky_async_failure_marks_the_device_lost);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return cb_test_run(suite()); }
