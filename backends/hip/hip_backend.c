@@ -646,7 +646,7 @@ static cubert_status hip_link_info(void *device, void *peer, cubert_backend_link
   /* HSA's link types: 2 PCIe, 4 xGMI (0 HyperTransport, 1 QPI, 3 InfiniBand) */
   link->type = type == 4 ? CUBERT_LINK_TYPE_XGMI : type == 2 ? CUBERT_LINK_TYPE_PCIE : CUBERT_LINK_TYPE_UNKNOWN;
   link->hops = (int)hops;
-  link->links = 0;
+  link->links = 0; /* HIP does not say: the topology takes KFD's count (topology.c) */
   return CUBERT_OK;
 #endif
 }

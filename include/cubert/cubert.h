@@ -178,7 +178,10 @@ typedef enum cubert_link_type {
 } cubert_link_type;
 
 /* What the driver knows of the link between two devices of one backend.
- * type: a cubert_link_type (an int, as in earlier versions). */
+ * type: a cubert_link_type (an int, as in earlier versions). links: the
+ * link count, 0 when the driver does not say (HIP on AMD:
+ * hipExtGetLinkTypeAndHopCount gives type and hops only; the topology then
+ * takes the count from KFD, docs/topology.md). */
 typedef struct cubert_device_link {
   int type;
   int hops;
