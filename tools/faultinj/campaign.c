@@ -6,10 +6,12 @@
 #include "tools/faultinj/campaign.h"
 
 #include <inttypes.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "base/array.h"
 #include "base/str.h"
 
 /* ------------------------------------------------------------ randomness */
@@ -94,14 +96,14 @@ static cb_fi_step *add(gen *g, cb_fi_step_kind k) {
 
 static int new_gview(gen *g, int role, uint64_t size, int alloc, uint64_t off) {
   if (g->nv == g->capv) {
-    int cap = g->capv ? g->capv * 2 : 16;
-    gview *v = realloc(g->v, (size_t)cap * sizeof *v);
+    size_t cap;
+    gview *v = cb_array_grow(g->v, (size_t)g->capv, (size_t)g->nv + 1, sizeof *v, &cap);
     if (!v) {
       g->failed = true;
       return -1;
     }
     g->v = v;
-    g->capv = cap;
+    g->capv = cap > INT_MAX ? INT_MAX : (int)cap;
   }
   char name[16];
   snprintf(name, sizeof name, "v%d", g->nv);
@@ -116,14 +118,14 @@ static int new_gview(gen *g, int role, uint64_t size, int alloc, uint64_t off) {
 
 static int new_galloc(gen *g, int role, uint64_t size) {
   if (g->na == g->capa) {
-    int cap = g->capa ? g->capa * 2 : 16;
-    galloc *a = realloc(g->a, (size_t)cap * sizeof *a);
+    size_t cap;
+    galloc *a = cb_array_grow(g->a, (size_t)g->capa, (size_t)g->na + 1, sizeof *a, &cap);
     if (!a) {
       g->failed = true;
       return -1;
     }
     g->a = a;
-    g->capa = cap;
+    g->capa = cap > INT_MAX ? INT_MAX : (int)cap;
   }
   g->a[g->na] = (galloc){role, size, false};
   return g->na++;
