@@ -171,16 +171,26 @@ cubert_failure *cb_ledger_first(const cb_ledger *l, uint64_t start, uint64_t end
   return NULL;
 }
 
-size_t cb_ledger_report(const cb_ledger *l, uint64_t start, uint64_t end, cb_errb *b) {
+/* In-order walk of the ranges of `t` overlapping [start, end), pruned:
+ * O(log n + k) for k ranges found; recursion only into left subtrees, so
+ * as deep as the tree. */
+static size_t walk(const cb_taint *t, uint64_t start, uint64_t end, cb_errb *b) {
   size_t found = 0;
-  if (l->n == 0 || start >= end) return 0;
-  for (const cb_taint *t = cb_ledger_lower(l, start); t && t->start < end; t = cb_ledger_next(l, t)) {
+  for (; t; t = t->right) {
+    if (start >= t->end) continue; /* t and its left subtree end before the read */
+    if (t->start > start) found += walk(t->left, start, end, b);
+    if (t->start >= end) break; /* t and its right subtree start after it */
     uint64_t s = t->start > start ? t->start : start;
     uint64_t e = t->end < end ? t->end : end;
     cb_errb_add(b, t->failure, s, e);
     found++;
   }
   return found;
+}
+
+size_t cb_ledger_report(const cb_ledger *l, uint64_t start, uint64_t end, cb_errb *b) {
+  if (l->n == 0 || start >= end) return 0;
+  return walk(l->root, start, end, b);
 }
 
 void cb_ledger_free(cb_ledger *l) {
