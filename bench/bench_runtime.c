@@ -12,6 +12,8 @@
  *   growth    how cost grows with the tainted ranges of one allocation (1,
  *             1k, 100k, 1M): tainting and repairing the first range, and a
  *             refused check of the whole allocation with its message length
+ *   unsynced  the cost of a failed call with 1 to 1M failed calls before it
+ *             and no sync
  *   faultinj  the default runtime (fault layer present, no rule) against one
  *             created with no_faultinj = true; baseline: no fault layer
  * Every figure is ns per operation (host clock over a batch; launches
@@ -55,7 +57,10 @@ typedef struct rctx {
    * and the refused check's message length; 0 where not measured */
   double grow_taint[4], grow_repair[4], grow_check[4];
   size_t grow_msg[4];
+  double unsynced_mean[5]; /* mean ns per failed call over the window before each point */
 } rctx;
+
+static const uint32_t unsynced_points[5] = {1, 1000, 65536, 131072, 1000000};
 
 static const uint32_t grow_ranges[4] = {1, 1000, 100000, 1000000};
 
@@ -556,6 +561,73 @@ static void bench_growth(rctx *c) {
   cubert_kernel_release(k);
 }
 
+/* Cost per failed call with no sync (issue 15 item 7): failed launches of
+ * one kernel on the same 64 bytes, never synced, up to 1M (131072 with
+ * --quick, past the 65,536 records where a cliff was). A row per point: each
+ * call's time over the 4096 calls before it (or all of them); the note
+ * gives their mean, which counts the runtime's periodic reaping and waits. */
+static void bench_unsynced(rctx *c) {
+  cubert_kernel *k = NULL;
+  cubert_handle *h = NULL;
+  uint32_t rule = 0, zero = 0;
+  cubert_faultinj_diag diag;
+  progress(c, "failed calls with no sync");
+  if (cb_bench_kernel(CB_BENCH_TAINT, &k) || cubert_handle_empty(c->client, 64, &h) ||
+      cubert_handle_fill(c->client, h, &zero, 4) || cubert_sync(c->client)) {
+    note(c, "unsynced: setup: %s", cubert_last_error_message());
+    c->errors++;
+    goto out;
+  }
+  if (cubert_faultinj_add("launch fault=fail kernel=cb_bench_taint", "cubert bench", &rule, &diag) != CUBERT_OK) {
+    note(c, "unsynced: no fault rule (%s): the section is left out", diag.message);
+    goto out;
+  }
+  enum { WINDOW = 4096 };
+  double *v = malloc(WINDOW * sizeof *v);
+  uint32_t last = c->o.quick ? 131072 : 1000000;
+  cubert_arg a = cubert_arg_buffer(h);
+  cubert_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0};
+  int p = 0;
+  /* first use (a compile, the records' arrays) paid outside the figures */
+  bool ok = v != NULL && cubert_launch(c->client, k, &cfg, &a, 1) == CUBERT_ERR_LAUNCH;
+  (void)cubert_sync(c->client); /* reports that one failure: none unsynced */
+  for (uint32_t i = 1; ok && i <= last && p < 5; i++) {
+    double t0 = now_ns();
+    ok = cubert_launch(c->client, k, &cfg, &a, 1) == CUBERT_ERR_LAUNCH;
+    v[(i - 1) % WINDOW] = now_ns() - t0;
+    if (i != unsynced_points[p]) continue;
+    int nv = i < WINDOW ? (int)i : WINDOW;
+    double sum = 0;
+    for (int j = 0; j < nv; j++) sum += v[j];
+    c->unsynced_mean[p] = sum / nv;
+    cb_bench_row *r = new_row(c, "unsynced", "failed-launch", 0);
+    if (r) {
+      r->count = i; /* the count column: failed calls so far, none synced */
+      r->cubert_samples = malloc((size_t)nv * sizeof *v);
+      if (r->cubert_samples) memcpy(r->cubert_samples, v, (size_t)nv * sizeof *v);
+      r->cubert = cb_bench_stats_of(r->cubert_samples ? r->cubert_samples : v, nv);
+      r->have_cubert = true;
+      r->validated = 1;
+      snprintf(r->note, sizeof r->note, "mean %.0f ns per call over the last %d calls", c->unsynced_mean[p], nv);
+    }
+    p++;
+  }
+  if (!ok) {
+    note(c, "unsynced: a launch did not fail as injected: %s", cubert_last_error_message());
+    c->errors++;
+  }
+  free(v);
+  (void)cubert_faultinj_remove(rule);
+  /* the sync reports every failure once; the memory is clean after a fill */
+  (void)cubert_sync(c->client);
+  check(c, ok && cubert_handle_fill(c->client, h, &zero, 4) == CUBERT_OK && cubert_sync(c->client) == CUBERT_OK &&
+               cubert_handle_check(c->client, h) == CUBERT_OK,
+        "unsynced: failed calls then a sync and a repair leave the memory clean");
+out:
+  cubert_handle_release(h);
+  if (k) cubert_kernel_release(k);
+}
+
 /* One runtime of the fault-layer comparison: the launch path (4 buffers)
  * and alloc+free of 4 KiB. */
 static cubert_status fault_variant(rctx *c, bool no_faultinj, uint32_t *launch_count, uint32_t *alloc_count,
@@ -726,6 +798,11 @@ static void targets(const rctx *c, json_t *list) {
          c->grow_repair[1] > 0 ? c->grow_repair[hi] / c->grow_repair[1] : 0, 2, false, d3);
   snprintf(d3, sizeof d3, "at %" PRIu32 " ranges", grow_ranges[hi]);
   target(list, "refused check's message, bytes", (double)c->grow_msg[hi], 4096, false, d3);
+  int up = c->unsynced_mean[4] > 0 ? 4 : 3;
+  snprintf(d3, sizeof d3, "mean %.0f ns per call at %" PRIu32 ", %.0f at 1000", c->unsynced_mean[up],
+           unsynced_points[up], c->unsynced_mean[1]);
+  target(list, "failed call with no sync, most / 1000 unsynced",
+         c->unsynced_mean[1] > 0 ? c->unsynced_mean[up] / c->unsynced_mean[1] : 0, 2, false, d3);
 }
 
 /* ------------------------------------------------------------ main */
@@ -859,7 +936,7 @@ static int run(rctx *c) {
     note(c, "no raw baseline: the raw %s calls are not available", c->info.backend);
   }
   c->batch_s = c->o.quick ? 0.005 : 0.02;
-  c->steps = 6 + 3 + 3 + 4 + 4;
+  c->steps = 6 + 3 + 3 + 4 + 4 + 1;
   printf("cubert bench runtime: device %d (%s, backend %s)\nbaseline: %s\n", c->dev, c->info.name, c->info.backend,
          c->raw ? cb_bench_raw_describe(c->raw) : "none");
   printf("%d warm-up + %d timed batches per figure, ~%.0f ms each; ns per operation, median\n", c->o.warmup,
@@ -869,6 +946,7 @@ static int run(rctx *c) {
   bench_launch(c);
   bench_ledger(c);
   bench_growth(c);
+  bench_unsynced(c);
   cubert_client_destroy(c->client);
   c->client = NULL;
   if (c->raw) cb_bench_raw_close(c->raw);
