@@ -462,6 +462,37 @@ START_TEST(test_many_tainted_ranges_bounded_message_and_walk) {
 }
 END_TEST
 
+/* Records of work that failed at enqueue are reclaimed without a program
+ * sync: past the 65,536 pending records where the runtime waits for the
+ * device, it reaps up to every stream's newest work (issue 15: those
+ * records stayed, and every later call paid a wait and a walk of them all).
+ * Each failure was the failed call's own error: the sync has none to add. */
+START_TEST(test_records_of_failed_calls_are_reclaimed_without_a_sync) {
+  cb_test_env env;
+  if (!open_host(_i, 1, &env)) return;
+  cubert_client *c = env.clients[0];
+  cubert_handle *x = words(c, 16, 1);
+  cb_test_ok(cubert_sync(c));
+  rule("launch fault=fail");
+  size_t most = 0;
+  for (uint32_t i = 0; i < 70000; i++) {
+    cb_test_status(fill_u32(c, x, 5), CUBERT_ERR_LAUNCH);
+    pthread_mutex_lock(&c->dev->lock);
+    if (c->dev->npending > most) most = c->dev->npending;
+    size_t now = c->dev->npending;
+    pthread_mutex_unlock(&c->dev->lock);
+    if (i == 69999) ck_assert_msg(now < 8192, "%zu records held after 70000 failed calls", now);
+  }
+  ck_assert_uint_le(most, 1u << 16);
+  cubert_faultinj_clear();
+  cb_test_ok(cubert_sync(c));
+  cb_test_ok(fill_u32(c, x, 6));
+  expect_words(c, x, 6);
+  cubert_handle_release(x);
+  cb_test_close(&env);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("failures_edges");
   TCase *tc = tcase_create("edges");
@@ -474,6 +505,7 @@ static Suite *suite(void) {
   cb_test_add_backend_loop(tc, test_freed_memory_lets_go_of_its_failures);
   cb_test_add_backend_loop(tc, test_sticky_async_failure_marks_the_device_lost);
   cb_test_add_backend_loop(tc, test_many_tainted_ranges_bounded_message_and_walk);
+  cb_test_add_backend_loop(tc, test_records_of_failed_calls_are_reclaimed_without_a_sync);
   suite_add_tcase(s, tc);
   return s;
 }
