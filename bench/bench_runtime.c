@@ -18,7 +18,6 @@
  *             created with no_faultinj = true; baseline: no fault layer
  * Every figure is ns per operation (host clock over a batch; launches
  * include the batch's one sync), the median of the repetitions. */
-#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -29,6 +28,8 @@
 #include <unistd.h>
 
 #include "bench/bench.h"
+#include "cli/commands.h"
+#include "cli/options.h"
 #include "cubert/faultinj.h"
 
 #define LEDGER_SLICE 256u
@@ -38,7 +39,8 @@
 typedef struct ropts {
   int reps, warmup;
   bool quick, quiet;
-  const char *json, *csv, *backend;
+  const char *backend;
+  cb_cli_output json, csv;
 } ropts;
 
 typedef struct rctx {
@@ -273,7 +275,7 @@ static void bench_launch(rctx *c) {
     cubert_kernel_release(kernel);
   }
   for (int k = 0; k < 3; k++) {
-    char test[32];
+    char test[sizeof ((cb_bench_row *)NULL)->test]; /* the row's name field: the name always fits */
     snprintf(test, sizeof test, "launch-%dbuf", nb[k]);
     progress(c, test);
     cb_bench_row *r = new_row(c, "launch", test, 0);
@@ -371,12 +373,12 @@ static void bench_ledger(rctx *c) {
     if (k > 0) {
       uint32_t rule = 0;
       cubert_faultinj_diag diag;
-      if (cubert_faultinj_add("launch fault=fail kernel=cb_bench_taint", "cubert bench", &rule, &diag) != CUBERT_OK) {
+      if (cubert_faultinj_add(c->rt, "launch fault=fail kernel=cb_bench_taint", "cubert bench", &rule, &diag) != CUBERT_OK) {
         note(c, "ledger: no fault rule (%s): the tainted cases are left out", diag.message);
         break;
       }
       ready = k == 1 ? taint(c, y, 3, 1, 1) : taint(c, x, 0, 2, LEDGER_TAINTED);
-      (void)cubert_faultinj_remove(rule);
+      (void)cubert_faultinj_remove(c->rt, rule);
       size_t want = k == 1 ? 1 : LEDGER_TAINTED;
       size_t got = failures_of(c, k == 1 ? y : x);
       char what[128];
@@ -675,8 +677,8 @@ static void bench_faultinj(rctx *c) {
     for (int j = 0; j < 2; j++) v[i][j] = calloc((size_t)reps * ROUNDS, sizeof(double));
   uint32_t lc = 0, ac = 0;
   bool ok = v[0][0] && v[0][1] && v[1][0] && v[1][1];
-  cubert_faultinj_stats fs;
-  cubert_faultinj_get_stats(&fs);
+  cubert_faultinj_stats fs = {0};
+  (void)cubert_faultinj_get_stats(c->rt, &fs);
   if (fs.rules) note(c, "faultinj: %u fault rule(s) are set ($CUBERT_FAULTS?): the default runtime is not rule-free",
                      fs.rules);
   /* Alternate none, present, none, present, so drift hits both alike. */
@@ -831,55 +833,18 @@ static void usage(FILE *out) {
 }
 
 static int parse(int argc, char **argv, ropts *o) {
-  enum { O_REPS = 256, O_WARMUP, O_BACKEND, O_JSON, O_CSV, O_QUICK, O_QUIET, O_HELP };
-  static const struct option longopts[] = {
-      {"reps", required_argument, NULL, O_REPS},   {"warmup", required_argument, NULL, O_WARMUP},
-      {"backend", required_argument, NULL, O_BACKEND}, {"json", required_argument, NULL, O_JSON},
-      {"csv", required_argument, NULL, O_CSV},     {"quick", no_argument, NULL, O_QUICK},
-      {"quiet", no_argument, NULL, O_QUIET},       {"help", no_argument, NULL, O_HELP},
-      {NULL, 0, NULL, 0}};
   o->reps = -1;
   o->warmup = -1;
-  int ch;
-  opterr = 0;
-  while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-    char *end = NULL;
-    long v;
-    switch (ch) {
-    case O_REPS:
-    case O_WARMUP:
-      v = strtol(optarg, &end, 10);
-      if (!*optarg || *end || v < (ch == O_REPS ? 1 : 0) || v > 10000) {
-        fprintf(stderr, "cubert bench runtime: --%s wants a number, not '%s'\n", ch == O_REPS ? "reps" : "warmup",
-                optarg);
-        return 2;
-      }
-      if (ch == O_REPS) o->reps = (int)v;
-      else o->warmup = (int)v;
-      break;
-    case O_BACKEND: o->backend = optarg; break;
-    case O_JSON: o->json = optarg; break;
-    case O_CSV: o->csv = optarg; break;
-    case O_QUICK: o->quick = true; break;
-    case O_QUIET: o->quiet = true; break;
-    case O_HELP: usage(stdout); return 0;
-    default:
-      fprintf(stderr, "cubert bench runtime: unknown or incomplete option '%s'\n", argv[optind - 1]);
-      usage(stderr);
-      return 2;
-    }
-  }
-  if (optind < argc) {
-    fprintf(stderr, "cubert bench runtime: unexpected argument '%s'\n", argv[optind]);
-    return 2;
-  }
-  if (o->backend && strcmp(o->backend, "hip") && strcmp(o->backend, "host")) {
-    fprintf(stderr, "cubert bench runtime: --backend is hip or host, not '%s'\n", o->backend);
-    return 2;
-  }
+  const cb_cli_opt opts[] = {CB_INT("reps", &o->reps, 1, 10000),  CB_INT("warmup", &o->warmup, 0, 10000),
+                             CB_CHOICE("backend", &o->backend, "hip|host"), CB_OUTPUT("json", &o->json),
+                             CB_OUTPUT("csv", &o->csv),              CB_FLAG("quick", 0, &o->quick),
+                             CB_FLAG("quiet", 0, &o->quiet),         CB_END};
+  const cb_cli_spec spec = {"bench runtime", usage, opts, 0, 0, NULL};
+  int first, rc = cb_cli_parse(&spec, argc, argv, &first);
+  if (rc != CB_CLI_PARSED) return rc;
   if (o->reps < 0) o->reps = o->quick ? 3 : 5;
   if (o->warmup < 0) o->warmup = 1;
-  return -1;
+  return cb_cli_open_outputs(&spec) ? CB_CLI_PARSED : CB_CLI_FAILED;
 }
 
 static json_t *document(rctx *c, json_t *target_list) {
@@ -972,16 +937,9 @@ static int run(rctx *c) {
   int rc = passed && c->errors == 0 ? 0 : 1;
   json_t *doc = document(c, tl);
   json_decref(tl);
-  if (c->o.json && !cb_bench_write_json(doc, c->o.json)) rc = 1;
+  if (c->o.json.file && !cb_bench_write_json(doc, c->o.json.file, "bench runtime")) rc = 1;
   json_decref(doc);
-  if (c->o.csv) {
-    FILE *f = fopen(c->o.csv, "w");
-    if (!f || !cb_bench_rows_csv(&c->rows, f)) {
-      fprintf(stderr, "cubert bench runtime: cannot write %s\n", c->o.csv);
-      rc = 1;
-    }
-    if (f && fclose(f)) rc = 1;
-  }
+  if (c->o.csv.file && !cb_bench_rows_csv(&c->rows, c->o.csv.file)) rc = 1;
   return rc;
 }
 
@@ -989,12 +947,14 @@ int cb_bench_runtime_main(int argc, char **argv) {
   rctx *c = calloc(1, sizeof *c);
   if (!c) return 1;
   int rc = parse(argc, argv, &c->o);
-  if (rc >= 0) {
+  if (rc != CB_CLI_PARSED) {
     free(c);
     return rc;
   }
   c->notes = json_array();
   rc = run(c);
+  if (!cb_cli_output_close("bench runtime", "json", &c->o.json)) rc = 1;
+  if (!cb_cli_output_close("bench runtime", "csv", &c->o.csv)) rc = 1;
   if (c->client) cubert_client_destroy(c->client);
   if (c->raw) cb_bench_raw_close(c->raw);
   if (c->rt) cubert_runtime_destroy(c->rt);

@@ -19,7 +19,7 @@
 
 #include "base/env.h"
 #include "base/str.h"
-#include "cubert/backend.h"
+#include "backends/backend.h"
 #include "cubert/cubert.h"
 #include "runtime/fail.h"
 #include "runtime/limits.h"
@@ -297,11 +297,14 @@ typedef struct cb_backend {
 
 struct cubert_topology;
 
+struct cb_fi_state;
 struct cb_runtime_parts;
 
 struct cubert_runtime {
   const struct cb_runtime_parts *parts; /* runtime/parts.h: backends, fault layer, topology */
   struct cubert_topology *topology; /* for fault rules filtered by pair class */
+  struct cb_fi_state *faultinj;     /* this runtime's fault rules and log; NULL: no_faultinj */
+  bool created;                     /* cubert_runtime_create finished (destroy reports idle rules) */
   struct cb_placement *placement;   /* placement.h: binds backend threads near their device */
   cb_backend backends[4];
   int nbackends;

@@ -23,6 +23,10 @@
 
 /* ------------------------------------------------------------ helpers */
 
+/* The runtime the fault rules go to: the test's own (fault rules are per
+ * runtime). */
+static cubert_runtime *fault_rt;
+
 static bool open_host(int i, int min_devices, cb_test_env *env) {
   if (!cb_test_open(i, min_devices, env)) return false;
   if (strcmp(env->backend, "host") != 0) {
@@ -30,13 +34,13 @@ static bool open_host(int i, int min_devices, cb_test_env *env) {
     cb_test_close(env);
     return false;
   }
-  cubert_faultinj_reset();
+  fault_rt = env->runtime;
   return true;
 }
 
 static void rule(const char *text) {
   cubert_faultinj_diag diag;
-  ck_assert_msg(cubert_faultinj_add(text, "test", NULL, &diag) == CUBERT_OK, "%s", diag.message);
+  ck_assert_msg(cubert_faultinj_add(fault_rt, text, "test", NULL, &diag) == CUBERT_OK, "%s", diag.message);
 }
 
 static cubert_handle *words(cubert_client *c, uint64_t n, uint32_t v) {
@@ -95,7 +99,7 @@ static const cubert_failure *first_failure(void) {
 static cubert_status slow_fn(const cubert_host_launch *l, char *msg, size_t cap) {
   (void)msg;
   (void)cap;
-  struct timespec ts = {0, 150 * 1000000L};
+  struct timespec ts = {0, 300 * 1000000L};
   nanosleep(&ts, NULL);
   memset(l->args[0], 0x11, l->sizes[0]);
   return CUBERT_OK;
@@ -132,10 +136,10 @@ START_TEST(test_failed_launch_that_scribbled_orders_a_later_write_on_another_str
   cubert_handle *x = words(c, 64, 0), *y = words(c, 64, 0);
   cb_test_ok(cubert_sync_device(c));
   cb_test_ok(cubert_client_use_stream(c, a));
-  cb_test_ok(slow_write(c, y)); /* stream a is busy for 150 ms */
+  cb_test_ok(slow_write(c, y)); /* stream a is busy for 300 ms */
   rule("launch times=1 fault=scribble:1");
   cb_test_status(fill_u32(c, x, 7), CUBERT_ERR_LAUNCH); /* its garbage lands after the slow work */
-  cubert_faultinj_clear();
+  cb_test_ok(cubert_faultinj_clear(env.runtime));
   cb_test_ok(cubert_client_use_stream(c, b));
   uint32_t v = 0x4B4B4B4B;
   cb_test_ok(cubert_handle_fill(c, x, &v, 4)); /* must wait for stream a */
@@ -170,7 +174,7 @@ START_TEST(test_repair_ending_where_the_taint_ends_leaves_no_empty_range) {
   cb_test_ok(cubert_handle_slice(x, 160, 0, &tail));     /* bytes 160..512 */
   rule("launch times=1 fault=fail");
   cb_test_status(fill_u32(c, mid, 9), CUBERT_ERR_LAUNCH);
-  cubert_faultinj_clear();
+  cb_test_ok(cubert_faultinj_clear(env.runtime));
   /* the second half repaired first, up to the taint's end: [128,192) stays
    * tainted */
   cubert_handle *left = NULL, *right = NULL;
@@ -218,7 +222,7 @@ START_TEST(test_async_failure_is_reported_once_by_its_own_streams_sync) {
   cb_test_ok(cubert_client_use_stream(c, b));
   rule("launch times=1 fault=async");
   cb_test_ok(fill_u32(c, x, 2)); /* fails when it runs, on stream b */
-  cubert_faultinj_clear();
+  cb_test_ok(cubert_faultinj_clear(env.runtime));
   const cubert_failure *f = NULL;
   /* a read on stream a waits for b's write: it finds the failure (rule 8) */
   cb_test_ok(cubert_client_use_stream(c, a));
@@ -251,7 +255,7 @@ START_TEST(test_grandchild_failure_names_its_parent_and_the_root) {
   cubert_handle *x = words(c, 16, 1), *y = words(c, 16, 2), *z = words(c, 16, 3), *w = words(c, 16, 4);
   rule("launch times=1 fault=fail");
   cb_test_status(fill_u32(c, x, 5), CUBERT_ERR_LAUNCH);
-  cubert_faultinj_clear();
+  cb_test_ok(cubert_faultinj_clear(env.runtime));
   cb_test_status(copy_u32(c, x, y), CUBERT_ERR_TAINTED);
   cb_test_status(copy_u32(c, y, z), CUBERT_ERR_TAINTED);
   cb_test_status(copy_u32(c, z, w), CUBERT_ERR_TAINTED);
@@ -328,7 +332,7 @@ START_TEST(test_freed_memory_lets_go_of_its_failures) {
   const cubert_failure *fx = first_failure();
   cb_test_status(fill_u32(c, y, 5), CUBERT_ERR_LAUNCH);
   const cubert_failure *fy = first_failure();
-  cubert_faultinj_clear();
+  cb_test_ok(cubert_faultinj_clear(env.runtime));
   cubert_handle *none = NULL;
   cb_test_status(cubert_handle_slice(x, 1000, 0, &none), CUBERT_ERR_OUT_OF_RANGE); /* replaces the last error */
   cubert_handle_release(x);
@@ -354,7 +358,7 @@ START_TEST(test_sticky_async_failure_marks_the_device_lost) {
   cb_test_ok(cubert_sync_device(c0));
   rule("launch device=0 times=1 fault=async-device-lost");
   cb_test_ok(fill_u32(c0, x, 2)); /* accepted: the loss surfaces at the fence */
-  cubert_faultinj_clear();
+  cb_test_ok(cubert_faultinj_clear(env.runtime));
   cb_test_status(cubert_sync_device(c0), CUBERT_ERR_DEVICE_LOST);
   const cubert_failure *f = first_failure();
   ck_assert_ptr_nonnull(strstr(cubert_failure_message(f), "injected fault"));

@@ -656,8 +656,19 @@ cubert_status cb_fi_campaign_run(const cb_fi_campaign_config *config, cb_fi_camp
     double t = now_s();
     if (c.progress && t - last >= 2.0) {
       last = t;
-      fprintf(c.progress, "campaign: %" PRIu64 " programs, %" PRIu64 " faults injected, %zu violations, %.0f s\n",
-              rep->programs, rep->injected, rep->violations, t - t0);
+      /* done: the larger share of whichever limits were set */
+      double done = 0;
+      if (c.programs) done = (double)rep->programs / (double)c.programs;
+      if (c.faults && (double)rep->injected / (double)c.faults > done) done = (double)rep->injected / (double)c.faults;
+      if (done > 1) done = 1;
+      char of_programs[32] = "", of_faults[32] = "";
+      if (c.programs) snprintf(of_programs, sizeof of_programs, " of %" PRIu64, c.programs);
+      if (c.faults) snprintf(of_faults, sizeof of_faults, " of %" PRIu64, c.faults);
+      fprintf(c.progress,
+              "campaign: %" PRIu64 "%s programs, %" PRIu64 "%s faults injected, %zu violations, %.0f s, "
+              "%.0f%% done, about %.0f s left\n",
+              rep->programs, of_programs, rep->injected, of_faults, rep->violations, t - t0, 100 * done,
+              done > 0 ? (t - t0) * (1 - done) / done : 0.0);
       fflush(c.progress);
     }
     if (rep->hang || (c.max_failing && rep->nfailing >= c.max_failing)) break;
