@@ -96,26 +96,37 @@ cubert_status cb_fail_backend(cubert_status status, const cubert_berr *err, cons
 
 /* ------------------------------------------------------------ ledger */
 
-typedef struct cb_taint {
+/* One tainted range: a node of the ledger's tree (a treap keyed by start). */
+typedef struct cb_taint cb_taint;
+struct cb_taint {
   uint64_t start, end;
   cubert_failure *failure; /* a reference */
-} cb_taint;
+  cb_taint *left, *right;
+  uint64_t prio; /* heap order: a parent's prio is >= its children's */
+};
 
-/* Tainted ranges of one allocation: sorted, disjoint. */
+/* Tainted ranges of one allocation: sorted, disjoint, in a balanced tree,
+ * so set, clear and lookups cost O(log n) (plus the ranges they remove).
+ * All zero is an empty ledger; the struct may be copied to move it. */
 typedef struct cb_ledger {
-  cb_taint *v;
-  uint32_t n, cap;
+  cb_taint *root;
+  size_t n;      /* ranges held; 0 means clean, which callers test first */
+  uint64_t seed; /* for node priorities */
 } cb_ledger;
 
 /* Sets [start, end) to `f` (set, never add: whatever was there is replaced). */
 void cb_ledger_set(cb_ledger *l, uint64_t start, uint64_t end, cubert_failure *f);
 /* Releases [start, end): the bytes were written. */
 void cb_ledger_clear(cb_ledger *l, uint64_t start, uint64_t end);
-/* Index of the first range ending after `start` (binary search). */
-uint32_t cb_ledger_lower(const cb_ledger *l, uint64_t start);
+/* The first range ending after `start` (the lowest that can overlap a read
+ * from `start`), or NULL. */
+const cb_taint *cb_ledger_lower(const cb_ledger *l, uint64_t start);
+/* The range after `t` in order, or NULL. */
+const cb_taint *cb_ledger_next(const cb_ledger *l, const cb_taint *t);
 /* First failure overlapping [start, end) or NULL. */
 cubert_failure *cb_ledger_first(const cb_ledger *l, uint64_t start, uint64_t end);
-/* Adds every overlapping range to the error; returns how many. */
+/* Adds every overlapping range, clipped to [start, end), to the error;
+ * returns how many. */
 size_t cb_ledger_report(const cb_ledger *l, uint64_t start, uint64_t end, cb_errb *b);
 void cb_ledger_free(cb_ledger *l);
 

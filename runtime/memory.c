@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "runtime/internal.h"
+#include "runtime/limits.h"
 
 static _Atomic uint64_t next_memory_id = 1;
 
@@ -269,11 +270,17 @@ static cubert_status refuse_tainted(const char *what, cb_alloc *a, uint64_t star
   cb_str_printf(&b.msg, "%s of memory %llu bytes %llu..%llu on device %d refused: %zu tainted range%s:",
                 what, (unsigned long long)a->id, (unsigned long long)start, (unsigned long long)end,
                 a->dev->index, n, n == 1 ? "" : "s");
-  for (size_t i = 0; i < b.n; i++) {
+  /* the message names the first few ranges, so its size is bounded whatever
+   * the number of ranges; the error's entries hold them all */
+  size_t named = b.n < CB_MESSAGE_RANGES ? b.n : CB_MESSAGE_RANGES;
+  for (size_t i = 0; i < named; i++) {
     cb_str_printf(&b.msg, "%s bytes %llu..%llu carry ", i ? ";" : "",
                   (unsigned long long)b.entries[i].start, (unsigned long long)b.entries[i].end);
     cb_failure_describe(b.entries[i].failure, &b.msg);
   }
+  if (b.n > named)
+    cb_str_printf(&b.msg, "; ... and %zu more range%s (all in the error's failures)", b.n - named,
+                  b.n - named == 1 ? "" : "s");
   return cb_errb_finish(&b);
 }
 
@@ -291,6 +298,38 @@ cubert_status cubert_handle_check(cubert_client *c, const cubert_handle *h) {
   st = refuse_tainted("check", a, h->start, h->end);
   cb_device_leave(c->dev);
   return st;
+}
+
+cubert_status cubert_handle_tainted_range(cubert_client *c, const cubert_handle *h, uint64_t from,
+                                          uint64_t *range_start, uint64_t *range_end,
+                                          const cubert_failure **failure) {
+#define fn "cubert_handle_tainted_range"
+  if (!c) return NULL_ARG(fn, "client");
+  if (!h) return NULL_ARG(fn, "handle");
+  if (!failure) return NULL_ARG(fn, "failure");
+  cb_alloc *a = h->alloc;
+  bool own = a->dev == c->dev;
+  if (!own && !atomic_load(&a->shared)) return check_own(fn, c, h, "the handle");
+  cubert_status st = own ? cb_device_enter(c->dev) : CUBERT_OK;
+  if (st) return st;
+  uint64_t start = from > h->start ? from : h->start;
+  cubert_failure *f = NULL;
+  uint64_t s = 0, e = 0;
+  cb_ledger *l = cb_alloc_ledger_lock(a);
+  const cb_taint *t = l->n && start < h->end ? cb_ledger_lower(l, start) : NULL;
+  if (t && t->start < h->end) {
+    f = t->failure;
+    cubert_failure_retain(f);
+    s = t->start > start ? t->start : start;
+    e = t->end < h->end ? t->end : h->end;
+  }
+  cb_alloc_ledger_unlock(a);
+  if (own) cb_device_leave(c->dev);
+  *failure = f;
+  if (range_start) *range_start = s;
+  if (range_end) *range_end = e;
+  return CUBERT_OK;
+#undef fn
 }
 
 /* ------------------------------------------------------------ operations */
