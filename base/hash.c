@@ -1,9 +1,9 @@
-/* base/hash.c: FNV-1a (base/hash.h) and cubert_hash64() (cubert/backend.h). */
+/* base/hash.c: FNV-1a (base/hash.h) and cubert_hash64() (backends/backend.h). */
 #include "base/hash.h"
 
 #include <string.h>
 
-#include "cubert/backend.h"
+#include "backends/backend.h"
 
 uint64_t cb_fnv1a64_more(uint64_t h, const void *data, size_t size) {
   const unsigned char *p = data;

@@ -1,5 +1,5 @@
 /* base/hash.h: the one hash of the library, 64-bit FNV-1a (internal; the
- * public cubert_hash64() of cubert/backend.h is the same function). Not
+ * cubert_hash64() of backends/backend.h is the same function). Not
  * for security: for cache keys, seeds and stable names. */
 #ifndef CUBERT_BASE_HASH_H
 #define CUBERT_BASE_HASH_H

@@ -1,12 +1,12 @@
 /* base/msg.c: the error builder (base/msg.h) and the backend helper
- * cubert_berr_set() (cubert/backend.h), which is the same thing for a
+ * cubert_berr_set() (backends/backend.h), which is the same thing for a
  * backend's error record. */
 #include "base/msg.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "cubert/backend.h"
+#include "backends/backend.h"
 
 cubert_status cb_msgf(char *msg, size_t cap, cubert_status status, const char *fmt, ...) {
   if (msg && cap) {

@@ -44,8 +44,9 @@ bool cb_bench_parse_sizes(const char *text, uint64_t **sizes, size_t *count, cha
 /* "1 KiB", "256 MiB" (exact), "1.5 MiB" otherwise. */
 const char *cb_bench_size_name(uint64_t bytes, char *buf, size_t capacity);
 
-/* Progress on stderr: a line per step ("[12/150] peer-ce 0->1 256 MiB");
- * on a terminal the line is rewritten in place. Off with quiet. */
+/* Progress on stderr: a line per step ("[12/150, about 40 s left] peer-ce
+ * 0->1 256 MiB", the time left from the mean step so far); on a terminal the
+ * line is rewritten in place. Off with quiet. */
 void cb_bench_progress(bool quiet, int step, int total, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 4, 5)))
@@ -132,8 +133,9 @@ void cb_bench_json_tail(json_t *doc, const cb_bench_rows *rows, json_t *targets,
 /* The header and the rows as CSV. */
 bool cb_bench_rows_csv(const cb_bench_rows *rows, FILE *out);
 
-/* Writes `root` to `path` (indented); false with a message on stderr. */
-bool cb_bench_write_json(json_t *root, const char *path);
+/* Writes `root` (indented) to `out`, an output opened before measuring
+ * (cli/options.h); false with a message on stderr naming `command`. */
+bool cb_bench_write_json(json_t *root, FILE *out, const char *command);
 
 /* ------------------------------------------------------------ SVG */
 
@@ -144,6 +146,9 @@ bool cb_bench_svg_available(void);
  * Files with nothing to draw are not written; each written path is printed
  * on `log`. False with a message on stderr. */
 bool cb_bench_svg_write(json_t *peer_doc, const char *prefix, FILE *log);
+/* Whether PREFIX's folder can take the pictures, asked before measuring;
+ * false with a message naming `command` and the folder. */
+bool cb_bench_svg_writable(const char *prefix, const char *command);
 
 /* ------------------------------------------------------------ kernels */
 

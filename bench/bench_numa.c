@@ -13,7 +13,6 @@
 #include "bench/bench_numa.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <hwloc.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -21,6 +20,7 @@
 
 #include "bench/bench.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "cubert/topology.h"
 
 #define NUMA_MAX_DEVICES 64
@@ -28,7 +28,8 @@
 typedef struct numa_opts {
   uint64_t size;
   int reps, warmup;
-  const char *json, *backend;
+  const char *backend;
+  cb_cli_output json, csv;
   int device;                   /* runtime index; -1 all of the backend */
   bool force, quick, quiet;
 } numa_opts;
@@ -45,7 +46,8 @@ typedef struct numa_result {
 static void usage(FILE *out) {
   fprintf(out,
           "usage: cubert bench numa [--size SIZE] [--reps N] [--warmup N] [--device D]\n"
-          "                         [--backend hip|host] [--json FILE] [--force] [--quick] [--quiet]\n"
+          "                         [--backend hip|host] [--json FILE] [--csv FILE] [--force]\n"
+          "                         [--quick] [--quiet]\n"
           "\n"
           "For each device and each NUMA node: the thread bound to the node's CPUs, a host\n"
           "buffer on the node's memory; H2D (cubert_handle_write + sync) and D2H\n"
@@ -55,75 +57,36 @@ static void usage(FILE *out) {
           "\n"
           "  --size SIZE    bytes per transfer (default 64M; --quick 4M)\n"
           "  --reps N       repetitions (default 10; --quick 3), --warmup N (default 2; --quick 1)\n"
-          "  --device D     only runtime device D\n"
+          "  --device D     only runtime device D (0 to 4095)\n"
           "  --backend B    hip or host (default: hip when it has devices)\n"
-          "  --json FILE    the results as JSON\n"
+          "  --json FILE    the results as JSON (- for stdout)\n"
+          "  --csv FILE     one line per device and node as CSV (- for stdout)\n"
+          "  --quick        a small size and few repetitions (CI)\n"
+          "  --quiet        no progress on stderr\n"
           "  --force        measure even on a machine with one NUMA node\n");
 }
 
 static int parse_options(int argc, char **argv, numa_opts *o) {
-  enum { O_SIZE = 256, O_REPS, O_WARMUP, O_DEVICE, O_BACKEND, O_JSON, O_FORCE, O_QUICK, O_QUIET, O_HELP };
-  static const struct option longopts[] = {
-      {"size", required_argument, NULL, O_SIZE},       {"reps", required_argument, NULL, O_REPS},
-      {"warmup", required_argument, NULL, O_WARMUP},   {"device", required_argument, NULL, O_DEVICE},
-      {"backend", required_argument, NULL, O_BACKEND}, {"json", required_argument, NULL, O_JSON},
-      {"force", no_argument, NULL, O_FORCE},           {"quick", no_argument, NULL, O_QUICK},
-      {"quiet", no_argument, NULL, O_QUIET},           {"help", no_argument, NULL, O_HELP},
-      {NULL, 0, NULL, 0}};
   const char *size = NULL;
-  uint64_t v, reps = 0, warmup = UINT64_MAX;
-  bool have_reps = false;
   o->device = -1;
-  int ch;
-  opterr = 0;
-  while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-    switch (ch) {
-    case O_SIZE: size = optarg; break;
-    case O_REPS:
-      if (!cb_cli_parse_uint(optarg, 100000, &reps) || reps == 0) {
-        fprintf(stderr, "cubert bench numa: --reps wants a number from 1 to 100000, not '%s'\n", optarg);
-        return CB_CLI_USAGE;
-      }
-      have_reps = true;
-      break;
-    case O_WARMUP:
-      if (!cb_cli_parse_uint(optarg, 100000, &warmup)) {
-        fprintf(stderr, "cubert bench numa: --warmup wants a number from 0 to 100000, not '%s'\n", optarg);
-        return CB_CLI_USAGE;
-      }
-      break;
-    case O_DEVICE:
-      if (!cb_cli_parse_uint(optarg, 4095, &v)) {
-        fprintf(stderr, "cubert bench numa: --device wants a device index, not '%s'\n", optarg);
-        return CB_CLI_USAGE;
-      }
-      o->device = (int)v;
-      break;
-    case O_BACKEND: o->backend = optarg; break;
-    case O_JSON: o->json = optarg; break;
-    case O_FORCE: o->force = true; break;
-    case O_QUICK: o->quick = true; break;
-    case O_QUIET: o->quiet = true; break;
-    case O_HELP: usage(stdout); return CB_CLI_OK;
-    default:
-      return cb_cli_usage_error("bench numa", "unknown or incomplete option", argv[optind - 1], usage);
-    }
-  }
-  if (optind < argc) {
-    return cb_cli_usage_error("bench numa", "unexpected argument", argv[optind], usage);
-  }
-  if (o->backend && strcmp(o->backend, "hip") != 0 && strcmp(o->backend, "host") != 0) {
-    fprintf(stderr, "cubert bench numa: --backend is hip or host, not '%s'\n", o->backend);
-    return CB_CLI_USAGE;
-  }
+  o->reps = o->warmup = -1;
+  const cb_cli_opt opts[] = {CB_TEXT("size", 0, &size),        CB_INT("reps", &o->reps, 1, 100000),
+                             CB_INT("warmup", &o->warmup, 0, 100000), CB_INT("device", &o->device, 0, 4095),
+                             CB_CHOICE("backend", &o->backend, "hip|host"), CB_OUTPUT("json", &o->json),
+                             CB_OUTPUT("csv", &o->csv),        CB_FLAG("force", 0, &o->force),
+                             CB_FLAG("quick", 0, &o->quick),   CB_FLAG("quiet", 0, &o->quiet),
+                             CB_END};
+  const cb_cli_spec spec = {"bench numa", usage, opts, 0, 0, NULL};
+  int first, rc = cb_cli_parse(&spec, argc, argv, &first);
+  if (rc != CB_CLI_PARSED) return rc;
   o->size = o->quick ? 4u << 20 : 64u << 20;
   if (size && (!cb_bench_parse_size(size, &o->size) || o->size == 0)) {
-    fprintf(stderr, "cubert bench numa: --size '%s' is not a size\n", size);
+    fprintf(stderr, "cubert bench numa: --size wants a size such as 4096, 64K or 64M, not '%s'\n", size);
     return CB_CLI_USAGE;
   }
-  o->reps = have_reps ? (int)reps : o->quick ? 3 : 10;
-  o->warmup = warmup != UINT64_MAX ? (int)warmup : o->quick ? 1 : 2;
-  return -1;
+  if (o->reps < 0) o->reps = o->quick ? 3 : 10;
+  if (o->warmup < 0) o->warmup = o->quick ? 1 : 2;
+  return cb_cli_open_outputs(&spec) ? CB_CLI_PARSED : CB_CLI_FAILED;
 }
 
 /* The NUMA node's CPUs and memory for this thread; false with a message. */
@@ -242,10 +205,33 @@ static json_t *results_json(const numa_opts *o, const numa_result *res, int n, i
   return root;
 }
 
+/* One line per device and node; the medians and ranges in GB/s. */
+static bool results_csv(const numa_result *res, int n, FILE *out) {
+  fputs("device,node,local,bound_cpu,h2d_median,h2d_min,h2d_max,d2h_median,d2h_min,d2h_max,validated\n", out);
+  for (int i = 0; i < n; i++) {
+    const numa_result *r = &res[i];
+    fprintf(out, "%d,%d,%s,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%d\n", r->device, r->node,
+            r->local < 0 ? "unknown" : r->local ? "local" : "remote", r->bound_cpu, r->h2d.median, r->h2d.min,
+            r->h2d.max, r->d2h.median, r->d2h.min, r->d2h.max, r->validated);
+  }
+  return !ferror(out);
+}
+
+static int numa_main(numa_opts *o);
+
 int cb_bench_numa_main(int argc, char **argv) {
   numa_opts o = {0};
   int rc = parse_options(argc, argv, &o);
-  if (rc >= 0) return rc;
+  if (rc != CB_CLI_PARSED) return rc;
+  rc = numa_main(&o);
+  if (!cb_cli_output_close("bench numa", "json", &o.json)) rc = CB_CLI_FAILED;
+  if (!cb_cli_output_close("bench numa", "csv", &o.csv)) rc = CB_CLI_FAILED;
+  return rc;
+}
+
+static int numa_main(numa_opts *op) {
+  numa_opts o = *op;
+  int rc;
 
   hwloc_topology_t topo;
   if (hwloc_topology_init(&topo) != 0 || hwloc_topology_load(topo) != 0) {
@@ -256,12 +242,13 @@ int cb_bench_numa_main(int argc, char **argv) {
   if (nodes < 2 && !o.force) {
     printf("one NUMA node: no local/remote difference to measure\n");
     int out = CB_CLI_OK;
-    if (o.json) {
+    if (o.json.file) {
       json_t *root = results_json(&o, NULL, 0, nodes, o.backend,
                                   "one NUMA node: no local/remote difference to measure", true, 0);
-      if (!cb_bench_write_json(root, o.json)) out = CB_CLI_FAILED;
+      if (!cb_bench_write_json(root, o.json.file, "bench numa")) out = CB_CLI_FAILED;
       json_decref(root);
     }
+    if (o.csv.file && !results_csv(NULL, 0, o.csv.file)) out = CB_CLI_FAILED;
     hwloc_topology_destroy(topo);
     return out;
   }
@@ -361,12 +348,13 @@ int cb_bench_numa_main(int argc, char **argv) {
   printf("validation: %s (%d check%s: bytes read back equal those written)\n", passed ? "passed" : "FAILED", checks,
          checks == 1 ? "" : "s");
   rc = passed ? CB_CLI_OK : CB_CLI_FAILED;
-  if (o.json) {
+  if (o.json.file) {
     json_t *root = results_json(&o, res, nres, nodes, want, nodes == 1 ? "one NUMA node (--force)" : NULL, passed,
                                 checks);
-    if (!cb_bench_write_json(root, o.json)) rc = CB_CLI_FAILED;
+    if (!cb_bench_write_json(root, o.json.file, "bench numa")) rc = CB_CLI_FAILED;
     json_decref(root);
   }
+  if (o.csv.file && !results_csv(res, nres, o.csv.file)) rc = CB_CLI_FAILED;
 
 done:
   cb_bench_progress_done(o.quiet);

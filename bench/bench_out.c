@@ -139,11 +139,17 @@ void cb_bench_progress(bool quiet, int step, int total, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(line, sizeof line, fmt, ap);
   va_end(ap);
+  /* time left: the mean time of the steps so far times the steps to come */
+  static double start;
+  double t = cb_bench_now();
+  if (step <= 1) start = t;
+  char eta[48] = "";
+  if (step > 1 && total >= step) snprintf(eta, sizeof eta, ", about %.0f s left", (t - start) / (step - 1) * (total - step + 1));
   if (tty) {
-    fprintf(stderr, "\r\033[K[%d/%d] %s", step, total, line);
+    fprintf(stderr, "\r\033[K[%d/%d%s] %s", step, total, eta, line);
     progress_open = true;
   } else {
-    fprintf(stderr, "[%d/%d] %s\n", step, total, line);
+    fprintf(stderr, "[%d/%d%s] %s\n", step, total, eta, line);
   }
   fflush(stderr);
 }
@@ -366,9 +372,9 @@ bool cb_bench_rows_csv(const cb_bench_rows *rows, FILE *out) {
   return !ferror(out);
 }
 
-bool cb_bench_write_json(json_t *root, const char *path) {
-  if (json_dump_file(root, path, JSON_INDENT(1) | JSON_REAL_PRECISION(8)) != 0) {
-    fprintf(stderr, "cubert bench: cannot write %s: %s\n", path, strerror(errno));
+bool cb_bench_write_json(json_t *root, FILE *out, const char *command) {
+  if (json_dumpf(root, out, JSON_INDENT(1) | JSON_REAL_PRECISION(8)) != 0 || fputc('\n', out) == EOF) {
+    fprintf(stderr, "cubert %s: --json: writing the JSON failed: %s\n", command, strerror(errno));
     return false;
   }
   return true;

@@ -24,7 +24,6 @@
  * kernel (CHECKSUM_U32) against the pattern's checksum. Host-side checks
  * (d2h) are done on the last repetition. The raw side does the same with
  * plain HIP (or memcpy on the host backend). */
-#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -35,6 +34,8 @@
 #include <unistd.h>
 
 #include "bench/bench.h"
+#include "cli/commands.h"
+#include "cli/options.h"
 #include "cubert/topology.h"
 
 #define MAXDEV 16
@@ -82,8 +83,11 @@ typedef struct opts {
   size_t nsizes;
   uint64_t matrix_size;
   int reps, warmup;
-  const char *csv, *json, *svg;
+  cb_cli_output csv, json;
+  const char *svg;
   const char *backend;
+  int devices[MAXDEV];  /* --devices: runtime indexes to measure */
+  int ndevices;         /* 0: every device of the backend */
   bool quick, quiet, hold, do_matrix, do_sweep, do_latency;
   uint64_t chase_bytes, chase_steps;
   uint32_t lat_count;
@@ -814,11 +818,30 @@ static const cb_bench_row *find_row(const ctx *c, const char *section, const cha
   return NULL;
 }
 
+/* A raw time per operation below this (us) is a few instructions (a 4-byte
+ * memcpy on the host backend) measured near the clock's own cost: a ratio
+ * to it would read as thousands and mean nothing, so the text shows none. */
+#define RAW_US_FLOOR 0.02
+
+/* cubert/raw as the text report shows it; <= 0 for none. */
+static double shown_ratio(const cb_bench_row *r) {
+  if (strcmp(r->unit, "us") == 0 && r->have_raw && r->raw.median < RAW_US_FLOOR) return -1;
+  return cb_bench_ratio(r);
+}
+
+/* A time in us, in ns below 1 us so that small raw figures keep their digits. */
+static void time_text(char *buf, size_t cap, const cb_bench_row *r, double v) {
+  if (strcmp(r->unit, "us") == 0 && v < 1)
+    snprintf(buf, cap, "%.4gns", v * 1000);
+  else
+    snprintf(buf, cap, "%.4g", v);
+}
+
 static void cell(char *buf, size_t cap, const cb_bench_row *r) {
   if (!r) snprintf(buf, cap, "-");
   else if (!r->have_cubert) snprintf(buf, cap, strncmp(r->note, "no peer access", 14) == 0 ? "no peer" : "error");
   else {
-    double ratio = cb_bench_ratio(r);
+    double ratio = shown_ratio(r);
     const char *mark = r->validated == 0 ? "!" : "";
     if (ratio > 0) snprintf(buf, cap, "%.4g%s (%.2f)", r->cubert.median, mark, ratio);
     else snprintf(buf, cap, "%.4g%s", r->cubert.median, mark);
@@ -856,7 +879,7 @@ static void print_table(const ctx *c, const char *section) {
     const cb_bench_row *r = &c->rows.v[i];
     if (strcmp(r->section, section) != 0) continue;
     if (!header) {
-      printf("\n%-11s %-4s %-9s %-9s %10s %5s %11s %11s %11s %6s %11s %6s %5s\n", "test", "dir", "src->dst",
+      printf("\n%-11s %-8s %-9s %-9s %10s %5s %11s %11s %11s %6s %11s %6s %5s\n", "test", "dir", "src->dst",
              "link", "size", "count", "cubert", "min", "max", "cv%", "raw", "ratio", "check");
       header = true;
     }
@@ -869,20 +892,23 @@ static void print_table(const ctx *c, const char *section) {
     else snprintf(sb, sizeof sb, "host");
     snprintf(pair, sizeof pair, "%s%s%s", sa, strcmp(r->dir, "bidi") == 0 ? "<>" : "->", sb);
     if (r->have_cubert) {
-      snprintf(cm, sizeof cm, "%.4g", r->cubert.median);
-      snprintf(mn, sizeof mn, "%.4g", r->cubert.min);
-      snprintf(mx, sizeof mx, "%.4g", r->cubert.max);
+      time_text(cm, sizeof cm, r, r->cubert.median);
+      time_text(mn, sizeof mn, r, r->cubert.min);
+      time_text(mx, sizeof mx, r, r->cubert.max);
       snprintf(cv, sizeof cv, "%.1f", r->cubert.cv * 100);
     } else {
       snprintf(cm, sizeof cm, "%s", strncmp(r->note, "no peer access", 14) == 0 ? "no peer" : "error");
       mn[0] = mx[0] = cv[0] = '\0';
     }
-    if (r->have_raw) snprintf(rw, sizeof rw, "%.4g", r->raw.median);
+    if (r->have_raw) time_text(rw, sizeof rw, r, r->raw.median);
     else snprintf(rw, sizeof rw, "-");
-    double ratio = cb_bench_ratio(r);
+    double ratio = shown_ratio(r);
     if (ratio > 0) snprintf(ra, sizeof ra, "%.3f", ratio);
     else snprintf(ra, sizeof ra, "-");
-    printf("%-11s %-4s %-9s %-9s %10s %5" PRIu32 " %11s %11s %11s %6s %11s %6s %5s %s\n", r->test, r->dir, pair,
+    /* a bidi figure is the sum of both directions (nvbandwidth reports one
+     * direction under load: cubert_forward in the JSON and CSV) */
+    printf("%-11s %-8s %-9s %-9s %10s %5" PRIu32 " %11s %11s %11s %6s %11s %6s %5s %s\n", r->test,
+           strcmp(r->dir, "bidi") == 0 ? "bidi-sum" : r->dir, pair,
            r->link, sz, r->count, cm, mn, mx, cv, rw, ra,
            r->validated < 0 ? "-" : r->validated ? "ok" : "FAIL", r->unit);
     if (r->note[0]) printf("            note: %s\n", r->note);
@@ -1010,9 +1036,12 @@ static void usage(FILE *out) {
           "  --warmup N          untimed repetitions first (default 3)\n"
           "  --only LIST         matrix,sweep,latency (default all three)\n"
           "  --backend NAME      hip or host (default: hip when it has devices)\n"
+          "  --devices LIST      only these runtime devices (as `cubert info` numbers\n"
+          "                      them), e.g. 0,2,5 or 0-3 (default: every device)\n"
           "  --no-hold           no hold kernel before timed asynchronous work\n"
-          "  --csv FILE          every cell as CSV\n"
-          "  --json FILE         everything as JSON (what `cubert bench plot` reads)\n"
+          "  --csv FILE          every cell as CSV (- for stdout)\n"
+          "  --json FILE         everything as JSON, what `cubert bench plot` reads\n"
+          "                      (- for stdout; the text report then goes to stderr)\n"
           "  --svg PREFIX        PREFIX-matrix.svg (heatmaps) and PREFIX-sweep.svg\n"
           "  --quick             small sizes, few repetitions (CI, the host backend)\n"
           "  --quiet             no progress on stderr\n"
@@ -1023,70 +1052,51 @@ static void usage(FILE *out) {
           "better, for times lower). Exit status 1 when any check or measurement failed.\n");
 }
 
-static bool parse_int(const char *text, int min, int max, int *out) {
-  uint64_t v;
-  char *end = NULL;
-  if (!text || !*text) return false;
-  v = strtoull(text, &end, 10);
-  if (*end || v < (uint64_t)min || v > (uint64_t)max) return false;
-  *out = (int)v;
-  return true;
+/* "0,2,5" or "0-3,6": runtime device indexes, each once. */
+static bool parse_devices(const char *text, opts *o) {
+  const char *p = text;
+  o->ndevices = 0;
+  while (*p) {
+    char *end = NULL;
+    if (*p < '0' || *p > '9') return false;
+    unsigned long lo = strtoul(p, &end, 10), hi = lo;
+    if (*end == '-') {
+      if (end[1] < '0' || end[1] > '9') return false;
+      hi = strtoul(end + 1, &end, 10);
+    }
+    if (hi < lo || hi > 4095 || (*end && *end != ',')) return false;
+    for (unsigned long d = lo; d <= hi; d++) {
+      for (int k = 0; k < o->ndevices; k++)
+        if (o->devices[k] == (int)d) return false;
+      if (o->ndevices == MAXDEV) return false;
+      o->devices[o->ndevices++] = (int)d;
+    }
+    p = *end ? end + 1 : end;
+  }
+  return o->ndevices > 0;
 }
 
 static int parse_options(int argc, char **argv, opts *o) {
-  enum { O_SIZES = 256, O_MATRIX, O_REPS, O_WARMUP, O_ONLY, O_BACKEND, O_NOHOLD, O_CSV, O_JSON, O_SVG, O_QUICK,
-         O_QUIET, O_HELP };
-  static const struct option longopts[] = {
-      {"sizes", required_argument, NULL, O_SIZES},     {"matrix-size", required_argument, NULL, O_MATRIX},
-      {"reps", required_argument, NULL, O_REPS},       {"warmup", required_argument, NULL, O_WARMUP},
-      {"only", required_argument, NULL, O_ONLY},       {"backend", required_argument, NULL, O_BACKEND},
-      {"no-hold", no_argument, NULL, O_NOHOLD},        {"csv", required_argument, NULL, O_CSV},
-      {"json", required_argument, NULL, O_JSON},       {"svg", required_argument, NULL, O_SVG},
-      {"quick", no_argument, NULL, O_QUICK},           {"quiet", no_argument, NULL, O_QUIET},
-      {"help", no_argument, NULL, O_HELP},             {NULL, 0, NULL, 0}};
-  const char *sizes = NULL, *matrix = NULL, *only = NULL;
+  const char *sizes = NULL, *matrix = NULL, *only = NULL, *devices = NULL;
   int reps = -1, warmup = -1;
-  o->hold = true;
-  int ch;
-  opterr = 0;
-  while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-    switch (ch) {
-    case O_SIZES: sizes = optarg; break;
-    case O_MATRIX: matrix = optarg; break;
-    case O_REPS:
-      if (!parse_int(optarg, 1, 100000, &reps)) {
-        fprintf(stderr, "cubert bench peer: --reps wants a number from 1 to 100000, not '%s'\n", optarg);
-        return 2;
-      }
-      break;
-    case O_WARMUP:
-      if (!parse_int(optarg, 0, 100000, &warmup)) {
-        fprintf(stderr, "cubert bench peer: --warmup wants a number from 0 to 100000, not '%s'\n", optarg);
-        return 2;
-      }
-      break;
-    case O_ONLY: only = optarg; break;
-    case O_BACKEND: o->backend = optarg; break;
-    case O_NOHOLD: o->hold = false; break;
-    case O_CSV: o->csv = optarg; break;
-    case O_JSON: o->json = optarg; break;
-    case O_SVG: o->svg = optarg; break;
-    case O_QUICK: o->quick = true; break;
-    case O_QUIET: o->quiet = true; break;
-    case O_HELP: usage(stdout); return 0;
-    default:
-      fprintf(stderr, "cubert bench peer: unknown or incomplete option '%s'\n", argv[optind - 1]);
-      usage(stderr);
-      return 2;
-    }
-  }
-  if (optind < argc) {
-    fprintf(stderr, "cubert bench peer: unexpected argument '%s'\n", argv[optind]);
-    usage(stderr);
-    return 2;
-  }
-  if (o->backend && strcmp(o->backend, "hip") != 0 && strcmp(o->backend, "host") != 0) {
-    fprintf(stderr, "cubert bench peer: --backend is hip or host, not '%s'\n", o->backend);
+  bool no_hold = false;
+  const cb_cli_opt table[] = {
+      CB_TEXT("sizes", 0, &sizes),         CB_TEXT("matrix-size", 0, &matrix),
+      CB_INT("reps", &reps, 1, 100000),    CB_INT("warmup", &warmup, 0, 100000),
+      CB_TEXT("only", 0, &only),           CB_CHOICE("backend", &o->backend, "hip|host"),
+      CB_TEXT("devices", 0, &devices),     CB_FLAG("no-hold", 0, &no_hold),
+      CB_OUTPUT("csv", &o->csv),           CB_OUTPUT("json", &o->json),
+      CB_TEXT("svg", 0, &o->svg),          CB_FLAG("quick", 0, &o->quick),
+      CB_FLAG("quiet", 0, &o->quiet),      CB_END};
+  const cb_cli_spec cli = {"bench peer", usage, table, 0, 0, NULL};
+  int first, rc = cb_cli_parse(&cli, argc, argv, &first);
+  if (rc != CB_CLI_PARSED) return rc;
+  o->hold = !no_hold;
+  if (devices && !parse_devices(devices, o)) {
+    fprintf(stderr,
+            "cubert bench peer: --devices wants runtime device indexes from 0 to 4095, each once and at most "
+            "%d, such as 0,2,5 or 0-3; not '%s'\n",
+            MAXDEV, devices);
     return 2;
   }
   o->reps = reps >= 0 ? reps : o->quick ? 5 : 10;
@@ -1127,7 +1137,8 @@ static int parse_options(int argc, char **argv, opts *o) {
                     "write --json and render it with `cubert bench plot` where cairo is\n");
     return 2;
   }
-  return -1;
+  if (o->svg && !cb_bench_svg_writable(o->svg, "bench peer")) return 1;
+  return cb_cli_open_outputs(&cli) ? CB_CLI_PARSED : 1;
 }
 
 /* ------------------------------------------------------------ main */
@@ -1160,9 +1171,20 @@ static int run(ctx *c) {
     }
   }
   o->backend = want;
+  for (int k = 0; k < o->ndevices; k++) {
+    cubert_device_info info;
+    int d = o->devices[k];
+    if (d >= total || cubert_runtime_device_info(c->rt, d, &info) || strcmp(info.backend, want) != 0) {
+      fprintf(stderr, "cubert bench peer: --devices: %d is not a %s device (`cubert info` lists them)\n", d, want);
+      return 2;
+    }
+  }
   for (int d = 0; d < total; d++) {
     cubert_device_info info;
     if (cubert_runtime_device_info(c->rt, d, &info) || strcmp(info.backend, want) != 0) continue;
+    bool chosen = o->ndevices == 0;
+    for (int k = 0; k < o->ndevices; k++) chosen |= o->devices[k] == d;
+    if (!chosen) continue;
     if (c->ndev == MAXDEV) {
       note(c, "only the first %d devices are measured", MAXDEV);
       break;
@@ -1294,7 +1316,8 @@ static int run(ctx *c) {
   print_matrix(c, "Peer access off: staged through the host, GB/s (staged)", "staged", NULL, "uni", false);
   print_matrix(c, "Pointer chase, ns per dependent load (row: executing device, column: memory)", "chase", "chase",
                "uni", true);
-  print_matrix(c, "4-byte copy latency, us per copy (lat-copy)", "lat-copy", "lat-copy", "uni", false);
+  print_matrix(c, "4-byte copy latency, us per copy (lat-copy; no ratio where raw is under 20 ns)", "lat-copy",
+               "lat-copy", "uni", false);
   for (int pass = 0; pass < 3; pass++) {
     static const char *const sections[] = {"matrix", "sweep", "latency"};
     static const char *const titles[] = {"All matrix cells", "Size sweep", "Latency"};
@@ -1316,15 +1339,8 @@ static int run(ctx *c) {
   int rc = passed && c->errors == 0 ? 0 : 1;
   json_t *doc = document(c, target_list);
   json_decref(target_list);
-  if (o->json && !cb_bench_write_json(doc, o->json)) rc = 1;
-  if (o->csv) {
-    FILE *f = fopen(o->csv, "w");
-    if (!f || !cb_bench_rows_csv(&c->rows, f)) {
-      fprintf(stderr, "cubert bench peer: cannot write %s\n", o->csv);
-      rc = 1;
-    }
-    if (f && fclose(f) != 0) rc = 1;
-  }
+  if (o->json.file && !cb_bench_write_json(doc, o->json.file, "bench peer")) rc = 1;
+  if (o->csv.file && !cb_bench_rows_csv(&c->rows, o->csv.file)) rc = 1;
   if (o->svg && !cb_bench_svg_write(doc, o->svg, stdout)) rc = 1;
   json_decref(doc);
   return rc;
@@ -1334,13 +1350,15 @@ int cb_bench_peer_main(int argc, char **argv) {
   ctx *c = calloc(1, sizeof *c);
   if (!c) return 1;
   int rc = parse_options(argc, argv, &c->o);
-  if (rc >= 0) {
+  if (rc != CB_CLI_PARSED) {
     free(c->o.sizes);
     free(c);
     return rc;
   }
   c->notes = json_array();
   rc = run(c);
+  if (!cb_cli_output_close("bench peer", "json", &c->o.json)) rc = 1;
+  if (!cb_cli_output_close("bench peer", "csv", &c->o.csv)) rc = 1;
   free_all(c);
   cubert_kernel *ks[] = {c->k_copy, c->k_read, c->k_write, c->k_checksum, c->k_hold, c->k_chase, c->k_chase_peer};
   for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)

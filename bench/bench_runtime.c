@@ -9,11 +9,15 @@
  *             unrelated allocation, and with 1000 tainted ranges on its own
  *             allocation outside the bound ranges (the binary search);
  *             baseline: the clean case
+ *   growth    how cost grows with the tainted ranges of one allocation (1,
+ *             1k, 100k, 1M): tainting and repairing the first range, and a
+ *             refused check of the whole allocation with its message length
+ *   unsynced  the cost of a failed call with 1 to 1M failed calls before it
+ *             and no sync
  *   faultinj  the default runtime (fault layer present, no rule) against one
  *             created with no_faultinj = true; baseline: no fault layer
  * Every figure is ns per operation (host clock over a batch; launches
  * include the batch's one sync), the median of the repetitions. */
-#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -24,6 +28,8 @@
 #include <unistd.h>
 
 #include "bench/bench.h"
+#include "cli/commands.h"
+#include "cli/options.h"
 #include "cubert/faultinj.h"
 
 #define LEDGER_SLICE 256u
@@ -33,7 +39,8 @@
 typedef struct ropts {
   int reps, warmup;
   bool quick, quiet;
-  const char *json, *csv, *backend;
+  const char *backend;
+  cb_cli_output json, csv;
 } ropts;
 
 typedef struct rctx {
@@ -48,7 +55,16 @@ typedef struct rctx {
   int checks, failed, errors;
   json_t *notes;
   int step, steps;
+  /* the growth section (issue 15 item 7): per count of ranges, medians in ns
+   * and the refused check's message length; 0 where not measured */
+  double grow_taint[4], grow_repair[4], grow_check[4];
+  size_t grow_msg[4];
+  double unsynced_mean[5]; /* mean ns per failed call over the window before each point */
 } rctx;
+
+static const uint32_t unsynced_points[5] = {1, 1000, 65536, 131072, 1000000};
+
+static const uint32_t grow_ranges[4] = {1, 1000, 100000, 1000000};
 
 #if defined(__GNUC__)
 __attribute__((format(printf, 2, 3)))
@@ -259,7 +275,7 @@ static void bench_launch(rctx *c) {
     cubert_kernel_release(kernel);
   }
   for (int k = 0; k < 3; k++) {
-    char test[32];
+    char test[sizeof ((cb_bench_row *)NULL)->test]; /* the row's name field: the name always fits */
     snprintf(test, sizeof test, "launch-%dbuf", nb[k]);
     progress(c, test);
     cb_bench_row *r = new_row(c, "launch", test, 0);
@@ -357,12 +373,12 @@ static void bench_ledger(rctx *c) {
     if (k > 0) {
       uint32_t rule = 0;
       cubert_faultinj_diag diag;
-      if (cubert_faultinj_add("launch fault=fail kernel=cb_bench_taint", "cubert bench", &rule, &diag) != CUBERT_OK) {
+      if (cubert_faultinj_add(c->rt, "launch fault=fail kernel=cb_bench_taint", "cubert bench", &rule, &diag) != CUBERT_OK) {
         note(c, "ledger: no fault rule (%s): the tainted cases are left out", diag.message);
         break;
       }
       ready = k == 1 ? taint(c, y, 3, 1, 1) : taint(c, x, 0, 2, LEDGER_TAINTED);
-      (void)cubert_faultinj_remove(rule);
+      (void)cubert_faultinj_remove(c->rt, rule);
       size_t want = k == 1 ? 1 : LEDGER_TAINTED;
       size_t got = failures_of(c, k == 1 ? y : x);
       char what[128];
@@ -395,6 +411,223 @@ out:
   cubert_handle_release(out);
   cubert_handle_release(x);
   cubert_handle_release(y);
+}
+
+/* ------------------------------------------------------------ growth */
+
+static double now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Fills the 64 bytes of `h` at `off` with zeros (a repair). */
+static cubert_status fill64(rctx *c, cubert_handle *h, uint64_t off) {
+  cubert_handle *s = NULL;
+  uint32_t zero = 0;
+  cubert_status st = cubert_handle_slice(h, off, cubert_handle_size_in_use(h) - off - 64, &s);
+  if (!st) st = cubert_handle_fill(c->client, s, &zero, 4);
+  cubert_handle_release(s);
+  return st;
+}
+
+/* One allocation of 128 * n bytes holding n tainted 64-byte ranges, at
+ * bytes 128 i .. 128 i + 64: one failed launch taints it all, then n
+ * repairs cut the holes. Syncs every 4096 calls. */
+static cubert_handle *grow_setup(rctx *c, cubert_kernel *k, uint32_t n) {
+  cubert_handle *h = NULL;
+  uint32_t zero = 0;
+  if (cubert_handle_empty(c->client, (uint64_t)n * 128, &h) || cubert_handle_fill(c->client, h, &zero, 4)) goto fail;
+  cubert_arg a = cubert_arg_buffer(h);
+  cubert_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0};
+  if (cubert_launch(c->client, k, &cfg, &a, 1) == CUBERT_OK) goto fail; /* the rule fails it */
+  for (uint32_t i = 0; i < n; i++) {
+    if (fill64(c, h, (uint64_t)i * 128 + 64)) goto fail;
+    if (i % 4096 == 4095 && cubert_sync(c->client)) goto fail;
+  }
+  if (cubert_sync(c->client) == CUBERT_OK) return h;
+fail:
+  note(c, "growth: setup of %" PRIu32 " ranges: %s", n, cubert_last_error_message());
+  cubert_handle_release(h);
+  return NULL;
+}
+
+static cb_bench_row *grow_row(rctx *c, const char *test, uint32_t n, double *v, int k) {
+  cb_bench_row *r = new_row(c, "growth", test, 0);
+  if (!r) return NULL;
+  r->count = n; /* the count column holds the number of tainted ranges */
+  r->cubert_samples = malloc((size_t)k * sizeof *v);
+  if (r->cubert_samples) memcpy(r->cubert_samples, v, (size_t)k * sizeof *v);
+  r->cubert = cb_bench_stats_of(v, k);
+  r->have_cubert = true;
+  return r;
+}
+
+/* How cost grows with the ranges of one allocation (issue 15 item 7): for
+ * 1, 1k, 100k and 1M tainted 64-byte ranges (100k at most with --quick),
+ * the cost of tainting the first range again (a failed launch on bytes
+ * 0..64, set replacing one range at the front), of repairing it (a fill of
+ * bytes 0..64), and of a check of the whole allocation, which is refused
+ * with a message whose length the row's note gives. ns per call, median of
+ * single calls timed on the host clock; each call is followed by a sync
+ * every 32 pairs, outside the timing. */
+static void bench_growth(rctx *c) {
+  cubert_kernel *k = NULL;
+  uint32_t rule = 0;
+  cubert_faultinj_diag diag;
+  if (cb_bench_kernel(CB_BENCH_TAINT, &k)) {
+    note(c, "growth: kernel: %s", cubert_last_error_message());
+    c->errors++;
+    return;
+  }
+  if (cubert_faultinj_add(c->rt, "launch fault=fail kernel=cb_bench_taint", "cubert bench", &rule, &diag) != CUBERT_OK) {
+    note(c, "growth: no fault rule (%s): the section is left out", diag.message);
+    cubert_kernel_release(k);
+    return;
+  }
+  enum { PAIRS = 96, CHECKS = 3 };
+  double taint_ns[PAIRS], repair_ns[PAIRS], check_ns[CHECKS];
+  for (int g = 0; g < 4; g++) {
+    uint32_t n = grow_ranges[g];
+    char what[64];
+    snprintf(what, sizeof what, "growth, %" PRIu32 " tainted ranges", n);
+    progress(c, what);
+    if (c->o.quick && n > 100000) {
+      note(c, "growth: %" PRIu32 " ranges left out (--quick)", n);
+      continue;
+    }
+    cubert_handle *h = grow_setup(c, k, n), *front = NULL;
+    if (!h || cubert_handle_slice(h, 0, (uint64_t)n * 128 - 64, &front)) {
+      c->errors++;
+      cubert_handle_release(h);
+      continue;
+    }
+    cubert_arg a = cubert_arg_buffer(front);
+    cubert_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0};
+    bool ok = true;
+    for (int i = 0; i < PAIRS && ok; i++) {
+      double t0 = now_ns();
+      ok = cubert_launch(c->client, k, &cfg, &a, 1) != CUBERT_OK;
+      double t1 = now_ns();
+      ok = ok && fill64(c, h, 0) == CUBERT_OK;
+      double t2 = now_ns();
+      taint_ns[i] = t1 - t0;
+      repair_ns[i] = t2 - t1;
+      if (i % 32 == 31) ok = ok && cubert_sync(c->client) == CUBERT_OK;
+    }
+    /* the front range tainted again, so the check meets all n */
+    ok = ok && cubert_launch(c->client, k, &cfg, &a, 1) != CUBERT_OK && cubert_sync(c->client) == CUBERT_OK;
+    size_t msg = 0, met = 0;
+    for (int i = 0; i < CHECKS && ok; i++) {
+      double t0 = now_ns();
+      ok = cubert_handle_check(c->client, h) == CUBERT_ERR_TAINTED;
+      check_ns[i] = now_ns() - t0;
+      cubert_error *e = cubert_last_error();
+      msg = strlen(cubert_error_message(e));
+      met = cubert_error_failure_count(e);
+      cubert_error_release(e);
+    }
+    char w[96];
+    snprintf(w, sizeof w, "growth: %" PRIu32 " ranges refused a check naming %zu", n, met);
+    check(c, ok && met == n, w);
+    cubert_handle_release(front);
+    cubert_handle_release(h);
+    (void)cubert_sync(c->client);
+    if (!ok) {
+      note(c, "growth: %" PRIu32 " ranges: %s", n, cubert_last_error_message());
+      c->errors++;
+      continue;
+    }
+    qsort(taint_ns, PAIRS, sizeof taint_ns[0], cmp_double);
+    qsort(repair_ns, PAIRS, sizeof repair_ns[0], cmp_double);
+    c->grow_taint[g] = taint_ns[PAIRS / 2];
+    c->grow_repair[g] = repair_ns[PAIRS / 2];
+    cb_bench_row *r = grow_row(c, "taint-front", n, taint_ns, PAIRS);
+    if (r) r->validated = 1;
+    r = grow_row(c, "repair-front", n, repair_ns, PAIRS);
+    if (r) r->validated = 1;
+    r = grow_row(c, "check-all", n, check_ns, CHECKS);
+    if (r) {
+      r->validated = 1;
+      c->grow_check[g] = r->cubert.median;
+      c->grow_msg[g] = msg;
+      snprintf(r->note, sizeof r->note, "refused; message %zu bytes, %zu failures in the error", msg, met);
+    }
+  }
+  (void)cubert_faultinj_remove(c->rt, rule);
+  cubert_kernel_release(k);
+}
+
+/* Cost per failed call with no sync (issue 15 item 7): failed launches of
+ * one kernel on the same 64 bytes, never synced, up to 1M (131072 with
+ * --quick, past the 65,536 records where a cliff was). A row per point: each
+ * call's time over the 4096 calls before it (or all of them); the note
+ * gives their mean, which counts the runtime's periodic reaping and waits. */
+static void bench_unsynced(rctx *c) {
+  cubert_kernel *k = NULL;
+  cubert_handle *h = NULL;
+  uint32_t rule = 0, zero = 0;
+  cubert_faultinj_diag diag;
+  progress(c, "failed calls with no sync");
+  if (cb_bench_kernel(CB_BENCH_TAINT, &k) || cubert_handle_empty(c->client, 64, &h) ||
+      cubert_handle_fill(c->client, h, &zero, 4) || cubert_sync(c->client)) {
+    note(c, "unsynced: setup: %s", cubert_last_error_message());
+    c->errors++;
+    goto out;
+  }
+  if (cubert_faultinj_add(c->rt, "launch fault=fail kernel=cb_bench_taint", "cubert bench", &rule, &diag) != CUBERT_OK) {
+    note(c, "unsynced: no fault rule (%s): the section is left out", diag.message);
+    goto out;
+  }
+  enum { WINDOW = 4096 };
+  double *v = malloc(WINDOW * sizeof *v);
+  uint32_t last = c->o.quick ? 131072 : 1000000;
+  cubert_arg a = cubert_arg_buffer(h);
+  cubert_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0};
+  int p = 0;
+  /* first use (a compile, the records' arrays) paid outside the figures */
+  bool ok = v != NULL && cubert_launch(c->client, k, &cfg, &a, 1) == CUBERT_ERR_LAUNCH;
+  (void)cubert_sync(c->client); /* reports that one failure: none unsynced */
+  for (uint32_t i = 1; ok && i <= last && p < 5; i++) {
+    double t0 = now_ns();
+    ok = cubert_launch(c->client, k, &cfg, &a, 1) == CUBERT_ERR_LAUNCH;
+    v[(i - 1) % WINDOW] = now_ns() - t0;
+    if (i != unsynced_points[p]) continue;
+    int nv = i < WINDOW ? (int)i : WINDOW;
+    double sum = 0;
+    for (int j = 0; j < nv; j++) sum += v[j];
+    c->unsynced_mean[p] = sum / nv;
+    cb_bench_row *r = new_row(c, "unsynced", "failed-launch", 0);
+    if (r) {
+      r->count = i; /* the count column: failed calls so far, none synced */
+      r->cubert_samples = malloc((size_t)nv * sizeof *v);
+      if (r->cubert_samples) memcpy(r->cubert_samples, v, (size_t)nv * sizeof *v);
+      r->cubert = cb_bench_stats_of(r->cubert_samples ? r->cubert_samples : v, nv);
+      r->have_cubert = true;
+      r->validated = 1;
+      snprintf(r->note, sizeof r->note, "mean %.0f ns per call over the last %d calls", c->unsynced_mean[p], nv);
+    }
+    p++;
+  }
+  if (!ok) {
+    note(c, "unsynced: a launch did not fail as injected: %s", cubert_last_error_message());
+    c->errors++;
+  }
+  free(v);
+  (void)cubert_faultinj_remove(c->rt, rule);
+  /* the sync reports every failure once; the memory is clean after a fill */
+  (void)cubert_sync(c->client);
+  check(c, ok && cubert_handle_fill(c->client, h, &zero, 4) == CUBERT_OK && cubert_sync(c->client) == CUBERT_OK &&
+               cubert_handle_check(c->client, h) == CUBERT_OK,
+        "unsynced: failed calls then a sync and a repair leave the memory clean");
+out:
+  cubert_handle_release(h);
+  if (k) cubert_kernel_release(k);
 }
 
 /* One runtime of the fault-layer comparison: the launch path (4 buffers)
@@ -444,8 +677,8 @@ static void bench_faultinj(rctx *c) {
     for (int j = 0; j < 2; j++) v[i][j] = calloc((size_t)reps * ROUNDS, sizeof(double));
   uint32_t lc = 0, ac = 0;
   bool ok = v[0][0] && v[0][1] && v[1][0] && v[1][1];
-  cubert_faultinj_stats fs;
-  cubert_faultinj_get_stats(&fs);
+  cubert_faultinj_stats fs = {0};
+  (void)cubert_faultinj_get_stats(c->rt, &fs);
   if (fs.rules) note(c, "faultinj: %u fault rule(s) are set ($CUBERT_FAULTS?): the default runtime is not rule-free",
                      fs.rules);
   /* Alternate none, present, none, present, so drift hits both alike. */
@@ -553,6 +786,25 @@ static void targets(const rctx *c, json_t *list) {
   target(list, "pool alloc+free, times faster than the baseline", worst_speedup, 200, true, d1);
   target(list, "launch path, cubert / raw", worst_launch, 1.10, false, d2);
   target(list, "fault layer with no rule / none (launch-4buf)", fault, 1.02, false, "");
+  /* issue 15 item 7: the growth section, 1M ranges against 1k (100k with
+   * --quick); on the host backend the ledger's own cost is the same code */
+  int hi = c->grow_taint[3] > 0 ? 3 : 2;
+  char d3[64];
+  snprintf(d3, sizeof d3, "%.0f ns at %" PRIu32 " ranges, %.0f at 1000", c->grow_taint[hi], grow_ranges[hi],
+           c->grow_taint[1]);
+  target(list, "taint at the front, most ranges / 1000 ranges", c->grow_taint[1] > 0 ? c->grow_taint[hi] / c->grow_taint[1] : 0,
+         2, false, d3);
+  snprintf(d3, sizeof d3, "%.0f ns at %" PRIu32 " ranges, %.0f at 1000", c->grow_repair[hi], grow_ranges[hi],
+           c->grow_repair[1]);
+  target(list, "repair at the front, most ranges / 1000 ranges",
+         c->grow_repair[1] > 0 ? c->grow_repair[hi] / c->grow_repair[1] : 0, 2, false, d3);
+  snprintf(d3, sizeof d3, "at %" PRIu32 " ranges", grow_ranges[hi]);
+  target(list, "refused check's message, bytes", (double)c->grow_msg[hi], 4096, false, d3);
+  int up = c->unsynced_mean[4] > 0 ? 4 : 3;
+  snprintf(d3, sizeof d3, "mean %.0f ns per call at %" PRIu32 ", %.0f at 1000", c->unsynced_mean[up],
+           unsynced_points[up], c->unsynced_mean[1]);
+  target(list, "failed call with no sync, most / 1000 unsynced",
+         c->unsynced_mean[1] > 0 ? c->unsynced_mean[up] / c->unsynced_mean[1] : 0, 2, false, d3);
 }
 
 /* ------------------------------------------------------------ main */
@@ -581,55 +833,18 @@ static void usage(FILE *out) {
 }
 
 static int parse(int argc, char **argv, ropts *o) {
-  enum { O_REPS = 256, O_WARMUP, O_BACKEND, O_JSON, O_CSV, O_QUICK, O_QUIET, O_HELP };
-  static const struct option longopts[] = {
-      {"reps", required_argument, NULL, O_REPS},   {"warmup", required_argument, NULL, O_WARMUP},
-      {"backend", required_argument, NULL, O_BACKEND}, {"json", required_argument, NULL, O_JSON},
-      {"csv", required_argument, NULL, O_CSV},     {"quick", no_argument, NULL, O_QUICK},
-      {"quiet", no_argument, NULL, O_QUIET},       {"help", no_argument, NULL, O_HELP},
-      {NULL, 0, NULL, 0}};
   o->reps = -1;
   o->warmup = -1;
-  int ch;
-  opterr = 0;
-  while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-    char *end = NULL;
-    long v;
-    switch (ch) {
-    case O_REPS:
-    case O_WARMUP:
-      v = strtol(optarg, &end, 10);
-      if (!*optarg || *end || v < (ch == O_REPS ? 1 : 0) || v > 10000) {
-        fprintf(stderr, "cubert bench runtime: --%s wants a number, not '%s'\n", ch == O_REPS ? "reps" : "warmup",
-                optarg);
-        return 2;
-      }
-      if (ch == O_REPS) o->reps = (int)v;
-      else o->warmup = (int)v;
-      break;
-    case O_BACKEND: o->backend = optarg; break;
-    case O_JSON: o->json = optarg; break;
-    case O_CSV: o->csv = optarg; break;
-    case O_QUICK: o->quick = true; break;
-    case O_QUIET: o->quiet = true; break;
-    case O_HELP: usage(stdout); return 0;
-    default:
-      fprintf(stderr, "cubert bench runtime: unknown or incomplete option '%s'\n", argv[optind - 1]);
-      usage(stderr);
-      return 2;
-    }
-  }
-  if (optind < argc) {
-    fprintf(stderr, "cubert bench runtime: unexpected argument '%s'\n", argv[optind]);
-    return 2;
-  }
-  if (o->backend && strcmp(o->backend, "hip") && strcmp(o->backend, "host")) {
-    fprintf(stderr, "cubert bench runtime: --backend is hip or host, not '%s'\n", o->backend);
-    return 2;
-  }
+  const cb_cli_opt opts[] = {CB_INT("reps", &o->reps, 1, 10000),  CB_INT("warmup", &o->warmup, 0, 10000),
+                             CB_CHOICE("backend", &o->backend, "hip|host"), CB_OUTPUT("json", &o->json),
+                             CB_OUTPUT("csv", &o->csv),              CB_FLAG("quick", 0, &o->quick),
+                             CB_FLAG("quiet", 0, &o->quiet),         CB_END};
+  const cb_cli_spec spec = {"bench runtime", usage, opts, 0, 0, NULL};
+  int first, rc = cb_cli_parse(&spec, argc, argv, &first);
+  if (rc != CB_CLI_PARSED) return rc;
   if (o->reps < 0) o->reps = o->quick ? 3 : 5;
   if (o->warmup < 0) o->warmup = 1;
-  return -1;
+  return cb_cli_open_outputs(&spec) ? CB_CLI_PARSED : CB_CLI_FAILED;
 }
 
 static json_t *document(rctx *c, json_t *target_list) {
@@ -686,7 +901,7 @@ static int run(rctx *c) {
     note(c, "no raw baseline: the raw %s calls are not available", c->info.backend);
   }
   c->batch_s = c->o.quick ? 0.005 : 0.02;
-  c->steps = 6 + 3 + 3 + 4;
+  c->steps = 6 + 3 + 3 + 4 + 4 + 1;
   printf("cubert bench runtime: device %d (%s, backend %s)\nbaseline: %s\n", c->dev, c->info.name, c->info.backend,
          c->raw ? cb_bench_raw_describe(c->raw) : "none");
   printf("%d warm-up + %d timed batches per figure, ~%.0f ms each; ns per operation, median\n", c->o.warmup,
@@ -695,6 +910,8 @@ static int run(rctx *c) {
   bench_alloc(c);
   bench_launch(c);
   bench_ledger(c);
+  bench_growth(c);
+  bench_unsynced(c);
   cubert_client_destroy(c->client);
   c->client = NULL;
   if (c->raw) cb_bench_raw_close(c->raw);
@@ -720,16 +937,9 @@ static int run(rctx *c) {
   int rc = passed && c->errors == 0 ? 0 : 1;
   json_t *doc = document(c, tl);
   json_decref(tl);
-  if (c->o.json && !cb_bench_write_json(doc, c->o.json)) rc = 1;
+  if (c->o.json.file && !cb_bench_write_json(doc, c->o.json.file, "bench runtime")) rc = 1;
   json_decref(doc);
-  if (c->o.csv) {
-    FILE *f = fopen(c->o.csv, "w");
-    if (!f || !cb_bench_rows_csv(&c->rows, f)) {
-      fprintf(stderr, "cubert bench runtime: cannot write %s\n", c->o.csv);
-      rc = 1;
-    }
-    if (f && fclose(f)) rc = 1;
-  }
+  if (c->o.csv.file && !cb_bench_rows_csv(&c->rows, c->o.csv.file)) rc = 1;
   return rc;
 }
 
@@ -737,12 +947,14 @@ int cb_bench_runtime_main(int argc, char **argv) {
   rctx *c = calloc(1, sizeof *c);
   if (!c) return 1;
   int rc = parse(argc, argv, &c->o);
-  if (rc >= 0) {
+  if (rc != CB_CLI_PARSED) {
     free(c);
     return rc;
   }
   c->notes = json_array();
   rc = run(c);
+  if (!cb_cli_output_close("bench runtime", "json", &c->o.json)) rc = 1;
+  if (!cb_cli_output_close("bench runtime", "csv", &c->o.csv)) rc = 1;
   if (c->client) cubert_client_destroy(c->client);
   if (c->raw) cb_bench_raw_close(c->raw);
   if (c->rt) cubert_runtime_destroy(c->rt);

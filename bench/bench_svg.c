@@ -7,14 +7,30 @@
  *                      solid, raw dashed, one colour per test
  * Built without cairo, cb_bench_svg_available() is false and nothing is
  * drawn. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bench/bench.h"
 
 #define CB_PI 3.14159265358979323846
+
+bool cb_bench_svg_writable(const char *prefix, const char *command) {
+  const char *slash = strrchr(prefix, '/');
+  char dir[4096];
+  if (!slash)
+    snprintf(dir, sizeof dir, ".");
+  else
+    snprintf(dir, sizeof dir, "%.*s", slash == prefix ? 1 : (int)(slash - prefix), prefix);
+  if (access(dir, W_OK) != 0) {
+    fprintf(stderr, "cubert %s: --svg: cannot write into %s: %s\n", command, dir, strerror(errno));
+    return false;
+  }
+  return true;
+}
 
 #ifdef CB_BENCH_HAVE_CAIRO
 #include <cairo-svg.h>

@@ -8,10 +8,13 @@
 #include "bench/bench.h"
 #include "bench/bench_numa.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 
 static void usage(FILE *out) {
   fprintf(out,
-          "usage: cubert bench <what> [options]\n"
+          "usage: cubert bench [<what>] [options]\n"
+          "\n"
+          "Without <what>, `cubert bench [options]` runs `cubert bench peer [options]`.\n"
           "\n"
           "  peer      peer bandwidth and latency: the all-pairs matrix, a size sweep, host\n"
           "            transfers; copy engine and kernel copies, peer access on and off;\n"
@@ -28,53 +31,66 @@ static void usage(FILE *out) {
           "columns. Both run on the host backend (--quick for CI) and on HIP devices.\n");
 }
 
+static void plot_usage(FILE *out) {
+  fprintf(out, "usage: cubert bench plot RUN.json PREFIX\n"
+               "\n"
+               "Writes PREFIX-matrix.svg and PREFIX-sweep.svg from a `cubert bench peer --json` file\n"
+               "(RUN.json may be - for stdin).\n");
+}
+
 int cb_bench_plot_main(int argc, char **argv) {
-  if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-    printf("usage: cubert bench plot RUN.json PREFIX\n"
-           "Writes PREFIX-matrix.svg and PREFIX-sweep.svg from a `cubert bench peer --json` file.\n");
-    return CB_CLI_OK;
-  }
-  if (argc != 3) {
-    fprintf(stderr, "usage: cubert bench plot RUN.json PREFIX\n");
-    return CB_CLI_USAGE;
-  }
+  const cb_cli_opt opts[] = {CB_END};
+  const cb_cli_spec spec = {"bench plot", plot_usage, opts, 2, 2, "RUN.json PREFIX"};
+  int first, rc = cb_cli_parse(&spec, argc, argv, &first);
+  if (rc != CB_CLI_PARSED) return rc;
+  const char *run = argv[first], *prefix = argv[first + 1];
   if (!cb_bench_svg_available()) {
     fprintf(stderr, "cubert bench plot: this cubert was built without cairo (libcairo2-dev)\n");
     return CB_CLI_FAILED;
   }
+  if (!cb_bench_svg_writable(prefix, "bench plot")) return CB_CLI_FAILED;
   json_error_t jerr;
-  json_t *doc = json_load_file(argv[1], 0, &jerr);
+  json_t *doc = strcmp(run, "-") == 0 ? json_loadf(stdin, 0, &jerr) : json_load_file(run, 0, &jerr);
   if (!doc) {
-    fprintf(stderr, "cubert bench plot: %s:%d: %s\n", argv[1], jerr.line, jerr.text);
+    if (jerr.line > 0)
+      fprintf(stderr, "cubert bench plot: %s:%d: not JSON: %s\n", run, jerr.line, jerr.text);
+    else
+      fprintf(stderr, "cubert bench plot: cannot read %s: %s\n", run, strerror(errno));
     return CB_CLI_FAILED;
   }
-  if (strcmp(json_string_value(json_object_get(doc, "tool")) ? json_string_value(json_object_get(doc, "tool")) : "",
-             "cubert bench peer") != 0) {
-    fprintf(stderr, "cubert bench plot: %s is not the JSON of `cubert bench peer`\n", argv[1]);
+  const char *tool = json_string_value(json_object_get(doc, "tool"));
+  if (!tool || strcmp(tool, "cubert bench peer") != 0) {
+    fprintf(stderr, "cubert bench plot: %s is not the JSON of `cubert bench peer`\n", run);
     json_decref(doc);
     return CB_CLI_FAILED;
   }
-  bool ok = cb_bench_svg_write(doc, argv[2], stdout);
+  bool ok = cb_bench_svg_write(doc, prefix, stdout);
   json_decref(doc);
   return ok ? CB_CLI_OK : CB_CLI_FAILED;
 }
 
+static const cb_cli_command benchmarks[] = {
+    {"peer", cb_bench_peer_main, "peer bandwidth and latency (the default)"},
+    {"runtime", cb_bench_runtime_main, "the runtime's own costs"},
+    {"numa", cb_bench_numa_main, "host<->device bandwidth per NUMA node"},
+    {"plot", cb_bench_plot_main, "the SVG pictures of a saved run"},
+};
+
 int cb_cli_bench(int argc, char **argv) {
-  if (argc < 2) {
-    fputs("cubert bench: say what to measure: peer, runtime, numa or plot\n", stderr);
-    usage(stderr);
-    return CB_CLI_USAGE;
+  if (argc < 2 || (argv[1][0] == '-' && strcmp(argv[1], "-h") != 0 && strcmp(argv[1], "--help") != 0)) {
+    /* `cubert bench [options]` is `cubert bench peer [options]`: what a
+     * batch job asking for "the benchmark" wants */
+    argv[0] = "peer";
+    return cb_bench_peer_main(argc, argv);
   }
   const char *what = argv[1];
   if (strcmp(what, "--help") == 0 || strcmp(what, "-h") == 0 || strcmp(what, "help") == 0) {
     usage(stdout);
     return CB_CLI_OK;
   }
-  if (strcmp(what, "peer") == 0) return cb_bench_peer_main(argc - 1, argv + 1);
-  if (strcmp(what, "runtime") == 0) return cb_bench_runtime_main(argc - 1, argv + 1);
-  if (strcmp(what, "plot") == 0) return cb_bench_plot_main(argc - 1, argv + 1);
-  if (strcmp(what, "numa") == 0) return cb_bench_numa_main(argc - 1, argv + 1);
-  fprintf(stderr, "cubert bench: unknown benchmark '%s'\n", what);
+  const cb_cli_command *b = cb_cli_find(benchmarks, sizeof benchmarks / sizeof benchmarks[0], what);
+  if (b) return b->run(argc - 1, argv + 1);
+  fprintf(stderr, "cubert bench: unknown benchmark '%s' (peer, runtime, numa or plot)\n", what);
   usage(stderr);
   return CB_CLI_USAGE;
 }

@@ -39,9 +39,9 @@ cb_apt_install() {
 }
 
 # What building and running cubert needs (the main job; cairo draws the
-# benchmark's SVG pictures).
+# benchmark's SVG pictures; help2man writes cubert(1) from --help).
 CB_PACKAGES_BUILD=(build-essential cmake ninja-build pkg-config libhwloc-dev hwloc
-                   libjansson-dev libamdhip64-dev libcairo2-dev)
+                   libjansson-dev libamdhip64-dev libcairo2-dev help2man)
 # What the tests add: Check (with subunit), clang for the second compiler,
 # libFuzzer's runtime (libclang-rt-14-dev), the linter of the scripts (shellcheck), libudev-dev for `pkg-config --static`
 # (hwloc's private libraries) in the consumer example.

@@ -9,9 +9,13 @@
 #   tsan     gcc, TSan, HIP backend on -> ctest
 #   layers   a wrong include fails to compile in each layer's target, a right
 #            one compiles (tests/layers; configure only, then tiny probes)
+#   buildtypes  the build types gcc and clang above (RelWithDebInfo) leave out:
+#            Release on gcc, Debug on clang, -Werror, library and tool only
 #   install  install the gcc build, build examples/consumer against it through
 #            the CMake package and through pkg-config, shared and static; run
-#            them; the library holds no fault-injection harness code
+#            them; the library holds no fault-injection harness code; build and
+#            run the guide's programs (examples/guide) against it and check that
+#            docs/guide.md shows them as they are; the man page and docs
 #   rocm6    every .c of backends/hip compiled (-fsyntax-only) for the AMD
 #            platform against the HIP 6.2 headers of ../shared/rocm-6.2-headers
 #            ($CUBERT_ROCM6_HEADERS overrides) and against Debian's 5.2;
@@ -28,7 +32,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$CB_ROOT" || exit 1
 
 BUILD=${CUBERT_CI_BUILD:-$CB_ROOT/build-ci}
-ALL_STAGES=(deps lint layers gcc clang asan tsan install rocm6 campaign breakrule mutate fuzz)
+ALL_STAGES=(deps lint layers gcc clang asan tsan buildtypes install rocm6 campaign breakrule mutate fuzz)
 if [ "$#" -gt 0 ]; then STAGES=("$@"); else STAGES=("${ALL_STAGES[@]}"); fi
 for s in "${STAGES[@]}"; do
   case " ${ALL_STAGES[*]} " in *" $s "*) ;; *) echo "ci: unknown stage '$s' (stages: ${ALL_STAGES[*]})" >&2; exit 2 ;; esac
@@ -167,6 +171,22 @@ stage_sanitize() {
 stage_asan() { stage_sanitize address address,undefined; }
 stage_tsan() { stage_sanitize thread thread; }
 
+# -Werror in the build types the gcc and clang stages (RelWithDebInfo, the
+# default) do not build; the optimiser's warnings differ by level. Library and
+# tool only, no tests: 184 s as a stage on the 2-core machine (measured
+# 2026-12-01, other builds running; the budget is 4 min).
+stage_buildtypes() {
+  local rc=0 cc type dir cc_type
+  for cc_type in gcc:Release clang:Debug; do
+    cc=${cc_type%%:*} type=${cc_type##*:} dir=$BUILD/$cc-$type
+    echo "ci: $cc $type, -Werror"
+    cmake -S "$CB_ROOT" -B "$dir" -G Ninja -DCMAKE_C_COMPILER="$cc" -DCMAKE_BUILD_TYPE="$type" \
+      -DCUBERT_WERROR=ON -DCUBERT_HIP=ON -DCUBERT_HIP_PLATFORM=amd -DCUBERT_BUILD_TESTS=OFF &&
+      cmake --build "$dir" --parallel "$CB_JOBS" --target cubert cubert_static cubert_cli || rc=1
+  done
+  return "$rc"
+}
+
 # The installed shared library: versioned soname, and only cubert_ names
 # exported (internal cb_ names stay hidden).
 check_library() {
@@ -218,10 +238,10 @@ links_libcubert() {
 
 stage_install() {
   local prefix=$BUILD/prefix work=$BUILD/consumer rc=0
-  if [ ! -f "$BUILD/gcc/build.ninja" ]; then
-    cb_build "$BUILD/gcc" -DCMAKE_C_COMPILER=gcc -DCUBERT_WERROR=ON \
-      -DCUBERT_HIP=ON -DCUBERT_HIP_PLATFORM=amd || return 1
-  fi
+  # the gcc stage's build, brought up to date (nothing to do after that stage;
+  # run alone, a build left from older sources is not installed as it is)
+  cb_build "$BUILD/gcc" -DCMAKE_C_COMPILER=gcc -DCUBERT_WERROR=ON \
+    -DCUBERT_HIP=ON -DCUBERT_HIP_PLATFORM=amd || return 1
   rm -rf "$prefix" "$work"
   cmake --install "$BUILD/gcc" --prefix "$prefix" || return 1
   "$prefix/bin/cubert" --version || rc=1
@@ -254,6 +274,27 @@ stage_install() {
     links_libcubert "$work/make/consumer" yes &&
     links_libcubert "$work/make/consumer-static" no || rc=1
   unset PKG_CONFIG_PATH
+
+  echo "ci: the guide's programs against the installed tree, run on the host backend"
+  cmake -DSRC="$CB_ROOT" -P tests/guide_check.cmake || rc=1
+  cmake -S examples/guide -B "$work/guide" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" &&
+    cmake --build "$work/guide" &&
+    env -u CUBERT_FAULTS CUBERT_BACKENDS=host ctest --test-dir "$work/guide" --output-on-failure \
+      --no-tests=error || rc=1
+
+  echo "ci: man page and docs"
+  local f
+  for f in share/man/man1/cubert.1 share/doc/cubert/README.md share/doc/cubert/guide.md \
+           share/doc/cubert/cli.md share/doc/cubert/examples/guide/failures.c; do
+    if [ ! -f "$prefix/$f" ]; then
+      echo "ci: $f not installed"
+      rc=1
+    fi
+  done
+  if [ -f "$prefix/share/man/man1/cubert.1" ] && ! man -l "$prefix/share/man/man1/cubert.1" >/dev/null; then
+    echo "ci: man -l cubert.1 failed"
+    rc=1
+  fi
   return "$rc"
 }
 
@@ -282,10 +323,8 @@ stage_rocm6() {
 # The 100,000-fault campaign on the host backend (simulated Frontier node,
 # several devices and streams), zero violations, through the gcc build's tool.
 stage_campaign() {
-  if [ ! -x "$BUILD/gcc/cli/cubert" ]; then
-    cb_build "$BUILD/gcc" -DCMAKE_C_COMPILER=gcc -DCUBERT_WERROR=ON \
-      -DCUBERT_HIP=ON -DCUBERT_HIP_PLATFORM=amd || return 1
-  fi
+  cb_build "$BUILD/gcc" -DCMAKE_C_COMPILER=gcc -DCUBERT_WERROR=ON \
+    -DCUBERT_HIP=ON -DCUBERT_HIP_PLATFORM=amd || return 1
   env -u CUBERT_FAULTS CUBERT_BACKENDS=host "$BUILD/gcc/cli/cubert" faultinj campaign \
     --seed 20261129 --faults 100000 --node frontier --json "$BUILD/campaign.json"
 }

@@ -4,9 +4,10 @@
  * Each subcommand is `int cb_cli_<name>(int argc, char **argv)`: argv[0] is
  * the subcommand's name, the rest its arguments. It returns the process exit
  * status: 0 done, 1 the work failed (a cubert call, a check), 2 bad usage
- * (message and usage on stderr). `--help` prints its usage on stdout and
- * returns 0. Subcommands parse their own options (getopt_long is fine:
- * optind is still 1 when they run).
+ * (message on stderr). `--help` prints its usage on stdout and returns 0.
+ * Subcommands describe their options in a table and parse them with
+ * cb_cli_parse (cli/options.h), so every command takes -h, --opt=value and
+ * `-` for stdout alike; docs/cli.md is the user's side of it.
  *
  * Where each one lives:
  *   info      cli/info.c       backends, devices, limits, memory pools, --json

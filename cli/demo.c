@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/options.h"
 
 #define N 1024u            /* u32 elements per buffer */
 #define BYTES (N * 4u)
@@ -311,13 +312,10 @@ out:
 }
 
 int cb_cli_demo(int argc, char **argv) {
-  for (int a = 1; a < argc; a++) {
-    if (strcmp(argv[a], "--help") == 0 || strcmp(argv[a], "-h") == 0) {
-      usage(stdout);
-      return CB_CLI_OK;
-    }
-    return cb_cli_usage_error("demo", "unknown option", argv[a], usage);
-  }
+  const cb_cli_opt opts[] = {CB_END};
+  const cb_cli_spec spec = {"demo", usage, opts, 0, 0, NULL};
+  int first, parsed = cb_cli_parse(&spec, argc, argv, &first);
+  if (parsed != CB_CLI_PARSED) return parsed;
   demo d;
   memset(&d, 0, sizeof d);
   printf("cubert %s demo: two simulated devices on the host backend\n", cubert_version());

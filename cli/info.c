@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/options.h"
 
 #define MAX_POOLS 32
 
@@ -19,7 +20,8 @@ static void usage(FILE *out) {
         "  --json             print one JSON object instead of text\n"
         "  --backends LIST    backends to open, e.g. host or host,hip\n"
         "                     (default: $CUBERT_BACKENDS, else every backend built in)\n"
-        "  --host-devices N   simulated host devices (default: $CUBERT_HOST_DEVICES, else 4)\n",
+        "  --host-devices N   simulated host devices, 1 to 64 (default: $CUBERT_HOST_DEVICES,\n"
+        "                     else 4)\n",
         out);
 }
 
@@ -175,28 +177,17 @@ static int print_json(cubert_runtime *rt, const device_report *reports, int n) {
 
 int cb_cli_info(int argc, char **argv) {
   bool json = false;
+  int host_devices = 0;
   cubert_runtime_options options;
   cubert_runtime_options_init(&options);
-  for (int a = 1; a < argc; a++) {
-    const char *arg = argv[a];
-    uint64_t v = 0;
-    if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-      usage(stdout);
-      return CB_CLI_OK;
-    } else if (strcmp(arg, "--json") == 0) {
-      json = true;
-    } else if (strcmp(arg, "--backends") == 0 && a + 1 < argc) {
-      options.backends = argv[++a];
-    } else if (strcmp(arg, "--host-devices") == 0 && a + 1 < argc) {
-      if (!cb_cli_parse_uint(argv[++a], 1024, &v) || v == 0) {
-        fprintf(stderr, "cubert info: --host-devices wants 1 to 1024, not '%s'\n", argv[a]);
-        return CB_CLI_USAGE;
-      }
-      options.host_devices = (int)v;
-    } else {
-      return cb_cli_usage_error("info", "unknown or incomplete option", arg, usage);
-    }
-  }
+  const cb_cli_opt opts[] = {
+      CB_FLAG("json", 0, &json), CB_TEXT("backends", 0, &options.backends),
+      CB_INT("host-devices", &host_devices, 1, 64), /* the runtime's range (runtime/runtime.c) */
+      CB_END};
+  const cb_cli_spec spec = {"info", usage, opts, 0, 0, NULL};
+  int first, parsed = cb_cli_parse(&spec, argc, argv, &first);
+  if (parsed != CB_CLI_PARSED) return parsed;
+  options.host_devices = host_devices;
 
   cubert_runtime *rt = NULL;
   cubert_status st = cubert_runtime_create(&options, &rt);

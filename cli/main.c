@@ -8,14 +8,9 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/options.h"
 
-typedef struct command {
-  const char *name;
-  int (*run)(int argc, char **argv);
-  const char *summary;
-} command;
-
-static const command commands[] = {
+static const cb_cli_command commands[] = {
     {"info", cb_cli_info, "backends, devices, limits and memory pools (--json)"},
     {"topo", cb_cli_topo, "where each device sits: pair classes, NUMA nodes (hwloc)"},
     {"demo", cb_cli_demo, "a short tour of the runtime and its failure account (host backend)"},
@@ -30,19 +25,19 @@ static void usage(FILE *out) {
           "       cubert --help | --version\n"
           "\n"
           "commands:\n");
-  for (size_t i = 0; i < NCOMMANDS; i++)
-    fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].summary);
+  cb_cli_list(out, commands, NCOMMANDS);
   fprintf(out,
           "\n"
-          "`cubert <command> --help` describes a command's options.\n"
-          "Environment: CUBERT_BACKENDS (host,hip), CUBERT_HOST_DEVICES, CUBERT_HOST_MEMORY,\n"
-          "CUBERT_HOST_PEER_DENY, CUBERT_FAULTS (see README.md and docs/).\n");
-}
-
-static const command *find_command(const char *name) {
-  for (size_t i = 0; i < NCOMMANDS; i++)
-    if (strcmp(commands[i].name, name) == 0) return &commands[i];
-  return NULL;
+          "`cubert <command> --help` describes a command's options. Every command takes\n"
+          "-h/--help, --opt value and --opt=value, and - for stdout where it writes a file.\n"
+          "\n"
+          "exit status: 0 done, nothing wrong; 1 the run found a problem (a failed check,\n"
+          "a violation, a call that failed, a file that could not be read or written);\n"
+          "2 bad usage (an unknown option, a value out of range).\n"
+          "\n"
+          "environment (read by the library and the tool):\n");
+  cb_cli_print_environment(out);
+  fprintf(out, "\nman cubert, and the docs in share/doc/cubert (README.md, docs/guide.md).\n");
 }
 
 int main(int argc, char **argv) {
@@ -65,7 +60,7 @@ int main(int argc, char **argv) {
       usage(stdout);
       return CB_CLI_OK;
     }
-    const command *cmd = find_command(argv[2]);
+    const cb_cli_command *cmd = cb_cli_find(commands, NCOMMANDS, argv[2]);
     if (cmd == NULL) {
       fprintf(stderr, "cubert: unknown command '%s'\n", argv[2]);
       usage(stderr);
@@ -74,7 +69,7 @@ int main(int argc, char **argv) {
     char *help_argv[] = {argv[2], "--help", NULL};
     return cmd->run(2, help_argv);
   }
-  const command *cmd = find_command(arg);
+  const cb_cli_command *cmd = cb_cli_find(commands, NCOMMANDS, arg);
   if (cmd == NULL) {
     fprintf(stderr, "cubert: unknown %s '%s'\n", arg[0] == '-' ? "option" : "command", arg);
     usage(stderr);

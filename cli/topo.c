@@ -2,12 +2,12 @@
  * (as `nvidia-smi topo -m` and `rocm-smi --showtopo` print theirs), NUMA
  * affinity and a legend; or all of it as JSON. Part of the cubert tool, not
  * of the library. */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "cubert/topology.h"
 
 static void usage(FILE *f) {
@@ -121,28 +121,13 @@ static void print_text(const cubert_topology *t, const char *origin) {
 }
 
 int cb_cli_topo(int argc, char **argv) {
-  static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
-                                       {"node", required_argument, NULL, 'n'},
-                                       {"xml", required_argument, NULL, 'x'},
-                                       {"write-node", required_argument, NULL, 'w'},
-                                       {"help", no_argument, NULL, 'h'},
-                                       {NULL, 0, NULL, 0}};
   bool json = false;
   const char *node = NULL, *xml = NULL, *write_dir = NULL;
-  int c;
-  while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-    switch (c) {
-      case 'j': json = true; break;
-      case 'n': node = optarg; break;
-      case 'x': xml = optarg; break;
-      case 'w': write_dir = optarg; break;
-      case 'h': usage(stdout); return CB_CLI_OK;
-      default: usage(stderr); return CB_CLI_USAGE;
-    }
-  }
-  if (optind < argc) {
-    return cb_cli_usage_error("topo", "unexpected argument", argv[optind], usage);
-  }
+  const cb_cli_opt opts[] = {CB_FLAG("json", 0, &json), CB_TEXT("node", 0, &node), CB_TEXT("xml", 0, &xml),
+                             CB_TEXT("write-node", 0, &write_dir), CB_END};
+  const cb_cli_spec spec = {"topo", usage, opts, 0, 0, NULL};
+  int first, parsed = cb_cli_parse(&spec, argc, argv, &first);
+  if (parsed != CB_CLI_PARSED) return parsed;
   if (write_dir) {
     if (!node) {
       fprintf(stderr, "cubert topo: --write-node needs --node NAME\n");

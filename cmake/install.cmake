@@ -8,6 +8,9 @@
 #                                     cubert::cubert_static
 #   lib/pkgconfig/cubert.pc           written at install time, so that
 #                                     `cmake --install --prefix P` gets P in it
+#   share/man/man1/cubert.1           from the tool's --help by help2man (when
+#                                     found; Debian: help2man)
+#   share/doc/cubert/                 README.md, docs/*.md, examples/guide/
 set(CUBERT_CMAKE_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/cubert)
 
 # Libraries outside the system's directories (ROCm in /opt/rocm, a CUDA kit)
@@ -130,3 +133,21 @@ install(CODE "
   configure_file(\"${PROJECT_BINARY_DIR}/cubert.pc.install\" \"${PROJECT_BINARY_DIR}/cubert.pc\" @ONLY)
 ")
 install(FILES ${PROJECT_BINARY_DIR}/cubert.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+# ------------------------------------------------------------ man page, docs
+find_program(CUBERT_HELP2MAN help2man)
+if(TARGET cubert_cli AND CUBERT_HELP2MAN)
+  add_custom_command(OUTPUT ${PROJECT_BINARY_DIR}/cubert.1
+    COMMAND ${CMAKE_COMMAND} -DCLI=$<TARGET_FILE:cubert_cli> -DHELP2MAN=${CUBERT_HELP2MAN}
+            -DOUT=${PROJECT_BINARY_DIR}/cubert.1 -P ${PROJECT_SOURCE_DIR}/cmake/manpage.cmake
+    DEPENDS cubert_cli ${PROJECT_SOURCE_DIR}/cmake/manpage.cmake
+    COMMENT "cubert(1) from cubert --help (help2man)")
+  add_custom_target(cubert_man ALL DEPENDS ${PROJECT_BINARY_DIR}/cubert.1)
+  install(FILES ${PROJECT_BINARY_DIR}/cubert.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+elseif(TARGET cubert_cli)
+  message(STATUS "cubert(1): help2man not found (Debian: help2man), no man page")
+endif()
+install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR}
+        FILES_MATCHING PATTERN "*.md" PATTERN "runs" EXCLUDE)
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/examples/guide DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)

@@ -1,8 +1,8 @@
 /* faultinj/decorator.c: a backend ops table that wraps another, forwards
  * every call unchanged and fails the calls the rules select.
  *
- * Every decorated call starts with cb_fi_armed(): while no rule is set and
- * no device is lost it forwards at once. When armed it checks the lost
+ * Every decorated call starts with cb_fi_armed(): while no rule of the
+ * runtime is set and no device is lost it forwards at once. When armed it checks the lost
  * devices, asks cb_fi_decide(), and applies the fault it gets. Faults that
  * touch memory go through the INNER ops with the call's own work number (a
  * scribble is an inner fill of garbage, a partial copy an inner copy of a
@@ -24,11 +24,6 @@
 
 /* ------------------------------------------------------------ states */
 
-typedef struct fi_alloc {
-  uint64_t address, size;
-  int device;                 /* runtime-wide */
-} fi_alloc;
-
 typedef struct fi_lost {
   atomic_int flag;
   char message[320];          /* written once under the backend lock, before flag */
@@ -38,11 +33,10 @@ typedef struct fi_backend {
   const cubert_backend_ops *ops;
   void *inner;
   int base, count;
-  /* Allocations of every device (sorted by address) to find who owns a peer
-   * buffer, and the lost devices' messages. Devices allocate concurrently. */
+  cb_fi_state *fi;            /* the runtime's rules and log (borrowed) */
+  atomic_int *armed;          /* cb_fi_armed_flag(fi) */
+  /* The lost devices' messages. */
   pthread_mutex_t lock;
-  fi_alloc *allocs;
-  size_t nallocs, cap;
   fi_lost *lost;              /* one per device; outlives the device states */
 } fi_backend;
 
@@ -94,9 +88,10 @@ static void set_err(cubert_berr *err, bool sticky, const char *message) {
 /* Fails the call with the hit's status: "injected fault #N (rule R): ...";
  * the log record gets the same words. */
 #if defined(__GNUC__)
-__attribute__((format(printf, 4, 5)))
+__attribute__((format(printf, 5, 6)))
 #endif
-static cubert_status inject(cubert_berr *err, const cb_fi_hit *hit, bool sticky, const char *fmt, ...) {
+static cubert_status inject(const fi_device *d, cubert_berr *err, const cb_fi_hit *hit, bool sticky, const char *fmt,
+                            ...) {
   char what[400], msg[512];
   va_list ap;
   va_start(ap, fmt);
@@ -104,7 +99,7 @@ static cubert_status inject(cubert_berr *err, const cb_fi_hit *hit, bool sticky,
   va_end(ap);
   snprintf(msg, sizeof msg, "injected fault #%llu (rule %u): %s", (unsigned long long)hit->id, hit->rule, what);
   set_err(err, sticky, msg);
-  cb_fi_note(hit->id, msg);
+  cb_fi_note(d->b->fi, hit->id, msg);
   return hit->status;
 }
 
@@ -124,7 +119,7 @@ static void describe(char *buf, size_t cap, uint32_t op, const fi_device *d, con
 static bool decide(const fi_device *d, const fi_stream *s, uint32_t op, uint32_t extra, uint64_t work,
                    const char *kernel, const int *peers, uint32_t npeers, cb_fi_hit *hit) {
   cb_fi_call call = {op, op | extra, d->index, s ? s->id : 0, work, kernel, peers, npeers};
-  return cb_fi_decide(&call, hit);
+  return cb_fi_decide(d->b->fi, &call, hit);
 }
 
 /* Whether device `local` of `b` is lost; if so the error says so (sticky
@@ -152,7 +147,7 @@ static void mark_lost(fi_device *d, const char *msg) {
     first = true;
   }
   pthread_mutex_unlock(&b->lock);
-  if (first) cb_fi_lost_add(1);
+  if (first) cb_fi_lost_add(b->fi, 1);
 }
 
 static cubert_status lose(fi_device *d, const cb_fi_hit *hit, const char *what, cubert_berr *err) {
@@ -161,61 +156,8 @@ static cubert_status lose(fi_device *d, const cb_fi_hit *hit, const char *what, 
            (unsigned long long)hit->id, hit->rule, d->index, what);
   mark_lost(d, msg);
   set_err(err, true, msg);
-  cb_fi_note(hit->id, msg);
+  cb_fi_note(d->b->fi, hit->id, msg);
   return CUBERT_ERR_DEVICE_LOST;
-}
-
-/* Runtime-wide index of the device owning `address`, -1 when unknown. */
-static int owner_of(fi_backend *b, uint64_t address) {
-  int owner = -1;
-  pthread_mutex_lock(&b->lock);
-  size_t lo = 0, hi = b->nallocs;
-  while (lo < hi) { /* first allocation starting after address */
-    size_t mid = lo + (hi - lo) / 2;
-    if (b->allocs[mid].address <= address) lo = mid + 1;
-    else hi = mid;
-  }
-  if (lo > 0) {
-    const fi_alloc *a = &b->allocs[lo - 1];
-    if (address - a->address < a->size) owner = a->device;
-  }
-  pthread_mutex_unlock(&b->lock);
-  return owner;
-}
-
-static void map_insert(fi_backend *b, uint64_t address, uint64_t size, int device) {
-  pthread_mutex_lock(&b->lock);
-  if (b->nallocs == b->cap) {
-    size_t ncap = b->cap ? b->cap * 2 : 64;
-    fi_alloc *n = realloc(b->allocs, ncap * sizeof *n);
-    if (!n) { /* the owner stays unknown: only pair/peer filters miss it */
-      pthread_mutex_unlock(&b->lock);
-      return;
-    }
-    b->allocs = n;
-    b->cap = ncap;
-  }
-  size_t i = b->nallocs;
-  while (i > 0 && b->allocs[i - 1].address > address) i--;
-  memmove(&b->allocs[i + 1], &b->allocs[i], (b->nallocs - i) * sizeof b->allocs[0]);
-  b->allocs[i] = (fi_alloc){address, size, device};
-  b->nallocs++;
-  pthread_mutex_unlock(&b->lock);
-}
-
-static void map_remove(fi_backend *b, uint64_t address) {
-  pthread_mutex_lock(&b->lock);
-  size_t lo = 0, hi = b->nallocs;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (b->allocs[mid].address < address) lo = mid + 1;
-    else hi = mid;
-  }
-  if (lo < b->nallocs && b->allocs[lo].address == address) {
-    memmove(&b->allocs[lo], &b->allocs[lo + 1], (b->nallocs - lo - 1) * sizeof b->allocs[0]);
-    b->nallocs--;
-  }
-  pthread_mutex_unlock(&b->lock);
 }
 
 /* Garbage that depends only on the injection id (a replay scribbles alike). */
@@ -285,7 +227,8 @@ static const cubert_param scribble_params[] = {
     {"pattern", CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 8},
 };
 
-static void scribble_peer(fi_device *d, fi_stream *s, uint64_t work, uint64_t address, uint64_t len, uint64_t id) {
+static void scribble_peer(fi_device *d, fi_stream *s, uint64_t work, uint64_t address, uint64_t len, uint64_t id,
+                          void *owner) {
   if (len == 0) return;
   cubert_berr ignored;
   if (!d->scribbler && !d->scribbler_failed) {
@@ -302,9 +245,9 @@ static void scribble_peer(fi_device *d, fi_stream *s, uint64_t work, uint64_t ad
     uint64_t blocks = (len + 255) / 256;
     cubert_launch_config cfg = {{blocks < 1024 ? (uint32_t)blocks : 1024, 1, 1}, {256, 1, 1}, 0};
     cubert_backend_arg args[3] = {
-        {CUBERT_PARAM_PEER_BUFFER, CUBERT_ACCESS_WRITE, address, len, NULL, 0},
-        {CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 0, 0, &len, 8},
-        {CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 0, 0, &pattern, 8},
+        {CUBERT_PARAM_PEER_BUFFER, CUBERT_ACCESS_WRITE, address, len, NULL, 0, owner},
+        {CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 0, 0, &len, 8, NULL},
+        {CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 0, 0, &pattern, 8, NULL},
     };
     if (d->ops->launch(d->inner, s->inner, work, d->scribbler, &cfg, args, 3, &ignored) == CUBERT_OK) return;
   }
@@ -320,7 +263,8 @@ static uint64_t scribble_outputs(fi_device *d, fi_stream *s, uint64_t work, cons
   for (uint32_t i = 0; i < nargs; i++) {
     if (args[i].kind == CUBERT_PARAM_SCALAR || !(args[i].access & CUBERT_ACCESS_WRITE)) continue;
     uint64_t len = scribble_len(args[i].size, fraction);
-    if (args[i].kind == CUBERT_PARAM_PEER_BUFFER) scribble_peer(d, s, work, args[i].address, len, id);
+    if (args[i].kind == CUBERT_PARAM_PEER_BUFFER)
+      scribble_peer(d, s, work, args[i].address, len, id, args[i].owner ? ((fi_device *)args[i].owner)->inner : NULL);
     else scribble(d, s, work, args[i].address, len, id);
     bytes += len;
     (*outputs)++;
@@ -337,7 +281,7 @@ static cubert_status defer(fi_device *d, fi_stream *s, uint64_t work, const cb_f
   bool sticky = hit->fault == CUBERT_FAULT_ASYNC_DEVICE_LOST;
   snprintf(msg, sizeof msg, "injected fault #%llu (rule %u): %s %s when it ran (reported at sync)",
            (unsigned long long)hit->id, hit->rule, what, sticky ? "lost its device" : "failed");
-  cb_fi_note(hit->id, msg);
+  cb_fi_note(d->b->fi, hit->id, msg);
   pthread_mutex_lock(&d->lock);
   if (d->pcount == d->pcap) {
     size_t ncap = d->pcap ? d->pcap * 2 : 8;
@@ -397,7 +341,7 @@ static cubert_status forward_work(const fi_work *w, uint64_t size, cubert_berr *
 
 static cubert_status run_work(const fi_work *w, cubert_berr *err) {
   fi_device *d = w->d;
-  if (!cb_fi_armed()) return forward_work(w, w->size, err);
+  if (!cb_fi_armed(d->b->armed)) return forward_work(w, w->size, err);
   if (lost(d->b, d->local, true, err)) return CUBERT_ERR_DEVICE_LOST;
   int peer = -1;
   uint32_t extra = 0;
@@ -415,7 +359,7 @@ static cubert_status run_work(const fi_work *w, cubert_berr *err) {
   case CUBERT_FAULT_SCRIBBLE: {
     uint64_t len = scribble_len(w->size, hit.fraction);
     scribble(d, w->s, w->work, w->dst, len, hit.id);
-    return inject(err, &hit, false, "%s failed after scribbling garbage over %llu of its %llu bytes", what,
+    return inject(d, err, &hit, false, "%s failed after scribbling garbage over %llu of its %llu bytes", what,
                   (unsigned long long)len, size);
   }
   case CUBERT_FAULT_PARTIAL: {
@@ -423,7 +367,7 @@ static cubert_status run_work(const fi_work *w, cubert_berr *err) {
     uint64_t len = partial_len(w->size, hit.fraction, unit);
     cubert_berr ignored;
     if (len) (void)forward_work(w, len, &ignored);
-    return inject(err, &hit, false, "%s stopped after %llu of %llu bytes", what, (unsigned long long)len, size);
+    return inject(d, err, &hit, false, "%s stopped after %llu of %llu bytes", what, (unsigned long long)len, size);
   }
   case CUBERT_FAULT_DEVICE_LOST:
     return lose(d, &hit, what, err);
@@ -437,7 +381,7 @@ static cubert_status run_work(const fi_work *w, cubert_berr *err) {
     return defer(d, w->s, w->work, &hit, what, err);
   }
   default:
-    return inject(err, &hit, false, "%s failed", what);
+    return inject(d, err, &hit, false, "%s failed", what);
   }
 }
 
@@ -454,9 +398,8 @@ static void fi_close(void *backend) {
   b->ops->close(b->inner);
   int nlost = 0;
   for (int i = 0; i < b->count; i++) nlost += atomic_load(&b->lost[i].flag) != 0;
-  if (nlost) cb_fi_lost_add(-nlost);
+  if (nlost) cb_fi_lost_add(b->fi, -nlost);
   pthread_mutex_destroy(&b->lock);
-  free(b->allocs);
   free(b->lost);
   free(b);
 }
@@ -473,7 +416,7 @@ static cubert_status fi_device_open(void *backend, int index, void **device, cub
   d->ops = b->ops;
   d->local = index;
   d->index = b->base + index;
-  if (cb_fi_armed()) {
+  if (cb_fi_armed(d->b->armed)) {
     cb_fi_hit hit;
     char what[64];
     cubert_status st = CUBERT_OK;
@@ -482,7 +425,7 @@ static cubert_status fi_device_open(void *backend, int index, void **device, cub
       describe(what, sizeof what, CB_FI_OP_DEVICE_OPEN, d, NULL, 0, NULL, -1);
       st = (hit.fault == CUBERT_FAULT_DEVICE_LOST && index >= 0 && index < b->count)
                ? lose(d, &hit, what, err)
-               : inject(err, &hit, hit.fault == CUBERT_FAULT_DEVICE_LOST, "%s failed", what);
+               : inject(d, err, &hit, hit.fault == CUBERT_FAULT_DEVICE_LOST, "%s failed", what);
     }
     if (st != CUBERT_OK) {
       free(d);
@@ -511,27 +454,22 @@ static void fi_device_close(void *device) {
 
 static cubert_status fi_mem_alloc(void *device, uint64_t size, cubert_backend_mem *mem, cubert_berr *err) {
   fi_device *d = device;
-  if (cb_fi_armed()) {
+  if (cb_fi_armed(d->b->armed)) {
     if (lost(d->b, d->local, true, err)) return CUBERT_ERR_DEVICE_LOST;
     cb_fi_hit hit;
     if (decide(d, NULL, CB_FI_OP_ALLOC, 0, 0, NULL, NULL, 0, &hit)) {
       char what[64];
       describe(what, sizeof what, CB_FI_OP_ALLOC, d, NULL, 0, NULL, -1);
       if (hit.fault == CUBERT_FAULT_DEVICE_LOST) return lose(d, &hit, what, err);
-      return inject(err, &hit, false, "allocation of %llu bytes on device %d failed", (unsigned long long)size,
+      return inject(d, err, &hit, false, "allocation of %llu bytes on device %d failed", (unsigned long long)size,
                     d->index);
     }
   }
-  cubert_status st = d->ops->mem_alloc(d->inner, size, mem, err);
-  /* Always tracked (one insert per driver allocation; the runtime pools), so
-   * rules set later still know who owns a peer buffer. */
-  if (st == CUBERT_OK) map_insert(d->b, mem->address, mem->size > size ? mem->size : size, d->index);
-  return st;
+  return d->ops->mem_alloc(d->inner, size, mem, err);
 }
 
 static void fi_mem_free(void *device, cubert_backend_mem *mem) {
   fi_device *d = device;
-  map_remove(d->b, mem->address);
   d->ops->mem_free(d->inner, mem);
 }
 
@@ -549,14 +487,14 @@ static bool plain_fault(fi_device *d, fi_stream *s, uint32_t op, int peer, cuber
   if (!decide(d, s, op, 0, 0, NULL, &peer, peer >= 0, &hit)) return false;
   char what[128];
   describe(what, sizeof what, op, d, s, 0, NULL, peer);
-  *st = hit.fault == CUBERT_FAULT_DEVICE_LOST ? lose(d, &hit, what, err) : inject(err, &hit, false, "%s failed", what);
+  *st = hit.fault == CUBERT_FAULT_DEVICE_LOST ? lose(d, &hit, what, err) : inject(d, err, &hit, false, "%s failed", what);
   return true;
 }
 
 static cubert_status fi_stream_create(void *device, void **stream, cubert_berr *err) {
   fi_device *d = device;
   cubert_status st;
-  if (cb_fi_armed() && plain_fault(d, NULL, CB_FI_OP_STREAM_CREATE, -1, err, &st)) return st;
+  if (cb_fi_armed(d->b->armed) && plain_fault(d, NULL, CB_FI_OP_STREAM_CREATE, -1, err, &st)) return st;
   fi_stream *s = malloc(sizeof *s);
   if (!s) {
     set_err(err, false, "fault layer: out of memory creating a stream");
@@ -587,7 +525,7 @@ static cubert_status fi_event_record(void *device, void *stream, void **event, c
   fi_device *d = device;
   fi_stream *s = stream;
   cubert_status st;
-  if (cb_fi_armed() && plain_fault(d, s, CB_FI_OP_EVENT_RECORD, -1, err, &st)) return st;
+  if (cb_fi_armed(d->b->armed) && plain_fault(d, s, CB_FI_OP_EVENT_RECORD, -1, err, &st)) return st;
   return d->ops->event_record(d->inner, s->inner, event, err);
 }
 
@@ -595,7 +533,7 @@ static cubert_status fi_stream_wait(void *device, void *stream, void *event, cub
   fi_device *d = device;
   fi_stream *s = stream;
   cubert_status st;
-  if (cb_fi_armed() && plain_fault(d, s, CB_FI_OP_STREAM_WAIT, -1, err, &st)) return st;
+  if (cb_fi_armed(d->b->armed) && plain_fault(d, s, CB_FI_OP_STREAM_WAIT, -1, err, &st)) return st;
   return d->ops->stream_wait(d->inner, s->inner, event, err);
 }
 
@@ -634,7 +572,7 @@ static cubert_status fi_read(void *device, void *stream, uint64_t work, void *ds
                              cubert_berr *err) {
   fi_device *d = device;
   fi_stream *s = stream;
-  if (!cb_fi_armed()) return d->ops->read(d->inner, s->inner, work, dst, src, size, err);
+  if (!cb_fi_armed(d->b->armed)) return d->ops->read(d->inner, s->inner, work, dst, src, size, err);
   if (lost(d->b, d->local, true, err)) return CUBERT_ERR_DEVICE_LOST;
   cb_fi_hit hit;
   if (!decide(d, s, CB_FI_OP_READ, 0, work, NULL, NULL, 0, &hit))
@@ -647,20 +585,20 @@ static cubert_status fi_read(void *device, void *stream, uint64_t work, void *ds
     unsigned char pattern[8];
     garbage(hit.id, pattern);
     for (uint64_t i = 0; i < len; i++) ((unsigned char *)dst)[i] = pattern[i % 8];
-    return inject(err, &hit, false, "%s failed after scribbling garbage over %llu of %llu bytes", what,
+    return inject(d, err, &hit, false, "%s failed after scribbling garbage over %llu of %llu bytes", what,
                   (unsigned long long)len, (unsigned long long)size);
   }
   case CUBERT_FAULT_PARTIAL: {
     uint64_t len = partial_len(size, hit.fraction, 1);
     cubert_berr ignored;
     if (len) (void)d->ops->read(d->inner, s->inner, work, dst, src, len, &ignored);
-    return inject(err, &hit, false, "%s stopped after %llu of %llu bytes", what, (unsigned long long)len,
+    return inject(d, err, &hit, false, "%s stopped after %llu of %llu bytes", what, (unsigned long long)len,
                   (unsigned long long)size);
   }
   case CUBERT_FAULT_DEVICE_LOST:
     return lose(d, &hit, what, err);
   default:
-    return inject(err, &hit, false, "%s failed", what);
+    return inject(d, err, &hit, false, "%s failed", what);
   }
 }
 
@@ -668,14 +606,14 @@ static cubert_status fi_module_load(void *device, const cubert_backend_kernel *k
                                     cubert_berr *err) {
   fi_device *d = device;
   const char *name = kernel->name ? kernel->name : kernel->entry ? kernel->entry : "";
-  if (cb_fi_armed()) {
+  if (cb_fi_armed(d->b->armed)) {
     if (lost(d->b, d->local, true, err)) return CUBERT_ERR_DEVICE_LOST;
     cb_fi_hit hit;
     if (decide(d, NULL, CB_FI_OP_COMPILE, 0, 0, name, NULL, 0, &hit)) {
       char what[256];
       describe(what, sizeof what, CB_FI_OP_COMPILE, d, NULL, 0, name, -1);
       if (hit.fault == CUBERT_FAULT_DEVICE_LOST) return lose(d, &hit, what, err);
-      return inject(err, &hit, false, "%s failed", what);
+      return inject(d, err, &hit, false, "%s failed", what);
     }
   }
   size_t len = strlen(name);
@@ -701,31 +639,57 @@ static void fi_module_unload(void *device, void *module) {
   free(m);
 }
 
+/* The inner launch: peer buffers name their owner by the inner backend's
+ * device state, not the layer's wrapper. */
+static cubert_status forward_launch(fi_device *d, fi_stream *s, uint64_t work, fi_module *m,
+                                    const cubert_launch_config *config, const cubert_backend_arg *args, uint32_t nargs,
+                                    cubert_berr *err) {
+  cubert_backend_arg stack[16];
+  cubert_backend_arg *copy = stack;
+  bool wrapped = false;
+  for (uint32_t i = 0; i < nargs && !wrapped; i++) wrapped = args[i].owner != NULL;
+  if (wrapped) {
+    if (nargs > 16 && !(copy = malloc(nargs * sizeof *copy))) {
+      set_err(err, false, "fault layer: out of memory forwarding a launch");
+      return CUBERT_ERR_OUT_OF_MEMORY;
+    }
+    for (uint32_t i = 0; i < nargs; i++) {
+      copy[i] = args[i];
+      if (args[i].owner) copy[i].owner = ((fi_device *)args[i].owner)->inner;
+    }
+    args = copy;
+  }
+  cubert_status st = d->ops->launch(d->inner, s->inner, work, m->inner, config, args, nargs, err);
+  if (copy != stack) free(copy);
+  return st;
+}
+
 static cubert_status fi_launch(void *device, void *stream, uint64_t work, void *module,
                                const cubert_launch_config *config, const cubert_backend_arg *args, uint32_t nargs,
                                cubert_berr *err) {
   fi_device *d = device;
   fi_stream *s = stream;
   fi_module *m = module;
-  if (!cb_fi_armed()) return d->ops->launch(d->inner, s->inner, work, m->inner, config, args, nargs, err);
+  if (!cb_fi_armed(d->b->armed)) return forward_launch(d, s, work, m, config, args, nargs, err);
   if (lost(d->b, d->local, true, err)) return CUBERT_ERR_DEVICE_LOST;
 
-  /* The other devices: owners of the peer buffers it binds. */
+  /* The other devices: owners of the peer buffers it binds (the argument
+   * names its allocation's owner: backend.h). */
   int peers[FI_MAX_PEERS];
   uint32_t npeers = 0, extra = 0;
   for (uint32_t i = 0; i < nargs; i++) {
     if (args[i].kind != CUBERT_PARAM_PEER_BUFFER) continue;
     if (args[i].access & CUBERT_ACCESS_WRITE) extra |= CB_FI_OP_PEER_WRITE;
-    int owner = owner_of(d->b, args[i].address);
-    if (owner < 0) continue;
-    if (lost(d->b, owner - d->b->base, false, err)) return CUBERT_ERR_DEVICE_LOST;
+    const fi_device *o = args[i].owner;
+    if (!o) continue;
+    if (lost(d->b, o->local, false, err)) return CUBERT_ERR_DEVICE_LOST;
     bool seen = false;
-    for (uint32_t k = 0; k < npeers; k++) seen |= peers[k] == owner;
-    if (!seen && npeers < FI_MAX_PEERS) peers[npeers++] = owner;
+    for (uint32_t k = 0; k < npeers; k++) seen |= peers[k] == o->index;
+    if (!seen && npeers < FI_MAX_PEERS) peers[npeers++] = o->index;
   }
   cb_fi_hit hit;
   if (!decide(d, s, CB_FI_OP_LAUNCH, extra, work, m->kernel, peers, npeers, &hit))
-    return d->ops->launch(d->inner, s->inner, work, m->inner, config, args, nargs, err);
+    return forward_launch(d, s, work, m, config, args, nargs, err);
   char what[256];
   describe(what, sizeof what, CB_FI_OP_LAUNCH, d, s, work, m->kernel, npeers ? peers[0] : -1);
 
@@ -733,7 +697,7 @@ static cubert_status fi_launch(void *device, void *stream, uint64_t work, void *
   case CUBERT_FAULT_SCRIBBLE: {
     uint32_t outputs;
     uint64_t bytes = scribble_outputs(d, s, work, args, nargs, hit.fraction, hit.id, &outputs);
-    return inject(err, &hit, false, "%s failed after scribbling garbage over %llu bytes of %u output%s", what,
+    return inject(d, err, &hit, false, "%s failed after scribbling garbage over %llu bytes of %u output%s", what,
                   (unsigned long long)bytes, outputs, outputs == 1 ? "" : "s");
   }
   case CUBERT_FAULT_DEVICE_LOST:
@@ -741,7 +705,7 @@ static cubert_status fi_launch(void *device, void *stream, uint64_t work, void *
   case CUBERT_FAULT_ASYNC:
   case CUBERT_FAULT_ASYNC_SCRIBBLE:
   case CUBERT_FAULT_ASYNC_DEVICE_LOST: {
-    cubert_status st = d->ops->launch(d->inner, s->inner, work, m->inner, config, args, nargs, err);
+    cubert_status st = forward_launch(d, s, work, m, config, args, nargs, err);
     if (st != CUBERT_OK) return st;
     if (hit.fault == CUBERT_FAULT_ASYNC_SCRIBBLE) {
       uint32_t outputs;
@@ -750,7 +714,7 @@ static cubert_status fi_launch(void *device, void *stream, uint64_t work, void *
     return defer(d, s, work, &hit, what, err);
   }
   default:
-    return inject(err, &hit, false, "%s failed before writing", what);
+    return inject(d, err, &hit, false, "%s failed before writing", what);
   }
 }
 
@@ -758,7 +722,7 @@ static cubert_status fi_sync(void *device, void *stream, cubert_berr *err) {
   fi_device *d = device;
   fi_stream *s = stream;
   cubert_status st;
-  if (cb_fi_armed() && plain_fault(d, s, CB_FI_OP_SYNC, -1, err, &st)) return st;
+  if (cb_fi_armed(d->b->armed) && plain_fault(d, s, CB_FI_OP_SYNC, -1, err, &st)) return st;
   return d->ops->sync(d->inner, s ? s->inner : NULL, err);
 }
 
@@ -794,21 +758,21 @@ static size_t fi_drain_failures(void *device, cubert_async_failure *out, size_t 
 static cubert_status fi_peer_can_access(void *device, void *peer, bool *can, cubert_berr *err) {
   fi_device *d = device, *p = peer;
   cubert_status st;
-  if (cb_fi_armed() && plain_fault(d, NULL, CB_FI_OP_PEER_CAN_ACCESS, p->index, err, &st)) return st;
+  if (cb_fi_armed(d->b->armed) && plain_fault(d, NULL, CB_FI_OP_PEER_CAN_ACCESS, p->index, err, &st)) return st;
   return d->ops->peer_can_access(d->inner, p->inner, can, err);
 }
 
 static cubert_status fi_peer_enable(void *device, void *peer, cubert_berr *err) {
   fi_device *d = device, *p = peer;
   cubert_status st;
-  if (cb_fi_armed() && plain_fault(d, NULL, CB_FI_OP_PEER_ENABLE, p->index, err, &st)) return st;
+  if (cb_fi_armed(d->b->armed) && plain_fault(d, NULL, CB_FI_OP_PEER_ENABLE, p->index, err, &st)) return st;
   return d->ops->peer_enable(d->inner, p->inner, err);
 }
 
 static cubert_status fi_link_info(void *device, void *peer, cubert_backend_link *link, cubert_berr *err) {
   fi_device *d = device, *p = peer;
   cubert_status st;
-  if (cb_fi_armed() && plain_fault(d, NULL, CB_FI_OP_LINK_INFO, p->index, err, &st)) return st;
+  if (cb_fi_armed(d->b->armed) && plain_fault(d, NULL, CB_FI_OP_LINK_INFO, p->index, err, &st)) return st;
   return d->ops->link_info(d->inner, p->inner, link, err);
 }
 
@@ -816,13 +780,13 @@ static cubert_status fi_link_info(void *device, void *peer, cubert_backend_link 
 static cubert_status fi_timer_record(void *device, void *stream, void **timer, cubert_berr *err) {
   fi_device *d = device;
   fi_stream *s = stream;
-  if (cb_fi_armed() && lost(d->b, d->local, true, err)) return CUBERT_ERR_DEVICE_LOST;
+  if (cb_fi_armed(d->b->armed) && lost(d->b, d->local, true, err)) return CUBERT_ERR_DEVICE_LOST;
   return d->ops->timer_record(d->inner, s->inner, timer, err);
 }
 
 static cubert_status fi_timer_elapsed(void *device, void *start, void *end, double *ms, cubert_berr *err) {
   fi_device *d = device;
-  if (cb_fi_armed() && lost(d->b, d->local, true, err)) return CUBERT_ERR_DEVICE_LOST;
+  if (cb_fi_armed(d->b->armed) && lost(d->b, d->local, true, err)) return CUBERT_ERR_DEVICE_LOST;
   return d->ops->timer_elapsed(d->inner, start, end, ms, err);
 }
 
@@ -872,8 +836,13 @@ static const cubert_backend_ops fi_ops = {
 
 const cubert_backend_ops *cb_faultinj_ops(void) { return &fi_ops; }
 
-cubert_status cb_faultinj_open(const cubert_backend_ops *inner, int device_base, const cubert_backend_config *config,
-                               void **backend, int *device_count, cubert_berr *err) {
+cubert_status cb_faultinj_open(const cubert_backend_ops *inner, cb_fi_state *fi, int device_base,
+                               const cubert_backend_config *config, void **backend, int *device_count,
+                               cubert_berr *err) {
+  if (!fi) {
+    set_err(err, false, "fault layer: no fault state to open the backend with");
+    return CUBERT_ERR_INVALID_ARGUMENT;
+  }
   if (!inner || inner->abi != CUBERT_BACKEND_ABI) {
     set_err(err, false, "fault layer: the inner backend's ops table is missing or of another ABI");
     return CUBERT_ERR_BACKEND;
@@ -897,6 +866,8 @@ cubert_status cb_faultinj_open(const cubert_backend_ops *inner, int device_base,
     return CUBERT_ERR_OUT_OF_MEMORY;
   }
   b->ops = inner;
+  b->fi = fi;
+  b->armed = cb_fi_armed_flag(fi);
   b->base = device_base;
   b->count = count;
   pthread_mutex_init(&b->lock, NULL);

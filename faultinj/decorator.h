@@ -25,14 +25,17 @@
 #ifndef CUBERT_FAULTINJ_DECORATOR_H
 #define CUBERT_FAULTINJ_DECORATOR_H
 
-#include "cubert/backend.h"
+#include "backends/backend.h"
+#include "faultinj/injector.h"
 
 const cubert_backend_ops *cb_faultinj_ops(void);
 
-/* Opens `inner` (inner->open(config, ...)) and wraps it. `device_base` is
+/* Opens `inner` (inner->open(config, ...)) and wraps it. `fi` is the
+ * runtime's fault state (borrowed: it outlives the backend), whose rules
+ * select the calls and whose log records the injections. `device_base` is
  * the runtime-wide index of this backend's device 0: device filters and logs
  * use runtime-wide indices. */
-cubert_status cb_faultinj_open(const cubert_backend_ops *inner, int device_base,
+cubert_status cb_faultinj_open(const cubert_backend_ops *inner, cb_fi_state *fi, int device_base,
                                const cubert_backend_config *config, void **backend,
                                int *device_count, cubert_berr *err);
 

@@ -50,15 +50,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   for (size_t i = 0; i < p.count; i++) check_round_trip(&p.rules[i]);
 
-  /* Through the process-wide state: install, decide, describe, remove. The
+  /* Through a runtime's state: install, decide, describe, summarise. The
    * text may hold NULs, so the copy ends at the first one, as a C string. */
   char *text = malloc(size + 1);
   if (!text) abort();
   memcpy(text, data, size);
   text[size] = '\0';
   uint32_t first = 0;
+  cb_fi_state *fi = cb_fi_state_new();
+  if (!fi) abort();
   if (strlen(text) == size) {
-    if (cubert_faultinj_add(text, "fuzz", &first, &diag) != CUBERT_OK) abort();
+    if (cb_fi_state_add(fi, text, size, "fuzz", false, &first, &diag) != CUBERT_OK) abort();
     int peers[2] = {1, 2};
     static const uint32_t ops[] = {CB_FI_OP_LAUNCH, CB_FI_OP_COPY_PEER, CB_FI_OP_ALLOC, CB_FI_OP_SYNC};
     for (uint64_t k = 0; k < 16; k++) {
@@ -66,13 +68,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       cb_fi_call call = {op, op | (op == CB_FI_OP_COPY_PEER ? CB_FI_OP_PEER_WRITE : 0), (int)(k % 3), k % 4, k,
                          op == CB_FI_OP_LAUNCH ? "k1" : NULL, peers, op == CB_FI_OP_COPY_PEER ? 2 : 0};
       cb_fi_hit hit;
-      if (cb_fi_decide(&call, &hit)) cb_fi_note(hit.id, "fuzz");
+      if (cb_fi_decide(fi, &call, &hit)) cb_fi_note(fi, hit.id, "fuzz");
     }
     char desc[4096];
     for (size_t i = 0; i < p.count; i++)
-      if (cubert_faultinj_rule_describe(first + (uint32_t)i, desc, sizeof desc, NULL, NULL) != CUBERT_OK) abort();
-    cubert_faultinj_reset();
+      if (!cb_fi_state_describe(fi, first + (uint32_t)i, desc, sizeof desc, NULL, NULL)) abort();
+    (void)cb_fi_state_summary(fi, desc, sizeof desc);
   }
+  cb_fi_state_free(fi);
   free(text);
   cb_fi_parsed_free(&p);
   return 0;

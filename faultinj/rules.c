@@ -156,7 +156,7 @@ static bool in_ranges(const cb_fi_range *r, uint32_t n, uint64_t v) {
   return false;
 }
 
-static bool kernel_matches(const char *pattern, const char *name) {
+bool cb_fi_kernel_matches(const char *pattern, const char *name) {
   size_t len = strlen(pattern);
   if (len > 0 && pattern[len - 1] == '*') return strncmp(pattern, name, len - 1) == 0;
   return strcmp(pattern, name) == 0;
@@ -167,7 +167,7 @@ bool cb_fi_rule_filters(const cb_fi_rule *rule, const cb_fi_call *call) {
   if (rule->nkernels) {
     if (!call->kernel) return false;
     bool any = false;
-    for (uint32_t i = 0; i < rule->nkernels && !any; i++) any = kernel_matches(rule->kernels[i], call->kernel);
+    for (uint32_t i = 0; i < rule->nkernels && !any; i++) any = cb_fi_kernel_matches(rule->kernels[i], call->kernel);
     if (!any) return false;
   }
   if (rule->ndevices && (call->device < 0 || !in_ranges(rule->devices, rule->ndevices, (uint64_t)call->device)))

@@ -129,6 +129,8 @@ typedef struct cb_fi_call {
  * accept the call (the pair filter is the caller's: it needs the classifier). */
 bool cb_fi_rule_filters(const cb_fi_rule *rule, const cb_fi_call *call);
 bool cb_fi_rule_pair_matches(const cb_fi_rule *rule, const char *pair_class);
+/* Whether one kernel= item ("name" or "prefix*") matches a kernel's name. */
+bool cb_fi_kernel_matches(const char *pattern, const char *name);
 
 /* Whether the rule fires on its `count`-th matching call (1-based), having
  * injected `injected` faults so far; `prng` is its stream, advanced only when

@@ -161,7 +161,7 @@ static cubert_status take_buffer(const cubert_host_launch *l, const char *kernel
 
 static cubert_status host_fill_u32(const cubert_host_launch *l, char *msg, size_t cap) {
   static const char k[] = "cubert_fill_u32";
-  uint64_t n;
+  uint64_t n = 0; /* take_n sets it only on success */
   void *out;
   cubert_status st = take_n(l, k, 3, 1, &n, msg, cap);
   if (st != CUBERT_OK)
@@ -182,7 +182,7 @@ static cubert_status host_fill_u32(const cubert_host_launch *l, char *msg, size_
 
 static cubert_status host_copy_u32(const cubert_host_launch *l, char *msg, size_t cap) {
   static const char k[] = "cubert_copy_u32";
-  uint64_t n;
+  uint64_t n = 0; /* take_n sets it only on success */
   void *in, *out;
   cubert_status st = take_n(l, k, 3, 2, &n, msg, cap);
   if (st == CUBERT_OK)
@@ -198,7 +198,7 @@ static cubert_status host_copy_u32(const cubert_host_launch *l, char *msg, size_
 
 static cubert_status host_scale_add_f32(const cubert_host_launch *l, char *msg, size_t cap) {
   static const char k[] = "cubert_scale_add_f32";
-  uint64_t n;
+  uint64_t n = 0; /* take_n sets it only on success */
   void *xv, *yv;
   cubert_status st = take_n(l, k, 4, 3, &n, msg, cap);
   if (st != CUBERT_OK)
@@ -220,7 +220,7 @@ static cubert_status host_scale_add_f32(const cubert_host_launch *l, char *msg, 
 
 static cubert_status host_sum_f32(const cubert_host_launch *l, char *msg, size_t cap) {
   static const char k[] = "cubert_sum_f32";
-  uint64_t n;
+  uint64_t n = 0; /* take_n sets it only on success */
   void *xv, *pv;
   cubert_status st = take_n(l, k, 3, 2, &n, msg, cap);
   if (st != CUBERT_OK)
@@ -270,7 +270,7 @@ static cubert_status host_sum_f32(const cubert_host_launch *l, char *msg, size_t
 
 static cubert_status host_checksum_u32(const cubert_host_launch *l, char *msg, size_t cap) {
   static const char k[] = "cubert_checksum_u32";
-  uint64_t n;
+  uint64_t n = 0; /* take_n sets it only on success */
   void *xv, *accv;
   cubert_status st = take_n(l, k, 3, 2, &n, msg, cap);
   if (st == CUBERT_OK)

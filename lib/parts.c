@@ -3,10 +3,11 @@
  * fault-injection decorator, the simulated nodes, the topology and the
  * placement hooks. The only library file that sees every layer's headers;
  * docs/architecture.md draws them. */
-#include "cubert/backend.h"
+#include "backends/backend.h"
 #include "cubert/faultinj.h"
 #include "cubert/topology.h"
 #include "faultinj/decorator.h"
+#include "faultinj/injector.h"
 #include "runtime/parts.h"
 #include "topology/host_node.h"
 #include "topology/placement.h"
@@ -14,8 +15,11 @@
 static const cb_runtime_parts cubert_parts = {
     .backends = {cubert_backend_host, cubert_backend_hip},
     .nbackends = 2,
-    .faults_configure = cubert_faultinj_configure,
-    .faults_set_pair_classifier = cubert_faultinj_set_pair_classifier,
+    .faults_new = cb_fi_state_new,
+    .faults_free = cb_fi_state_free,
+    .faults_configure = cb_fi_state_configure,
+    .faults_set_pair_classifier = cb_fi_state_set_pair_classifier,
+    .faults_unmatched = cb_fi_state_unmatched,
     .faults_ops = cb_faultinj_ops,
     .faults_open = cb_faultinj_open,
     .node_bus_ids = cb_host_node_bus_ids,

@@ -115,6 +115,25 @@ void cb_device_mark_lost(cb_device *dev, cubert_failure *f) {
   if (!atomic_compare_exchange_strong(&dev->lost, &none, f)) cubert_failure_release(f);
 }
 
+/* Work is enqueued faster than it completes, or records pile up that
+ * progress never passes (work that failed at enqueue never reaches its
+ * stream, so only a sync's floor reclaims it): waits for the device, then
+ * reaps up to every stream's newest work, as a sync does. Without the floor
+ * those records stayed, and every later call paid a device wait and a walk
+ * of them all (issue 15: the cliff past 65,536 unsynced failures). Failures
+ * found stay for the program's next sync. */
+static void reap_all(cb_device *dev) {
+  uint64_t stackf[32];
+  uint32_t nfloor = dev->nstreams;
+  uint64_t *floor = nfloor <= 32 ? stackf : malloc(nfloor * sizeof *floor);
+  for (uint32_t i = 0; floor && i < nfloor; i++) floor[i] = dev->streams[i]->last_work;
+  cubert_berr err = {0};
+  cubert_status st = dev->ops->sync(dev->bdev, NULL, &err);
+  cb_device_reap_floor(dev, st == CUBERT_OK ? floor : NULL, floor ? nfloor : 0);
+  if (floor != stackf) free(floor);
+  dev->reap_at = dev->npending + CB_RUNTIME_REAP_INTERVAL;
+}
+
 cubert_status cb_device_enter(cb_device *dev) {
   pthread_mutex_lock(&dev->lock);
   if (atomic_load(&dev->lost)) {
@@ -128,13 +147,7 @@ cubert_status cb_device_enter(cb_device *dev) {
     cb_device_reap(dev);
     dev->reap_at = dev->npending + CB_RUNTIME_REAP_INTERVAL;
   }
-  if (dev->npending >= (1u << 16)) {
-    /* Work is enqueued faster than it completes: wait for it rather than
-     * hold records without bound. */
-    cubert_berr err = {0};
-    dev->ops->sync(dev->bdev, NULL, &err);
-    cb_device_reap(dev);
-  }
+  if (dev->npending >= (1u << 16)) reap_all(dev);
   return CUBERT_OK;
 }
 

@@ -19,7 +19,7 @@
 
 #include "base/env.h"
 #include "base/str.h"
-#include "cubert/backend.h"
+#include "backends/backend.h"
 #include "cubert/cubert.h"
 #include "runtime/fail.h"
 #include "runtime/limits.h"
@@ -113,26 +113,37 @@ cubert_status cb_fail_backend(cubert_status status, const cubert_berr *err, cons
 
 /* ------------------------------------------------------------ ledger */
 
-typedef struct cb_taint {
+/* One tainted range: a node of the ledger's tree (a treap keyed by start). */
+typedef struct cb_taint cb_taint;
+struct cb_taint {
   uint64_t start, end;
   cubert_failure *failure; /* a reference */
-} cb_taint;
+  cb_taint *left, *right;
+  uint64_t prio; /* heap order: a parent's prio is >= its children's */
+};
 
-/* Tainted ranges of one allocation: sorted, disjoint. */
+/* Tainted ranges of one allocation: sorted, disjoint, in a balanced tree,
+ * so set, clear and lookups cost O(log n) (plus the ranges they remove).
+ * All zero is an empty ledger; the struct may be copied to move it. */
 typedef struct cb_ledger {
-  cb_taint *v;
-  uint32_t n, cap;
+  cb_taint *root;
+  size_t n;      /* ranges held; 0 means clean, which callers test first */
+  uint64_t seed; /* for node priorities */
 } cb_ledger;
 
 /* Sets [start, end) to `f` (set, never add: whatever was there is replaced). */
 void cb_ledger_set(cb_ledger *l, uint64_t start, uint64_t end, cubert_failure *f);
 /* Releases [start, end): the bytes were written. */
 void cb_ledger_clear(cb_ledger *l, uint64_t start, uint64_t end);
-/* Index of the first range ending after `start` (binary search). */
-uint32_t cb_ledger_lower(const cb_ledger *l, uint64_t start);
+/* The first range ending after `start` (the lowest that can overlap a read
+ * from `start`), or NULL. */
+const cb_taint *cb_ledger_lower(const cb_ledger *l, uint64_t start);
+/* The range after `t` in order, or NULL. */
+const cb_taint *cb_ledger_next(const cb_ledger *l, const cb_taint *t);
 /* First failure overlapping [start, end) or NULL. */
 cubert_failure *cb_ledger_first(const cb_ledger *l, uint64_t start, uint64_t end);
-/* Adds every overlapping range to the error; returns how many. */
+/* Adds every overlapping range, clipped to [start, end), to the error;
+ * returns how many. */
 size_t cb_ledger_report(const cb_ledger *l, uint64_t start, uint64_t end, cb_errb *b);
 void cb_ledger_free(cb_ledger *l);
 
@@ -319,11 +330,14 @@ typedef struct cb_backend {
 
 struct cubert_topology;
 
+struct cb_fi_state;
 struct cb_runtime_parts;
 
 struct cubert_runtime {
   const struct cb_runtime_parts *parts; /* runtime/parts.h: backends, fault layer, topology */
   struct cubert_topology *topology; /* for fault rules filtered by pair class */
+  struct cb_fi_state *faultinj;     /* this runtime's fault rules and log; NULL: no_faultinj */
+  bool created;                     /* cubert_runtime_create finished (destroy reports idle rules) */
   struct cb_placement *placement;   /* placement.h: binds backend threads near their device */
   cb_backend backends[4];
   int nbackends;

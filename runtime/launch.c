@@ -249,6 +249,9 @@ cubert_status cubert_launch(cubert_client *c, const cubert_kernel *k, const cube
       cb_shared *sh = res[i].peer ? atomic_load(&res[i].alloc->shared) : NULL;
       b->address = (sh ? sh->address : res[i].alloc->block.address) + res[i].start;
       b->size = res[i].end - res[i].start;
+      /* A peer buffer names its allocation's owner (backend.h), so no layer
+       * below needs a registry of addresses to tell. */
+      if (k->params[i].kind == CUBERT_PARAM_PEER_BUFFER) b->owner = res[i].alloc->dev->bdev;
     }
   }
   st = dev->ops->launch(dev->bdev, s->bs, w->work, module, cfg, bargs, nargs, &err);

@@ -1,108 +1,199 @@
 /* runtime/ledger.c: the taint ledger of one allocation, an interval map.
  *
  * Sorted, disjoint [start, end) ranges, each holding a reference to the
- * failure that taints it. Lookups are binary searches (logarithmic in the
- * ranges); set and clear split the ranges they cut. An allocation with no
- * failure has n == 0, which callers test first: one branch. */
-#include <stdlib.h>
+ * failure that taints it, in a treap (a binary search tree keyed by start,
+ * heap-ordered by random priorities, so its depth is O(log n) expected).
+ * set and clear split the tree at the two ends of their range, trim the
+ * ranges they cut, drop the ones inside and join the rest: O(log n) plus
+ * the ranges removed, wherever the range lies (an array that shifts made a
+ * range at the front cost O(n)). An allocation with no failure has n == 0,
+ * which callers test first: one branch. */
 #include <string.h>
 
-#include "base/array.h"
+#include "base/alloc.h"
 #include "runtime/internal.h"
 
-uint32_t cb_ledger_lower(const cb_ledger *l, uint64_t start) {
-  uint32_t lo = 0, hi = l->n;
-  while (lo < hi) {
-    uint32_t mid = lo + (hi - lo) / 2;
-    if (l->v[mid].end <= start)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo;
+static uint64_t next_prio(cb_ledger *l) {
+  /* splitmix64 of a per-ledger counter: cheap, well spread */
+  uint64_t z = (l->seed += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
 }
 
-static bool reserve(cb_ledger *l, uint32_t extra) {
-  if (l->n + extra <= l->cap) return true;
-  size_t cap;
-  cb_taint *v = cb_array_grow(l->v, l->cap, (size_t)l->n + extra, sizeof *v, &cap);
-  if (!v) return false;
-  l->v = v;
-  l->cap = cap > UINT32_MAX ? UINT32_MAX : (uint32_t)cap;
-  return true;
+static cb_taint *node(cb_ledger *l, uint64_t start, uint64_t end, cubert_failure *f) {
+  cb_taint *t = cb_malloc(sizeof *t);
+  if (!t) return NULL;
+  *t = (cb_taint){start, end, f, NULL, NULL, next_prio(l)};
+  return t;
 }
 
-/* Removes [start, end) from the map; leaves a gap at the returned index. */
-static uint32_t cut(cb_ledger *l, uint64_t start, uint64_t end) {
-  uint32_t i = cb_ledger_lower(l, start);
-  if (i < l->n && l->v[i].start < start && l->v[i].end > end) {
-    /* one range covers the hole on both sides: split it in two */
-    if (!reserve(l, 1)) return i; /* keep the taint rather than lose it */
-    memmove(&l->v[i + 2], &l->v[i + 1], (l->n - i - 1) * sizeof *l->v);
-    l->v[i + 1] = (cb_taint){end, l->v[i].end, l->v[i].failure};
-    cubert_failure_retain(l->v[i].failure);
-    l->v[i].end = start;
-    l->n++;
-    return i + 1;
+/* Splits `t` into the ranges starting before `key` (*lo) and the others (*hi). */
+static void split(cb_taint *t, uint64_t key, cb_taint **lo, cb_taint **hi) {
+  if (!t) {
+    *lo = *hi = NULL;
+  } else if (t->start < key) {
+    split(t->right, key, &t->right, hi);
+    *lo = t;
+  } else {
+    split(t->left, key, lo, &t->left);
+    *hi = t;
   }
-  if (i < l->n && l->v[i].start < start) {
-    l->v[i].end = start; /* trim the left neighbour */
-    i++;
+}
+
+/* Joins two trees, every range of `a` before every range of `b`. */
+static cb_taint *join(cb_taint *a, cb_taint *b) {
+  if (!a) return b;
+  if (!b) return a;
+  if (a->prio >= b->prio) {
+    a->right = join(a->right, b);
+    return a;
   }
-  uint32_t j = i;
-  while (j < l->n && l->v[j].end <= end) {
-    cubert_failure_release(l->v[j].failure);
-    j++;
+  b->left = join(a, b->left);
+  return b;
+}
+
+static cb_taint *last(cb_taint *t) {
+  while (t && t->right) t = t->right;
+  return t;
+}
+
+/* Drops a tree, releasing its failures; returns how many ranges it held. */
+static size_t drop(cb_taint *t) {
+  size_t n = 0;
+  while (t) {
+    n += drop(t->left);
+    cb_taint *r = t->right;
+    cubert_failure_release(t->failure);
+    cb_free(t);
+    t = r;
+    n++;
   }
-  if (j < l->n && l->v[j].start < end) l->v[j].start = end; /* trim the right one */
-  if (j > i) {
-    memmove(&l->v[i], &l->v[j], (l->n - j) * sizeof *l->v);
-    l->n -= j - i;
+  return n;
+}
+
+/* Takes [start, end) out of the ledger: the ranges before it in *lo, the
+ * ranges after it in *hi, l->root left NULL. `spare` is a node for the one
+ * case that needs one (a range covering the hole on both sides); the
+ * function sets *spare to NULL when it used it. */
+static void cut(cb_ledger *l, uint64_t start, uint64_t end, cb_taint **lo, cb_taint **hi,
+                cb_taint **spare) {
+  cb_taint *mid;
+  split(l->root, start, lo, &mid);
+  l->root = NULL;
+  cb_taint *left = last(*lo);
+  if (left && left->end > start) {
+    if (left->end > end) {
+      /* one range covers the hole on both sides: its right part goes after */
+      cb_taint *right = *spare;
+      *spare = NULL;
+      *right = (cb_taint){end, left->end, left->failure, NULL, NULL, right->prio};
+      cubert_failure_retain(left->failure);
+      l->n++;
+      mid = join(right, mid);
+    }
+    left->end = start; /* trim the left neighbour */
   }
-  return i;
+  cb_taint *inside;
+  split(mid, end, &inside, hi);
+  cb_taint *m = last(inside);
+  if (m && m->end > end) {
+    /* the last range inside runs past the hole: keep its right part */
+    split(inside, m->start, &inside, &m);
+    m->start = end;
+    *hi = join(m, *hi);
+  }
+  l->n -= drop(inside);
 }
 
 void cb_ledger_clear(cb_ledger *l, uint64_t start, uint64_t end) {
   if (l->n == 0 || start >= end) return;
-  cut(l, start, end);
-  if (l->n == 0) {
-    free(l->v);
-    l->v = NULL;
-    l->cap = 0;
+  cb_taint *spare = node(l, 0, 0, NULL);
+  cb_taint *lo, *hi;
+  if (!spare) {
+    /* out of memory: a split needs a node; keep the taint rather than lose
+     * it when one range covers the hole on both sides */
+    const cb_taint *t = cb_ledger_lower(l, start);
+    if (t && t->start < start && t->end > end) return;
   }
+  cut(l, start, end, &lo, &hi, &spare);
+  l->root = join(lo, hi);
+  cb_free(spare);
 }
 
 void cb_ledger_set(cb_ledger *l, uint64_t start, uint64_t end, cubert_failure *f) {
   if (start >= end || !f) return;
-  uint32_t i = l->n ? cut(l, start, end) : 0;
-  if (!reserve(l, 1)) return;
-  memmove(&l->v[i + 1], &l->v[i], (l->n - i) * sizeof *l->v);
+  cb_taint *t = node(l, start, end, f);
+  cb_taint *spare = node(l, 0, 0, NULL);
+  if (!t || !spare) {
+    cb_free(t);
+    cb_free(spare);
+    return;
+  }
+  cb_taint *lo, *hi;
+  cut(l, start, end, &lo, &hi, &spare);
   cubert_failure_retain(f);
-  l->v[i] = (cb_taint){start, end, f};
   l->n++;
+  l->root = join(join(lo, t), hi);
+  cb_free(spare);
+}
+
+const cb_taint *cb_ledger_lower(const cb_ledger *l, uint64_t start) {
+  const cb_taint *best = NULL;
+  for (const cb_taint *t = l->root; t;) {
+    if (t->end <= start)
+      t = t->right;
+    else {
+      best = t;
+      t = t->left;
+    }
+  }
+  return best;
+}
+
+const cb_taint *cb_ledger_next(const cb_ledger *l, const cb_taint *after) {
+  const cb_taint *best = NULL;
+  for (const cb_taint *t = l->root; t;) {
+    if (t->start <= after->start)
+      t = t->right;
+    else {
+      best = t;
+      t = t->left;
+    }
+  }
+  return best;
 }
 
 cubert_failure *cb_ledger_first(const cb_ledger *l, uint64_t start, uint64_t end) {
   if (l->n == 0) return NULL;
-  uint32_t i = cb_ledger_lower(l, start);
-  if (i < l->n && l->v[i].start < end && start < end) return l->v[i].failure;
+  const cb_taint *t = cb_ledger_lower(l, start);
+  if (t && t->start < end && start < end) return t->failure;
   return NULL;
 }
 
-size_t cb_ledger_report(const cb_ledger *l, uint64_t start, uint64_t end, cb_errb *b) {
+/* In-order walk of the ranges of `t` overlapping [start, end), pruned:
+ * O(log n + k) for k ranges found; recursion only into left subtrees, so
+ * as deep as the tree. */
+static size_t walk(const cb_taint *t, uint64_t start, uint64_t end, cb_errb *b) {
   size_t found = 0;
-  if (l->n == 0 || start >= end) return 0;
-  for (uint32_t i = cb_ledger_lower(l, start); i < l->n && l->v[i].start < end; i++) {
-    uint64_t s = l->v[i].start > start ? l->v[i].start : start;
-    uint64_t e = l->v[i].end < end ? l->v[i].end : end;
-    cb_errb_add(b, l->v[i].failure, s, e);
+  for (; t; t = t->right) {
+    if (start >= t->end) continue; /* t and its left subtree end before the read */
+    if (t->start > start) found += walk(t->left, start, end, b);
+    if (t->start >= end) break; /* t and its right subtree start after it */
+    uint64_t s = t->start > start ? t->start : start;
+    uint64_t e = t->end < end ? t->end : end;
+    cb_errb_add(b, t->failure, s, e);
     found++;
   }
   return found;
 }
 
+size_t cb_ledger_report(const cb_ledger *l, uint64_t start, uint64_t end, cb_errb *b) {
+  if (l->n == 0 || start >= end) return 0;
+  return walk(l->root, start, end, b);
+}
+
 void cb_ledger_free(cb_ledger *l) {
-  for (uint32_t i = 0; i < l->n; i++) cubert_failure_release(l->v[i].failure);
-  free(l->v);
+  drop(l->root);
   memset(l, 0, sizeof *l);
 }

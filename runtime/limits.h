@@ -7,4 +7,8 @@
  * failures on its own) once per this many new records. */
 #define CB_RUNTIME_REAP_INTERVAL 256u
 
+/* A refused read's message names at most this many tainted ranges, then
+ * counts the rest (the error's failures list them all). */
+#define CB_MESSAGE_RANGES 8u
+
 #endif

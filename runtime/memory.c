@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "runtime/internal.h"
+#include "runtime/limits.h"
 
 static _Atomic uint64_t next_memory_id = 1;
 
@@ -287,6 +288,38 @@ cubert_status cubert_handle_check(cubert_client *c, const cubert_handle *h) {
   bool tainted = cb_taint_refusal("check", a, h->start, h->end, &report);
   cb_device_leave(c->dev);
   return tainted ? cb_errb_finish(&report) : CUBERT_OK;
+}
+
+cubert_status cubert_handle_tainted_range(cubert_client *c, const cubert_handle *h, uint64_t from,
+                                          uint64_t *range_start, uint64_t *range_end,
+                                          const cubert_failure **failure) {
+#define fn "cubert_handle_tainted_range"
+  if (!c) return NULL_ARG(fn, "client");
+  if (!h) return NULL_ARG(fn, "handle");
+  if (!failure) return NULL_ARG(fn, "failure");
+  cb_alloc *a = h->alloc;
+  bool own = a->dev == c->dev;
+  if (!own && !atomic_load(&a->shared)) return check_own(fn, c, h, "the handle");
+  cubert_status st = own ? cb_device_enter(c->dev) : CUBERT_OK;
+  if (st) return st;
+  uint64_t start = from > h->start ? from : h->start;
+  cubert_failure *f = NULL;
+  uint64_t s = 0, e = 0;
+  cb_ledger *l = cb_alloc_ledger_lock(a);
+  const cb_taint *t = l->n && start < h->end ? cb_ledger_lower(l, start) : NULL;
+  if (t && t->start < h->end) {
+    f = t->failure;
+    cubert_failure_retain(f);
+    s = t->start > start ? t->start : start;
+    e = t->end < h->end ? t->end : h->end;
+  }
+  cb_alloc_ledger_unlock(a);
+  if (own) cb_device_leave(c->dev);
+  *failure = f;
+  if (range_start) *range_start = s;
+  if (range_end) *range_end = e;
+  return CUBERT_OK;
+#undef fn
 }
 
 /* ------------------------------------------------------------ operations */

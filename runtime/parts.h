@@ -9,13 +9,15 @@
 #ifndef CUBERT_RUNTIME_PARTS_H
 #define CUBERT_RUNTIME_PARTS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
-#include "cubert/backend.h"
+#include "backends/backend.h"
 #include "cubert/cubert.h"
 #include "cubert/faultinj.h"
 
 struct cubert_topology;
+struct cb_fi_state;
 struct cb_placement;
 
 #define CB_RUNTIME_MAX_BACKENDS 4
@@ -26,12 +28,18 @@ typedef struct cb_runtime_parts {
   const cubert_backend_ops *(*backends[CB_RUNTIME_MAX_BACKENDS])(void);
   int nbackends;
 
-  /* Fault injection: the rules (cubert_faultinj_configure), the pair
-   * classifier, and the decorator every backend is opened through. */
-  cubert_status (*faults_configure)(const char *text, cubert_faultinj_diag *diag);
-  void (*faults_set_pair_classifier)(cubert_faultinj_pair_classifier fn, void *ctx);
+  /* Fault injection (faultinj/injector.h): each runtime's own state (its
+   * rules, log and pair classifier: made at create, freed at destroy,
+   * configured from the `faults` option or $CUBERT_FAULTS), the rules that
+   * selected nothing (said at destroy), and the decorator every backend is
+   * opened through with that state. */
+  struct cb_fi_state *(*faults_new)(void);
+  void (*faults_free)(struct cb_fi_state *state);
+  cubert_status (*faults_configure)(struct cb_fi_state *state, const char *text, cubert_faultinj_diag *diag);
+  void (*faults_set_pair_classifier)(struct cb_fi_state *state, cubert_faultinj_pair_classifier fn, void *ctx);
+  size_t (*faults_unmatched)(struct cb_fi_state *state, bool from_env_only, char *text, size_t capacity);
   const cubert_backend_ops *(*faults_ops)(void);
-  cubert_status (*faults_open)(const cubert_backend_ops *inner, int device_base,
+  cubert_status (*faults_open)(const cubert_backend_ops *inner, struct cb_fi_state *state, int device_base,
                                const cubert_backend_config *config, void **backend, int *count,
                                cubert_berr *err);
 

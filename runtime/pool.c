@@ -335,10 +335,12 @@ static cubert_status oom(const cb_pool *p, cubert_berr *err, uint64_t size, cons
   uint64_t in_use = 0;
   err->sticky = false;
   for (int i = 0; i < POOL_COUNT; i++) in_use += p->pools[i].in_use;
-  snprintf(err->message, sizeof err->message,
-           "out of memory allocating %" PRIu64 " bytes on the device (%" PRIu64
-           " bytes reserved by its pools, %" PRIu64 " in use)%s%s",
-           size, total_reserved(p), in_use, why[0] ? ": " : "", why);
+  int len = snprintf(err->message, sizeof err->message,
+                     "out of memory allocating %" PRIu64 " bytes on the device (%" PRIu64
+                     " bytes reserved by its pools, %" PRIu64 " in use)%s%s",
+                     size, total_reserved(p), in_use, why[0] ? ": " : "", why);
+  /* a long backend reason is cut: say so rather than end mid-word */
+  if (len >= (int)sizeof err->message) memcpy(err->message + sizeof err->message - 4, "...", 4);
   return CUBERT_ERR_OUT_OF_MEMORY;
 }
 

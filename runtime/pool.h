@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cubert/backend.h"
+#include "backends/backend.h"
 
 typedef struct cb_pool cb_pool;
 

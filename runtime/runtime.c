@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/host/host_backend.h"
+#include "runtime/fault_state.h"
 #include "runtime/internal.h"
 #include "runtime/parts.h"
 
@@ -136,8 +138,9 @@ cubert_status cb_runtime_create(const cb_runtime_parts *parts, const cubert_runt
   if (st) return st;
 
   cubert_backend_config cfg = {0};
-  cfg.host_devices = o.host_devices;
-  if (!cfg.host_devices) {
+  cb_host_options host = {0}; /* the host backend's own settings (config.options) */
+  host.devices = o.host_devices;
+  if (!host.devices) {
     const char *v = cb_env("CUBERT_HOST_DEVICES");
     uint64_t n = 4;
     if (v && v[0] == '-')
@@ -145,18 +148,18 @@ cubert_status cb_runtime_create(const cb_runtime_parts *parts, const cubert_runt
                      "CUBERT_HOST_DEVICES=%s is negative: the number of host devices, 0 to 64", v);
     if (v && (st = parse_u64("CUBERT_HOST_DEVICES", v, &n))) return st;
     if (n > 64) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "CUBERT_HOST_DEVICES=%s: at most 64 host devices", v);
-    cfg.host_devices = (int)n;
+    host.devices = (int)n;
   }
-  if (cfg.host_devices < 0 || cfg.host_devices > 64)
-    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "host_devices is %d: 0 to 64", cfg.host_devices);
-  cfg.host_memory = o.host_memory;
-  if (!cfg.host_memory) {
+  if (host.devices < 0 || host.devices > 64)
+    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "host_devices is %d: 0 to 64", host.devices);
+  host.memory = o.host_memory;
+  if (!host.memory) {
     const char *v = cb_env("CUBERT_HOST_MEMORY");
-    cfg.host_memory = 1ull << 30;
-    if (v && (st = parse_u64("CUBERT_HOST_MEMORY", v, &cfg.host_memory))) return st;
-    if (!cfg.host_memory) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "CUBERT_HOST_MEMORY is 0");
+    host.memory = 1ull << 30;
+    if (v && (st = parse_u64("CUBERT_HOST_MEMORY", v, &host.memory))) return st;
+    if (!host.memory) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "CUBERT_HOST_MEMORY is 0");
   }
-  cfg.host_peer_deny = o.host_peer_deny ? o.host_peer_deny : cb_env("CUBERT_HOST_PEER_DENY");
+  host.peer_deny = o.host_peer_deny ? o.host_peer_deny : cb_env("CUBERT_HOST_PEER_DENY");
 
   cubert_runtime *rt = calloc(1, sizeof *rt);
   if (!rt) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory creating the runtime");
@@ -174,15 +177,20 @@ cubert_status cb_runtime_create(const cb_runtime_parts *parts, const cubert_runt
       cb_fail(st, "CUBERT_HOST_NODE=%s: %s", node, msg);
       goto fail;
     }
-    cfg.host_pci_bus_ids = (const char *const *)rt->host_bus_ids;
-    cfg.host_pci_bus_id_count = rt->nhost_bus_ids;
-    if (!o.host_devices && !cb_env("CUBERT_HOST_DEVICES")) cfg.host_devices = rt->nhost_bus_ids;
+    host.pci_bus_ids = (const char *const *)rt->host_bus_ids;
+    host.pci_bus_id_count = rt->nhost_bus_ids;
+    if (!o.host_devices && !cb_env("CUBERT_HOST_DEVICES")) host.devices = rt->nhost_bus_ids;
   }
 
+  /* Fault injection is the runtime's own: its rules, log and classifier. */
   bool faults = !o.no_faultinj && parts->faults_open;
   if (faults) {
     cubert_faultinj_diag diag = {0};
-    if ((st = parts->faults_configure(o.faults, &diag)) != CUBERT_OK) {
+    if (!(rt->faultinj = parts->faults_new())) {
+      st = cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory creating the runtime's fault layer");
+      goto fail;
+    }
+    if ((st = parts->faults_configure(rt->faultinj, o.faults, &diag)) != CUBERT_OK) {
       cb_fail(st, "fault rules: %s", diag.message);
       goto fail;
     }
@@ -206,13 +214,14 @@ cubert_status cb_runtime_create(const cb_runtime_parts *parts, const cubert_runt
     cfg.place_alloc = rt->placement ? parts->place_alloc : NULL;
     cfg.place_free = rt->placement ? parts->place_free : NULL;
     cfg.place_ctx = rt->placement ? parts->placement_ctx(rt->placement, rt->nbackends, rt->ndevices) : NULL;
-    st = faults ? parts->faults_open(ops, rt->ndevices, &cfg, &be->state, &count, &err)
+    cfg.options = strcmp(ops->name, "host") == 0 ? &host : NULL; /* the host backend's own settings */
+    st = faults ? parts->faults_open(ops, rt->faultinj, rt->ndevices, &cfg, &be->state, &count, &err)
                 : ops->open(&cfg, &be->state, &count, &err);
     if (st) {
       cb_errb b;
       cb_errb_backend(&b, st, &err, "opening the backend", ops->name);
-      if (!o.host_peer_deny && cfg.host_peer_deny && strstr(err.message, "host_peer_deny"))
-        cb_str_printf(&b.msg, "; the pairs came from CUBERT_HOST_PEER_DENY=%s", cfg.host_peer_deny);
+      if (!o.host_peer_deny && host.peer_deny && strstr(err.message, "peer_deny"))
+        cb_str_printf(&b.msg, "; the pairs came from CUBERT_HOST_PEER_DENY=%s", host.peer_deny);
       cb_errb_finish(&b);
       goto fail;
     }
@@ -246,10 +255,11 @@ cubert_status cb_runtime_create(const cb_runtime_parts *parts, const cubert_runt
   const char *rules = o.faults ? o.faults : cb_env("CUBERT_FAULTS");
   if (faults && rules && strstr(rules, "pair=") && rt->ndevices && parts->topology_create &&
       parts->topology_create(rt, NULL, &rt->topology) == CUBERT_OK)
-    parts->faults_set_pair_classifier(pair_class, rt);
+    parts->faults_set_pair_classifier(rt->faultinj, pair_class, rt);
   /* Placement: cheap here (bus ids only); the topology is made by the first
    * thread that asks, and only when a device is on this machine. */
   start_placement(rt);
+  rt->created = true;
   *out = rt;
   return CUBERT_OK;
 
@@ -258,17 +268,26 @@ fail:
   return st;
 }
 
+struct cb_fi_state *cb_runtime_fault_state(const cubert_runtime *rt) { return rt->faultinj; }
+
 void cubert_runtime_destroy(cubert_runtime *rt) {
   if (!rt) return;
-  if (rt->topology) {
-    rt->parts->faults_set_pair_classifier(NULL, NULL);
-    rt->parts->topology_destroy(rt->topology);
-  }
+  if (rt->faultinj) rt->parts->faults_set_pair_classifier(rt->faultinj, NULL, NULL);
+  if (rt->topology) rt->parts->topology_destroy(rt->topology);
   for (int i = 0; i < rt->ndevices; i++) cb_device_destroy(rt->devices[i]);
   for (int i = 0; i < rt->ndevices; i++) cb_device_free(rt->devices[i]);
   free(rt->devices);
   for (int b = 0; b < rt->nbackends; b++) rt->backends[b].ops->close(rt->backends[b].state);
   if (rt->placement) rt->parts->placement_destroy(rt->placement); /* after close: no backend thread is left */
+  if (rt->faultinj) {
+    /* The run ends: rules from $CUBERT_FAULTS that selected nothing because
+     * no kernel had their kernel= name are said here, the only place an
+     * unmodified program's user sees (docs/faultinj.md). */
+    char idle[1024];
+    if (rt->created && rt->parts->faults_unmatched(rt->faultinj, true, idle, sizeof idle))
+      fprintf(stderr, "cubert: fault injection: CUBERT_FAULTS %s\n", idle);
+    rt->parts->faults_free(rt->faultinj);
+  }
   if (rt->host_bus_ids) rt->parts->node_bus_ids_free(rt->host_bus_ids, rt->nhost_bus_ids);
   free(rt);
 }

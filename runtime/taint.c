@@ -40,11 +40,17 @@ bool cb_taint_refusal(const char *what, cb_alloc *a, uint64_t start, uint64_t en
                 "%s of memory %llu bytes %llu..%llu on device %d refused: %zu tainted range%s:", what,
                 (unsigned long long)a->id, (unsigned long long)start, (unsigned long long)end,
                 a->dev->index, n, n == 1 ? "" : "s");
-  for (size_t i = 0; i < n; i++) {
+  /* the message names the first few ranges, so its size is bounded whatever
+   * the number of ranges; the error's entries hold them all */
+  size_t named = n < CB_MESSAGE_RANGES ? n : CB_MESSAGE_RANGES;
+  for (size_t i = 0; i < named; i++) {
     cb_str_printf(&report->msg, "%s bytes %llu..%llu carry ", i ? ";" : "",
                   (unsigned long long)report->entries[i].start, (unsigned long long)report->entries[i].end);
     cb_failure_describe(report->entries[i].failure, &report->msg);
   }
+  if (n > named)
+    cb_str_printf(&report->msg, "; ... and %zu more range%s (all in the error's failures)", n - named,
+                  n - named == 1 ? "" : "s");
   return true;
 }
 

@@ -11,6 +11,7 @@ foreach(f IN LISTS sources)
     continue()
   endif()
   file(STRINGS ${f} hits REGEX "cubert_last_error|cb_error_save|cb_error_restore")
+  list(FILTER hits EXCLUDE REGEX "^[ \t]*(/\\*|\\*)") # comments may name it
   if(hits)
     list(APPEND bad "${f}: ${hits}")
   endif()

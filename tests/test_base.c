@@ -12,7 +12,7 @@
 #include "base/hash.h"
 #include "base/msg.h"
 #include "base/str.h"
-#include "cubert/backend.h"
+#include "backends/backend.h"
 
 START_TEST(sizes_take_every_spelling_of_a_binary_unit) {
   static const struct {

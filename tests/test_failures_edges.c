@@ -23,6 +23,10 @@
 
 /* ------------------------------------------------------------ helpers */
 
+/* The runtime the fault rules go to: the test's own (fault rules are per
+ * runtime). */
+static cubert_runtime *fault_rt;
+
 static bool open_host(int i, int min_devices, cb_test_env *env) {
   if (!cb_test_open(i, min_devices, env)) return false;
   if (strcmp(env->backend, "host") != 0) {
@@ -30,13 +34,13 @@ static bool open_host(int i, int min_devices, cb_test_env *env) {
     cb_test_close(env);
     return false;
   }
-  cubert_faultinj_reset();
+  fault_rt = env->runtime;
   return true;
 }
 
 static void rule(const char *text) {
   cubert_faultinj_diag diag;
-  ck_assert_msg(cubert_faultinj_add(text, "test", NULL, &diag) == CUBERT_OK, "%s", diag.message);
+  ck_assert_msg(cubert_faultinj_add(fault_rt, text, "test", NULL, &diag) == CUBERT_OK, "%s", diag.message);
 }
 
 static cubert_handle *words(cubert_client *c, uint64_t n, uint32_t v) {
@@ -95,7 +99,7 @@ static const cubert_failure *first_failure(void) {
 static cubert_status slow_fn(const cubert_host_launch *l, char *msg, size_t cap) {
   (void)msg;
   (void)cap;
-  struct timespec ts = {0, 150 * 1000000L};
+  struct timespec ts = {0, 300 * 1000000L};
   nanosleep(&ts, NULL);
   memset(l->args[0], 0x11, l->sizes[0]);
   return CUBERT_OK;
@@ -132,10 +136,10 @@ START_TEST(test_failed_launch_that_scribbled_orders_a_later_write_on_another_str
   cubert_handle *x = words(c, 64, 0), *y = words(c, 64, 0);
   cb_test_ok(cubert_sync_device(c));
   cb_test_ok(cubert_client_use_stream(c, a));
-  cb_test_ok(slow_write(c, y)); /* stream a is busy for 150 ms */
+  cb_test_ok(slow_write(c, y)); /* stream a is busy for 300 ms */
   rule("launch times=1 fault=scribble:1");
   cb_test_status(fill_u32(c, x, 7), CUBERT_ERR_LAUNCH); /* its garbage lands after the slow work */
-  cubert_faultinj_clear();
+  cb_test_ok(cubert_faultinj_clear(env.runtime));
   cb_test_ok(cubert_client_use_stream(c, b));
   uint32_t v = 0x4B4B4B4B;
   cb_test_ok(cubert_handle_fill(c, x, &v, 4)); /* must wait for stream a */
@@ -170,7 +174,7 @@ START_TEST(test_repair_ending_where_the_taint_ends_leaves_no_empty_range) {
   cb_test_ok(cubert_handle_slice(x, 160, 0, &tail));     /* bytes 160..512 */
   rule("launch times=1 fault=fail");
   cb_test_status(fill_u32(c, mid, 9), CUBERT_ERR_LAUNCH);
-  cubert_faultinj_clear();
+  cb_test_ok(cubert_faultinj_clear(env.runtime));
   /* the second half repaired first, up to the taint's end: [128,192) stays
    * tainted */
   cubert_handle *left = NULL, *right = NULL;
@@ -218,7 +222,7 @@ START_TEST(test_async_failure_is_reported_once_by_its_own_streams_sync) {
   cb_test_ok(cubert_client_use_stream(c, b));
   rule("launch times=1 fault=async");
   cb_test_ok(fill_u32(c, x, 2)); /* fails when it runs, on stream b */
-  cubert_faultinj_clear();
+  cb_test_ok(cubert_faultinj_clear(env.runtime));
   const cubert_failure *f = NULL;
   /* a read on stream a waits for b's write: it finds the failure (rule 8) */
   cb_test_ok(cubert_client_use_stream(c, a));
@@ -251,7 +255,7 @@ START_TEST(test_grandchild_failure_names_its_parent_and_the_root) {
   cubert_handle *x = words(c, 16, 1), *y = words(c, 16, 2), *z = words(c, 16, 3), *w = words(c, 16, 4);
   rule("launch times=1 fault=fail");
   cb_test_status(fill_u32(c, x, 5), CUBERT_ERR_LAUNCH);
-  cubert_faultinj_clear();
+  cb_test_ok(cubert_faultinj_clear(env.runtime));
   cb_test_status(copy_u32(c, x, y), CUBERT_ERR_TAINTED);
   cb_test_status(copy_u32(c, y, z), CUBERT_ERR_TAINTED);
   cb_test_status(copy_u32(c, z, w), CUBERT_ERR_TAINTED);
@@ -328,7 +332,7 @@ START_TEST(test_freed_memory_lets_go_of_its_failures) {
   const cubert_failure *fx = first_failure();
   cb_test_status(fill_u32(c, y, 5), CUBERT_ERR_LAUNCH);
   const cubert_failure *fy = first_failure();
-  cubert_faultinj_clear();
+  cb_test_ok(cubert_faultinj_clear(env.runtime));
   cubert_handle *none = NULL;
   cb_test_status(cubert_handle_slice(x, 1000, 0, &none), CUBERT_ERR_OUT_OF_RANGE); /* replaces the last error */
   cubert_handle_release(x);
@@ -354,7 +358,7 @@ START_TEST(test_sticky_async_failure_marks_the_device_lost) {
   cb_test_ok(cubert_sync_device(c0));
   rule("launch device=0 times=1 fault=async-device-lost");
   cb_test_ok(fill_u32(c0, x, 2)); /* accepted: the loss surfaces at the fence */
-  cubert_faultinj_clear();
+  cb_test_ok(cubert_faultinj_clear(env.runtime));
   cb_test_status(cubert_sync_device(c0), CUBERT_ERR_DEVICE_LOST);
   const cubert_failure *f = first_failure();
   ck_assert_ptr_nonnull(strstr(cubert_failure_message(f), "injected fault"));
@@ -375,6 +379,124 @@ START_TEST(test_sticky_async_failure_marks_the_device_lost) {
 }
 END_TEST
 
+/* Many tainted ranges: a refused read's message names the first few and
+ * counts the rest (its size does not grow with them), the error lists them
+ * all, and cubert_handle_tainted_range walks them all, clipped to the view
+ * and to where the walk starts. */
+START_TEST(test_many_tainted_ranges_bounded_message_and_walk) {
+  cb_test_env env;
+  if (!open_host(_i, 1, &env)) return;
+  cubert_client *c = env.clients[0];
+  enum { N = 40 };
+  cubert_handle *x = words(c, N * 32, 1); /* N pieces of 128 bytes */
+  rule("launch fault=fail");
+  for (int i = 0; i < N; i++) { /* taint bytes 64..128 of each piece */
+    cubert_handle *s = NULL;
+    cb_test_ok(cubert_handle_slice(x, (uint64_t)i * 128 + 64, (uint64_t)(N - 1 - i) * 128, &s));
+    cb_test_status(fill_u32(c, s, 9), CUBERT_ERR_LAUNCH);
+    cubert_handle_release(s);
+  }
+  cb_test_ok(cubert_faultinj_clear(env.runtime));
+  cb_test_status(cubert_handle_check(c, x), CUBERT_ERR_TAINTED);
+  cubert_error *e = cubert_last_error();
+  ck_assert_uint_eq(cubert_error_failure_count(e), N);
+  const char *msg = cubert_error_message(e);
+  ck_assert_msg(strstr(msg, "40 tainted ranges:") != NULL, "%s", msg);
+  ck_assert_msg(strstr(msg, "... and 32 more ranges") != NULL, "%s", msg);
+  ck_assert_msg(strstr(msg, "bytes 960..1024") != NULL, "%s", msg);  /* the 8th is named */
+  ck_assert_msg(strstr(msg, "bytes 1088..1152") == NULL, "%s", msg); /* the 9th is not */
+  size_t len = strlen(msg);
+  cubert_error_release(e);
+  /* the walk: every range, in order */
+  uint64_t from = 0, s0 = 0, s1 = 0;
+  const cubert_failure *f = NULL;
+  int n = 0;
+  for (;;) {
+    cb_test_ok(cubert_handle_tainted_range(c, x, from, &s0, &s1, &f));
+    if (!f) break;
+    ck_assert_uint_eq(s0, (uint64_t)n * 128 + 64);
+    ck_assert_uint_eq(s1, (uint64_t)n * 128 + 128);
+    cubert_failure_release(f);
+    from = s1;
+    n++;
+  }
+  ck_assert_int_eq(n, N);
+  ck_assert_uint_eq(s0, 0);
+  ck_assert_uint_eq(s1, 0);
+  /* clipped to `from` and to a view */
+  cb_test_ok(cubert_handle_tainted_range(c, x, 100, &s0, &s1, &f));
+  ck_assert_ptr_nonnull(f);
+  ck_assert_uint_eq(s0, 100);
+  ck_assert_uint_eq(s1, 128);
+  cubert_failure_release(f);
+  cubert_handle *v = NULL;
+  cb_test_ok(cubert_handle_slice(x, 200, 40, &v)); /* bytes 200..N*128-40 */
+  cb_test_ok(cubert_handle_tainted_range(c, v, 0, &s0, &s1, &f));
+  ck_assert_ptr_nonnull(f);
+  ck_assert_uint_eq(s0, 200);
+  ck_assert_uint_eq(s1, 256);
+  cubert_failure_release(f);
+  cb_test_ok(cubert_handle_tainted_range(c, v, N * 128 - 60, &s0, &s1, &f));
+  ck_assert_ptr_nonnull(f);
+  ck_assert_uint_eq(s0, N * 128 - 60);
+  ck_assert_uint_eq(s1, N * 128 - 40); /* the last range, clipped to the view */
+  cubert_failure_release(f);
+  cb_test_ok(cubert_handle_tainted_range(c, v, N * 128 - 40, NULL, NULL, &f));
+  ck_assert_ptr_null(f);
+  cb_test_status(cubert_handle_tainted_range(c, v, 0, NULL, NULL, NULL), CUBERT_ERR_INVALID_ARGUMENT);
+  cubert_handle_release(v);
+  /* ten times the ranges: the same message length, give or take digits */
+  cubert_handle *y = words(c, N * 320, 1);
+  rule("launch fault=fail");
+  for (int i = 0; i < N * 10; i++) {
+    cubert_handle *s = NULL;
+    cb_test_ok(cubert_handle_slice(y, (uint64_t)i * 128 + 64, (uint64_t)(N * 10 - 1 - i) * 128, &s));
+    cb_test_status(fill_u32(c, s, 9), CUBERT_ERR_LAUNCH);
+    cubert_handle_release(s);
+  }
+  cb_test_ok(cubert_faultinj_clear(env.runtime));
+  cb_test_status(cubert_handle_check(c, y), CUBERT_ERR_TAINTED);
+  e = cubert_last_error();
+  ck_assert_uint_eq(cubert_error_failure_count(e), N * 10);
+  ck_assert_uint_le(strlen(cubert_error_message(e)), len + 64);
+  cubert_error_release(e);
+  cubert_handle_release(y);
+  cubert_handle_release(x);
+  cb_test_close(&env);
+}
+END_TEST
+
+/* Records of work that failed at enqueue are reclaimed without a program
+ * sync: past the 65,536 pending records where the runtime waits for the
+ * device, it reaps up to every stream's newest work (issue 15: those
+ * records stayed, and every later call paid a wait and a walk of them all).
+ * Each failure was the failed call's own error: the sync has none to add. */
+START_TEST(test_records_of_failed_calls_are_reclaimed_without_a_sync) {
+  cb_test_env env;
+  if (!open_host(_i, 1, &env)) return;
+  cubert_client *c = env.clients[0];
+  cubert_handle *x = words(c, 16, 1);
+  cb_test_ok(cubert_sync(c));
+  rule("launch fault=fail");
+  size_t most = 0;
+  for (uint32_t i = 0; i < 70000; i++) {
+    cb_test_status(fill_u32(c, x, 5), CUBERT_ERR_LAUNCH);
+    pthread_mutex_lock(&c->dev->lock);
+    if (c->dev->npending > most) most = c->dev->npending;
+    size_t now = c->dev->npending;
+    pthread_mutex_unlock(&c->dev->lock);
+    if (i == 69999) ck_assert_msg(now < 8192, "%zu records held after 70000 failed calls", now);
+  }
+  ck_assert_uint_le(most, 1u << 16);
+  cb_test_ok(cubert_faultinj_clear(env.runtime));
+  cb_test_ok(cubert_sync(c));
+  cb_test_ok(fill_u32(c, x, 6));
+  expect_words(c, x, 6);
+  cubert_handle_release(x);
+  cb_test_close(&env);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("failures_edges");
   TCase *tc = tcase_create("edges");
@@ -386,6 +508,8 @@ static Suite *suite(void) {
   cb_test_add_backend_loop(tc, test_peer_work_stays_out_of_the_owners_stream_order);
   cb_test_add_backend_loop(tc, test_freed_memory_lets_go_of_its_failures);
   cb_test_add_backend_loop(tc, test_sticky_async_failure_marks_the_device_lost);
+  cb_test_add_backend_loop(tc, test_many_tainted_ranges_bounded_message_and_walk);
+  cb_test_add_backend_loop(tc, test_records_of_failed_calls_are_reclaimed_without_a_sync);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -26,7 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cubert/backend.h"
+#include "backends/backend.h"
+#include "backends/host/host_backend.h"
 #include "cubert/faultinj.h"
 #include "faultinj/decorator.h"
 #include "faultinj/injector.h"
@@ -162,7 +163,8 @@ static cubert_status fake_err(cubert_berr *err, cubert_status st, const char *ms
 static cubert_status fake_open(const cubert_backend_config *config, void **backend, int *device_count,
                                cubert_berr *err) {
   fake_backend *b = calloc(1, sizeof *b);
-  b->ndev = config && config->host_devices > 0 ? config->host_devices : 2;
+  const cb_host_options *o = config ? config->options : NULL; /* the fake reads the host's settings */
+  b->ndev = o && o->devices > 0 ? o->devices : 2;
   if (b->ndev > FAKE_MAX_DEV) b->ndev = FAKE_MAX_DEV;
   for (int i = 0; i < b->ndev; i++) {
     fake_device *d = calloc(1, sizeof *d);
@@ -599,15 +601,19 @@ static const cubert_backend_ops *inner_backend(int which) {
     }                                                                         \
   } while (0)
 
+/* The fault state the rigs' decorators are opened with (a runtime's own). */
+static cb_fi_state *fi;
+
 static void rig_open(rig *r, int which, bool decorated) {
   memset(r, 0, sizeof *r);
   r->inner = inner_backend(which);
   r->fake = which == 0;
   r->ops = decorated ? cb_faultinj_ops() : r->inner;
-  cubert_backend_config cfg = {.host_devices = NDEV, .host_memory = 16u << 20};
+  cb_host_options cfg_host = {.devices = NDEV, .memory = 16u << 20};
+  cubert_backend_config cfg = {.options = &cfg_host};
   cubert_berr err = {0};
   int n = 0;
-  cubert_status st = decorated ? cb_faultinj_open(r->inner, 0, &cfg, &r->backend, &n, &err)
+  cubert_status st = decorated ? cb_faultinj_open(r->inner, fi, 0, &cfg, &r->backend, &n, &err)
                                : r->inner->open(&cfg, &r->backend, &n, &err);
   ck_assert_msg(st == CUBERT_OK, "open: %s", err.message);
   ck_assert_int_ge(n, NDEV);
@@ -651,6 +657,14 @@ static uint64_t rig_alloc(rig *r, int d, uint64_t size) {
 
 static uint64_t next_work(rig *r, int d) { return ++r->work[d]; }
 
+/* The state of the device whose allocation holds `addr`: what the runtime
+ * passes as a peer buffer's owner (backend.h). */
+static void *rig_owner(rig *r, uint64_t addr) {
+  for (int i = 0; i < r->nmems; i++)
+    if (addr - r->mems[i].address < r->mems[i].size) return r->dev[r->mem_dev[i]];
+  return NULL;
+}
+
 /* Writes `size` bytes of `byte` and waits for them. */
 static void rig_set(rig *r, int d, uint64_t addr, unsigned char byte, uint64_t size) {
   unsigned char *buf = malloc(size);
@@ -677,8 +691,8 @@ static bool all_bytes(const unsigned char *p, unsigned char v, uint64_t n) {
 static cubert_status launch_fill(rig *r, int d, int s, uint64_t out, uint64_t size, uint32_t value, uint64_t *work,
                                  cubert_berr *err) {
   cubert_launch_config cfg = {{1, 1, 1}, {64, 1, 1}, 0};
-  cubert_backend_arg args[2] = {{CUBERT_PARAM_BUFFER, CUBERT_ACCESS_WRITE, out, size, NULL, 0},
-                                {CUBERT_PARAM_SCALAR, 0, 0, 0, &value, 4}};
+  cubert_backend_arg args[2] = {{CUBERT_PARAM_BUFFER, CUBERT_ACCESS_WRITE, out, size, NULL, 0, NULL},
+                                {CUBERT_PARAM_SCALAR, 0, 0, 0, &value, 4, NULL}};
   *work = next_work(r, d);
   return r->ops->launch(r->dev[d], r->stream[d][s], *work, r->mod_fill[d], &cfg, args, 2, err);
 }
@@ -687,22 +701,37 @@ static cubert_status launch_add1(rig *r, int d, uint64_t in, uint64_t out, uint6
                                  uint64_t *work, cubert_berr *err) {
   cubert_launch_config cfg = {{1, 1, 1}, {64, 1, 1}, 0};
   cubert_backend_arg args[2] = {
-      {CUBERT_PARAM_BUFFER, CUBERT_ACCESS_READ, in, size, NULL, 0},
-      {peer_out ? CUBERT_PARAM_PEER_BUFFER : CUBERT_PARAM_BUFFER, CUBERT_ACCESS_WRITE, out, size, NULL, 0}};
+      {CUBERT_PARAM_BUFFER, CUBERT_ACCESS_READ, in, size, NULL, 0, NULL},
+      {peer_out ? CUBERT_PARAM_PEER_BUFFER : CUBERT_PARAM_BUFFER, CUBERT_ACCESS_WRITE, out, size, NULL, 0,
+       peer_out ? rig_owner(r, out) : NULL}};
   *work = next_work(r, d);
   return r->ops->launch(r->dev[d], r->stream[d][0], *work, peer_out ? r->mod_add1_peer[d] : r->mod_add1[d], &cfg,
                         args, 2, err);
 }
 
+static uint64_t injected(void) {
+  cubert_faultinj_stats st;
+  cb_fi_state_stats(fi, &st);
+  return st.injected;
+}
+
+static void teardown(void) {
+  cb_fi_state_free(fi);
+  fi = NULL;
+}
+
 static void setup(void) {
-  cubert_faultinj_reset();
-  cubert_faultinj_set_pair_classifier(NULL, NULL);
+  teardown(); /* tests call setup() again to start over */
+  fi = cb_fi_state_new();
+  ck_assert_ptr_nonnull(fi);
+  cb_fi_state_reset(fi);
+  cb_fi_state_set_pair_classifier(fi, NULL, NULL);
   log_reset();
 }
 
 static void rules(const char *text) {
   cubert_faultinj_diag diag;
-  ck_assert_msg(cubert_faultinj_add(text, "test", NULL, &diag) == CUBERT_OK, "%s", diag.message);
+  ck_assert_msg(cb_fi_state_add(fi, text, strlen(text), "test", false, NULL, &diag) == CUBERT_OK, "%s", diag.message);
 }
 
 static void assert_injected(const cubert_berr *err, uint64_t id, uint32_t rule) {
@@ -787,7 +816,7 @@ START_TEST(test_no_rule_forwards_every_call_unchanged) {
   run_script(_i, true, NULL, &layered);
   /* Rules that match none of the calls: the armed path, still identical. */
   run_script(_i, true, "launch kernel=never; alloc device=7; copy_peer pair=SYS; sync stream=9", &armed);
-  ck_assert_uint_eq(cubert_faultinj_injected(), 0);
+  ck_assert_uint_eq(injected(), 0);
   ck_assert_int_eq(bare.nst, layered.nst);
   for (int i = 0; i < bare.nst; i++) {
     ck_assert_msg(bare.st[i] == layered.st[i], "call %d: %d without the layer, %d with", i, bare.st[i], layered.st[i]);
@@ -838,7 +867,7 @@ START_TEST(test_launch_fails_before_writing) {
   rig_get(&r, 0, out, got, 256);
   ck_assert(all_bytes(got, 0x11, 256));
   cubert_fault_record rec;
-  ck_assert(cubert_faultinj_record(1, &rec));
+  ck_assert(cb_fi_state_record(fi, 1, &rec));
   ck_assert_str_eq(rec.operation, "launch");
   ck_assert_str_eq(rec.kernel, "fill_u32");
   ck_assert_uint_eq(rec.stream, 1);
@@ -887,7 +916,7 @@ START_TEST(test_launch_scribbles_part_of_each_output_then_fails) {
   unsigned char first[256];
   memcpy(first, got, 256);
   rig_close(&r);
-  cubert_faultinj_reset();
+  cb_fi_state_reset(fi);
   rules("launch kernel=add1 fault=scribble:0.25");
   rig_open(&r, _i, true);
   rig_load(&r, 0);
@@ -936,16 +965,16 @@ START_TEST(test_peer_write_fails) {
   rig_get(&r, 1, out1, got, 512);
   ck_assert(all_bytes(got, 0x45, 512));
   cubert_fault_record rec;
-  ck_assert(cubert_faultinj_record(1, &rec));
+  ck_assert(cb_fi_state_record(fi, 1, &rec));
   ck_assert_int_eq(rec.device, 1);
   ck_assert_int_eq(rec.peer, 0);
   ck_assert_str_eq(rec.kernel, "add1_peer");
-  ck_assert(cubert_faultinj_record(2, &rec));
+  ck_assert(cb_fi_state_record(fi, 2, &rec));
   ck_assert_str_eq(rec.operation, "copy_peer");
   ck_assert_int_eq(rec.peer, 0);
 
   /* A scribbled peer write garbles the owner's bytes. */
-  cubert_faultinj_clear();
+  cb_fi_state_clear(fi);
   rules("peer_write kernel=add1_peer fault=scribble:0.5");
   ck_assert_int_eq(launch_add1(&r, 1, in1, shared, 512, true, &w, &err), CUBERT_ERR_LAUNCH);
   ck_assert_int_eq(r.ops->sync(r.dev[1], NULL, &err), CUBERT_OK); /* device 1 ran the scribble */
@@ -971,19 +1000,19 @@ START_TEST(test_pair_and_peer_filters_select_device_pairs) {
   /* Without a classifier the pair class is unknown: never selected. */
   rules("copy_peer pair=PIX");
   ck_assert_int_eq(r.ops->copy_peer(r.dev[2], r.stream[2][0], next_work(&r, 2), d2, r.dev[0], src, 64, &err), CUBERT_OK);
-  cubert_faultinj_set_pair_classifier(classify, NULL);
+  cb_fi_state_set_pair_classifier(fi, classify, NULL);
   ck_assert_int_eq(r.ops->copy_peer(r.dev[1], r.stream[1][0], next_work(&r, 1), d1, r.dev[0], src, 64, &err), CUBERT_OK);
   ck_assert_int_eq(r.ops->copy_peer(r.dev[2], r.stream[2][0], next_work(&r, 2), d2, r.dev[0], src, 64, &err),
                    CUBERT_ERR_COPY);
-  ck_assert_uint_eq(cubert_faultinj_injected(), 1);
+  ck_assert_uint_eq(injected(), 1);
   /* peer= names the other device; device= the one called. */
-  cubert_faultinj_clear();
+  cb_fi_state_clear(fi);
   rules("peer_enable device=1 peer=2 fault=fail");
   ck_assert_int_eq(r.ops->peer_enable(r.dev[1], r.dev[0], &err), CUBERT_OK);
   ck_assert_int_eq(r.ops->peer_enable(r.dev[2], r.dev[1], &err), CUBERT_OK);
   ck_assert_int_eq(r.ops->peer_enable(r.dev[1], r.dev[2], &err), CUBERT_ERR_PEER_ACCESS);
   assert_injected(&err, 2, 2);
-  cubert_faultinj_set_pair_classifier(NULL, NULL);
+  cb_fi_state_set_pair_classifier(fi, NULL, NULL);
   rig_close(&r);
 }
 END_TEST
@@ -1028,7 +1057,7 @@ START_TEST(test_copy_fails_or_stops_part_way) {
   ck_assert(memcmp(got, pattern, 1000) == 0);
 
   /* Writes, fills and reads stop part way too; a fill stops on a whole pattern. */
-  cubert_faultinj_clear();
+  cb_fi_state_clear(fi);
   rules("write fault=partial:0.5; fill fault=partial:0.5; read fault=partial:0.25");
   unsigned char ee[1000];
   memset(ee, 0xEE, sizeof ee);
@@ -1043,7 +1072,7 @@ START_TEST(test_copy_fails_or_stops_part_way) {
   ck_assert_ptr_nonnull(strstr(err.message, "stopped after 250 of 1000 bytes"));
   ck_assert(memcmp(got, pattern, 250) == 0);
   ck_assert(all_bytes(got + 250, 0x77, 750));
-  cubert_faultinj_clear();
+  cb_fi_state_clear(fi);
   rig_get(&r, 0, b, got, 1000);
   ck_assert(memcmp(got, &pat4, 4) == 0);
   ck_assert(all_bytes(got + 4, 0xEE, 496));
@@ -1088,7 +1117,7 @@ START_TEST(test_compile_fails) {
   if (r.fake) ck_assert_int_eq(calls_of(C_MODULE), loads);
   ck_assert_int_eq(r.ops->module_load(r.dev[0], &kern_fill, &r.mod_fill[0], &err), CUBERT_OK);
   cubert_fault_record rec;
-  ck_assert(cubert_faultinj_record(1, &rec));
+  ck_assert(cb_fi_state_record(fi, 1, &rec));
   ck_assert_str_eq(rec.operation, "compile");
   ck_assert_str_eq(rec.kernel, "add1");
   ck_assert_int_eq(rec.status, CUBERT_ERR_COMPILE);
@@ -1113,7 +1142,7 @@ START_TEST(test_device_lost_is_sticky) {
   ck_assert_ptr_nonnull(strstr(err.message, "device 1 lost during launch of `fill_u32`"));
 
   /* The rule is gone, the loss is not: every call on device 1 fails, sticky. */
-  cubert_faultinj_clear();
+  cb_fi_state_clear(fi);
   int before = calls_of(C_WRITE) + calls_of(C_READ) + calls_of(C_SYNC) + calls_of(C_ALLOC) + calls_of(C_MODULE) +
                calls_of(C_STREAM) + calls_of(C_LAUNCH);
   unsigned char buf[256] = {0};
@@ -1135,7 +1164,7 @@ START_TEST(test_device_lost_is_sticky) {
     ck_assert_int_eq(calls_of(C_WRITE) + calls_of(C_READ) + calls_of(C_SYNC) + calls_of(C_ALLOC) +
                          calls_of(C_MODULE) + calls_of(C_STREAM) + calls_of(C_LAUNCH),
                      before);
-  ck_assert_uint_eq(cubert_faultinj_injected(), 1); /* failing on a lost device injects nothing new */
+  ck_assert_uint_eq(injected(), 1); /* failing on a lost device injects nothing new */
 
   /* Other devices keep working; reaching the lost one from them fails, not sticky. */
   rig_set(&r, 0, mem0, 0x42, 256);
@@ -1150,9 +1179,9 @@ START_TEST(test_device_lost_is_sticky) {
   rig_get(&r, 0, mem0, back, 256);
   ck_assert(all_bytes(back, 0x09, 256));
 
-  ck_assert(cb_fi_armed()); /* the lost device keeps the layer armed */
+  ck_assert(cb_fi_armed(cb_fi_armed_flag(fi))); /* the lost device keeps the layer armed */
   rig_close(&r);
-  ck_assert(!cb_fi_armed());
+  ck_assert(!cb_fi_armed(cb_fi_armed_flag(fi)));
 }
 END_TEST
 
@@ -1189,7 +1218,7 @@ START_TEST(test_sync_only_failure_is_drained_with_its_work_number) {
 
   /* async-scribble garbles the outputs too; the inner backend's own failures
    * are drained beside the injected ones; a destroyed stream still reports. */
-  cubert_faultinj_clear();
+  cb_fi_state_clear(fi);
   rules("launch fault=async-scribble:0.5");
   rig_load(&r, 0);
   uint64_t lw;
@@ -1230,14 +1259,14 @@ START_TEST(test_async_failures_merge_with_the_inner_ones_and_outlive_streams) {
   ck_assert_uint_eq(r.ops->drain_failures(r.dev[0], f, 4), 0);
 
   /* Destroying the stream does not lose a pending injected failure. */
-  cubert_faultinj_clear();
+  cb_fi_state_clear(fi);
   rules("fill fault=async");
   uint8_t p = 1;
   uint64_t w3 = next_work(&r, 0);
   ck_assert_int_eq(r.ops->fill(r.dev[0], r.stream[0][1], w3, a, &p, 1, 64, &err), CUBERT_OK);
   r.ops->stream_destroy(r.dev[0], r.stream[0][1]);
   ck_assert_int_eq(r.ops->stream_create(r.dev[0], &r.stream[0][1], &err), CUBERT_OK);
-  cubert_faultinj_clear(); /* the report does not need the rule */
+  cb_fi_state_clear(fi); /* the report does not need the rule */
   ck_assert_uint_eq(r.ops->drain_failures(r.dev[0], f, 4), 1);
   ck_assert_uint_eq(f[0].work, w3);
   rig_close(&r);
@@ -1260,10 +1289,10 @@ START_TEST(test_streams_are_numbered_in_creation_order) {
   ck_assert_int_eq(r.ops->write(r.dev[0], r.stream[0][1], next_work(&r, 0), a, buf, 16, &err), CUBERT_ERR_COPY);
   ck_assert_ptr_nonnull(strstr(err.message, "write on device 0 stream 2"));
   cubert_fault_record rec;
-  ck_assert(cubert_faultinj_record(1, &rec));
+  ck_assert(cb_fi_state_record(fi, 1, &rec));
   ck_assert_uint_eq(rec.stream, 2);
   /* A third stream is number 3. */
-  cubert_faultinj_clear();
+  cb_fi_state_clear(fi);
   rules("event_record stream=3");
   void *s3, *ev;
   ck_assert_int_eq(r.ops->stream_create(r.dev[0], &s3, &err), CUBERT_OK);
@@ -1278,7 +1307,7 @@ END_TEST
 /* A fixed program of mixed calls; returns its injection log as text. */
 static char *seeded_program(int which, uint64_t seed) {
   setup();
-  cubert_faultinj_set_seed(seed);
+  cb_fi_state_set_seed(fi, seed);
   rig r;
   rig_open(&r, which, true);
   rig_load(&r, 0);
@@ -1296,7 +1325,7 @@ static char *seeded_program(int which, uint64_t seed) {
   ck_assert_int_ge(nbufs, 2);
   /* Backend memory starts uninitialised: give every buffer known bytes
    * (without faults) so the bytes a run leaves depend on the run alone. */
-  cubert_faultinj_clear();
+  cb_fi_state_clear(fi);
   for (int i = 0; i < nbufs; i++) rig_set(&r, 0, bufs[i], (unsigned char)(0xA0 + i), 256);
   rules("work prob=0.2 fault=scribble:0.5; read prob=0.1; alloc prob=0.1 fault=oom");
   unsigned char data[256];
@@ -1316,13 +1345,13 @@ static char *seeded_program(int which, uint64_t seed) {
   char *out = malloc(cap);
   out[0] = '\0';
   cubert_fault_record rec[256];
-  size_t n = cubert_faultinj_log(0, rec, 256);
+  size_t n = cb_fi_state_log(fi, 0, rec, 256);
   for (size_t i = 0; i < n; i++)
     len += (size_t)snprintf(out + len, cap - len, "#%llu r%u %s w%llu\n", (unsigned long long)rec[i].id, rec[i].rule,
                             rec[i].operation, (unsigned long long)rec[i].work);
   for (int i = 0; i < nbufs; i++) {
     unsigned char got[256];
-    cubert_faultinj_clear();
+    cb_fi_state_clear(fi);
     rig_get(&r, 0, bufs[i], got, 256);
     len += (size_t)snprintf(out + len, cap - len, "buf%d %08x\n", i, hash_bytes(got, 256));
   }
@@ -1359,7 +1388,7 @@ START_TEST(test_log_ids_follow_the_injections) {
   ck_assert_int_eq(r.ops->sync(r.dev[0], r.stream[0][0], &err), CUBERT_ERR_BACKEND);
   assert_injected(&err, 4, 4);
   cubert_fault_record rec[8];
-  ck_assert_uint_eq(cubert_faultinj_log(0, rec, 8), 4);
+  ck_assert_uint_eq(cb_fi_state_log(fi, 0, rec, 8), 4);
   const char *ops[] = {"alloc", "write", "launch", "sync"};
   for (int i = 0; i < 4; i++) {
     ck_assert_uint_eq(rec[i].id, (uint64_t)i + 1);
@@ -1371,7 +1400,7 @@ START_TEST(test_log_ids_follow_the_injections) {
   ck_assert_str_eq(rec[2].kernel, "fill_u32");
   ck_assert_ptr_nonnull(strstr(rec[2].message, "failed before writing"));
   char line[256];
-  cubert_faultinj_summary(line, sizeof line);
+  cb_fi_state_summary(fi, line, sizeof line);
   ck_assert_ptr_nonnull(strstr(line, "4 faults injected, #1-#4"));
   rig_close(&r);
 }
@@ -1380,12 +1409,13 @@ END_TEST
 START_TEST(test_device_base_makes_indices_runtime_wide) {
   /* A second backend's device 0 is runtime device 5. */
   rules("alloc device=5 fault=oom");
-  cubert_backend_config cfg = {.host_devices = 2};
+  cb_host_options cfg_host = {.devices = 2};
+  cubert_backend_config cfg = {.options = &cfg_host};
   void *b, *d0, *d1;
   int n;
   cubert_berr err;
   cubert_device_info info;
-  ck_assert_int_eq(cb_faultinj_open(&fake_ops, 5, &cfg, &b, &n, &err), CUBERT_OK);
+  ck_assert_int_eq(cb_faultinj_open(&fake_ops, fi, 5, &cfg, &b, &n, &err), CUBERT_OK);
   const cubert_backend_ops *o = cb_faultinj_ops();
   ck_assert_str_eq(o->name, "faultinj");
   ck_assert_int_eq(o->open(&cfg, &b, &n, &err), CUBERT_ERR_UNSUPPORTED);
@@ -1437,7 +1467,7 @@ START_TEST(test_runtime_reports_the_injection_and_never_hands_out_scribbled_byte
   cubert_status st = copy_u32(c, k, a, b, 256);
   ck_assert_int_ne(st, CUBERT_OK);
   ck_assert_msg(strstr(cubert_last_error_message(), "injected fault #1 (rule 1)"), "%s", cubert_last_error_message());
-  ck_assert_uint_eq(cubert_faultinj_injected(), 1);
+  ck_assert_uint_eq(cubert_faultinj_injected(rt), 1);
   (void)cubert_sync(c);
   /* Half of b is garbage now; the runtime must refuse all of it. */
   ck_assert_int_eq(cubert_handle_read(c, b, got, sizeof got), CUBERT_ERR_TAINTED);
@@ -1455,8 +1485,11 @@ START_TEST(test_runtime_reports_the_injection_and_never_hands_out_scribbled_byte
 END_TEST
 
 START_TEST(test_runtime_without_the_layer_ignores_rules) {
-  rules("launch");
+  setenv("CUBERT_FAULTS", "launch", 1);
   cubert_runtime *rt = runtime_with(NULL, true);
+  unsetenv("CUBERT_FAULTS");
+  cubert_faultinj_diag diag;
+  ck_assert_int_eq(cubert_faultinj_add(rt, "launch", NULL, NULL, &diag), CUBERT_ERR_UNSUPPORTED);
   cubert_client *c = NULL;
   ck_assert_int_eq(cubert_client_create(rt, 0, &c), CUBERT_OK);
   cubert_kernel *k = NULL;
@@ -1468,12 +1501,99 @@ START_TEST(test_runtime_without_the_layer_ignores_rules) {
   ck_assert_int_eq(copy_u32(c, k, a, b, 64), CUBERT_OK);
   ck_assert_int_eq(cubert_handle_read(c, b, got, sizeof got), CUBERT_OK);
   ck_assert_uint_eq(got[0], 7);
-  ck_assert_uint_eq(cubert_faultinj_injected(), 0);
+  ck_assert_uint_eq(cubert_faultinj_injected(rt), 0);
   cubert_handle_release(a);
   cubert_handle_release(b);
   cubert_kernel_release(k);
   cubert_client_destroy(c);
   cubert_runtime_destroy(rt);
+}
+END_TEST
+
+/* Fills device `d` of `rt` with a launch of cubert_fill_u32; its status. */
+static cubert_status fill_on(cubert_runtime *rt, int d) {
+  cubert_client *c = NULL;
+  ck_assert_int_eq(cubert_client_create(rt, d, &c), CUBERT_OK);
+  cubert_kernel *k = NULL;
+  ck_assert_int_eq(cubert_builtin_kernel(CUBERT_BUILTIN_FILL_U32, &k), CUBERT_OK);
+  cubert_handle *h = NULL;
+  ck_assert_int_eq(cubert_handle_empty(c, 256, &h), CUBERT_OK);
+  uint64_t n = 64;
+  uint32_t v = 7;
+  cubert_arg args[3] = {cubert_arg_buffer(h), cubert_arg_scalar(&n, 8), cubert_arg_scalar(&v, 4)};
+  cubert_launch_config cfg = {{1, 1, 1}, {64, 1, 1}, 0};
+  cubert_status st = cubert_launch(c, k, &cfg, args, 3);
+  (void)cubert_sync(c);
+  cubert_handle_release(h);
+  cubert_kernel_release(k);
+  cubert_client_destroy(c);
+  return st;
+}
+
+static const char *always_xgmi(void *ctx, int device, int peer) { return "XGMI"; }
+
+START_TEST(test_two_runtimes_have_their_own_rules_logs_and_classifiers) {
+  /* Rules of one runtime never select calls of another, device= included. */
+  cubert_runtime *a = runtime_with("launch kernel=cubert_fill_u32 device=1 fault=fail", false);
+  cubert_runtime *b = runtime_with(NULL, false); /* default options: $CUBERT_FAULTS is unset */
+  ck_assert_int_eq(fill_on(b, 1), CUBERT_OK);
+  ck_assert_int_eq(fill_on(a, 0), CUBERT_OK);
+  ck_assert_int_eq(fill_on(a, 1), CUBERT_ERR_LAUNCH);
+  ck_assert_uint_eq(cubert_faultinj_injected(a), 1);
+  ck_assert_uint_eq(cubert_faultinj_injected(b), 0);
+  cubert_faultinj_stats sa, sb;
+  ck_assert_int_eq(cubert_faultinj_get_stats(a, &sa), CUBERT_OK);
+  ck_assert_int_eq(cubert_faultinj_get_stats(b, &sb), CUBERT_OK);
+  ck_assert_uint_eq(sa.rules, 1);
+  ck_assert_uint_eq(sb.rules, 0);
+  ck_assert_uint_eq(sb.calls, 0);
+  /* A rule added to b is b's alone; ids and logs are per runtime. */
+  cubert_faultinj_diag diag;
+  uint32_t id = 0;
+  ck_assert_int_eq(cubert_faultinj_add(b, "launch device=0 nth=1", "b", &id, &diag), CUBERT_OK);
+  ck_assert_uint_eq(id, 1);
+  ck_assert_int_eq(fill_on(a, 0), CUBERT_OK);
+  ck_assert_int_eq(fill_on(b, 0), CUBERT_ERR_LAUNCH);
+  cubert_fault_record ra, rb;
+  ck_assert(cubert_faultinj_record(a, 1, &ra));
+  ck_assert(cubert_faultinj_record(b, 1, &rb));
+  ck_assert_int_eq(ra.device, 1);
+  ck_assert_int_eq(rb.device, 0);
+  ck_assert(!cubert_faultinj_record(a, 2, &ra));
+  /* A pair classifier is the runtime's: a runtime whose rules need its own
+   * topology, made and destroyed later, neither replaces nor clears a's. */
+  ck_assert_int_eq(cubert_faultinj_set_pair_classifier(a, always_xgmi, NULL), CUBERT_OK);
+  ck_assert_int_eq(cubert_faultinj_add(a, "link_info pair=XGMI fault=fail", NULL, NULL, &diag), CUBERT_OK);
+  cubert_runtime *c = runtime_with("link_info pair=SYS nth=1000", false);
+  cubert_runtime_destroy(c);
+  cubert_device_link link;
+  ck_assert_int_eq(cubert_runtime_device_link(a, 0, 1, &link), CUBERT_ERR_BACKEND);
+  ck_assert_msg(strstr(cubert_last_error_message(), "injected fault #2 (rule 2)"), "%s", cubert_last_error_message());
+  if (cubert_runtime_device_link(b, 0, 1, &link) != CUBERT_OK) /* the host backend may not know links */
+    ck_assert_msg(!strstr(cubert_last_error_message(), "injected"), "%s", cubert_last_error_message());
+  cubert_runtime_destroy(b);
+  cubert_runtime_destroy(a);
+}
+END_TEST
+
+START_TEST(test_cubert_faults_configures_each_runtime) {
+  /* Each runtime gets its own copy of $CUBERT_FAULTS: nth=1 fires once in
+   * each, and a second runtime leaves the first one's rules and counts. */
+  setenv("CUBERT_FAULTS", "launch kernel=cubert_fill_u32 nth=1 fault=fail", 1);
+  cubert_runtime *a = runtime_with(NULL, false);
+  ck_assert_int_eq(fill_on(a, 0), CUBERT_ERR_LAUNCH);
+  cubert_runtime *b = runtime_with(NULL, false);
+  unsetenv("CUBERT_FAULTS");
+  ck_assert_int_eq(fill_on(a, 0), CUBERT_OK);
+  ck_assert_int_eq(fill_on(b, 0), CUBERT_ERR_LAUNCH);
+  ck_assert_int_eq(fill_on(b, 0), CUBERT_OK);
+  ck_assert_uint_eq(cubert_faultinj_injected(a), 1);
+  ck_assert_uint_eq(cubert_faultinj_injected(b), 1);
+  uint64_t matched = 0;
+  ck_assert_int_eq(cubert_faultinj_rule_describe(a, 1, NULL, 0, &matched, NULL), CUBERT_OK);
+  ck_assert_uint_eq(matched, 2);
+  cubert_runtime_destroy(a);
+  cubert_runtime_destroy(b);
 }
 END_TEST
 
@@ -1533,17 +1653,17 @@ static void *rule_loop(void *arg) {
   while (!atomic_load(k->stop)) {
     uint32_t id = 0;
     cubert_faultinj_diag diag;
-    (void)cubert_faultinj_add("read prob=0.01", "thread", &id, &diag);
-    (void)cubert_faultinj_remove(id);
+    (void)cb_fi_state_add(fi, "read prob=0.01", 14, "thread", false, &id, &diag);
+    (void)cb_fi_state_remove(fi, id);
     cubert_fault_record rec[4];
-    (void)cubert_faultinj_log(0, rec, 4);
+    (void)cb_fi_state_log(fi, 0, rec, 4);
   }
   return NULL;
 }
 
 START_TEST(test_threads_share_the_layer_safely) {
   NEED_BACKEND(_i);
-  cubert_faultinj_set_seed(3);
+  cb_fi_state_set_seed(fi, 3);
   rules("work prob=0.1 fault=async; launch prob=0.05 fault=scribble");
   rig r;
   rig_open(&r, _i, true);
@@ -1573,9 +1693,9 @@ START_TEST(test_threads_share_the_layer_safely) {
   }
   /* Every async injection was drained exactly once. */
   cubert_fault_record *rec = malloc(CUBERT_FAULTINJ_LOG_CAPACITY * sizeof *rec);
-  size_t n = cubert_faultinj_log(0, rec, CUBERT_FAULTINJ_LOG_CAPACITY);
+  size_t n = cb_fi_state_log(fi, 0, rec, CUBERT_FAULTINJ_LOG_CAPACITY);
   cubert_faultinj_stats stats;
-  cubert_faultinj_get_stats(&stats);
+  cb_fi_state_stats(fi, &stats);
   ck_assert_uint_eq(stats.log_dropped, 0);
   int async = 0;
   for (size_t i = 0; i < n; i++) async += rec[i].fault == CUBERT_FAULT_ASYNC;
@@ -1589,7 +1709,7 @@ END_TEST
 static Suite *suite(void) {
   Suite *s = suite_create("faultinj_decorator");
   TCase *t = tcase_create("decorator");
-  tcase_add_checked_fixture(t, setup, NULL);
+  tcase_add_checked_fixture(t, setup, teardown);
   tcase_set_timeout(t, 60);
   int backends = 2; /* fake, host */
   tcase_add_loop_test(t, test_no_rule_forwards_every_call_unchanged, 0, backends);
@@ -1610,6 +1730,8 @@ static Suite *suite(void) {
   tcase_add_loop_test(t, test_threads_share_the_layer_safely, 0, backends);
   tcase_add_test(t, test_runtime_reports_the_injection_and_never_hands_out_scribbled_bytes);
   tcase_add_test(t, test_runtime_without_the_layer_ignores_rules);
+  tcase_add_test(t, test_two_runtimes_have_their_own_rules_logs_and_classifiers);
+  tcase_add_test(t, test_cubert_faults_configures_each_runtime);
   suite_add_tcase(s, t);
   return s;
 }

@@ -15,18 +15,35 @@
 #include "cubert/faultinj.h"
 #include "faultinj/injector.h"
 #include "faultinj/rules.h"
+#include "runtime/internal.h"
+#include "tests/testutil.h"
 
 /* ------------------------------------------------------------ helpers */
 
+/* Each test gets a fresh runtime: its fault state is the one under test. */
+static cubert_runtime *rt;
+static cb_fi_state *fi;
+
+static void teardown(void) {
+  cubert_runtime_destroy(rt);
+  rt = NULL;
+  fi = NULL;
+}
+
 static void setup(void) {
-  cubert_faultinj_reset();
-  cubert_faultinj_set_pair_classifier(NULL, NULL);
+  teardown();
+  cubert_runtime_options o;
+  cb_test_options("host", &o);
+  o.host_devices = 1;
+  ck_assert_msg(cubert_runtime_create(&o, &rt) == CUBERT_OK, "%s", cubert_last_error_message());
+  fi = rt->faultinj;
+  ck_assert_ptr_nonnull(fi);
 }
 
 static uint32_t add(const char *text) {
   cubert_faultinj_diag diag;
   uint32_t first = 0;
-  cubert_status st = cubert_faultinj_add(text, "test", &first, &diag);
+  cubert_status st = cubert_faultinj_add(rt, text, "test", &first, &diag);
   ck_assert_msg(st == CUBERT_OK, "rules `%s` refused: %s", text, diag.message);
   return first;
 }
@@ -45,7 +62,7 @@ static const char *fired(cb_fi_call call, int n) {
   for (int i = 1; i <= n; i++) {
     call.work = (uint64_t)i;
     cb_fi_hit hit;
-    if (cb_fi_decide(&call, &hit))
+    if (cb_fi_decide(fi, &call, &hit))
       len += (size_t)snprintf(out + len, sizeof out - len, "%s%d", len ? "," : "", i);
   }
   return out;
@@ -55,7 +72,7 @@ static bool selects(const char *rule, cb_fi_call call) {
   setup();
   add(rule);
   cb_fi_hit hit;
-  return cb_fi_decide(&call, &hit);
+  return cb_fi_decide(fi, &call, &hit);
 }
 
 /* ------------------------------------------------------------ triggers */
@@ -106,17 +123,17 @@ START_TEST(test_trigger_counts_only_matching_calls) {
   add("launch kernel=k1 nth=2");
   cb_fi_call k1 = call_of(CB_FI_OP_LAUNCH, 0, 1, "k1"), k2 = call_of(CB_FI_OP_LAUNCH, 0, 1, "k2");
   cb_fi_hit hit;
-  ck_assert(!cb_fi_decide(&k1, &hit));
-  ck_assert(!cb_fi_decide(&k2, &hit));
-  ck_assert(!cb_fi_decide(&k2, &hit));
-  ck_assert(cb_fi_decide(&k1, &hit)); /* the second k1, not the fourth launch */
+  ck_assert(!cb_fi_decide(fi, &k1, &hit));
+  ck_assert(!cb_fi_decide(fi, &k2, &hit));
+  ck_assert(!cb_fi_decide(fi, &k2, &hit));
+  ck_assert(cb_fi_decide(fi, &k1, &hit)); /* the second k1, not the fourth launch */
   ck_assert_uint_eq(hit.match, 2);
 }
 END_TEST
 
 static char *prob_sequence(const char *rules, bool set_seed, uint64_t seed, int n) {
   setup();
-  if (set_seed) cubert_faultinj_set_seed(seed);
+  if (set_seed) cubert_faultinj_set_seed(rt, seed);
   add(rules);
   return strdup(fired(call_of(CB_FI_OP_LAUNCH, 0, 1, "k"), n));
 }
@@ -160,7 +177,7 @@ START_TEST(test_prob_edges_and_reseed_restarts) {
   setup();
   add("launch prob=0.4");
   (void)fired(call_of(CB_FI_OP_LAUNCH, 0, 1, "k"), 37);
-  cubert_faultinj_set_seed(77);
+  cubert_faultinj_set_seed(rt, 77);
   char *again = strdup(fired(call_of(CB_FI_OP_LAUNCH, 0, 1, "k"), 100));
   ck_assert_str_eq(fresh, again);
   free(fresh), free(again);
@@ -172,14 +189,14 @@ START_TEST(test_prob_streams_are_per_rule) {
   char *alone = prob_sequence("launch prob=0.3", true, 9, 200);
   char *with = prob_sequence("launch prob=0.3; launch prob=0.6 fault=scribble", true, 9, 200);
   setup();
-  cubert_faultinj_set_seed(9);
+  cubert_faultinj_set_seed(rt, 9);
   add("launch prob=0.3; launch prob=0.6 fault=scribble");
   char rule1[4096] = "";
   size_t len = 0;
   cb_fi_call c = call_of(CB_FI_OP_LAUNCH, 0, 1, "k");
   for (int i = 1; i <= 200; i++) {
     cb_fi_hit hit;
-    if (cb_fi_decide(&c, &hit) && hit.rule == 1)
+    if (cb_fi_decide(fi, &c, &hit) && hit.rule == 1)
       len += (size_t)snprintf(rule1 + len, sizeof rule1 - len, "%s%d", len ? "," : "", i);
   }
   ck_assert_str_eq(alone, rule1);
@@ -268,18 +285,18 @@ START_TEST(test_filter_pair_class_through_the_classifier) {
   ck_assert(!selects("copy_peer pair=XGMI", c1));
   int calls = 0;
   setup();
-  cubert_faultinj_set_pair_classifier(classify, &calls);
+  cubert_faultinj_set_pair_classifier(rt, classify, &calls);
   add("copy_peer pair=xgmi");
   cb_fi_hit hit;
-  ck_assert(cb_fi_decide(&c1, &hit));
-  ck_assert(!cb_fi_decide(&c2, &hit));
-  ck_assert(!cb_fi_decide(&c3, &hit)); /* unknown class */
+  ck_assert(cb_fi_decide(fi, &c1, &hit));
+  ck_assert(!cb_fi_decide(fi, &c2, &hit));
+  ck_assert(!cb_fi_decide(fi, &c3, &hit)); /* unknown class */
   ck_assert_int_eq(calls, 3);
-  cubert_faultinj_clear();
+  cubert_faultinj_clear(rt);
   add("copy_peer pair=PIX,SYS");
-  ck_assert(cb_fi_decide(&c2, &hit));
-  ck_assert(!cb_fi_decide(&c1, &hit));
-  cubert_faultinj_set_pair_classifier(NULL, NULL);
+  ck_assert(cb_fi_decide(fi, &c2, &hit));
+  ck_assert(!cb_fi_decide(fi, &c1, &hit));
+  cubert_faultinj_set_pair_classifier(rt, NULL, NULL);
 }
 END_TEST
 
@@ -347,13 +364,13 @@ END_TEST
 
 START_TEST(test_error_adds_nothing) {
   cubert_faultinj_diag diag;
-  ck_assert_int_eq(cubert_faultinj_add("launch nth=1\ncopy bogus=1", NULL, NULL, &diag), CUBERT_ERR_PARSE);
+  ck_assert_int_eq(cubert_faultinj_add(rt, "launch nth=1\ncopy bogus=1", NULL, NULL, &diag), CUBERT_ERR_PARSE);
   ck_assert_str_eq(diag.source, "api");
   ck_assert_int_eq(diag.line, 2);
   cubert_faultinj_stats s;
-  cubert_faultinj_get_stats(&s);
+  cubert_faultinj_get_stats(rt, &s);
   ck_assert_uint_eq(s.rules, 0);
-  ck_assert_int_eq(cubert_faultinj_add(NULL, NULL, NULL, &diag), CUBERT_ERR_INVALID_ARGUMENT);
+  ck_assert_int_eq(cubert_faultinj_add(rt, NULL, NULL, NULL, &diag), CUBERT_ERR_INVALID_ARGUMENT);
 }
 END_TEST
 
@@ -369,7 +386,7 @@ static char *temp_file(const char *text) {
 START_TEST(test_file_errors_name_the_file) {
   char *path = temp_file("# a scenario\nseed=3\n\nlaunch kernel=k nth=2 fault=wrong\n");
   cubert_faultinj_diag diag;
-  ck_assert_int_eq(cubert_faultinj_load(path, NULL, &diag), CUBERT_ERR_PARSE);
+  ck_assert_int_eq(cubert_faultinj_load(rt, path, NULL, &diag), CUBERT_ERR_PARSE);
   ck_assert_str_eq(diag.source, path);
   ck_assert_int_eq(diag.line, 4);
   ck_assert_int_eq(diag.column, 29);
@@ -379,17 +396,17 @@ START_TEST(test_file_errors_name_the_file) {
   unlink(path);
   free(path);
 
-  ck_assert_int_eq(cubert_faultinj_load("/nonexistent/rules", NULL, &diag), CUBERT_ERR_IO);
+  ck_assert_int_eq(cubert_faultinj_load(rt, "/nonexistent/rules", NULL, &diag), CUBERT_ERR_IO);
   ck_assert_int_eq(diag.line, 0);
   ck_assert_ptr_nonnull(strstr(diag.message, "/nonexistent/rules"));
 
   path = temp_file("seed=11\nlaunch prob=0.5   # half of them\r\ncopy_peer every=2 fault=partial:0.25\n");
   uint32_t first = 0;
-  ck_assert_int_eq(cubert_faultinj_load(path, &first, &diag), CUBERT_OK);
+  ck_assert_int_eq(cubert_faultinj_load(rt, path, &first, &diag), CUBERT_OK);
   ck_assert_uint_eq(first, 1);
-  ck_assert_uint_eq(cubert_faultinj_seed(), 11);
+  ck_assert_uint_eq(cubert_faultinj_seed(rt), 11);
   cubert_faultinj_stats s;
-  cubert_faultinj_get_stats(&s);
+  cubert_faultinj_get_stats(rt, &s);
   ck_assert_uint_eq(s.rules, 2);
   unlink(path);
   free(path);
@@ -471,11 +488,11 @@ START_TEST(test_canonical_text_round_trips) {
   uint32_t id = add("copy every=10 fault=partial:0.5 device=1");
   char text[256];
   uint64_t matched = 1, injected = 1;
-  ck_assert_int_eq(cubert_faultinj_rule_describe(id, text, sizeof text, &matched, &injected), CUBERT_OK);
+  ck_assert_int_eq(cubert_faultinj_rule_describe(rt, id, text, sizeof text, &matched, &injected), CUBERT_OK);
   ck_assert_str_eq(text, "copy device=1 every=10 fault=partial:0.5");
   ck_assert_uint_eq(matched, 0);
   ck_assert_uint_eq(injected, 0);
-  ck_assert_int_eq(cubert_faultinj_rule_describe(id + 1, text, sizeof text, NULL, NULL), CUBERT_ERR_INVALID_ARGUMENT);
+  ck_assert_int_eq(cubert_faultinj_rule_describe(rt, id + 1, text, sizeof text, NULL, NULL), CUBERT_ERR_INVALID_ARGUMENT);
 }
 END_TEST
 
@@ -487,13 +504,13 @@ START_TEST(test_first_rule_wins_others_still_count) {
   ck_assert_uint_eq(b, a + 1);
   cb_fi_call c = call_of(CB_FI_OP_LAUNCH, 0, 1, "k");
   cb_fi_hit hit;
-  ck_assert(!cb_fi_decide(&c, &hit));
-  ck_assert(cb_fi_decide(&c, &hit));
+  ck_assert(!cb_fi_decide(fi, &c, &hit));
+  ck_assert(cb_fi_decide(fi, &c, &hit));
   ck_assert_uint_eq(hit.rule, a);
   ck_assert_int_eq(hit.fault, CUBERT_FAULT_SCRIBBLE);
   ck_assert_int_eq(hit.status, CUBERT_ERR_LAUNCH);
   uint64_t matched, injected;
-  cubert_faultinj_rule_describe(b, NULL, 0, &matched, &injected);
+  cubert_faultinj_rule_describe(rt, b, NULL, 0, &matched, &injected);
   ck_assert_uint_eq(matched, 2);
   ck_assert_uint_eq(injected, 0);
 }
@@ -501,33 +518,43 @@ END_TEST
 
 START_TEST(test_log_ids_records_and_summary) {
   char line[512];
-  cubert_faultinj_summary(line, sizeof line);
+  cubert_faultinj_summary(rt, line, sizeof line);
   ck_assert_str_eq(line, "fault injection: no faults were injected (no rules set)");
   add("compile kernel=nope");
   ck_assert_str_eq(fired(call_of(CB_FI_OP_COMPILE, 0, 0, "k"), 4), "");
-  cubert_faultinj_summary(line, sizeof line);
-  ck_assert_str_eq(line, "fault injection: no faults were injected (1 rule set; 0 of 4 calls matched)");
-  ck_assert_uint_eq(cubert_faultinj_injected(), 0);
+  /* The rule names a kernel no call had: the summary says it selects nothing. */
+  cubert_faultinj_summary(rt, line, sizeof line);
+  ck_assert_str_eq(line, "fault injection: no faults were injected (1 rule set; 0 of 4 calls matched); WARNING: "
+                         "rule 1 selects nothing through kernel=nope: no kernel launched or compiled in this "
+                         "runtime has that name");
+  ck_assert_uint_eq(cubert_faultinj_injected(rt), 0);
+  cubert_faultinj_stats fst;
+  ck_assert_int_eq(cubert_faultinj_get_stats(rt, &fst), CUBERT_OK);
+  ck_assert_uint_eq(fst.idle_kernel_rules, 1);
+  /* Once a kernel of that name is seen the warning goes, matched or not. */
+  ck_assert_str_eq(fired(call_of(CB_FI_OP_LAUNCH, 0, 1, "nope"), 1), "");
+  cubert_faultinj_summary(rt, line, sizeof line);
+  ck_assert_str_eq(line, "fault injection: no faults were injected (1 rule set; 0 of 5 calls matched)");
 
   setup();
-  cubert_faultinj_set_seed(5);
+  cubert_faultinj_set_seed(rt, 5);
   add("launch kernel=k* every=2 fault=scribble:0.25; sync status=ERR_TIMEOUT");
   int peer = 3;
   cb_fi_call l = {CB_FI_OP_LAUNCH, CB_FI_OP_LAUNCH | CB_FI_OP_PEER_WRITE, 2, 4, 0, "k7", &peer, 1};
   cb_fi_hit hit;
   for (uint64_t w = 1; w <= 4; w++) {
     l.work = w;
-    (void)cb_fi_decide(&l, &hit);
+    (void)cb_fi_decide(fi, &l, &hit);
   }
   cb_fi_call s = call_of(CB_FI_OP_SYNC, 1, 0, NULL);
-  ck_assert(cb_fi_decide(&s, &hit));
+  ck_assert(cb_fi_decide(fi, &s, &hit));
   ck_assert_uint_eq(hit.id, 3);
   ck_assert_int_eq(hit.status, CUBERT_ERR_TIMEOUT);
-  cb_fi_note(hit.id, "injected fault #3 (rule 2): sync on device 1 failed");
-  ck_assert_uint_eq(cubert_faultinj_injected(), 3);
+  cb_fi_note(fi, hit.id, "injected fault #3 (rule 2): sync on device 1 failed");
+  ck_assert_uint_eq(cubert_faultinj_injected(rt), 3);
 
   cubert_fault_record rec[8];
-  ck_assert_uint_eq(cubert_faultinj_log(0, rec, 8), 3);
+  ck_assert_uint_eq(cubert_faultinj_log(rt, 0, rec, 8), 3);
   ck_assert_uint_eq(rec[0].id, 1);
   ck_assert_uint_eq(rec[0].rule, 1);
   ck_assert_str_eq(rec[0].operation, "launch");
@@ -546,28 +573,28 @@ START_TEST(test_log_ids_records_and_summary) {
   ck_assert_int_eq(rec[2].peer, -1);
   ck_assert_str_eq(rec[2].kernel, "");
   ck_assert_str_eq(rec[2].message, "injected fault #3 (rule 2): sync on device 1 failed");
-  ck_assert_uint_eq(cubert_faultinj_log(3, rec, 8), 1);
-  ck_assert_uint_eq(cubert_faultinj_log(1, rec, 2), 2);
+  ck_assert_uint_eq(cubert_faultinj_log(rt, 3, rec, 8), 1);
+  ck_assert_uint_eq(cubert_faultinj_log(rt, 1, rec, 2), 2);
   cubert_fault_record one;
-  ck_assert(cubert_faultinj_record(2, &one) && one.id == 2);
-  ck_assert(!cubert_faultinj_record(4, &one));
-  ck_assert(!cubert_faultinj_record(0, &one));
+  ck_assert(cubert_faultinj_record(rt, 2, &one) && one.id == 2);
+  ck_assert(!cubert_faultinj_record(rt, 4, &one));
+  ck_assert(!cubert_faultinj_record(rt, 0, &one));
 
-  cubert_faultinj_summary(line, sizeof line);
+  cubert_faultinj_summary(rt, line, sizeof line);
   ck_assert_str_eq(line, "fault injection: 3 faults injected, #1-#3 (seed 5; 2 rules set; 5 of 5 calls matched)");
   cubert_faultinj_stats st;
-  cubert_faultinj_get_stats(&st);
+  cubert_faultinj_get_stats(rt, &st);
   ck_assert(st.injected == 3 && st.calls == 5 && st.matched == 5 && st.rules == 2 && st.seed == 5);
 
   /* Clearing keeps the log; resetting starts the ids again at 1. */
-  cubert_faultinj_clear();
-  ck_assert_uint_eq(cubert_faultinj_injected(), 3);
-  ck_assert(!cb_fi_armed());
-  cubert_faultinj_reset();
-  ck_assert_uint_eq(cubert_faultinj_injected(), 0);
-  ck_assert_uint_eq(cubert_faultinj_log(0, rec, 8), 0);
+  cubert_faultinj_clear(rt);
+  ck_assert_uint_eq(cubert_faultinj_injected(rt), 3);
+  ck_assert(!cb_fi_armed(cb_fi_armed_flag(fi)));
+  cubert_faultinj_reset(rt);
+  ck_assert_uint_eq(cubert_faultinj_injected(rt), 0);
+  ck_assert_uint_eq(cubert_faultinj_log(rt, 0, rec, 8), 0);
   ck_assert_uint_eq(add("sync"), 1);
-  ck_assert(cb_fi_decide(&s, &hit));
+  ck_assert(cb_fi_decide(fi, &s, &hit));
   ck_assert_uint_eq(hit.id, 1);
 }
 END_TEST
@@ -576,38 +603,62 @@ START_TEST(test_log_keeps_the_newest) {
   add("alloc");
   cb_fi_call c = call_of(CB_FI_OP_ALLOC, 0, 0, NULL);
   cb_fi_hit hit;
-  for (int i = 0; i < CUBERT_FAULTINJ_LOG_CAPACITY + 5; i++) ck_assert(cb_fi_decide(&c, &hit));
+  for (int i = 0; i < CUBERT_FAULTINJ_LOG_CAPACITY + 5; i++) ck_assert(cb_fi_decide(fi, &c, &hit));
   cubert_faultinj_stats s;
-  cubert_faultinj_get_stats(&s);
+  cubert_faultinj_get_stats(rt, &s);
   ck_assert_uint_eq(s.log_dropped, 5);
   ck_assert_uint_eq(s.injected, CUBERT_FAULTINJ_LOG_CAPACITY + 5);
   cubert_fault_record r;
-  ck_assert(!cubert_faultinj_record(5, &r));
-  ck_assert(cubert_faultinj_record(6, &r) && r.id == 6);
-  ck_assert(cubert_faultinj_record(CUBERT_FAULTINJ_LOG_CAPACITY + 5, &r));
-  ck_assert_uint_eq(cubert_faultinj_log(0, &r, 1), 1);
+  ck_assert(!cubert_faultinj_record(rt, 5, &r));
+  ck_assert(cubert_faultinj_record(rt, 6, &r) && r.id == 6);
+  ck_assert(cubert_faultinj_record(rt, CUBERT_FAULTINJ_LOG_CAPACITY + 5, &r));
+  ck_assert_uint_eq(cubert_faultinj_log(rt, 0, &r, 1), 1);
   ck_assert_uint_eq(r.id, 6);
 }
 END_TEST
 
 START_TEST(test_remove_clear_and_armed_flag) {
-  ck_assert(!cb_fi_armed());
+  ck_assert(!cb_fi_armed(cb_fi_armed_flag(fi)));
   uint32_t a = add("launch; copy");
-  ck_assert(cb_fi_armed());
-  ck_assert_int_eq(cubert_faultinj_remove(a), CUBERT_OK);
-  ck_assert_int_eq(cubert_faultinj_remove(a), CUBERT_ERR_INVALID_ARGUMENT);
+  ck_assert(cb_fi_armed(cb_fi_armed_flag(fi)));
+  ck_assert_int_eq(cubert_faultinj_remove(rt, a), CUBERT_OK);
+  ck_assert_int_eq(cubert_faultinj_remove(rt, a), CUBERT_ERR_INVALID_ARGUMENT);
   cb_fi_hit hit;
   cb_fi_call l = call_of(CB_FI_OP_LAUNCH, 0, 1, "k"), c = call_of(CB_FI_OP_COPY, 0, 1, NULL);
-  ck_assert(!cb_fi_decide(&l, &hit));
-  ck_assert(cb_fi_decide(&c, &hit));
-  ck_assert(cb_fi_armed());
-  cubert_faultinj_clear();
-  ck_assert(!cb_fi_armed());
+  ck_assert(!cb_fi_decide(fi, &l, &hit));
+  ck_assert(cb_fi_decide(fi, &c, &hit));
+  ck_assert(cb_fi_armed(cb_fi_armed_flag(fi)));
+  cubert_faultinj_clear(rt);
+  ck_assert(!cb_fi_armed(cb_fi_armed_flag(fi)));
   /* A lost device keeps the layer armed after the rules are gone. */
-  cb_fi_lost_add(1);
-  ck_assert(cb_fi_armed());
-  cb_fi_lost_add(-1);
-  ck_assert(!cb_fi_armed());
+  cb_fi_lost_add(fi, 1);
+  ck_assert(cb_fi_armed(cb_fi_armed_flag(fi)));
+  cb_fi_lost_add(fi, -1);
+  ck_assert(!cb_fi_armed(cb_fi_armed_flag(fi)));
+}
+END_TEST
+
+START_TEST(test_kernel_names_that_select_nothing_are_named) {
+  /* The built-ins are cubert_fill_u32, ...: a name without the prefix is a
+   * rule that selects nothing, and the summary says what was meant. */
+  add("launch kernel=fill_u32 nth=1; launch kernel=sum* nth=1; launch kernel=mine,cubert_copy_u32");
+  ck_assert_str_eq(fired(call_of(CB_FI_OP_LAUNCH, 0, 1, "mine"), 1), "1");
+  char line[1024];
+  size_t want = cubert_faultinj_summary(rt, line, sizeof line);
+  ck_assert_uint_eq(want, strlen(line));
+  ck_assert_msg(strstr(line, "rule 1 selects nothing through kernel=fill_u32: no kernel launched or compiled in "
+                             "this runtime has that name (the built-in is named `cubert_fill_u32`)"), "%s", line);
+  ck_assert_msg(strstr(line, "rule 2 selects nothing through kernel=sum*: no kernel launched or compiled in this "
+                             "runtime has that name (the built-in is named `cubert_sum_f32`)"), "%s", line);
+  ck_assert_msg(strstr(line, "rule 3 selects nothing through kernel=cubert_copy_u32"), "%s", line);
+  ck_assert_msg(!strstr(line, "kernel=mine"), "%s", line);
+  cubert_faultinj_stats st;
+  ck_assert_int_eq(cubert_faultinj_get_stats(rt, &st), CUBERT_OK);
+  ck_assert_uint_eq(st.idle_kernel_rules, 3);
+  /* Truncated, it still reports the whole length, as snprintf. */
+  char small[16];
+  ck_assert_uint_eq(cubert_faultinj_summary(rt, small, sizeof small), want);
+  ck_assert_uint_eq(strlen(small), sizeof small - 1);
 }
 END_TEST
 
@@ -615,47 +666,47 @@ START_TEST(test_configure_from_environment) {
   cubert_faultinj_diag diag;
   uint32_t api = add("alloc nth=100");
   setenv("CUBERT_FAULTS", "launch nth=2", 1);
-  ck_assert_int_eq(cubert_faultinj_configure(NULL, &diag), CUBERT_OK);
+  ck_assert_int_eq(cubert_faultinj_configure(rt, NULL, &diag), CUBERT_OK);
   cubert_faultinj_stats s;
-  cubert_faultinj_get_stats(&s);
+  cubert_faultinj_get_stats(rt, &s);
   ck_assert_uint_eq(s.rules, 2);
-  /* The same text again (a second runtime) keeps the rule and its count. */
+  /* The same text again (on this runtime) keeps the rule and its count. */
   cb_fi_call l = call_of(CB_FI_OP_LAUNCH, 0, 1, "k");
   cb_fi_hit hit;
-  ck_assert(!cb_fi_decide(&l, &hit));
-  ck_assert_int_eq(cubert_faultinj_configure(NULL, &diag), CUBERT_OK);
-  ck_assert(cb_fi_decide(&l, &hit));
+  ck_assert(!cb_fi_decide(fi, &l, &hit));
+  ck_assert_int_eq(cubert_faultinj_configure(rt, NULL, &diag), CUBERT_OK);
+  ck_assert(cb_fi_decide(fi, &l, &hit));
   ck_assert_uint_eq(hit.rule, api + 1);
   /* Other text replaces the configured rules and leaves API rules alone. */
   setenv("CUBERT_FAULTS", "copy; write", 1);
-  ck_assert_int_eq(cubert_faultinj_configure(NULL, &diag), CUBERT_OK);
-  cubert_faultinj_get_stats(&s);
+  ck_assert_int_eq(cubert_faultinj_configure(rt, NULL, &diag), CUBERT_OK);
+  cubert_faultinj_get_stats(rt, &s);
   ck_assert_uint_eq(s.rules, 3);
-  ck_assert_int_eq(cubert_faultinj_rule_describe(api, NULL, 0, NULL, NULL), CUBERT_OK);
-  ck_assert_int_eq(cubert_faultinj_rule_describe(api + 1, NULL, 0, NULL, NULL), CUBERT_ERR_INVALID_ARGUMENT);
+  ck_assert_int_eq(cubert_faultinj_rule_describe(rt, api, NULL, 0, NULL, NULL), CUBERT_OK);
+  ck_assert_int_eq(cubert_faultinj_rule_describe(rt, api + 1, NULL, 0, NULL, NULL), CUBERT_ERR_INVALID_ARGUMENT);
   /* Errors name the variable; the rules in place stay. */
   setenv("CUBERT_FAULTS", "copy every=0", 1);
-  ck_assert_int_eq(cubert_faultinj_configure(NULL, &diag), CUBERT_ERR_PARSE);
+  ck_assert_int_eq(cubert_faultinj_configure(rt, NULL, &diag), CUBERT_ERR_PARSE);
   ck_assert_str_eq(diag.source, "CUBERT_FAULTS");
   ck_assert(strncmp(diag.message, "CUBERT_FAULTS:1:12: ", 20) == 0);
-  cubert_faultinj_get_stats(&s);
+  cubert_faultinj_get_stats(rt, &s);
   ck_assert_uint_eq(s.rules, 3);
   /* An option text wins over the variable; '@' names a file. */
   char *path = temp_file("launch kernel=k nth=1\n");
   char opt[256];
   snprintf(opt, sizeof opt, "@%s", path);
-  ck_assert_int_eq(cubert_faultinj_configure(opt, &diag), CUBERT_OK);
-  cubert_faultinj_get_stats(&s);
+  ck_assert_int_eq(cubert_faultinj_configure(rt, opt, &diag), CUBERT_OK);
+  cubert_faultinj_get_stats(rt, &s);
   ck_assert_uint_eq(s.rules, 2);
-  ck_assert(cb_fi_decide(&l, &hit));
+  ck_assert(cb_fi_decide(fi, &l, &hit));
   unlink(path);
   free(path);
-  ck_assert_int_eq(cubert_faultinj_configure("launch nth=", &diag), CUBERT_ERR_PARSE);
+  ck_assert_int_eq(cubert_faultinj_configure(rt, "launch nth=", &diag), CUBERT_ERR_PARSE);
   ck_assert_str_eq(diag.source, "faults option");
   /* Nothing configured: the configured rules go, API rules stay. */
   unsetenv("CUBERT_FAULTS");
-  ck_assert_int_eq(cubert_faultinj_configure(NULL, &diag), CUBERT_OK);
-  cubert_faultinj_get_stats(&s);
+  ck_assert_int_eq(cubert_faultinj_configure(rt, NULL, &diag), CUBERT_OK);
+  cubert_faultinj_get_stats(rt, &s);
   ck_assert_uint_eq(s.rules, 1);
 }
 END_TEST
@@ -663,7 +714,7 @@ END_TEST
 static Suite *suite(void) {
   Suite *s = suite_create("faultinj_rules");
   TCase *t = tcase_create("rules");
-  tcase_add_checked_fixture(t, setup, NULL);
+  tcase_add_checked_fixture(t, setup, teardown);
   tcase_add_test(t, test_trigger_nth_fires_once_on_the_nth_call);
   tcase_add_test(t, test_trigger_every_fires_on_multiples);
   tcase_add_test(t, test_trigger_first_fires_on_the_first_n);
@@ -688,6 +739,7 @@ static Suite *suite(void) {
   tcase_add_test(t, test_log_ids_records_and_summary);
   tcase_add_test(t, test_log_keeps_the_newest);
   tcase_add_test(t, test_remove_clear_and_armed_flag);
+  tcase_add_test(t, test_kernel_names_that_select_nothing_are_named);
   tcase_add_test(t, test_configure_from_environment);
   suite_add_tcase(s, t);
   return s;

@@ -17,7 +17,7 @@
 
 #include "backends/hip/hip_compile.h"
 #include "backends/hip/hip_testing.h"
-#include "cubert/backend.h"
+#include "backends/backend.h"
 #include "cubert/cubert.h"
 #include "cubert/kernels.h"
 

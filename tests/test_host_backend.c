@@ -13,7 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cubert/backend.h"
+#include "backends/backend.h"
+#include "backends/host/host_backend.h"
 #include "cubert/kernels.h"
 
 static const cubert_backend_ops *ops;
@@ -35,7 +36,8 @@ static void open_fixture(fixture *f, int devices, uint64_t memory, const char *d
   atomic_store(&gate, 0); /* tests may share a process (CK_FORK=no) */
   atomic_store(&gated_running, 0);
   ops = cubert_backend_host();
-  cubert_backend_config config = {.host_devices = devices, .host_memory = memory, .host_peer_deny = deny};
+  cb_host_options config_host = {.devices = devices, .memory = memory, .peer_deny = deny};
+  cubert_backend_config config = {.options = &config_host};
   cubert_berr err = {0};
   ck_assert_int_eq(ops->open(&config, &f->backend, &f->count, &err), CUBERT_OK);
   ck_assert_int_eq(f->count, devices);
@@ -111,9 +113,9 @@ static cubert_status launch_store(void *dev, void *s, uint64_t work, void *modul
                                   uint64_t out, uint32_t value, uint32_t fail, cubert_berr *err) {
   cubert_launch_config config = {{1, 1, 1}, {1, 1, 1}, 0};
   cubert_backend_arg args[3] = {
-      {CUBERT_PARAM_BUFFER, CUBERT_ACCESS_WRITE, out, 4, NULL, 0},
-      {CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 0, 0, &value, 4},
-      {CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 0, 0, &fail, 4},
+      {CUBERT_PARAM_BUFFER, CUBERT_ACCESS_WRITE, out, 4, NULL, 0, NULL},
+      {CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 0, 0, &value, 4, NULL},
+      {CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 0, 0, &fail, 4, NULL},
   };
   return ops->launch(dev, s, work, module, &config, args, nargs, err);
 }
@@ -190,16 +192,19 @@ START_TEST(open_defaults_zero_devices_and_bus_ids) {
   ck_assert_int_eq(n, 4);
   ops->close(b);
 
-  cubert_backend_config zero = {.host_devices = 0, .host_memory = 1 << 20};
+  cb_host_options zero_host = {.devices = 0, .memory = 1 << 20};
+  cubert_backend_config zero = {.options = &zero_host};
   ck_assert_int_eq(ops->open(&zero, &b, &n, &err), CUBERT_OK);
   ck_assert_int_eq(n, 0);
   ops->close(b);
 
-  cubert_backend_config no_memory = {.host_devices = 2, .host_memory = 0};
+  cb_host_options no_memory_host = {.devices = 2, .memory = 0};
+  cubert_backend_config no_memory = {.options = &no_memory_host};
   ck_assert_int_eq(ops->open(&no_memory, &b, &n, &err), CUBERT_ERR_INVALID_ARGUMENT);
 
   const char *ids[] = {"0000:c1:00.0", "0000:c6:00.0"};
-  cubert_backend_config bus = {.host_devices = 3, .host_memory = 1 << 20, .host_pci_bus_ids = ids, .host_pci_bus_id_count = 2};
+  cb_host_options bus_host = {.devices = 3, .memory = 1 << 20, .pci_bus_ids = ids, .pci_bus_id_count = 2};
+  cubert_backend_config bus = {.options = &bus_host};
   ck_assert_int_eq(ops->open(&bus, &b, &n, &err), CUBERT_OK);
   void *d;
   cubert_device_info info;
@@ -518,9 +523,9 @@ START_TEST(builtin_refusal_becomes_an_async_failure) {
   uint32_t value = 9;
   cubert_launch_config config = {{2, 1, 1}, {32, 1, 1}, 0};
   cubert_backend_arg args[3] = {
-      {CUBERT_PARAM_BUFFER, CUBERT_ACCESS_WRITE, a, 256, NULL, 0},
-      {CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 0, 0, &n, 8},
-      {CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 0, 0, &value, 4},
+      {CUBERT_PARAM_BUFFER, CUBERT_ACCESS_WRITE, a, 256, NULL, 0, NULL},
+      {CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 0, 0, &n, 8, NULL},
+      {CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 0, 0, &value, 4, NULL},
   };
   ck_assert_int_eq(ops->launch(f.dev[0], s, 5, mod, &config, args, 3, &err), CUBERT_OK);
   n = 64; /* the copy of the scalar was taken at enqueue: this changes nothing queued */
@@ -594,9 +599,9 @@ START_TEST(launch_checks_arguments_and_shape) {
   uint32_t v = 0;
   cubert_launch_config bad = {{1, 1, 1}, {1024, 2, 1}, 0};
   cubert_backend_arg args[3] = {
-      {CUBERT_PARAM_BUFFER, CUBERT_ACCESS_WRITE, a, 4, NULL, 0},
-      {CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 0, 0, &v, 4},
-      {CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 0, 0, &v, 4},
+      {CUBERT_PARAM_BUFFER, CUBERT_ACCESS_WRITE, a, 4, NULL, 0, NULL},
+      {CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 0, 0, &v, 4, NULL},
+      {CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 0, 0, &v, 4, NULL},
   };
   ck_assert_int_eq(ops->launch(f.dev[0], s, 1, k, &bad, args, 3, &err), CUBERT_ERR_LAUNCH_CONFIG);
   cubert_launch_config zero = {{0, 1, 1}, {1, 1, 1}, 0};
@@ -651,7 +656,8 @@ START_TEST(malformed_deny_lists_are_refused_by_name) {
   };
   ops = cubert_backend_host();
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    cubert_backend_config config = {.host_devices = 4, .host_memory = 1 << 20, .host_peer_deny = bad[i].text};
+    cb_host_options config_host = {.devices = 4, .memory = 1 << 20, .peer_deny = bad[i].text};
+    cubert_backend_config config = {.options = &config_host};
     cubert_berr err = {0};
     void *b = NULL;
     int n = -1;
@@ -663,7 +669,8 @@ START_TEST(malformed_deny_lists_are_refused_by_name) {
   }
   static const char *good[] = {"", "0-1", "3-0,1-2", "03-1"};
   for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
-    cubert_backend_config config = {.host_devices = 4, .host_memory = 1 << 20, .host_peer_deny = good[i]};
+    cb_host_options config_host = {.devices = 4, .memory = 1 << 20, .peer_deny = good[i]};
+    cubert_backend_config config = {.options = &config_host};
     cubert_berr err = {0};
     void *b = NULL;
     int n = -1;
@@ -696,9 +703,9 @@ START_TEST(peer_kernel_needs_enabled_access) {
   uint64_t n = 256;
   cubert_launch_config config = {{4, 1, 1}, {64, 1, 1}, 0};
   cubert_backend_arg args[3] = {
-      {CUBERT_PARAM_PEER_BUFFER, CUBERT_ACCESS_READ, a0, 1024, NULL, 0},
-      {CUBERT_PARAM_BUFFER, CUBERT_ACCESS_WRITE, a1, 1024, NULL, 0},
-      {CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 0, 0, &n, 8},
+      {CUBERT_PARAM_PEER_BUFFER, CUBERT_ACCESS_READ, a0, 1024, NULL, 0, f.dev[0]},
+      {CUBERT_PARAM_BUFFER, CUBERT_ACCESS_WRITE, a1, 1024, NULL, 0, NULL},
+      {CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 0, 0, &n, 8, NULL},
   };
   ck_assert_int_eq(ops->launch(f.dev[1], s1, 2, mod, &config, args, 3, &err),
                    CUBERT_ERR_PEER_ACCESS);

@@ -107,6 +107,19 @@ static cubert_status precheck_xml(const char *xml, const char *label, char *msg,
                 "%s: hwloc XML version %.*s; hwloc 2.9 reads version 2.0 only (write the file "
                 "with hwloc 2.x)",
                 label, (int)strcspn(ver + 9, "\""), ver + 9);
+  /* A file cut short (a copy that stopped, a full disk) ends before the root
+   * closes. Said here, not left to hwloc: besides saying nothing useful,
+   * hwloc 2.9 leaks the object it was importing when a child tag is cut
+   * (fixed upstream after 2.9: open-mpi/hwloc#781). */
+  size_t len = strlen(xml);
+  while (len && (xml[len - 1] == ' ' || xml[len - 1] == '\n' || xml[len - 1] == '\r' || xml[len - 1] == '\t'))
+    len--;
+  static const char close[] = "</topology>";
+  if (len < sizeof close - 1 || memcmp(xml + len - (sizeof close - 1), close, sizeof close - 1) != 0)
+    return cb_msgf(msg, cap, CUBERT_ERR_PARSE,
+                "%s: the XML ends before </topology>: the file is truncated (or not an hwloc XML "
+                "topology)",
+                label);
   return CUBERT_OK;
 }
 

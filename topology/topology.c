@@ -576,7 +576,7 @@ static cubert_status create_from(const cubert_topology_source *source, const cub
                    source->struct_size);
   if (source->device_count < 0 || (source->device_count > 0 && !source->bus_ids))
     return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "topology: %d devices but no bus ids", source->device_count);
-  cubert_topology *t;
+  cubert_topology *t = NULL; /* set by alloc_topology only on success */
   cubert_status st = alloc_topology(0, &t);
   if (st) return st;
   int mi = 0;

@@ -26,7 +26,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "cubert/backend.h"
+#include "backends/backend.h"
 
 /* cb_hip_compile flags. */
 #define CB_HIP_COMPILE_REBUILD 1u  /* ignore a cached entry (rewrite it after) */

@@ -58,7 +58,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "cubert/backend.h"
+#include "backends/backend.h"
 
 #if defined(__HIP_PLATFORM_NVIDIA__)
 #define CB_HIP_NVIDIA 1

@@ -44,8 +44,9 @@
 #include <unistd.h>
 
 #include "backends/host/work_queue.h"
+#include "backends/backend.h"
+#include "backends/host/host_backend.h"
 #include "base/array.h"
-#include "cubert/backend.h"
 
 #define HOST_ALIGN 256u
 #define HOST_MAX_DEVICES 4096
@@ -298,30 +299,31 @@ static void backend_free(host_backend *b) {
 
 static cubert_status host_open(const cubert_backend_config *config, void **backend,
                                int *device_count, cubert_berr *err) {
-  cubert_backend_config defaults = {.host_devices = HOST_DEFAULT_DEVICES,
-                                    .host_memory = HOST_DEFAULT_MEMORY};
+  static const cubert_backend_config no_config = {0};
+  static const cb_host_options defaults = {.devices = HOST_DEFAULT_DEVICES, .memory = HOST_DEFAULT_MEMORY};
   if (!config)
-    config = &defaults;
+    config = &no_config;
+  const cb_host_options *o = config->options ? config->options : &defaults;
   if (!backend || !device_count)
     return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT, "host backend: open without outputs");
-  int n = config->host_devices;
+  int n = o->devices;
   if (n < 0 || n > HOST_MAX_DEVICES)
     return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT,
                            "host backend: %d devices asked for (0 to %d)", n, HOST_MAX_DEVICES);
-  if (config->host_memory == 0)
+  if (o->memory == 0)
     return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT,
                            "host backend: host_memory is 0 bytes per device");
-  if (config->host_pci_bus_ids && config->host_pci_bus_id_count < 0)
+  if (o->pci_bus_ids && o->pci_bus_id_count < 0)
     return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT,
                            "host backend: host_pci_bus_id_count is %d",
-                           config->host_pci_bus_id_count);
+                           o->pci_bus_id_count);
 
   host_backend *b = calloc(1, sizeof *b);
   if (!b)
     return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "host backend: no memory for the backend");
   size_t nn = (size_t)n;
   b->ndevices = n;
-  b->memory = config->host_memory;
+  b->memory = o->memory;
   b->place_thread = config->place_thread;
   b->place_ctx = config->place_ctx;
   b->deny = calloc(nn * nn + 1, sizeof *b->deny);
@@ -344,12 +346,12 @@ static cubert_status host_open(const cubert_backend_config *config, void **backe
   }
 
   cubert_status st = CUBERT_OK;
-  if (config->host_peer_deny)
-    st = parse_deny(config->host_peer_deny, n, b->deny, err);
-  if (st == CUBERT_OK && config->host_pci_bus_ids) {
-    int count = config->host_pci_bus_id_count < n ? config->host_pci_bus_id_count : n;
+  if (o->peer_deny)
+    st = parse_deny(o->peer_deny, n, b->deny, err);
+  if (st == CUBERT_OK && o->pci_bus_ids) {
+    int count = o->pci_bus_id_count < n ? o->pci_bus_id_count : n;
     for (int i = 0; i < count; i++) {
-      const char *id = config->host_pci_bus_ids[i];
+      const char *id = o->pci_bus_ids[i];
       if (!id)
         continue;
       if (strlen(id) >= sizeof b->bus_ids[i]) {

@@ -301,6 +301,22 @@ CUBERT_API cubert_status cubert_handle_copy_peer(cubert_client *src_client,
  * CUBERT_ERR_TAINTED (or CUBERT_ERR_DEVICE_LOST) with the failures in the
  * last error. Asks; waits for nothing, clears nothing. */
 CUBERT_API cubert_status cubert_handle_check(cubert_client *client, const cubert_handle *handle);
+/* Walks the tainted ranges of the handle's view, one per call, in order of
+ * address: the first range that ends after byte `from` (relative to the
+ * allocation start, like cubert_error_failure's ranges), clipped to the view
+ * and to `from`. On CUBERT_OK, *failure is the failure that taints it, a new
+ * reference the caller releases with cubert_failure_release(), and
+ * *range_start and *range_end (either may be NULL) its bytes; *failure is NULL
+ * (and the range 0..0) when no tainted byte lies at or after `from` in the
+ * view. To walk them all, start at 0 and pass each range's end as the next
+ * `from`. Each call costs O(log n) in the allocation's n ranges, whatever
+ * n: use it where a refused read's message, which names only the first few
+ * ranges, is not enough. Asks; waits for nothing, clears nothing. The client
+ * must be on the memory's device, or the memory shared. */
+CUBERT_API cubert_status cubert_handle_tainted_range(cubert_client *client,
+                                                     const cubert_handle *handle, uint64_t from,
+                                                     uint64_t *range_start, uint64_t *range_end,
+                                                     const cubert_failure **failure);
 
 /* A new view of the same memory, `offset_start` bytes further in and
  * `offset_end` bytes shorter at the end, relative to `handle`'s view. */

@@ -16,6 +16,12 @@
  *   COPY_PEER_READ  COPY_U32 with `in` a peer buffer  (the destination's device executes)
  *   COPY_PEER_WRITE COPY_U32 with `out` a peer buffer (the source's device executes)
  *
+ * Each kernel's name (cubert_kernel_name(), and what a fault rule's kernel=
+ * selects) is "cubert_" and the lower-case name: cubert_fill_u32,
+ * cubert_copy_u32, cubert_scale_add_f32, cubert_sum_f32, cubert_checksum_u32,
+ * cubert_copy_peer_read, cubert_copy_peer_write. docs/guide.md shows them in
+ * use.
+ *
  * Ownership: cubert_builtin_kernel() returns a new reference; descriptors
  * from cubert_builtin_desc() are static. */
 #ifndef CUBERT_KERNELS_H

@@ -1,3 +1,3 @@
-/* Must not compile: a backend sees cubert/backend.h, never runtime/. */
+/* Must not compile: a backend sees backends/backend.h, never runtime/. */
 #include "runtime/internal.h"
 int cb_probe;

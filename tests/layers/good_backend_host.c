@@ -1,5 +1,5 @@
 /* Must compile: what a backend may include. */
 #include "backends/host/work_queue.h"
 #include "base/str.h"
-#include "cubert/backend.h"
+#include "backends/backend.h"
 int cb_probe;

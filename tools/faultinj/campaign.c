@@ -6,10 +6,12 @@
 #include "tools/faultinj/campaign.h"
 
 #include <inttypes.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "base/array.h"
 #include "base/str.h"
 
 /* ------------------------------------------------------------ randomness */
@@ -94,14 +96,14 @@ static cb_fi_step *add(gen *g, cb_fi_step_kind k) {
 
 static int new_gview(gen *g, int role, uint64_t size, int alloc, uint64_t off) {
   if (g->nv == g->capv) {
-    int cap = g->capv ? g->capv * 2 : 16;
-    gview *v = realloc(g->v, (size_t)cap * sizeof *v);
+    size_t cap;
+    gview *v = cb_array_grow(g->v, (size_t)g->capv, (size_t)g->nv + 1, sizeof *v, &cap);
     if (!v) {
       g->failed = true;
       return -1;
     }
     g->v = v;
-    g->capv = cap;
+    g->capv = cap > INT_MAX ? INT_MAX : (int)cap;
   }
   char name[16];
   snprintf(name, sizeof name, "v%d", g->nv);
@@ -116,14 +118,14 @@ static int new_gview(gen *g, int role, uint64_t size, int alloc, uint64_t off) {
 
 static int new_galloc(gen *g, int role, uint64_t size) {
   if (g->na == g->capa) {
-    int cap = g->capa ? g->capa * 2 : 16;
-    galloc *a = realloc(g->a, (size_t)cap * sizeof *a);
+    size_t cap;
+    galloc *a = cb_array_grow(g->a, (size_t)g->capa, (size_t)g->na + 1, sizeof *a, &cap);
     if (!a) {
       g->failed = true;
       return -1;
     }
     g->a = a;
-    g->capa = cap;
+    g->capa = cap > INT_MAX ? INT_MAX : (int)cap;
   }
   g->a[g->na] = (galloc){role, size, false};
   return g->na++;
@@ -656,8 +658,19 @@ cubert_status cb_fi_campaign_run(const cb_fi_campaign_config *config, cb_fi_camp
     double t = now_s();
     if (c.progress && t - last >= 2.0) {
       last = t;
-      fprintf(c.progress, "campaign: %" PRIu64 " programs, %" PRIu64 " faults injected, %zu violations, %.0f s\n",
-              rep->programs, rep->injected, rep->violations, t - t0);
+      /* done: the larger share of whichever limits were set */
+      double done = 0;
+      if (c.programs) done = (double)rep->programs / (double)c.programs;
+      if (c.faults && (double)rep->injected / (double)c.faults > done) done = (double)rep->injected / (double)c.faults;
+      if (done > 1) done = 1;
+      char of_programs[32] = "", of_faults[32] = "";
+      if (c.programs) snprintf(of_programs, sizeof of_programs, " of %" PRIu64, c.programs);
+      if (c.faults) snprintf(of_faults, sizeof of_faults, " of %" PRIu64, c.faults);
+      fprintf(c.progress,
+              "campaign: %" PRIu64 "%s programs, %" PRIu64 "%s faults injected, %zu violations, %.0f s, "
+              "%.0f%% done, about %.0f s left\n",
+              rep->programs, of_programs, rep->injected, of_faults, rep->violations, t - t0, 100 * done,
+              done > 0 ? (t - t0) * (1 - done) / done : 0.0);
       fflush(c.progress);
     }
     if (rep->hang || (c.max_failing && rep->nfailing >= c.max_failing)) break;

@@ -624,7 +624,7 @@ static void take_hits(run *r, hitbuf *hb) {
   hb->n = 0;
   cubert_fault_record recs[16];
   for (;;) {
-    size_t n = cubert_faultinj_log(r->next_log, recs, 16);
+    size_t n = cubert_faultinj_log(r->rt, r->next_log, recs, 16);
     for (size_t i = 0; i < n; i++) {
       cubert_fault_record *rec = &recs[i];
       r->next_log = rec->id + 1;
@@ -658,6 +658,28 @@ static cb_fim_hits hits_of(const hitbuf *hb) {
 
 /* ---- statuses */
 
+/* The links of each failure an error names: a root has no parent; the
+ * first link's parent is the root; a deeper link's parent is the link
+ * before it, made after the root and before itself (so never the root). */
+static void check_chains(run *r, const char *what, const cubert_error *e) {
+  size_t n = cubert_error_failure_count(e);
+  for (size_t i = 0; i < n; i++) {
+    const cubert_failure *f = cubert_error_failure(e, i, NULL, NULL);
+    uint64_t dropped = 0;
+    uint64_t depth = cubert_failure_skip_count(f, &dropped) + dropped;
+    uint64_t id = cubert_failure_id(f), pid = cubert_failure_parent_id(f);
+    uint64_t root = cubert_failure_id(cubert_failure_root(f));
+    bool ok = depth == 0 ? pid == 0 && root == id : depth == 1 ? pid == root : pid > root && pid < id;
+    if (!ok) {
+      cb_fi_violation_add(&r->chk, CB_FI_WRONG_CAUSE,
+                          "%s: failure #%" PRIu64 " passed through %" PRIu64 " skipped step%s from root #%" PRIu64
+                          ", yet names #%" PRIu64 " as its parent",
+                          what, id, depth, depth == 1 ? "" : "s", root, pid);
+      return;
+    }
+  }
+}
+
 /* Compares a call's status (and its error's root causes) with the model's
  * outcome. `err` is the thread's error when st != OK. */
 static void check_status(run *r, const char *what, cb_fim_outcome o, cubert_status st) {
@@ -682,9 +704,14 @@ static void check_status(run *r, const char *what, cb_fim_outcome o, cubert_stat
     if (st != CUBERT_OK) trace(r, "    error: %s\n", msg);
     return;
   }
-  if (st == CUBERT_OK || !o.roots) return;
+  if (st == CUBERT_OK) return;
   cubert_error *e = cubert_last_error();
   if (!e) return;
+  check_chains(r, what, e);
+  if (!o.roots) {
+    cubert_error_release(e);
+    return;
+  }
   size_t n = cubert_error_failure_count(e);
   for (size_t i = 0; i < n; i++) {
     const cubert_failure *f = cubert_error_failure(e, i, NULL, NULL);
@@ -830,15 +857,15 @@ static uint32_t step_fault(run *r, const cb_fi_step *s, int device, bool peer_co
            s->fault == CUBERT_FAULT_OOM ? "" : "times=1 ", cubert_fault_kind_name(s->fault), frac);
   uint32_t id = 0;
   cubert_faultinj_diag diag;
-  if (cubert_faultinj_add(text, "step fault", &id, &diag) != CUBERT_OK) {
+  if (cubert_faultinj_add(r->rt, text, "step fault", &id, &diag) != CUBERT_OK) {
     cb_fi_violation_add(&r->chk, CB_FI_WRONG_STATUS, "the step's fault `%s` was refused: %s", text, diag.message);
     return 0;
   }
   return id;
 }
 
-static void step_fault_done(uint32_t id) {
-  if (id) cubert_faultinj_remove(id);
+static void step_fault_done(run *r, uint32_t id) {
+  if (id) cubert_faultinj_remove(r->rt, id);
 }
 
 /* ---- checks */
@@ -873,6 +900,7 @@ static void check_read(run *r, cubert_handle *h, int alloc, uint64_t start, uint
            cubert_handle_memory_id(h), start, end, device);
   cb_fim_view v = {alloc, start, end};
   cb_fi_check_observation(&r->chk, v, &o, what);
+  if (e) check_chains(r, what, e);
   cubert_error_release(e);
 }
 
@@ -1051,7 +1079,7 @@ static void step_alloc(run *r, const cb_fi_step *s) {
   cubert_handle *h = NULL;
   cubert_status st = s->kind == CB_FI_CREATE ? cubert_handle_create(r->clients[d], data, s->size, &h)
                                              : cubert_handle_empty(r->clients[d], s->size, &h);
-  step_fault_done(rule);
+  step_fault_done(r, rule);
   hitbuf hb;
   take_hits(r, &hb);
   cb_fim_outcome o = cb_fim_alloc_step(&r->model, r->chk.step, d, s->size, data, hits_of(&hb));
@@ -1112,7 +1140,7 @@ static void step_write(run *r, const cb_fi_step *s) {
     uint32_t pat = s->value;
     st = cubert_handle_fill(r->clients[d], v->h, &pat, 4);
   }
-  step_fault_done(rule);
+  step_fault_done(r, rule);
   hitbuf hb;
   take_hits(r, &hb);
   cb_fim_outcome o = cb_fim_write(&r->model, r->chk.step, d, fim_view(v), data, hits_of(&hb));
@@ -1136,7 +1164,7 @@ static void step_copy(run *r, const cb_fi_step *s) {
   uint32_t rule = step_fault(r, s, dd, sd != dd);
   cubert_status st = sd == dd ? cubert_handle_copy(r->clients[dd], src->h, dst->h)
                               : cubert_handle_copy_peer(r->clients[sd], src->h, r->clients[dd], dst->h);
-  step_fault_done(rule);
+  step_fault_done(r, rule);
   hitbuf hb;
   take_hits(r, &hb);
   cb_fim_outcome o = cb_fim_copy(&r->model, r->chk.step, dd, fim_view(src), fim_view(dst), hits_of(&hb));
@@ -1195,7 +1223,7 @@ static void step_launch(run *r, const cb_fi_step *s) {
   }
   uint32_t rule = step_fault(r, s, d, false);
   st = cubert_launch(r->clients[d], kern, &cfg, args, na);
-  step_fault_done(rule);
+  step_fault_done(r, rule);
   hitbuf hb;
   take_hits(r, &hb);
   cb_fim_view fv[2];
@@ -1244,7 +1272,7 @@ static void step_sync(run *r, const cb_fi_step *s) {
   if (s->device >= 0) {
     uint32_t rule = step_fault(r, s, r->map[s->device], false);
     program_sync(r, r->map[s->device], streams && !rule);
-    step_fault_done(rule);
+    step_fault_done(r, rule);
     return;
   }
   cubert_status first = CUBERT_OK;
@@ -1308,7 +1336,7 @@ static void step_fault_rules(run *r, const cb_fi_step *s) {
   cubert_faultinj_diag diag;
   char src[160];
   snprintf(src, sizeof src, "%s:%d", r->p->source, s->line);
-  cubert_status st = cubert_faultinj_add(text, src, NULL, &diag);
+  cubert_status st = cubert_faultinj_add(r->rt, text, src, NULL, &diag);
   r->last_status = st;
   if (st != CUBERT_OK)
     cb_fi_violation_add(&r->chk, CB_FI_EXPECTATION, "fault rules `%s` refused: %s", text, diag.message);
@@ -1339,7 +1367,7 @@ static void step_expect(run *r, const cb_fi_step *s) {
       expect_fail(r, s, "the step before returned %s", cubert_status_name(r->last_status));
     return;
   case CB_FI_EXPECT_INJECTED: {
-    uint64_t n = cubert_faultinj_injected();
+    uint64_t n = cubert_faultinj_injected(r->rt);
     if (n != s->number) expect_fail(r, s, "%" PRIu64 " faults were injected so far", n);
     return;
   }
@@ -1498,7 +1526,7 @@ static void exec_step(run *r, const cb_fi_step *s) {
     step_fault_rules(r, s);
     break;
   case CB_FI_CLEAR_FAULTS:
-    cubert_faultinj_clear();
+    cubert_faultinj_clear(r->rt);
     break;
   case CB_FI_EXPECT:
     step_expect(r, s);
@@ -1521,7 +1549,6 @@ static uint64_t in_use(cubert_client *c) {
 
 static cubert_status setup(run *r) {
   const cb_fi_program *p = r->p;
-  cubert_faultinj_reset();
   cubert_runtime_options o;
   cubert_runtime_options_init(&o);
   o.backends = r->cfg.backend ? r->cfg.backend : "host";
@@ -1598,7 +1625,7 @@ static void finish(run *r) {
       cubert_handle_release(r->allocs[a].full);
       r->allocs[a].full = NULL;
     }
-  cubert_faultinj_clear();
+  cubert_faultinj_clear(r->rt);
   /* leaks: everything released, synced and cleaned up must be back to the
    * baseline; a lost device keeps its records (no call reaches it), and so
    * does memory its work bound */
@@ -1659,7 +1686,6 @@ static void teardown(run *r) {
   for (int d = 0; d < CB_FIM_MAX_DEVICES; d++) cubert_client_destroy(r->clients[d]);
   if (r->rt) cubert_runtime_destroy(r->rt);
   for (int k = 0; k < CB_FIM_KERNEL_COUNT; k++) cubert_kernel_release(r->kernels[k]);
-  cubert_faultinj_clear();
   cb_fim_free(&r->model);
   free(r->views);
   free(r->allocs);

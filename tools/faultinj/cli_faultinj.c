@@ -2,7 +2,6 @@
  * files and seeded campaigns, each checked against the model of
  * docs/failures.md; a summary on the terminal, JSON on request, a non-zero
  * exit status on any violation. Part of the cubert tool, not of the library. */
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +11,7 @@
 #include <jansson.h>
 
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "tools/faultinj/campaign.h"
 #include "tools/faultinj/scenario.h"
 
@@ -27,7 +27,7 @@ static void usage(FILE *f) {
           "(STALE READ, FALSE TAINT, WRONG CAUSE, WRONG STATUS, LEAK, HANG, EXPECTATION).\n"
           "\n"
           "commands:\n"
-          "  (none)            the scenario suite, then a short campaign (%d faults)\n"
+          "  check (or none)   the scenario suite, then a short campaign (%d faults)\n"
           "  suite             the built-in scenario suite, on one device pair per class\n"
           "  run [FILE...]     scenario files (docs/faultinj.md); no file: the suite\n"
           "  campaign          seeded random programs with seeded random faults\n"
@@ -38,8 +38,10 @@ static void usage(FILE *f) {
           "  --node NAME|FILE  host devices laid out as a simulated node (frontier, mi300x,\n"
           "                    pcie): sets CUBERT_HOST_NODE\n"
           "  --backend B       host (default) or hip\n"
-          "  --json FILE       the whole report as JSON (- for stdout)\n"
-          "  --timeout MS      a step that takes longer is a HANG (default 10000)\n"
+          "  --json FILE       the whole report as JSON (- for stdout; the summary then\n"
+          "                    goes to stderr)\n"
+          "  --timeout MS      a step that takes longer is a HANG, 0 to 3600000\n"
+          "                    (default, and 0: 10000)\n"
           "  --only TEXT       scenarios whose name contains TEXT\n"
           "  --trace           every step, injection and added sync, on stdout\n"
           "  -v, --verbose     one line per scenario run on stderr\n"
@@ -48,13 +50,13 @@ static void usage(FILE *f) {
           "  --faults N        stop once N faults were injected (default 10000)\n"
           "  --programs N      stop after N programs\n"
           "  --devices D       devices per program, 1 to 8 (default 4)\n"
-          "  --streams S       streams per device (default 2)\n"
-          "  --steps N         steps per program (default 32)\n"
+          "  --streams S       streams per device, 1 to 8 (default 2)\n"
+          "  --steps N         steps per program, 1 to 10000 (default 32)\n"
           "  --replay SEED     run the one program of that seed, print it and its log\n"
           "  --print           with --replay: print the program only\n"
           "\n"
-          "Exit status: 0 no violation; 1 a violation (or a run that could not start);\n"
-          "2 bad usage.\n",
+          "Exit status: 0 no violation; 1 a violation, a hang, or a run that could not\n"
+          "start (a scenario file that cannot be read or parsed); 2 bad usage.\n",
           DEFAULT_CHECK_FAULTS);
 }
 
@@ -63,7 +65,7 @@ static FILE *txt;
 
 typedef struct opts {
   const char *node, *backend, *json, *only;
-  uint32_t timeout_ms;
+  uint64_t timeout_ms;
   bool trace, verbose, print;
   uint64_t seed, faults, programs, replay;
   bool has_replay;
@@ -114,18 +116,6 @@ static void print_violations(size_t total, const size_t *by) {
     fprintf(txt, ")");
   }
   fprintf(txt, "\n");
-}
-
-static int write_json(const char *path, json_t *root) {
-  int rc = 0;
-  if (strcmp(path, "-") == 0) {
-    rc = json_dumpf(root, stdout, JSON_INDENT(2));
-    fputc('\n', stdout);
-  } else {
-    rc = json_dump_file(root, path, JSON_INDENT(2));
-  }
-  if (rc != 0) fprintf(stderr, "cubert faultinj: could not write %s\n", path);
-  return rc;
 }
 
 /* ------------------------------------------------------------ suites */
@@ -229,11 +219,11 @@ static int do_suite(const opts *o, int nfiles, char **files, const char *what, j
   if (st != CUBERT_OK) {
     fprintf(stderr, "cubert faultinj: %s\n", err);
     cb_fi_suite_free(&suite);
-    return st == CUBERT_ERR_PARSE || st == CUBERT_ERR_IO ? CB_CLI_USAGE : CB_CLI_FAILED;
+    return CB_CLI_FAILED; /* a file that cannot be read or parsed: the run could not start */
   }
   cb_fi_suite_config c = {0};
   c.backend = o->backend;
-  c.timeout_ms = o->timeout_ms;
+  c.timeout_ms = (uint32_t)o->timeout_ms;
   c.trace = o->trace ? stdout : NULL;
   c.progress = o->verbose ? stderr : NULL;
   c.only = o->only;
@@ -266,7 +256,7 @@ static void campaign_config(const opts *o, cb_fi_campaign_config *c) {
   if (o->streams) c->gen.streams = o->streams;
   if (o->steps) c->gen.steps = o->steps;
   c->backend = o->backend;
-  c->timeout_ms = o->timeout_ms;
+  c->timeout_ms = (uint32_t)o->timeout_ms;
   c->trace = o->trace ? stdout : NULL;
   c->progress = stderr;
 }
@@ -341,7 +331,7 @@ static int do_replay(const opts *o) {
   cb_fi_run_config rc = {0};
   rc.backend = o->backend;
   rc.host_devices = getenv("CUBERT_HOST_NODE") ? 0 : c.gen.devices;
-  rc.timeout_ms = o->timeout_ms;
+  rc.timeout_ms = (uint32_t)o->timeout_ms;
   rc.trace = o->trace ? stdout : NULL;
   rc.label = o->backend ? o->backend : "host";
   cb_fi_result r;
@@ -416,175 +406,135 @@ static int do_show(const char *name) {
       }
   cb_fi_suite_free(&suite);
   fprintf(stderr, "cubert faultinj show: no built-in scenario or file `%s` (see `cubert faultinj list`)\n", name);
-  return CB_CLI_USAGE;
+  return CB_CLI_FAILED;
 }
 
-/* ------------------------------------------------------------ main */
+/* ------------------------------------------------------------ commands */
+
+static opts o;                  /* the parsed options, for every command */
+static cb_cli_output json_out;  /* --json */
+
+typedef int (*command_fn)(int n, char **rest, json_t **json);
+
+static int cmd_check(int n, char **rest, json_t **json) {
+  json_t *js = NULL, *jc = NULL;
+  int a = do_suite(&o, 0, NULL, "suite", json ? &js : NULL);
+  fprintf(txt, "\n");
+  opts oc = o;
+  if (!oc.faults && !oc.programs) oc.faults = DEFAULT_CHECK_FAULTS;
+  int b = do_campaign(&oc, json ? &jc : NULL);
+  int rc = a != CB_CLI_OK ? a : b;
+  fprintf(txt, "\ncubert faultinj: %s\n",
+          rc == CB_CLI_OK ? "the suite and the campaign found no violation" : "VIOLATIONS FOUND (see above)");
+  if (json) *json = json_pack("{s:s, s:o*, s:o*, s:b}", "command", "check", "suite", js, "campaign", jc, "ok", rc == CB_CLI_OK);
+  return rc;
+}
+
+static int suite_command(const char *cmd, int n, char **rest, json_t **json) {
+  json_t *js = NULL;
+  int rc = do_suite(&o, n, rest, n ? "run" : "suite", json ? &js : NULL);
+  if (json && js) *json = json_pack("{s:s, s:o, s:b}", "command", cmd, "suite", js, "ok", rc == CB_CLI_OK);
+  return rc;
+}
+
+static int cmd_suite(int n, char **rest, json_t **json) { return suite_command("suite", 0, NULL, json); }
+
+static int cmd_run(int n, char **rest, json_t **json) { return suite_command("run", n, rest, json); }
+
+static int cmd_campaign(int n, char **rest, json_t **json) {
+  json_t *jc = NULL;
+  int rc = do_campaign(&o, json ? &jc : NULL);
+  if (json && jc) *json = json_pack("{s:s, s:o, s:b}", "command", "campaign", "campaign", jc, "ok", rc == CB_CLI_OK);
+  return rc;
+}
+
+static int cmd_list(int n, char **rest, json_t **json) { return do_list(); }
+
+static int cmd_show(int n, char **rest, json_t **json) { return do_show(rest[0]); }
+
+static const struct {
+  const char *name;
+  command_fn run;
+  int min, max;  /* operands after the command's name; max -1: any */
+  const char *operands;
+  bool json;     /* takes --json */
+} commands[] = {
+    {"check", cmd_check, 0, 0, NULL, true},  /* what no command means */
+    {"suite", cmd_suite, 0, 0, NULL, true},
+    {"run", cmd_run, 0, -1, "scenario files", true},
+    {"campaign", cmd_campaign, 0, 0, NULL, true},
+    {"list", cmd_list, 0, 0, NULL, false},
+    {"show", cmd_show, 1, 1, "one scenario NAME", false},
+};
 
 int cb_cli_faultinj(int argc, char **argv) {
-  opts o = {0};
+  memset(&o, 0, sizeof o);
+  memset(&json_out, 0, sizeof json_out);
   o.seed = 1;
   txt = stdout;
-  enum { O_NODE = 256, O_BACKEND, O_JSON, O_TIMEOUT, O_ONLY, O_TRACE, O_SEED, O_FAULTS, O_PROGRAMS, O_DEVICES,
-         O_STREAMS, O_STEPS, O_REPLAY, O_PRINT };
-  static const struct option longs[] = {
-      {"help", no_argument, NULL, 'h'},       {"verbose", no_argument, NULL, 'v'},
-      {"node", required_argument, NULL, O_NODE}, {"backend", required_argument, NULL, O_BACKEND},
-      {"json", required_argument, NULL, O_JSON}, {"timeout", required_argument, NULL, O_TIMEOUT},
-      {"only", required_argument, NULL, O_ONLY}, {"trace", no_argument, NULL, O_TRACE},
-      {"seed", required_argument, NULL, O_SEED}, {"faults", required_argument, NULL, O_FAULTS},
-      {"programs", required_argument, NULL, O_PROGRAMS}, {"devices", required_argument, NULL, O_DEVICES},
-      {"streams", required_argument, NULL, O_STREAMS}, {"steps", required_argument, NULL, O_STEPS},
-      {"replay", required_argument, NULL, O_REPLAY}, {"print", no_argument, NULL, O_PRINT},
-      {NULL, 0, NULL, 0}};
-  const char *cmd = NULL;
-  int first = 1;
-  if (argc > 1 && argv[1][0] != '-') {
-    cmd = argv[1];
-    first = 2;
-  }
-  /* getopt over the arguments after the command */
-  int gargc = argc - first + 1;
-  char **gargv = calloc((size_t)gargc + 1, sizeof *gargv);
-  if (!gargv) return CB_CLI_FAILED;
-  gargv[0] = argv[0];
-  for (int i = first; i < argc; i++) gargv[i - first + 1] = argv[i];
-  optind = 1;
-  int c;
-  uint64_t v;
-  int rc = CB_CLI_OK;
-  while (rc == CB_CLI_OK && (c = getopt_long(gargc, gargv, "hv", longs, NULL)) != -1) {
-    switch (c) {
-    case 'h':
-      usage(stdout);
-      free(gargv);
-      return CB_CLI_OK;
-    case 'v':
-      o.verbose = true;
-      break;
-    case O_NODE:
-      o.node = optarg;
-      break;
-    case O_BACKEND:
-      if (strcmp(optarg, "host") != 0 && strcmp(optarg, "hip") != 0) {
-        fprintf(stderr, "cubert faultinj: --backend: host or hip, not `%s`\n", optarg);
-        rc = CB_CLI_USAGE;
-      }
-      o.backend = optarg;
-      break;
-    case O_JSON:
-      o.json = optarg;
-      break;
-    case O_ONLY:
-      o.only = optarg;
-      break;
-    case O_TRACE:
-      o.trace = true;
-      break;
-    case O_PRINT:
-      o.print = true;
-      break;
-    case O_TIMEOUT:
-    case O_SEED:
-    case O_FAULTS:
-    case O_PROGRAMS:
-    case O_DEVICES:
-    case O_STREAMS:
-    case O_STEPS:
-    case O_REPLAY: {
-      uint64_t max = c == O_DEVICES || c == O_STREAMS ? 8 : c == O_TIMEOUT ? 3600000 : c == O_STEPS ? 10000 : UINT64_MAX;
-      if (!cb_cli_parse_uint(optarg, max, &v) || ((c == O_DEVICES || c == O_STREAMS) && v == 0)) {
-        fprintf(stderr, "cubert faultinj: %s: expected a number%s, not `%s`\n", gargv[optind - 1],
-                max == 8 ? " from 1 to 8" : "", optarg);
-        rc = CB_CLI_USAGE;
-        break;
-      }
-      if (c == O_TIMEOUT) o.timeout_ms = (uint32_t)v;
-      if (c == O_SEED) o.seed = v;
-      if (c == O_FAULTS) o.faults = v;
-      if (c == O_PROGRAMS) o.programs = v;
-      if (c == O_DEVICES) o.devices = (int)v;
-      if (c == O_STREAMS) o.streams = (int)v;
-      if (c == O_STEPS) o.steps = (int)v;
-      if (c == O_REPLAY) {
-        o.replay = v;
-        o.has_replay = true;
-      }
-      break;
+  const char *replay = NULL;
+  const cb_cli_opt table[] = {
+      CB_FLAG("verbose", 'v', &o.verbose),
+      CB_TEXT("node", 0, &o.node),
+      CB_CHOICE("backend", &o.backend, "host|hip"),
+      CB_OUTPUT("json", &json_out),
+      CB_UINT("timeout", &o.timeout_ms, 0, 3600000),
+      CB_TEXT("only", 0, &o.only),
+      CB_FLAG("trace", 0, &o.trace),
+      CB_UINT("seed", &o.seed, 0, UINT64_MAX),
+      CB_UINT("faults", &o.faults, 0, UINT64_MAX),
+      CB_UINT("programs", &o.programs, 0, UINT64_MAX),
+      CB_INT("devices", &o.devices, 1, 8),
+      CB_INT("streams", &o.streams, 1, 8),
+      CB_INT("steps", &o.steps, 1, 10000),
+      CB_TEXT("replay", 0, &replay),
+      CB_FLAG("print", 0, &o.print),
+      CB_END};
+  const cb_cli_spec spec = {"faultinj", usage, table, 0, -1, NULL};
+  int first, rc = cb_cli_parse(&spec, argc, argv, &first);
+  if (rc != CB_CLI_PARSED) return rc;
+  if (replay) {
+    if (!cb_cli_parse_uint(replay, UINT64_MAX, &o.replay)) {
+      cb_cli_error("faultinj", "--replay wants a program seed from 0 to %" PRIu64 ", not '%s'", UINT64_MAX, replay);
+      return CB_CLI_USAGE;
     }
-    default:
-      rc = CB_CLI_USAGE;
-      break;
-    }
+    o.has_replay = true;
   }
-  if (rc != CB_CLI_OK) {
-    usage(stderr);
-    free(gargv);
-    return rc;
+  const char *name = first < argc ? argv[first++] : "check";
+  size_t k = 0, ncommands = sizeof commands / sizeof commands[0];
+  while (k < ncommands && strcmp(commands[k].name, name) != 0) k++;
+  if (k == ncommands) {
+    cb_cli_error("faultinj", "unknown command '%s' (check, suite, run, campaign, list or show)", name);
+    fprintf(stderr, "`cubert faultinj --help` describes them.\n");
+    return CB_CLI_USAGE;
   }
-  if (o.json && strcmp(o.json, "-") == 0) txt = stderr;
-  int nrest = gargc - optind;
-  char **rest = gargv + optind;
-  if (o.node && setenv("CUBERT_HOST_NODE", o.node, 1) != 0) {
-    free(gargv);
+  int n = argc - first;
+  if (n < commands[k].min || (commands[k].max >= 0 && n > commands[k].max)) {
+    if (commands[k].max == 0)
+      cb_cli_error("faultinj", "%s: unexpected argument '%s'%s", name, argv[first],
+                   strcmp(name, "suite") == 0 ? " (scenario files go to `run`)" : "");
+    else
+      cb_cli_error("faultinj", "%s wants %s", name, commands[k].operands);
+    return CB_CLI_USAGE;
+  }
+  if (json_out.path && !commands[k].json) {
+    cb_cli_error("faultinj", "--json goes with check, suite, run and campaign, not %s", name);
+    return CB_CLI_USAGE;
+  }
+  if (o.node && setenv("CUBERT_HOST_NODE", o.node, 1) != 0)
     return cb_cli_fail("faultinj", "setting CUBERT_HOST_NODE", CUBERT_ERR_INVALID_ARGUMENT);
-  }
   if (o.backend && strcmp(o.backend, "hip") == 0 && o.node)
     fprintf(stderr, "cubert faultinj: --node lays out host devices only; the hip devices keep their own layout\n");
+  if (!cb_cli_open_outputs(&spec)) return CB_CLI_FAILED;
   json_t *json = NULL;
-  if (!cmd || strcmp(cmd, "check") == 0) {
-    if (nrest) {
-      fprintf(stderr, "cubert faultinj: unexpected `%s`\n", rest[0]);
-      free(gargv);
-      return CB_CLI_USAGE;
-    }
-    json_t *js = NULL, *jc = NULL;
-    int a = do_suite(&o, 0, NULL, "suite", o.json ? &js : NULL);
-    fprintf(txt, "\n");
-    opts oc = o;
-    if (!oc.faults && !oc.programs) oc.faults = DEFAULT_CHECK_FAULTS;
-    int b = do_campaign(&oc, o.json ? &jc : NULL);
-    rc = a != CB_CLI_OK ? a : b;
-    fprintf(txt, "\ncubert faultinj: %s\n", rc == CB_CLI_OK ? "the suite and the campaign found no violation"
-                                                      : "VIOLATIONS FOUND (see above)");
-    if (o.json) json = json_pack("{s:s, s:o*, s:o*, s:b}", "command", "check", "suite", js, "campaign", jc, "ok",
-                                 rc == CB_CLI_OK);
-  } else if (strcmp(cmd, "suite") == 0 || strcmp(cmd, "run") == 0) {
-    if (strcmp(cmd, "suite") == 0 && nrest) {
-      fprintf(stderr, "cubert faultinj suite: unexpected `%s` (scenario files go to `run`)\n", rest[0]);
-      free(gargv);
-      return CB_CLI_USAGE;
-    }
-    json_t *js = NULL;
-    rc = do_suite(&o, nrest, rest, nrest ? "run" : "suite", o.json ? &js : NULL);
-    if (o.json && js) json = json_pack("{s:s, s:o, s:b}", "command", cmd, "suite", js, "ok", rc == CB_CLI_OK);
-  } else if (strcmp(cmd, "campaign") == 0) {
-    if (nrest) {
-      fprintf(stderr, "cubert faultinj campaign: unexpected `%s`\n", rest[0]);
-      free(gargv);
-      return CB_CLI_USAGE;
-    }
-    json_t *jc = NULL;
-    rc = do_campaign(&o, o.json ? &jc : NULL);
-    if (o.json && jc) json = json_pack("{s:s, s:o, s:b}", "command", "campaign", "campaign", jc, "ok", rc == CB_CLI_OK);
-  } else if (strcmp(cmd, "list") == 0) {
-    rc = do_list();
-  } else if (strcmp(cmd, "show") == 0) {
-    if (nrest != 1) {
-      fprintf(stderr, "cubert faultinj show NAME\n");
-      rc = CB_CLI_USAGE;
-    } else {
-      rc = do_show(rest[0]);
-    }
-  } else {
-    fprintf(stderr, "cubert faultinj: unknown command `%s`\n", cmd);
-    usage(stderr);
-    rc = CB_CLI_USAGE;
-  }
+  rc = commands[k].run(n, argv + first, json_out.file ? &json : NULL);
   if (json) {
-    if (write_json(o.json, json) != 0 && rc == CB_CLI_OK) rc = CB_CLI_FAILED;
+    if (json_dumpf(json, json_out.file, JSON_INDENT(2)) != 0 || fputc('\n', json_out.file) == EOF) {
+      cb_cli_error("faultinj", "--json: could not write %s", json_out.path);
+      rc = CB_CLI_FAILED;
+    }
     json_decref(json);
   }
-  free(gargv);
+  if (!cb_cli_close_outputs(&spec) && rc == CB_CLI_OK) rc = CB_CLI_FAILED;
   return rc;
 }

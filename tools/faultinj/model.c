@@ -4,6 +4,7 @@
 #include "tools/faultinj/model.h"
 
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -222,11 +223,11 @@ cb_fim_outcome cb_fim_alloc_step(cb_fim *m, int step, int device, uint64_t size,
     return outcome(h->status, cb_fim_bit(h->cause));
   }
   if (m->nallocs == m->capallocs) {
-    int cap = m->capallocs ? m->capallocs * 2 : 16;
-    cb_fim_alloc *v = realloc(m->allocs, (size_t)cap * sizeof *v);
+    size_t cap;
+    cb_fim_alloc *v = cb_array_grow(m->allocs, (size_t)m->capallocs, (size_t)m->nallocs + 1, sizeof *v, &cap);
     if (!v) return outcome(CUBERT_ERR_OUT_OF_MEMORY, 0);
     m->allocs = v;
-    m->capallocs = cap;
+    m->capallocs = cap > INT_MAX ? INT_MAX : (int)cap;
   }
   int ai = m->nallocs;
   cb_fim_alloc *a = &m->allocs[ai];

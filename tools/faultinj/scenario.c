@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "faultinj/rules.h"
 #include "tools/faultinj/scenarios_embedded.h"
 
 #define MAX_ROLES 8
@@ -59,12 +60,30 @@ __attribute__((format(printf, 3, 4)))
 static void perr(parser *P, int col, const char *fmt, ...) {
   if (P->failed) return;
   P->failed = true;
-  char what[512];
+  char what[512], shown[512 * 4];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(what, sizeof what, fmt, ap);
   va_end(ap);
-  snprintf(P->err, P->errcap, "%s:%d:%d: %s", P->source, P->line, col, what);
+  /* What it quotes from the file may be anything: bytes that are not
+   * printable ASCII are shown as \xNN, never echoed raw. */
+  size_t o = 0;
+  for (const unsigned char *c = (const unsigned char *)what; *c && o + 5 < sizeof shown; c++) {
+    if (*c >= 0x20 && *c < 0x7f) shown[o++] = (char)*c;
+    else o += (size_t)snprintf(shown + o, sizeof shown - o, "\\x%02x", *c);
+  }
+  shown[o] = '\0';
+  snprintf(P->err, P->errcap, "%s:%d:%d: %s", P->source, P->line, col, shown);
+}
+
+/* The first byte of a line that is not text (a control byte other than tab
+ * and carriage return): its 1-based column, 0 when there is none. */
+static int binary_column(const char *line, size_t len) {
+  for (size_t i = 0; i < len; i++) {
+    unsigned char c = (unsigned char)line[i];
+    if ((c < 0x20 && c != '\t' && c != '\r') || c == 0x7f) return (int)i + 1;
+  }
+  return 0;
 }
 
 static bool tok_is(const tok *t, const char *w) {
@@ -592,17 +611,34 @@ static void check_rules(parser *P, const char *text, int col) {
   }
   sub[o] = '\0';
   cubert_faultinj_diag diag;
-  uint32_t first = 0;
-  if (cubert_faultinj_add(sub, "x", &first, &diag) != CUBERT_OK) {
+  cb_fi_parsed parsed;
+  if (cb_fi_parse(sub, strlen(sub), "x", &parsed, &diag) != CUBERT_OK) {
     const char *m = diag.message;
     for (int colons = 0; *m && colons < 3; m++) colons += *m == ':';
     while (*m == ' ') m++;
     perr(P, col + (diag.column > 0 ? diag.column - 1 : 0), "fault rules: %s", m);
     return;
   }
+  /* A kernel= name that none of the kernels a scenario runs has would select
+   * nothing: known here, so refused (the runtime names them cubert_...). */
+  for (size_t r = 0; r < parsed.count && !P->failed; r++)
+    for (uint32_t i = 0; i < parsed.rules[r].nkernels && !P->failed; i++) {
+      const char *item = parsed.rules[r].kernels[i];
+      bool any = cb_fi_kernel_matches(item, "cubert_faultinj_scribble");
+      for (int k = 0; k < CB_FIM_KERNEL_COUNT && !any; k++)
+        any = cb_fi_kernel_matches(item, cb_fim_kernel_runtime_name((cb_fim_kernel)k));
+      if (any) continue;
+      const char *at = strstr(text, item);
+      char hint[96] = "";
+      for (int k = 0; k < CB_FIM_KERNEL_COUNT && !hint[0]; k++)
+        if (cb_fi_kernel_matches(item, cb_fim_kernel_name((cb_fim_kernel)k)))
+          snprintf(hint, sizeof hint, " (`%s` is `%s` to the runtime)", cb_fim_kernel_name((cb_fim_kernel)k),
+                   cb_fim_kernel_runtime_name((cb_fim_kernel)k));
+      perr(P, col + (at ? (int)(at - text) : 0),
+           "fault rules: kernel=%s selects nothing: no kernel a scenario runs has that name%s", item, hint);
+    }
   /* checked, not kept: a run adds them when it reaches the step */
-  for (uint32_t id = first; first && cubert_faultinj_remove(id) == CUBERT_OK; id++) {
-  }
+  cb_fi_parsed_free(&parsed);
 }
 
 static const struct {
@@ -952,12 +988,19 @@ cubert_status cb_fi_scenario_parse(const char *text, const char *source, cb_fi_s
     P.line++;
     const char *nl = strchr(p, '\n');
     size_t len = nl ? (size_t)(nl - p) : strlen(p);
-    statement(&P, p, len);
+    int bad = binary_column(p, len);
+    if (bad) perr(&P, bad, "a control byte 0x%02x: not a scenario file (text only)", (unsigned char)p[bad - 1]);
+    else statement(&P, p, len);
     p = nl ? nl + 1 : p + len;
   }
   if (!P.failed && P.cur) {
     P.line++;
     perr(&P, 1, "scenario `%s` (line %d) has no `end`", P.cur->name, P.cur->line);
+  }
+  if (!P.failed && P.got.n == 0) {
+    P.line = 1;
+    perr(&P, 1, "no scenario here (%s; a scenario starts with `scenario NAME` and ends with `end`)",
+         *(text ? text : "") ? "only comments and blank lines" : "the text is empty");
   }
   free(P.vs);
   free(P.shared);
@@ -972,7 +1015,7 @@ cubert_status cb_fi_scenario_parse(const char *text, const char *source, cb_fi_s
     return CUBERT_ERR_OUT_OF_MEMORY;
   }
   suite->v = v;
-  memcpy(v + suite->n, P.got.v, P.got.n * sizeof *v);
+  memcpy(v + suite->n, P.got.v, P.got.n * sizeof *v); /* n > 0: an empty text is refused above */
   suite->n += P.got.n;
   free(P.got.v);
   return CUBERT_OK;
@@ -1008,9 +1051,18 @@ cubert_status cb_fi_scenario_load(const char *path, cb_fi_suite *suite, char *er
     return CUBERT_ERR_IO;
   }
   buf[n] = '\0';
-  if (memchr(buf, '\0', n)) {
+  const char *nul = memchr(buf, '\0', n);
+  if (nul) { /* the parser reads C strings: say where here */
+    int line = 1;
+    const char *start = buf;
+    for (const char *c = buf; c < nul; c++)
+      if (*c == '\n') {
+        line++;
+        start = c + 1;
+      }
+    snprintf(error, capacity, "%s:%d:%d: a NUL byte: not a scenario file (text only)", path, line,
+             (int)(nul - start) + 1);
     free(buf);
-    snprintf(error, capacity, "%s: a NUL byte: not a scenario file", path);
     return CUBERT_ERR_PARSE;
   }
   cubert_status st = cb_fi_scenario_parse(buf, path, suite, error, capacity);

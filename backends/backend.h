@@ -1,5 +1,11 @@
-/* cubert/backend.h: the interface between the runtime and a backend, for
- * backend authors (host, HIP) and decorators (fault injection).
+/* backends/backend.h: the interface between the runtime and its backends
+ * (host, HIP) and the fault-injection decorator (internal; not installed).
+ *
+ * Not public: the runtime compiles in its backends (cubert_backend_host,
+ * cubert_backend_hip) and offers no way to register another, so an installed
+ * header would promise an ABI nobody can use. The table changes with the
+ * runtime (a slot, a field) without a version dance; backends/CMakeLists of
+ * a new backend adds it here, next to the two.
  *
  * A backend is a const table of operations (cubert_backend_ops) over four
  * kinds of opaque state it owns: the backend, its devices, their streams and
@@ -9,7 +15,7 @@
  *
  * Rules every backend follows:
  *  - Every slot is filled. An operation a backend cannot do returns
- *    CUBERT_ERR_UNSUPPORTED (cubert_backend_unsupported_* helpers below), so
+ *    CUBERT_ERR_UNSUPPORTED with a message saying so (cubert_berr_set), so
  *    the runtime never checks for NULL.
  *  - Vendor status codes become cubert statuses at this boundary; the
  *    vendor's name and message go in `err->message`. An error the device
@@ -33,8 +39,8 @@
  * are given back through the matching close/destroy/free/unload operation.
  * Pointers passed in (descriptors, host buffers, args) are borrowed for the
  * call only: copy what must outlive it. */
-#ifndef CUBERT_BACKEND_H
-#define CUBERT_BACKEND_H
+#ifndef CUBERT_BACKENDS_BACKEND_H
+#define CUBERT_BACKENDS_BACKEND_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -55,19 +61,17 @@ typedef struct cubert_berr {
 } cubert_berr;
 
 /* printf into err->message (err may be NULL); returns `status`. */
-CUBERT_API cubert_status cubert_berr_set(cubert_berr *err, cubert_status status, const char *fmt, ...)
+cubert_status cubert_berr_set(cubert_berr *err, cubert_status status, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
 
 typedef struct cubert_backend_config {
-  int host_devices;             /* host backend: simulated devices */
-  uint64_t host_memory;         /* host backend: bytes per device */
-  const char *host_peer_deny;   /* host backend: "0-2,1-3", denied pairs (both ways) */
-  const char *const *host_pci_bus_ids; /* host backend: bus id per device from a
-                                          simulated node, or NULL */
-  int host_pci_bus_id_count;
+  /* The backend's own settings, a struct its header defines (the host
+   * backend: cb_host_options, backends/host/host_backend.h; HIP: none), or
+   * NULL for its defaults. Borrowed for open only. */
+  const void *options;
   /* Placement: a backend calls place_thread(place_ctx, index) at the start
    * of every thread it runs for its device `index` (e.g. a stream's worker),
    * so the runtime can bind it near the device (its local NUMA node).
@@ -117,7 +121,10 @@ typedef struct cubert_backend_kernel {
 } cubert_backend_kernel;
 
 /* One launch argument, resolved: buffers by address (peer buffers at the
- * owner's address plus offset), scalars by value. */
+ * owner's address plus offset), scalars by value. A peer buffer carries its
+ * allocation's identity: `owner`, the state (from device_open, of this
+ * backend) of the device that owns the memory, which may be the launching
+ * device itself; NULL for every other kind. */
 typedef struct cubert_backend_arg {
   cubert_param_kind kind;
   cubert_access access;
@@ -125,6 +132,7 @@ typedef struct cubert_backend_arg {
   uint64_t size;                /* bytes bound */
   const void *scalar;           /* borrowed for the call: copy it */
   uint32_t scalar_size;
+  void *owner;                  /* PEER_BUFFER: the owning device's state */
 } cubert_backend_arg;
 
 /* A failure found when work executed. */
@@ -224,12 +232,12 @@ typedef struct cubert_backend_ops {
 
 /* The backends compiled in. cubert_backend_hip() returns NULL when cubert was
  * built without HIP. */
-CUBERT_API const cubert_backend_ops *cubert_backend_host(void);
-CUBERT_API const cubert_backend_ops *cubert_backend_hip(void);
+const cubert_backend_ops *cubert_backend_host(void);
+const cubert_backend_ops *cubert_backend_hip(void);
 
 /* FNV-1a 64-bit over `size` bytes (0 for NULL). Used for kernel source
  * hashes and module cache keys. */
-CUBERT_API uint64_t cubert_hash64(const void *data, size_t size);
+uint64_t cubert_hash64(const void *data, size_t size);
 
 #ifdef __cplusplus
 }
