@@ -485,7 +485,7 @@ static void bench_growth(rctx *c) {
     c->errors++;
     return;
   }
-  if (cubert_faultinj_add("launch fault=fail kernel=cb_bench_taint", "cubert bench", &rule, &diag) != CUBERT_OK) {
+  if (cubert_faultinj_add(c->rt, "launch fault=fail kernel=cb_bench_taint", "cubert bench", &rule, &diag) != CUBERT_OK) {
     note(c, "growth: no fault rule (%s): the section is left out", diag.message);
     cubert_kernel_release(k);
     return;
@@ -559,7 +559,7 @@ static void bench_growth(rctx *c) {
       snprintf(r->note, sizeof r->note, "refused; message %zu bytes, %zu failures in the error", msg, met);
     }
   }
-  (void)cubert_faultinj_remove(rule);
+  (void)cubert_faultinj_remove(c->rt, rule);
   cubert_kernel_release(k);
 }
 
@@ -580,7 +580,7 @@ static void bench_unsynced(rctx *c) {
     c->errors++;
     goto out;
   }
-  if (cubert_faultinj_add("launch fault=fail kernel=cb_bench_taint", "cubert bench", &rule, &diag) != CUBERT_OK) {
+  if (cubert_faultinj_add(c->rt, "launch fault=fail kernel=cb_bench_taint", "cubert bench", &rule, &diag) != CUBERT_OK) {
     note(c, "unsynced: no fault rule (%s): the section is left out", diag.message);
     goto out;
   }
@@ -619,7 +619,7 @@ static void bench_unsynced(rctx *c) {
     c->errors++;
   }
   free(v);
-  (void)cubert_faultinj_remove(rule);
+  (void)cubert_faultinj_remove(c->rt, rule);
   /* the sync reports every failure once; the memory is clean after a fill */
   (void)cubert_sync(c->client);
   check(c, ok && cubert_handle_fill(c->client, h, &zero, 4) == CUBERT_OK && cubert_sync(c->client) == CUBERT_OK &&

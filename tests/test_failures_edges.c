@@ -396,7 +396,7 @@ START_TEST(test_many_tainted_ranges_bounded_message_and_walk) {
     cb_test_status(fill_u32(c, s, 9), CUBERT_ERR_LAUNCH);
     cubert_handle_release(s);
   }
-  cubert_faultinj_clear();
+  cb_test_ok(cubert_faultinj_clear(env.runtime));
   cb_test_status(cubert_handle_check(c, x), CUBERT_ERR_TAINTED);
   cubert_error *e = cubert_last_error();
   ck_assert_uint_eq(cubert_error_failure_count(e), N);
@@ -454,7 +454,7 @@ START_TEST(test_many_tainted_ranges_bounded_message_and_walk) {
     cb_test_status(fill_u32(c, s, 9), CUBERT_ERR_LAUNCH);
     cubert_handle_release(s);
   }
-  cubert_faultinj_clear();
+  cb_test_ok(cubert_faultinj_clear(env.runtime));
   cb_test_status(cubert_handle_check(c, y), CUBERT_ERR_TAINTED);
   e = cubert_last_error();
   ck_assert_uint_eq(cubert_error_failure_count(e), N * 10);
@@ -488,7 +488,7 @@ START_TEST(test_records_of_failed_calls_are_reclaimed_without_a_sync) {
     if (i == 69999) ck_assert_msg(now < 8192, "%zu records held after 70000 failed calls", now);
   }
   ck_assert_uint_le(most, 1u << 16);
-  cubert_faultinj_clear();
+  cb_test_ok(cubert_faultinj_clear(env.runtime));
   cb_test_ok(cubert_sync(c));
   cb_test_ok(fill_u32(c, x, 6));
   expect_words(c, x, 6);
