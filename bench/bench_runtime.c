@@ -14,6 +14,8 @@
  *             refused check of the whole allocation with its message length
  *   unsynced  the cost of a failed call with 1 to 1M failed calls before it
  *             and no sync
+ *   streams   launches of the empty kernel round-robin over 1 to 16 streams;
+ *             baseline: one stream
  *   faultinj  the default runtime (fault layer present, no rule) against one
  *             created with no_faultinj = true; baseline: no fault layer
  * Every figure is ns per operation (host clock over a batch; launches
@@ -95,6 +97,8 @@ typedef struct launch_arg {
   const cubert_kernel *kernel;
   const cubert_arg *args;
   uint32_t nargs;
+  const cubert_stream *streams; /* round-robin over these when nstreams > 0 */
+  uint32_t nstreams;
 } launch_arg;
 
 static cubert_status cubert_launch_batch(rctx *c, const void *p, uint32_t count, double *ns) {
@@ -103,10 +107,11 @@ static cubert_status cubert_launch_batch(rctx *c, const void *p, uint32_t count,
   cubert_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0};
   double t0 = cb_bench_now();
   for (uint32_t k = 0; k < count; k++) {
-    cubert_status st = cubert_launch(a->client, a->kernel, &cfg, a->args, a->nargs);
+    cubert_status st = a->nstreams ? cubert_client_use_stream(a->client, a->streams[k % a->nstreams]) : CUBERT_OK;
+    if (!st) st = cubert_launch(a->client, a->kernel, &cfg, a->args, a->nargs);
     if (st) return st;
   }
-  cubert_status st = cubert_sync(a->client);
+  cubert_status st = a->nstreams ? cubert_sync_device(a->client) : cubert_sync(a->client);
   *ns = (cb_bench_now() - t0) * 1e9 / count;
   return st;
 }
@@ -269,7 +274,7 @@ static void bench_launch(rctx *c) {
     if (cb_bench_kernel(ids[k], &kernel)) continue;
     cubert_arg args[16];
     for (int i = 0; i < nb[k]; i++) args[i] = cubert_arg_buffer(h[i < nb[k] / 2 ? i : 8 + i - nb[k] / 2]);
-    launch_arg a = {c->client, kernel, args, (uint32_t)nb[k]};
+    launch_arg a = {c->client, kernel, args, (uint32_t)nb[k], NULL, 0};
     double ns;
     (void)cubert_launch_batch(c, &a, 200, &ns);
     cubert_kernel_release(kernel);
@@ -288,7 +293,7 @@ static void bench_launch(rctx *c) {
     }
     cubert_arg args[16];
     for (int i = 0; i < nb[k]; i++) args[i] = cubert_arg_buffer(h[i < nb[k] / 2 ? i : 8 + i - nb[k] / 2]);
-    launch_arg a = {c->client, kernel, args, (uint32_t)nb[k]};
+    launch_arg a = {c->client, kernel, args, (uint32_t)nb[k], NULL, 0};
     uint32_t count = 0;
     bool ok = run_cubert(c, r, cubert_launch_batch, &a, &count);
     cubert_kernel_release(kernel);
@@ -360,7 +365,7 @@ static void bench_ledger(rctx *c) {
     goto out;
   }
   cubert_arg args[2] = {cubert_arg_buffer(in), cubert_arg_buffer(out)};
-  launch_arg a = {c->client, touch, args, 2};
+  launch_arg a = {c->client, touch, args, 2, NULL, 0};
   uint32_t count = 0;
   double warm_ns;
   (void)cubert_launch_batch(c, &a, 200, &warm_ns); /* first use, unrecorded */
@@ -630,6 +635,47 @@ out:
   if (k) cubert_kernel_release(k);
 }
 
+/* Launches of the empty kernel round-robin over 1, 2, 4, 8 and 16 streams
+ * (issue 15 item 7), then one device sync per batch; baseline: one stream. */
+static void bench_streams(rctx *c) {
+  cubert_kernel *k = NULL;
+  cubert_stream st16[16] = {0};
+  progress(c, "launches over 1 to 16 streams");
+  if (cb_bench_kernel(CB_BENCH_EMPTY0, &k)) {
+    note(c, "streams: kernel: %s", cubert_last_error_message());
+    c->errors++;
+    return;
+  }
+  for (int i = 0; i < 16; i++)
+    if (cubert_stream_create(c->client, &st16[i])) {
+      note(c, "streams: stream %d: %s", i, cubert_last_error_message());
+      c->errors++;
+      goto out;
+    }
+  static const uint32_t counts[] = {1, 2, 4, 8, 16};
+  size_t one = 0;
+  for (size_t i = 0; i < 5; i++) {
+    char test[24];
+    snprintf(test, sizeof test, "launch-%ustreams", counts[i]);
+    cb_bench_row *r = new_row(c, "streams", test, 0);
+    if (!r) break;
+    if (i == 0) one = c->rows.n - 1;
+    launch_arg a = {c->client, k, NULL, 0, st16, counts[i]};
+    uint32_t count = 0;
+    if (!run_cubert(c, r, cubert_launch_batch, &a, &count)) continue;
+    r->validated = 1;
+    const cb_bench_row *base = &c->rows.v[one];
+    if (i > 0 && base->have_cubert) {
+      r->raw = base->cubert;
+      r->have_raw = true;
+      snprintf(r->baseline, sizeof r->baseline, "one stream");
+    }
+  }
+out:
+  (void)cubert_client_use_stream(c->client, 0);
+  cubert_kernel_release(k);
+}
+
 /* One runtime of the fault-layer comparison: the launch path (4 buffers)
  * and alloc+free of 4 KiB. */
 static cubert_status fault_variant(rctx *c, bool no_faultinj, uint32_t *launch_count, uint32_t *alloc_count,
@@ -650,7 +696,7 @@ static cubert_status fault_variant(rctx *c, bool no_faultinj, uint32_t *launch_c
   if (st) goto out;
   cubert_arg args[4] = {cubert_arg_buffer(h[0]), cubert_arg_buffer(h[1]), cubert_arg_buffer(h[2]),
                         cubert_arg_buffer(h[3])};
-  launch_arg la = {cl, k, args, 4};
+  launch_arg la = {cl, k, args, 4, NULL, 0};
   alloc_arg aa = {cl, 4096};
   cb_bench_stats s;
   double *samples = NULL;
@@ -901,7 +947,7 @@ static int run(rctx *c) {
     note(c, "no raw baseline: the raw %s calls are not available", c->info.backend);
   }
   c->batch_s = c->o.quick ? 0.005 : 0.02;
-  c->steps = 6 + 3 + 3 + 4 + 4 + 1;
+  c->steps = 6 + 3 + 3 + 4 + 4 + 1 + 1;
   printf("cubert bench runtime: device %d (%s, backend %s)\nbaseline: %s\n", c->dev, c->info.name, c->info.backend,
          c->raw ? cb_bench_raw_describe(c->raw) : "none");
   printf("%d warm-up + %d timed batches per figure, ~%.0f ms each; ns per operation, median\n", c->o.warmup,
@@ -912,6 +958,7 @@ static int run(rctx *c) {
   bench_ledger(c);
   bench_growth(c);
   bench_unsynced(c);
+  bench_streams(c);
   cubert_client_destroy(c->client);
   c->client = NULL;
   if (c->raw) cb_bench_raw_close(c->raw);

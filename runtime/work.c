@@ -92,11 +92,16 @@ cubert_status cb_work_fail_ordering(cb_device *dev, cb_work *w, cb_stream *s, cb
   return cb_errb_finish(err);
 }
 
+/* Drops the records of completed work. A record settled as failed at
+ * enqueue never ran, so it waited for nothing: it stays while an earlier
+ * record is still pending (kept), because an asynchronous failure of that
+ * earlier work replays the records after it, and this one's writes are newer
+ * than the failed work's and keep their own verdict. */
 void cb_work_drop_completed(cb_device *dev, const uint64_t *progress) {
   size_t keep = 0;
   for (size_t i = 0; i < dev->npending; i++) {
     cb_work *w = &dev->pending[i];
-    if (w->stream && w->work <= progress[w->stream - 1]) {
+    if (w->stream && w->work <= progress[w->stream - 1] && !(w->failed && keep)) {
       work_release(dev, w);
       continue;
     }

@@ -497,6 +497,54 @@ START_TEST(test_records_of_failed_calls_are_reclaimed_without_a_sync) {
 }
 END_TEST
 
+/* A write skipped at enqueue is newer than an earlier write still running on
+ * another stream: when that earlier write fails asynchronously, the skipped
+ * write's taint stays, even if a sync of its own stream let go of its record
+ * in between (found by a campaign: program 1759 of seed 20261129). */
+START_TEST(test_async_failure_does_not_override_a_later_skipped_write) {
+  cb_test_env env;
+  if (!open_host(_i, 1, &env)) return;
+  cubert_client *c = env.clients[0];
+  cubert_stream a = 0, b = 0;
+  cb_test_ok(cubert_stream_create(c, &a));
+  cb_test_ok(cubert_stream_create(c, &b));
+  cubert_handle *in = words(c, 64, 0), *out = words(c, 64, 0);
+  cb_test_ok(cubert_sync_device(c));
+  /* stream a: a slow write of `out` that fails when it runs (#2) */
+  cb_test_ok(cubert_client_use_stream(c, a));
+  rule("launch kernel=t_slow times=1 fault=async");
+  cb_test_ok(slow_write(c, out));
+  cb_test_ok(cubert_faultinj_clear(env.runtime));
+  /* stream b: `in` fails at enqueue (#1); a copy in -> out is skipped */
+  cb_test_ok(cubert_client_use_stream(c, b));
+  rule("launch times=1 fault=fail");
+  cb_test_status(fill_u32(c, in, 5), CUBERT_ERR_LAUNCH);
+  cb_test_ok(cubert_faultinj_clear(env.runtime));
+  const cubert_failure *root = first_failure();
+  cubert_kernel *k = NULL;
+  cb_test_ok(cubert_builtin_kernel(CUBERT_BUILTIN_COPY_U32, &k));
+  uint64_t n = 64;
+  cubert_arg args[3] = {cubert_arg_buffer(in), cubert_arg_buffer(out), cubert_arg_scalar(&n, 8)};
+  cubert_launch_config cfg = {{1, 1, 1}, {64, 1, 1}, 0};
+  ck_assert_int_ne(cubert_launch(c, k, &cfg, args, 3), CUBERT_OK);
+  cubert_kernel_release(k);
+  (void)cubert_sync_stream(c, b); /* stream b's records may go: the slow write still runs */
+  (void)cubert_sync_device(c);    /* the async failure surfaces */
+  uint8_t buf[256];
+  cb_test_status(cubert_handle_read(c, out, buf, sizeof buf), CUBERT_ERR_TAINTED);
+  const cubert_failure *f = first_failure();
+  ck_assert_msg(cubert_failure_id(cubert_failure_root(f)) == cubert_failure_id(root),
+                "out's failure has root #%llu (%s), expected the skipped copy's root #%llu",
+                (unsigned long long)cubert_failure_id(cubert_failure_root(f)),
+                cubert_failure_message(cubert_failure_root(f)), (unsigned long long)cubert_failure_id(root));
+  cubert_failure_release(f);
+  cubert_failure_release(root);
+  cubert_handle_release(in);
+  cubert_handle_release(out);
+  cb_test_close(&env);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("failures_edges");
   TCase *tc = tcase_create("edges");
@@ -510,6 +558,7 @@ static Suite *suite(void) {
   cb_test_add_backend_loop(tc, test_sticky_async_failure_marks_the_device_lost);
   cb_test_add_backend_loop(tc, test_many_tainted_ranges_bounded_message_and_walk);
   cb_test_add_backend_loop(tc, test_records_of_failed_calls_are_reclaimed_without_a_sync);
+  cb_test_add_backend_loop(tc, test_async_failure_does_not_override_a_later_skipped_write);
   suite_add_tcase(s, tc);
   return s;
 }
