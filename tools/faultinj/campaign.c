@@ -387,7 +387,12 @@ static void gen_step(gen *g) {
   }
   case NEW: {
     static const uint64_t sizes[] = {64, 128, 256, 512};
-    new_buffer(g, (int)below(g, (uint32_t)g->cfg->devices), sizes[below(g, 4)], chance(g, 0.8));
+    /* one draw per statement: the order of a call's arguments is unspecified,
+     * and gcc and clang differ, so the same seed gave different programs */
+    int dev = (int)below(g, (uint32_t)g->cfg->devices);
+    uint64_t size = sizes[below(g, 4)];
+    bool with_data = chance(g, 0.8);
+    new_buffer(g, dev, size, with_data);
     break;
   }
   case SYNC: {
