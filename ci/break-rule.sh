@@ -42,7 +42,7 @@ expect_bite() {
   if [ "$rc" -ne 1 ]; then
     echo "break-rule: FAIL: $name exited $rc, expected 1 (a violation)"
     fail=1
-  elif ! printf '%s\n' "$out" | grep -q 'STALE READ'; then
+  elif ! printf '%s\n' "$out" | grep 'STALE READ' >/dev/null; then
     echo "break-rule: FAIL: $name reported no STALE READ"
     fail=1
   else

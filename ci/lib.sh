@@ -24,7 +24,7 @@ cb_as_root() {
 cb_apt_install() {
   local missing=() p
   for p in "$@"; do
-    if ! dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
+    if ! dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep '^install ok installed$' >/dev/null; then
       missing+=("$p")
     fi
   done

@@ -230,7 +230,7 @@ check_no_harness() {
 # links_libcubert BINARY yes|no: whether BINARY needs libcubert.so at run time.
 links_libcubert() {
   local bin=$1 want=$2 got=no
-  readelf -d "$bin" | grep -q 'NEEDED.*libcubert\.so' && got=yes
+  readelf -d "$bin" | grep 'NEEDED.*libcubert\.so' >/dev/null && got=yes
   [ "$got" = "$want" ] && return 0
   echo "ci: $bin: needs libcubert.so: $got, expected $want"
   return 1
@@ -251,7 +251,7 @@ stage_install() {
   # no layer of the library calls a layer above it (nm over the objects)
   bash "$CB_ROOT/ci/layer-calls.sh" "$BUILD/gcc" || rc=1
   # and the check can see one: the tool, which links the harness, has it
-  if ! nm "$prefix/bin/cubert" | grep -q ' cb_fi_run$'; then
+  if ! nm "$prefix/bin/cubert" | grep ' cb_fi_run$' >/dev/null; then
     echo "ci: bin/cubert has no cb_fi_run: the harness check above would see nothing"
     rc=1
   fi
