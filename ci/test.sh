@@ -173,7 +173,7 @@ stage_tsan() { stage_sanitize thread thread; }
 
 # -Werror in the build types the gcc and clang stages (RelWithDebInfo, the
 # default) do not build; the optimiser's warnings differ by level. Library and
-# tool only, no tests. The four builds: see the README's stage table for the
+# tool only, no tests. The four builds: see docs/ci.md's stage table for the
 # measured time (the budget is 4 min on 2 cores).
 stage_buildtypes() {
   local rc=0 cc type dir cc_type
