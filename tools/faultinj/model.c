@@ -551,12 +551,17 @@ static void replay(cb_fim *m, cb_fim_device *d, const cb_fim_pending *p) {
   for (size_t j = p->record + 1; j < d->nrecords; j++) {
     cb_fim_record *r = &d->records[j];
     cb_fim_mask in = 0;
-    if (!r->failed)
-      for (uint32_t i = 0; i < r->n; i++) {
-        cb_fim_range *g = &r->r[i];
-        if (!(g->access & CUBERT_ACCESS_READ) || !bad[g->alloc]) continue;
-        for (uint64_t b = g->start; b < g->end; b++) in |= bad[g->alloc][b];
-      }
+    for (uint32_t i = 0; i < r->n; i++) {
+      cb_fim_range *g = &r->r[i];
+      if (!(g->access & CUBERT_ACCESS_READ) || !bad[g->alloc]) continue;
+      for (uint64_t b = g->start; b < g->end; b++) in |= bad[g->alloc][b];
+    }
+    /* Work that had failed already (at enqueue, or by an earlier replay)
+     * and also read this failure's garbage had two tainted inputs: the
+     * runtime names whichever failure it found first, and failures found at
+     * fences arrive in the order the streams finished, so either root is
+     * right (docs/failures.md, rule 8). Its outputs may carry both. */
+    bool again = r->failed && in;
     if (in) r->failed = true; /* it ran on garbage: its outputs carry a child */
     for (uint32_t i = 0; i < r->n; i++) {
       cb_fim_range *g = &r->r[i];
@@ -565,7 +570,9 @@ static void replay(cb_fim *m, cb_fim_device *d, const cb_fim_pending *p) {
         if (!in) continue;
         if (!(bad[g->alloc] = calloc(m->allocs[g->alloc].size, sizeof **bad))) goto out;
       }
-      for (uint64_t b = g->start; b < g->end; b++) bad[g->alloc][b] = in; /* later writes keep their verdict */
+      const cb_fim_mask *had = m->allocs[g->alloc].taint;
+      for (uint64_t b = g->start; b < g->end; b++) /* later writes keep their verdict */
+        bad[g->alloc][b] = again ? in | had[b] : in;
     }
   }
   for (int a = 0; a < m->nallocs; a++) {
