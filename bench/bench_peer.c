@@ -1149,7 +1149,9 @@ static uint64_t pow2_floor(uint64_t v) {
   return p;
 }
 
-static int run(ctx *c) {
+/* The runtime, the backend measured (hip when it has any, unless told,
+ * else host) and its chosen devices, a client each. 0, or the exit code. */
+static int open_devices(ctx *c) {
   opts *o = &c->o;
   cubert_runtime_options ro;
   cubert_runtime_options_init(&ro);
@@ -1203,12 +1205,15 @@ static int run(ctx *c) {
     return 1;
   }
   for (int d = 0; d < c->ndev; d++)
-    if ((st = cubert_client_create(c->rt, c->rt_index[d], &c->client[d]))) {
+    if (cubert_client_create(c->rt, c->rt_index[d], &c->client[d])) {
       fprintf(stderr, "cubert bench peer: client of device %d: %s\n", c->rt_index[d], cubert_last_error_message());
       return 1;
     }
+  return 0;
+}
 
-  /* Topology classes of the pairs. */
+/* Topology classes of the pairs ('?' when the topology is unavailable). */
+static void label_pairs(ctx *c) {
   for (int a = 0; a < c->ndev; a++)
     for (int b = 0; b < c->ndev; b++) snprintf(c->link[a][b], sizeof c->link[a][b], "%s", a == b ? "SELF" : "?");
   cubert_topology *topo = NULL;
@@ -1223,8 +1228,13 @@ static int run(ctx *c) {
   } else {
     note(c, "topology unavailable (%s): pairs are labelled '?'", cubert_last_error_message());
   }
+}
 
-  /* Sizes capped by the smallest device: src and dst per device, each side. */
+/* Sizes capped by the smallest device: src and dst per device, each side;
+ * the matrix, chase and repetition sizes for the backend. */
+static void choose_sizes(ctx *c) {
+  opts *o = &c->o;
+  const char *want = o->backend;
   uint64_t mem = UINT64_MAX;
   for (int d = 0; d < c->ndev; d++)
     if (c->info[d].total_memory < mem) mem = c->info[d].total_memory;
@@ -1246,8 +1256,14 @@ static int run(ctx *c) {
   for (size_t i = 0; i < o->nsizes; i++)
     if (o->sizes[i] > c->max) c->max = o->sizes[i];
   if (c->max < 4096) c->max = 4096;
+}
 
-  /* The raw baseline. */
+/* The raw baseline, the kernels, the buffers and the hold kernel's
+ * calibration. 0, or the exit code. */
+static int prepare(ctx *c) {
+  opts *o = &c->o;
+  const char *want = o->backend;
+  cubert_status st;
   if (cb_bench_raw_open(want, &c->raw) != CUBERT_OK) {
     c->raw = NULL;
     snprintf(c->raw_note, sizeof c->raw_note, "no raw baseline: the raw %s calls are not available", want);
@@ -1276,7 +1292,13 @@ static int run(ctx *c) {
     }
   if (!c->shared && c->ndev > 1)
     note(c, "some pairs have no peer access: their kernel copies and chases are left out");
+  return 0;
+}
 
+/* Runs every job of the plan, with a progress line. */
+static void measure_all(ctx *c) {
+  opts *o = &c->o;
+  const char *want = o->backend;
   printf("cubert bench peer: backend %s, %d device%s", want, c->ndev, c->ndev == 1 ? "" : "s");
   for (int d = 0; d < c->ndev; d++) printf("%s %d %s", d ? "," : ":", c->rt_index[d], c->info[d].name);
   printf("\nraw baseline: %s\n", c->raw ? cb_bench_raw_describe(c->raw) : c->raw_note);
@@ -1296,8 +1318,11 @@ static int run(ctx *c) {
   }
   cb_bench_progress_done(o->quiet);
   free(p.v);
+}
 
-  /* Report. */
+/* The topology classes, the matrices, the tables, the notes and the
+ * validation line. True when every check passed. */
+static bool print_report(ctx *c, json_t *target_list) {
   printf("\nTopology classes (%s)\n%-8s", c->topology_ok ? "cubert_topology" : "unknown", "");
   for (int b = 0; b < c->ndev; b++) printf(" %8d", c->rt_index[b]);
   printf("\n");
@@ -1327,7 +1352,6 @@ static int run(ctx *c) {
     printf("\n%s\n", titles[pass]);
     print_table(c, sections[pass]);
   }
-  json_t *target_list = json_array();
   targets(c, target_list);
   size_t nnotes = json_array_size(c->notes);
   if (nnotes) printf("\nNotes:\n");
@@ -1335,8 +1359,19 @@ static int run(ctx *c) {
   bool passed = c->failed_checks == 0 && c->checks > 0;
   printf("\nvalidation: %s (%d checks, %d failed; %d measurement errors)\n", passed ? "passed" : "FAILED", c->checks,
          c->failed_checks, c->errors);
+  return passed;
+}
 
-  int rc = passed && c->errors == 0 ? 0 : 1;
+static int run(ctx *c) {
+  int rc = open_devices(c);
+  if (rc) return rc;
+  label_pairs(c);
+  choose_sizes(c);
+  if ((rc = prepare(c))) return rc;
+  measure_all(c);
+  json_t *target_list = json_array();
+  rc = print_report(c, target_list) && c->errors == 0 ? 0 : 1;
+  opts *o = &c->o;
   json_t *doc = document(c, target_list);
   json_decref(target_list);
   if (o->json.file && !cb_bench_write_json(doc, o->json.file, "bench peer")) rc = 1;
