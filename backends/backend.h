@@ -28,9 +28,10 @@
  *    enqueue returned CUBERT_OK) is reported by drain_failures() with that
  *    number, and the stream goes on with the next work.
  *  - The runtime serialises calls per device (one lock a device), except
- *    read(), sync(), progress(), drain_failures() and timer_elapsed(), which it may call
- *    without that lock, concurrently with other calls on the same device:
- *    they must be thread-safe. Calls on different devices may run
+ *    read(), sync(), progress(), drain_failures(), timer_elapsed(),
+ *    module_prepare() and module_unload(), which it may call without that
+ *    lock, concurrently with other calls on the same device: they must be
+ *    thread-safe. Calls on different devices may run
  *    concurrently.
  *  - Streams are created by the runtime in order; the runtime numbers them
  *    1, 2, 3... per device in that order (a decorator can count the same).
@@ -195,10 +196,21 @@ typedef struct cubert_backend_ops {
                              void *src_device, uint64_t src, uint64_t size, cubert_berr *err);
 
   /* Compiles or loads the kernel for the device. The runtime caches modules
-   * per device, so this is called once per (device, kernel). */
+   * per device, so this is called once per (device, kernel) while the
+   * kernel lives; when the kernel's last reference goes, module_unload. */
   cubert_status (*module_load)(void *device, const cubert_backend_kernel *kernel, void **module,
                                cubert_berr *err);
+  /* May be called without the device's lock, concurrently with any other
+   * call on the device (a kernel released on another thread). */
   void (*module_unload)(void *device, void *module);
+  /* Optional (NULL: none). Called before module_load, without the device's
+   * lock, concurrently with other calls on the device (so a slow compile
+   * holds up nothing else): does the slow part of a later module_load
+   * (HIP: the hiprtc compile into the backend's code cache). It changes
+   * nothing any call sees but module_load's speed, and reports nothing: a
+   * compile that fails here fails again, and is reported, in module_load.
+   * The runtime calls it once per (device, kernel) at a time. */
+  void (*module_prepare)(void *device, const cubert_backend_kernel *kernel);
   cubert_status (*launch)(void *device, void *stream, uint64_t work, void *module,
                           const cubert_launch_config *config, const cubert_backend_arg *args,
                           uint32_t nargs, cubert_berr *err);

@@ -632,6 +632,13 @@ static cubert_status fi_module_load(void *device, const cubert_backend_kernel *k
   return CUBERT_OK;
 }
 
+/* No fault is decided here: a prepare changes nothing a call sees, and the
+ * compile's faults are decided in module_load (backend.h). */
+static void fi_module_prepare(void *device, const cubert_backend_kernel *kernel) {
+  fi_device *d = device;
+  if (d->ops->module_prepare) d->ops->module_prepare(d->inner, kernel);
+}
+
 static void fi_module_unload(void *device, void *module) {
   fi_device *d = device;
   fi_module *m = module;
@@ -822,6 +829,7 @@ static const cubert_backend_ops fi_ops = {
     .copy_peer = fi_copy_peer,
     .module_load = fi_module_load,
     .module_unload = fi_module_unload,
+    .module_prepare = fi_module_prepare,
     .launch = fi_launch,
     .sync = fi_sync,
     .progress = fi_progress,

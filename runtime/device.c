@@ -207,12 +207,7 @@ void cb_device_free(cb_device *dev) {
   dev->timers = NULL;
   atomic_store(&dev->gone, true);
   pthread_mutex_unlock(&dev->lock);
-  for (size_t i = 0; i < dev->capmodules; i++) { /* the cache's slots (runtime.c) */
-    if (!dev->modules[i].kernel) continue;
-    dev->ops->module_unload(dev->bdev, dev->modules[i].module);
-    cubert_kernel_release(dev->modules[i].kernel);
-  }
-  free(dev->modules);
+  cb_module_close(dev); /* every module it still has (runtime/module.c) */
   for (uint32_t i = 0; i < dev->nstreams; i++) {
     cb_stream *s = dev->streams[i];
     if (s->event) dev->ops->event_destroy(dev->bdev, s->event);

@@ -221,6 +221,7 @@ struct cubert_kernel {
   cubert_host_fn host_fn;
   uint64_t source_hash;
   bool has_write; /* some parameter writes */
+  atomic_bool cached; /* some device's module cache has had it (module.c) */
 };
 
 typedef struct cb_stream {
@@ -271,9 +272,11 @@ struct cubert_timer {
   struct cubert_timer *next, **prev; /* the device's live timers */
 };
 
+/* An entry of a device's module cache (runtime/module.c). */
 typedef struct cb_module {
-  cubert_kernel *kernel; /* a reference */
-  void *module;
+  uint64_t id;   /* the kernel's */
+  int state;     /* module.c: empty, preparing, prepared, loaded */
+  void *module;  /* the backend's, once loaded */
 } cb_module;
 
 #define CB_THREAD_STREAMS 8
@@ -310,9 +313,13 @@ struct cb_device {
   cb_work *pending;
   size_t npending, cappending;
   size_t reap_at; /* reap when npending reaches it (hysteresis: not every call) */
-  cb_module *modules;           /* the module cache: a hash table by kernel id
-                                   (runtime.c, cb_module_get) */
+  /* the module cache: a hash table by kernel id, under module_lock (a
+   * leaf lock; runtime/module.c) */
+  pthread_mutex_t module_lock;
+  pthread_cond_t module_cond;   /* a prepare finished */
+  cb_module *modules;
   size_t nmodules, capmodules;
+  struct cb_device *module_next; /* the registry of devices with a cache */
   /* peer access from this device to device i: 0 unknown, 1 on, 2 refused */
   uint8_t *peer_state;
   char **peer_message;
@@ -444,8 +451,16 @@ cubert_status cb_work_fail_ordering(cb_device *dev, cb_work *w, cb_stream *s, cb
                                     const char *operation, const char *kernel);
 
 /* Module of `k` on `dev` (loaded on first use). */
-cubert_status cb_module_get(cb_device *dev, const cubert_kernel *k, void **module,
-                            cubert_berr *err);
+/* runtime/module.c: the module cache. open/close with the device (close
+ * unloads every module); prepare before the device lock (the backend's
+ * compile, once per kernel at a time); get under it (module_load on a
+ * miss); forget when a kernel's last reference goes (its modules are
+ * unloaded on every device). */
+void cb_module_open(cb_device *dev);
+void cb_module_close(cb_device *dev);
+void cb_module_prepare(cb_device *dev, const cubert_kernel *k);
+cubert_status cb_module_get(cb_device *dev, const cubert_kernel *k, void **module, cubert_berr *err);
+void cb_module_forget(const cubert_kernel *k);
 
 /* Free everything of a device; the runtime calls it at destroy. */
 void cb_device_destroy(cb_device *dev);

@@ -109,8 +109,10 @@ static cubert_status open_device(cubert_runtime *rt, int b, int i, cb_device **o
   atomic_init(&dev->refs, 1);
   atomic_init(&dev->gone, false);
   dev->reap_at = CB_RUNTIME_REAP_INTERVAL;
+  cb_module_open(dev);
   st = cb_pool_create(be->ops, dev->bdev, dev->info.total_memory, &dev->pool);
   if (st) {
+    cb_module_close(dev);
     dev->ops->device_close(dev->bdev);
     pthread_mutex_destroy(&dev->lock);
     free(dev);
@@ -367,6 +369,7 @@ void cubert_kernel_retain(cubert_kernel *k) {
 
 void cubert_kernel_release(cubert_kernel *k) {
   if (!k || atomic_fetch_sub(&k->refs, 1) != 1) return;
+  cb_module_forget(k); /* its modules go with it (runtime/module.c) */
   for (uint32_t i = 0; i < k->nparams; i++) free((char *)k->params[i].name);
   free(k->params);
   for (uint32_t i = 0; i < k->nobjects; i++) {
@@ -413,6 +416,7 @@ cubert_status cubert_kernel_create(const cubert_kernel_desc *d, cubert_kernel **
   cubert_kernel *k = calloc(1, sizeof *k);
   if (!k) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory creating a kernel");
   atomic_init(&k->refs, 1);
+  atomic_init(&k->cached, false);
   k->id = atomic_fetch_add(&next_kernel_id, 1);
   k->name = cb_strdup(d->name);
   k->entry = cb_strdup(d->entry ? d->entry : d->name);
@@ -447,48 +451,5 @@ cubert_status cubert_kernel_create(const cubert_kernel_desc *d, cubert_kernel **
     return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory creating kernel `%s`", d->name);
   }
   *out = k;
-  return CUBERT_OK;
-}
-
-/* The module cache: an open-addressing hash table keyed by kernel id (ids
- * are never reused), linear probing, at most half full; an empty slot has
- * no kernel. Under the device lock. */
-static size_t module_slot(const cb_module *v, size_t cap, uint64_t id) {
-  size_t i = (size_t)((id * 0x9e3779b97f4a7c15ull) >> 17) & (cap - 1);
-  while (v[i].kernel && v[i].kernel->id != id) i = (i + 1) & (cap - 1);
-  return i;
-}
-
-static bool module_grow(cb_device *dev) {
-  size_t cap = dev->capmodules ? dev->capmodules * 2 : 16;
-  cb_module *v = calloc(cap, sizeof *v);
-  if (!v) return false;
-  for (size_t i = 0; i < dev->capmodules; i++)
-    if (dev->modules[i].kernel) v[module_slot(v, cap, dev->modules[i].kernel->id)] = dev->modules[i];
-  free(dev->modules);
-  dev->modules = v;
-  dev->capmodules = cap;
-  return true;
-}
-
-cubert_status cb_module_get(cb_device *dev, const cubert_kernel *k, void **module, cubert_berr *err) {
-  if (dev->capmodules) {
-    cb_module *e = &dev->modules[module_slot(dev->modules, dev->capmodules, k->id)];
-    if (e->kernel) {
-      *module = e->module;
-      return CUBERT_OK;
-    }
-  }
-  if ((dev->nmodules + 1) * 2 > dev->capmodules && !module_grow(dev))
-    return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory caching a module");
-  cubert_backend_kernel bk = {k->name,    k->entry,      k->source,  k->options, k->objects,
-                              k->nobjects, k->host_fn,   k->params,  k->nparams, k->source_hash};
-  void *m = NULL;
-  cubert_status st = dev->ops->module_load(dev->bdev, &bk, &m, err);
-  if (st) return st;
-  cubert_kernel_retain((cubert_kernel *)k);
-  dev->modules[module_slot(dev->modules, dev->capmodules, k->id)] = (cb_module){(cubert_kernel *)k, m};
-  dev->nmodules++;
-  *module = m;
   return CUBERT_OK;
 }

@@ -302,8 +302,20 @@ static cubert_status load_image(cb_hip_device *dev, const void *image, size_t si
   return CUBERT_OK;
 }
 
+/* The backend's code for `key` (hash h), NULL when none. Under compile_lock. */
+static cb_hip_code *code_find(cb_hip_backend *b, uint64_t h, const char *key) {
+  for (cb_hip_code *c = b->codes; c; c = c->next)
+    if (c->key == h && strcmp(c->key_text, key) == 0) return c;
+  return NULL;
+}
+
 /* Code for `k` on the device's target: from the backend's memory, else
- * compiled (through the disk cache). The backend's compile lock is held. */
+ * compiled (through the disk cache). Called with the backend's compile lock
+ * held and returns with it held, but drops it while compiling, so a compile
+ * holds up no module_load of code already there (module_prepare compiles
+ * without the device lock; module_load then finds the code). Entries are
+ * never freed before the backend closes; a rebuild replaces an entry's code
+ * under the lock. */
 static cubert_status code_for(cb_hip_device *dev, const cubert_backend_kernel *k, unsigned flags,
                               const cb_hip_code **out, bool *from_disk, cubert_berr *err) {
   cb_hip_backend *b = dev->backend;
@@ -316,24 +328,29 @@ static cubert_status code_for(cb_hip_device *dev, const cubert_backend_kernel *k
   snprintf(key, cap, "%s\n%s\n%016" PRIx64 ":%zu\n%s", dev->arch, entry, srchash, srclen,
            k->options ? k->options : "");
   uint64_t h = cubert_hash64(key, strlen(key));
-  cb_hip_code **slot = &b->codes;
-  for (; *slot; slot = &(*slot)->next) {
-    if ((*slot)->key == h && strcmp((*slot)->key_text, key) == 0) break;
-  }
-  if (*slot && !(flags & CB_HIP_COMPILE_REBUILD)) {
+  cb_hip_code *c = code_find(b, h, key);
+  if (c && !(flags & CB_HIP_COMPILE_REBUILD)) {
     free(key);
-    *out = *slot;
+    *out = c;
     *from_disk = false;
     return CUBERT_OK;
   }
   void *data = NULL;
   size_t size = 0;
+  pthread_mutex_unlock(&b->compile_lock);
   cubert_status st = cb_hip_compile(dev->arch, k, flags, &data, &size, from_disk, err);
+  pthread_mutex_lock(&b->compile_lock);
   if (st != CUBERT_OK) {
     free(key);
     return st;
   }
-  cb_hip_code *c = *slot;
+  c = code_find(b, h, key); /* another thread may have put it there meanwhile */
+  if (c && !(flags & CB_HIP_COMPILE_REBUILD)) {
+    free(data); /* theirs is the same code */
+    free(key);
+    *out = c;
+    return CUBERT_OK;
+  }
   if (c) { /* a rebuild replaces the entry's code */
     free(c->data);
     free(key);
@@ -346,12 +363,35 @@ static cubert_status code_for(cb_hip_device *dev, const cubert_backend_kernel *k
     }
     c->key = h;
     c->key_text = key;
-    *slot = c;
+    c->next = b->codes;
+    b->codes = c;
   }
   c->data = data;
   c->size = size;
   *out = c;
   return CUBERT_OK;
+}
+
+/* Whether one of the kernel's code objects is for the device's target. */
+static bool has_object_for(const cb_hip_device *dev, const cubert_backend_kernel *k) {
+  for (uint32_t i = 0; i < k->nobjects; i++)
+    if (arch_matches(k->objects[i].arch, dev->arch) && k->objects[i].data && k->objects[i].size) return true;
+  return false;
+}
+
+/* The hiprtc compile of a kernel with no code object for the target, into
+ * the backend's code cache, without the device lock (backend.h); a failure
+ * is left for module_load to find and report. */
+static void hip_module_prepare(void *device, const cubert_backend_kernel *k) {
+  cb_hip_device *dev = device;
+  if (!k || !k->name || !k->source || has_object_for(dev, k) || atomic_load(&dev->lost)) return;
+  cb_hip_backend *b = dev->backend;
+  const cb_hip_code *code = NULL;
+  bool from_disk = false;
+  cubert_berr ignored = {0};
+  pthread_mutex_lock(&b->compile_lock);
+  (void)code_for(dev, k, 0, &code, &from_disk, &ignored);
+  pthread_mutex_unlock(&b->compile_lock);
 }
 
 static cubert_status hip_module_load(void *device, const cubert_backend_kernel *k, void **module,
@@ -677,6 +717,7 @@ static const cubert_backend_ops hip_ops = {
     .copy_peer = cb_hip_copy_peer,
     .module_load = hip_module_load,
     .module_unload = hip_module_unload,
+    .module_prepare = hip_module_prepare,
     .launch = hip_launch,
     .sync = cb_hip_sync,
     .progress = cb_hip_progress,

@@ -23,11 +23,12 @@
  *
  * Locks, and the only orders they nest in: streams_lock -> stream->lock ->
  * fail_lock (sync of every stream; a mark's failure), and fill_lock ->
- * compile_lock -> hip_compile.c's compiler lock. No lock is held while
+ * compile_lock (code_for drops it around a compile, so it never nests with
+ * hip_compile.c's compiler lock). No lock is held while
  * waiting on the GPU, except streams_lock by sync(NULL) (stream_create
  * waits for it; the runtime creates streams rarely) and stream->lock in the
  * rare fallback of a mark that could not be recorded.
- *   backend->compile_lock  compiles and the code cache (compiles are rare)
+ *   backend->compile_lock  the code cache and module loads (not held while compiling)
  *   device->streams_lock   the stream list
  *   device->fail_lock      the failure queue and the lost flag's message
  *   device->staging_lock   the free list of staging buffers

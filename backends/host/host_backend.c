@@ -327,6 +327,7 @@ static const cubert_backend_ops host_ops = {
     .copy_peer = cb_host_copy_peer,
     .module_load = cb_host_module_load,
     .module_unload = cb_host_module_unload,
+    .module_prepare = cb_host_module_prepare,
     .launch = cb_host_launch,
     .sync = cb_host_sync,
     .progress = cb_host_progress,

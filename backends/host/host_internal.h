@@ -150,6 +150,7 @@ void cb_host_module_free(host_module *m);
 cubert_status cb_host_module_load(void *device, const cubert_backend_kernel *kernel,
                                   void **module, cubert_berr *err);
 void cb_host_module_unload(void *device, void *module);
+void cb_host_module_prepare(void *device, const cubert_backend_kernel *kernel);
 cubert_status cb_host_launch(void *device, void *stream, uint64_t work, void *module,
                              const cubert_launch_config *config,
                              const cubert_backend_arg *args, uint32_t nargs, cubert_berr *err);

@@ -441,7 +441,13 @@ typedef struct cubert_kernel_desc {
   cubert_host_fn host_fn;         /* for the host backend */
 } cubert_kernel_desc;
 
-/* Copies the descriptor. */
+/* Copies the descriptor.
+ * A kernel is compiled (HIP: hiprtc, unless a code object fits) or loaded on
+ * a device at its first launch there. The compile holds up no other call on
+ * that device: launches of other kernels go on meanwhile, and threads that
+ * launch the same new kernel at once compile it once. Its modules live as
+ * long as the kernel: when its last reference goes (launches in flight hold
+ * one until they have run), they are unloaded on every device. */
 CUBERT_API cubert_status cubert_kernel_create(const cubert_kernel_desc *desc, cubert_kernel **kernel);
 CUBERT_API void cubert_kernel_retain(cubert_kernel *kernel);
 CUBERT_API void cubert_kernel_release(cubert_kernel *kernel);
