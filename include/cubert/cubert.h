@@ -92,6 +92,12 @@ CUBERT_API size_t cubert_error_failure_count(const cubert_error *error);
 CUBERT_API const cubert_failure *cubert_error_failure(const cubert_error *error, size_t i,
                                                       uint64_t *range_start, uint64_t *range_end);
 
+/* For components built on this API (libcubert_mpi) whose entry points must
+ * behave like cubert's: records a plain error (no failures) with `message`
+ * (NULL: the status's sentence) as the calling thread's last error, and
+ * returns `status`. */
+CUBERT_API cubert_status cubert_error_record(cubert_status status, const char *message);
+
 /* Where a failure happened. Strings are owned by the failure. */
 typedef struct cubert_origin {
   int device;             /* runtime-wide device index */
@@ -112,6 +118,14 @@ typedef struct cubert_skip {
 
 CUBERT_API void cubert_failure_retain(const cubert_failure *failure);
 CUBERT_API void cubert_failure_release(const cubert_failure *failure);
+/* A new root failure of a component's own making (a transport that lost
+ * bytes, libcubert_mpi): cause `status` (an error status, else
+ * CUBERT_ERR_INVALID_ARGUMENT) and `message`, origin the client's device,
+ * operation "transport". *failure is a new reference the caller releases
+ * with cubert_failure_release(); taint bytes with it through
+ * cubert_handle_taint(). */
+CUBERT_API cubert_status cubert_failure_create(cubert_client *client, cubert_status status,
+                                               const char *message, const cubert_failure **failure);
 /* 64-bit, never reused within a process. */
 CUBERT_API uint64_t cubert_failure_id(const cubert_failure *failure);
 /* The cause: status and message of the root failure this one descends from. */
