@@ -251,6 +251,14 @@ cubert_status cb_hip_copy(void *device, void *stream, uint64_t work, uint64_t ds
 cubert_status cb_hip_copy_peer(void *device, void *stream, uint64_t work, uint64_t dst,
                                void *src_device, uint64_t src, uint64_t size, cubert_berr *err);
 cubert_status cb_hip_sync(void *device, void *stream, cubert_berr *err);
+/* Host buffers: pinned memory and the transfers with it (queued like copy). */
+cubert_status cb_hip_host_alloc(void *device, cubert_backend_host_mem *mem, cubert_berr *err);
+cubert_status cb_hip_host_register(void *device, cubert_backend_host_mem *mem, cubert_berr *err);
+void cb_hip_host_free(void *device, cubert_backend_host_mem *mem);
+cubert_status cb_hip_write_host(void *device, void *stream, uint64_t work, uint64_t dst, const void *src,
+                                uint64_t size, cubert_berr *err);
+cubert_status cb_hip_read_host(void *device, void *stream, uint64_t work, void *dst, uint64_t src,
+                               uint64_t size, cubert_berr *err);
 uint64_t cb_hip_progress(void *device, void *stream);
 size_t cb_hip_drain_failures(void *device, cubert_async_failure *out, size_t capacity);
 

@@ -757,3 +757,88 @@ cubert_status cb_hip_copy_peer(void *device, void *stream, uint64_t work, uint64
                        "peer copy of %" PRIu64 " bytes from %s to %s", size, from->label, dev->label);
   return CUBERT_OK;
 }
+
+/* ------------------------------------------------------------ host buffers */
+
+/* A host buffer's memory: on the device's NUMA node when the runtime places
+ * it, pinned with hipHostRegister (portable: every device may copy from it);
+ * else hipHostMalloc(portable). cookie: 1 placed, 2 hipHostMalloc. */
+cubert_status cb_hip_host_alloc(void *device, cubert_backend_host_mem *mem, cubert_berr *err) {
+  cb_hip_device *dev = device;
+  cubert_status st = cb_hip_enter(dev, err);
+  if (st) return st;
+  cb_hip_backend *b = dev->backend;
+  void *p = b->place_alloc ? b->place_alloc(b->place_ctx, dev->index, (size_t)mem->size) : NULL;
+  if (p) {
+    if (hipHostRegister(p, (size_t)mem->size, hipHostRegisterPortable) == hipSuccess) {
+      *mem = (cubert_backend_host_mem){p, mem->size, (void *)(uintptr_t)1, false};
+      return CUBERT_OK;
+    }
+    (void)hipGetLastError(); /* not an error of anything enqueued: pin the usual way */
+    b->place_free(b->place_ctx, p, (size_t)mem->size);
+  }
+  hipError_t e = hipHostMalloc(&p, (size_t)mem->size, hipHostMallocPortable);
+  if (e != hipSuccess)
+    return cb_hip_fail(dev, err, e, CUBERT_ERR_OUT_OF_MEMORY, "hipHostMalloc of %" PRIu64 " bytes for %s",
+                       mem->size, dev->label);
+  *mem = (cubert_backend_host_mem){p, mem->size, (void *)(uintptr_t)2, false};
+  return CUBERT_OK;
+}
+
+/* cookie: 1 pinned here (unpinned at free), NULL already pinned by the
+ * program (left as it is). */
+cubert_status cb_hip_host_register(void *device, cubert_backend_host_mem *mem, cubert_berr *err) {
+  cb_hip_device *dev = device;
+  cubert_status st = cb_hip_enter(dev, err);
+  if (st) return st;
+  hipError_t e = hipHostRegister(mem->ptr, (size_t)mem->size, hipHostRegisterPortable);
+  mem->registered = true;
+  if (e == hipErrorHostMemoryAlreadyRegistered) {
+    (void)hipGetLastError();
+    mem->cookie = NULL;
+    return CUBERT_OK;
+  }
+  if (e != hipSuccess)
+    return cb_hip_fail(dev, err, e, CUBERT_ERR_INVALID_ARGUMENT, "hipHostRegister of %" PRIu64 " bytes at %p for %s",
+                       mem->size, mem->ptr, dev->label);
+  mem->cookie = (void *)(uintptr_t)1;
+  return CUBERT_OK;
+}
+
+void cb_hip_host_free(void *device, cubert_backend_host_mem *mem) {
+  cb_hip_device *dev = device;
+  if (!mem->ptr || !mem->cookie) return;
+  (void)cb_hip_enter(dev, NULL);
+  if (mem->registered) {
+    (void)hipHostUnregister(mem->ptr);
+  } else if ((uintptr_t)mem->cookie == 1) {
+    (void)hipHostUnregister(mem->ptr);
+    dev->backend->place_free(dev->backend->place_ctx, mem->ptr, (size_t)mem->size);
+  } else {
+    (void)hipHostFree(mem->ptr);
+  }
+}
+
+/* One DMA between a host buffer and the device, queued like a copy. */
+static cubert_status host_transfer(cb_hip_device *dev, cb_hip_stream *s, uint64_t work, void *dst, const void *src,
+                                   uint64_t size, hipMemcpyKind kind, const char *op, cubert_berr *err) {
+  cubert_status st = cb_hip_work_begin(dev, s, op, err);
+  if (st) return st;
+  hipError_t e = size ? hipMemcpyAsync(dst, src, (size_t)size, kind, s->stream) : hipSuccess;
+  cb_hip_mark_work(s, work, op);
+  if (e != hipSuccess)
+    return cb_hip_fail(dev, err, e, CUBERT_ERR_COPY, "%s of %" PRIu64 " bytes on %s", op, size, dev->label);
+  return CUBERT_OK;
+}
+
+cubert_status cb_hip_write_host(void *device, void *stream, uint64_t work, uint64_t dst, const void *src,
+                                uint64_t size, cubert_berr *err) {
+  return host_transfer(device, stream, work, CB_HIP_PTR(dst), src, size, hipMemcpyHostToDevice,
+                       "write-host", err);
+}
+
+cubert_status cb_hip_read_host(void *device, void *stream, uint64_t work, void *dst, uint64_t src,
+                               uint64_t size, cubert_berr *err) {
+  return host_transfer(device, stream, work, dst, CB_HIP_PTR(src), size, hipMemcpyDeviceToHost,
+                       "read-host", err);
+}

@@ -79,6 +79,9 @@ struct host_backend {
    * with the device's index (the runtime binds it near the device) */
   void (*place_thread)(void *ctx, int index);
   void *place_ctx;
+  /* config->place_alloc/place_free: host buffers near their device */
+  void *(*place_alloc)(void *ctx, int index, size_t size);
+  void (*place_free)(void *ctx, void *ptr, size_t size);
 };
 
 typedef struct host_stream {
@@ -326,6 +329,8 @@ static cubert_status host_open(const cubert_backend_config *config, void **backe
   b->memory = o->memory;
   b->place_thread = config->place_thread;
   b->place_ctx = config->place_ctx;
+  b->place_alloc = config->place_alloc;
+  b->place_free = config->place_free;
   b->deny = calloc(nn * nn + 1, sizeof *b->deny);
   b->bus_ids = calloc(nn + 1, sizeof *b->bus_ids);
   b->devices = calloc(nn + 1, sizeof *b->devices);
@@ -862,6 +867,69 @@ static cubert_status host_copy_peer(void *device, void *stream, uint64_t work, u
   return enqueue_copy(d, stream, work, dst, src, size, "peer copy", err);
 }
 
+/* ------------------------------------------------------------ host buffers */
+
+/* Host memory is all the host backend has, so "page-locked" is plain memory
+ * here: on the device's NUMA node when the runtime can place it, else
+ * page-aligned from the C library. Registering pins nothing. Transfers are
+ * queued copies, in the stream's order, like copy. */
+static cubert_status host_host_alloc(void *device, cubert_backend_host_mem *mem, cubert_berr *err) {
+  host_device *d = device;
+  host_backend *b = d->backend;
+  void *p = b->place_alloc ? b->place_alloc(b->place_ctx, d->index, (size_t)mem->size) : NULL;
+  mem->cookie = p; /* non-NULL: placed, goes back through place_free */
+  if (!p) {
+    size_t page = 4096;
+    size_t len = (size_t)((mem->size + page - 1) / page * page);
+    if (mem->size > SIZE_MAX - page || !(p = aligned_alloc(page, len)))
+      return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no host memory for a %" PRIu64 "-byte host buffer",
+                             d->name, mem->size);
+  }
+  mem->ptr = p;
+  mem->registered = false;
+  return CUBERT_OK;
+}
+
+static cubert_status host_host_register(void *device, cubert_backend_host_mem *mem, cubert_berr *err) {
+  (void)device;
+  (void)err;
+  mem->cookie = NULL;
+  mem->registered = true;
+  return CUBERT_OK;
+}
+
+static void host_host_free(void *device, cubert_backend_host_mem *mem) {
+  host_device *d = device;
+  if (mem->registered || !mem->ptr)
+    return;
+  if (mem->cookie)
+    d->backend->place_free(d->backend->place_ctx, mem->ptr, (size_t)mem->size);
+  else
+    free(mem->ptr);
+}
+
+static cubert_status host_write_host(void *device, void *stream, uint64_t work, uint64_t dst, const void *src,
+                                     uint64_t size, cubert_berr *err) {
+  host_device *d = device;
+  cubert_status st = check_stream(d, stream, "write from a host buffer", err);
+  if (st == CUBERT_OK)
+    st = check_range(d, "write from a host buffer", "destination", dst, size, err);
+  if (st != CUBERT_OK)
+    return st;
+  return enqueue_copy(d, stream, work, dst, (uint64_t)(uintptr_t)src, size, "write from a host buffer", err);
+}
+
+static cubert_status host_read_host(void *device, void *stream, uint64_t work, void *dst, uint64_t src,
+                                    uint64_t size, cubert_berr *err) {
+  host_device *d = device;
+  cubert_status st = check_stream(d, stream, "read into a host buffer", err);
+  if (st == CUBERT_OK)
+    st = check_range(d, "read into a host buffer", "source", src, size, err);
+  if (st != CUBERT_OK)
+    return st;
+  return enqueue_copy(d, stream, work, (uint64_t)(uintptr_t)dst, src, size, "read into a host buffer", err);
+}
+
 /* ------------------------------------------------------------ kernels */
 
 static cubert_status host_module_load(void *device, const cubert_backend_kernel *kernel,
@@ -1330,6 +1398,11 @@ static const cubert_backend_ops host_ops = {
     .timer_record = host_timer_record,
     .timer_elapsed = host_timer_elapsed,
     .timer_destroy = host_timer_destroy,
+    .host_alloc = host_host_alloc,
+    .host_register = host_host_register,
+    .host_free = host_host_free,
+    .write_host = host_write_host,
+    .read_host = host_read_host,
 };
 
 const cubert_backend_ops *cubert_backend_host(void) { return &host_ops; }
