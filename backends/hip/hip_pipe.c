@@ -83,10 +83,10 @@ typedef struct worker_arg {
   int index; /* part index-th + 1 */
 } worker_arg;
 
-static uint64_t env_size(const char *name, uint64_t fallback) {
+/* A size or count from the environment (`text`, may be NULL), else `fallback`. */
+static uint64_t env_size(const char *text, uint64_t fallback) {
   uint64_t v = 0;
-  const char *t = cb_env(name);
-  return t && cb_parse_size(t, &v) && v ? v : fallback;
+  return text && cb_parse_size(text, &v) && v ? v : fallback;
 }
 
 /* ------------------------------------------------------------ copy threads */
@@ -175,7 +175,7 @@ static void copier_copy(copier *c, void *dst, const void *src, size_t size) {
 
 uint64_t cb_hip_pipe_from(void) {
   static uint64_t from;
-  if (!from) from = env_size("CUBERT_HIP_PIPE_FROM", (uint64_t)1 << 20);
+  if (!from) from = env_size(cb_env("CUBERT_HIP_PIPE_FROM"), (uint64_t)1 << 20);
   return from;
 }
 
@@ -225,12 +225,12 @@ static cb_hip_pipe *pipe_get(cb_hip_device *dev) {
   cb_hip_pipe *p = calloc(1, sizeof *p);
   peer_side **peers = calloc((size_t)dev->backend->device_count + 1, sizeof *peers);
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  int threads = (int)env_size("CUBERT_HIP_COPY_THREADS", 0);
+  int threads = (int)env_size(cb_env("CUBERT_HIP_COPY_THREADS"), 0);
   if (!threads) threads = cores >= 4 ? (int)(cores / 2 < 8 ? cores / 2 : 8) : 1;
-  int nchunks = (int)env_size("CUBERT_HIP_STAGING_CHUNKS", 4);
+  int nchunks = (int)env_size(cb_env("CUBERT_HIP_STAGING_CHUNKS"), 4);
   if (nchunks < 2) nchunks = 2;
   if (nchunks > PIPE_CHUNKS_MAX) nchunks = PIPE_CHUNKS_MAX;
-  size_t chunk = (size_t)env_size("CUBERT_HIP_STAGING_CHUNK", (uint64_t)16 << 20);
+  size_t chunk = (size_t)env_size(cb_env("CUBERT_HIP_STAGING_CHUNK"), (uint64_t)16 << 20);
   chunk = (chunk + 4095) & ~(size_t)4095;
   if (!p || !peers) goto fail;
   p->peers = peers;
