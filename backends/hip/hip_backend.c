@@ -81,6 +81,10 @@ static cubert_status hip_open(const cubert_backend_config *config, void **backen
   if (!b) return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory opening HIP");
   b->device_count = count;
   /* the runtime's placement, for host memory near a device (both or none) */
+  if (config) {
+    b->place_thread = config->place_thread;
+    b->place_ctx = config->place_ctx;
+  }
   if (config && config->place_alloc && config->place_free) {
     b->place_alloc = config->place_alloc;
     b->place_free = config->place_free;
@@ -113,6 +117,7 @@ static void device_free(cb_hip_device *dev) {
   pthread_mutex_destroy(&dev->staging_lock);
   pthread_mutex_destroy(&dev->peer_lock);
   pthread_mutex_destroy(&dev->fill_lock);
+  pthread_mutex_destroy(&dev->pipe_lock);
   free(dev->failures);
   free(dev->peer_enabled);
   free(dev);
@@ -140,6 +145,7 @@ static cubert_status hip_device_open(void *backend, int index, void **device,
   pthread_mutex_init(&dev->staging_lock, NULL);
   pthread_mutex_init(&dev->peer_lock, NULL);
   pthread_mutex_init(&dev->fill_lock, NULL);
+  pthread_mutex_init(&dev->pipe_lock, NULL);
   cb_hip_format(dev->label, sizeof dev->label, "hip device %d", index);
 
   hipError_t e = hipSetDevice(index);
@@ -214,6 +220,7 @@ static void hip_device_close(void *device) {
   if (!dev) return;
   (void)cb_hip_enter(dev, NULL);
   cb_hip_stream_teardown(dev);
+  cb_hip_pipe_teardown(dev);
   if (dev->fill) hip_module_unload(dev, dev->fill);
 #if CB_HIP_NVIDIA
   hipDevice_t hd = 0;
@@ -710,6 +717,11 @@ static const cubert_backend_ops hip_ops = {
     .timer_record = cb_hip_timer_record,
     .timer_elapsed = cb_hip_timer_elapsed,
     .timer_destroy = cb_hip_event_destroy,
+    .host_alloc = cb_hip_host_alloc,
+    .host_register = cb_hip_host_register,
+    .host_free = cb_hip_host_free,
+    .write_host = cb_hip_write_host,
+    .read_host = cb_hip_read_host,
     .write = cb_hip_write,
     .read = cb_hip_read,
     .fill = cb_hip_fill,
