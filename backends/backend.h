@@ -21,7 +21,9 @@
  *    vendor's name and message go in `err->message`. An error the device
  *    cannot recover from (a sticky context error) sets `err->sticky`; the
  *    runtime then marks the device lost.
- *  - No device present means zero devices from open(), not an error.
+ *  - No device present means zero devices from open(), not an error; open
+ *    then may say why in `err->message` (and still return CUBERT_OK): the
+ *    runtime shows it (cubert_runtime_backend_note).
  *  - Work operations (write, fill, copy, copy_peer, launch) enqueue on a
  *    stream, in order, and carry `work`: the runtime's per-device sequence
  *    number, increasing. A failure found when the work executes (after the

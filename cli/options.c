@@ -209,7 +209,9 @@ void cb_cli_list(FILE *out, const cb_cli_command *table, size_t n) {
 static const struct {
   const char *name, *meaning;
 } environment[] = {
-    {"CUBERT_BACKENDS", "host, hip or host,hip (default: every backend built in)"},
+    {"CUBERT_BACKENDS", "host, hip or a list such as hip,host, in device order\n"
+     "                        (default: hip; host only when hip finds no device)"},
+    {"CUBERT_LOG", "set, not 0: say on stderr which backends opened, and why none"},
     {"CUBERT_HOST_DEVICES", "simulated host devices, 1 to 64 (default 4)"},
     {"CUBERT_HOST_MEMORY", "bytes per simulated host device (default 1 GiB)"},
     {"CUBERT_HOST_PEER_DENY", "host device pairs refused peer access, e.g. 0-2,1-3"},

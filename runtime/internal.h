@@ -352,6 +352,7 @@ typedef struct cb_backend {
   void *state;
   int first_device;
   int device_count;
+  char *note; /* why it has no device, or why it was opened; "" none */
 } cb_backend;
 
 struct cubert_topology;

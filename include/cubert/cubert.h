@@ -204,8 +204,11 @@ CUBERT_API void cubert_set_rank(int rank);
 
 typedef struct cubert_runtime_options {
   uint32_t struct_size;     /* sizeof(cubert_runtime_options); set by _init */
-  const char *backends;     /* "host", "hip", "host,hip"; NULL: $CUBERT_BACKENDS,
-                               else every backend compiled in */
+  const char *backends;     /* "host", "hip", "hip,host": these, in this order
+                               (device 0 is the first one's); NULL:
+                               $CUBERT_BACKENDS, else the GPU backends (hip)
+                               and, only when they find no device, the host
+                               backend (cubert_runtime_backend_note says why) */
   int host_devices;         /* simulated host devices; 0: $CUBERT_HOST_DEVICES, else 4 */
   uint64_t host_memory;     /* bytes per host device; 0: $CUBERT_HOST_MEMORY, else 1 GiB */
   const char *host_peer_deny; /* pairs denied peer access, "0-2,1-3"; NULL:
@@ -234,6 +237,14 @@ CUBERT_API int cubert_runtime_device_count(const cubert_runtime *runtime);
 /* Number of backends enabled, and the name of backend i (static). */
 CUBERT_API int cubert_runtime_backend_count(const cubert_runtime *runtime);
 CUBERT_API const char *cubert_runtime_backend_name(const cubert_runtime *runtime, int i);
+/* What backend i says about itself, owned by the runtime: why it found no
+ * device (for HIP: hipGetDeviceCount's answer, whether this user may open
+ * the device files, /dev/kfd and /dev/dri/renderD128 on AMD, and the
+ * visibility variables ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES,
+ * CUDA_VISIBLE_DEVICES), or for the host backend opened by default, that
+ * no GPU backend found a device and why; "" when there is nothing to say;
+ * NULL when i is out of range. */
+CUBERT_API const char *cubert_runtime_backend_note(const cubert_runtime *runtime, int i);
 
 typedef struct cubert_device_info {
   int device;                   /* runtime-wide index */
