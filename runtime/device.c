@@ -65,6 +65,10 @@ void cb_alloc_ref(cb_alloc *a, uint64_t what) { atomic_fetch_add(&a->refs, what)
 
 void cb_alloc_unref(cb_alloc *a, uint64_t what, cb_device *held) {
   if (atomic_fetch_sub(&a->refs, what) != what) return;
+  if (a->host) { /* a host buffer's ledger: no slot, no device lock */
+    cb_host_buffer_free(a);
+    return;
+  }
   cb_device *dev = a->dev;
   if (a->orphan) { /* its device is only a record now: nothing to lock */
     alloc_free(a);
@@ -122,7 +126,7 @@ void cb_device_mark_lost(cb_device *dev, cubert_failure *f) {
  * those records stayed, and every later call paid a device wait and a walk
  * of them all (issue 15: the cliff past 65,536 unsynced failures). Failures
  * found stay for the program's next sync. */
-static void reap_all(cb_device *dev) {
+void cb_device_reap_all(cb_device *dev) {
   uint64_t stackf[32];
   uint32_t nfloor = dev->nstreams;
   uint64_t *floor = nfloor <= 32 ? stackf : malloc(nfloor * sizeof *floor);
@@ -147,7 +151,7 @@ cubert_status cb_device_enter(cb_device *dev) {
     cb_device_reap(dev);
     dev->reap_at = dev->npending + CB_RUNTIME_REAP_INTERVAL;
   }
-  if (dev->npending >= (1u << 16)) reap_all(dev);
+  if (dev->npending >= (1u << 16)) cb_device_reap_all(dev);
   return CUBERT_OK;
 }
 

@@ -204,6 +204,9 @@ struct cb_alloc {
   cb_alloc *next_grave;
   bool orphan; /* its runtime was destroyed first: the device memory went
                   with it, the record lives on for its references */
+  bool host;   /* the ledger of a host buffer (host_buffer.c), not device
+                  memory: `dev` is the device it was placed near, `shared`
+                  its own cell; never in a slot, never ordered by streams */
 };
 
 struct cubert_handle {
@@ -349,6 +352,7 @@ typedef struct cb_backend {
   void *state;
   int first_device;
   int device_count;
+  char *note; /* why it has no device, or why it was opened; "" none */
 } cb_backend;
 
 struct cubert_topology;
@@ -402,6 +406,21 @@ void cb_block_free(cb_device *dev, const cb_block *block);
  * is the owner. Pair with cb_alloc_ledger_unlock. */
 cb_ledger *cb_alloc_ledger_lock(cb_alloc *a);
 void cb_alloc_ledger_unlock(cb_alloc *a);
+
+/* runtime/host_buffer.c: frees a host buffer whose last reference went
+ * (`a` is its ledger's record). */
+void cb_host_buffer_free(cb_alloc *a);
+
+/* runtime/memory.c, for the other entry points that move bytes
+ * (host_buffer.c): a write that failed at enqueue settled and reported;
+ * copy work skipped for a tainted source; the handle of `c`'s device. */
+cubert_status cb_work_failed(cb_device *dev, cb_work *w, cb_stream *s, cubert_status st,
+                             const cubert_berr *err, const char *op);
+cubert_status cb_copy_skip(cb_device *dev, cb_work *w, const char *op, cb_errb *report);
+cubert_status cb_check_own(const char *fn, cubert_client *c, const cubert_handle *h, const char *what);
+/* Waits for every stream of `dev` and drops every work record up to the
+ * newest; caller holds dev->lock. */
+void cb_device_reap_all(cb_device *dev);
 
 /* Device lock helpers; cb_device_enter fails with DEVICE_LOST (recorded)
  * when the device is lost, leaving it unlocked. */

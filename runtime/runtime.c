@@ -24,17 +24,6 @@ static cubert_status parse_u64(const char *name, const char *text, uint64_t *out
   return CUBERT_OK;
 }
 
-static bool wants(const char *list, const char *name) {
-  size_t n = strlen(name);
-  for (const char *p = list; p && *p;) {
-    const char *e = strchr(p, ',');
-    size_t len = e ? (size_t)(e - p) : strlen(p);
-    if (len == n && !strncmp(p, name, n)) return true;
-    p = e ? e + 1 : NULL;
-  }
-  return false;
-}
-
 /* Whether the parts hold a built backend called `name`. */
 static bool backend_built(const cb_runtime_parts *parts, const char *name) {
   for (int k = 0; k < parts->nbackends; k++) {
@@ -62,6 +51,63 @@ static cubert_status check_backend_list(const cb_runtime_parts *parts, const cha
   return CUBERT_OK;
 }
 
+
+/* The backends to open, in order: the list's order when there is a list
+ * (each once), else the parts' order (GPU backends first, runtime/parts.h).
+ * Returns how many. */
+static int backend_order(const cb_runtime_parts *parts, const char *list,
+                         const cubert_backend_ops *order[CB_RUNTIME_MAX_BACKENDS]) {
+  int n = 0;
+  if (!list) {
+    for (int k = 0; k < parts->nbackends && n < CB_RUNTIME_MAX_BACKENDS; k++)
+      if (parts->backends[k]()) order[n++] = parts->backends[k]();
+    return n;
+  }
+  for (const char *p = list; *p && n < CB_RUNTIME_MAX_BACKENDS;) {
+    const char *e = strchr(p, ',');
+    size_t len = e ? (size_t)(e - p) : strlen(p);
+    for (int k = 0; k < parts->nbackends; k++) {
+      const cubert_backend_ops *ops = parts->backends[k]();
+      if (!ops || strlen(ops->name) != len || strncmp(ops->name, p, len)) continue;
+      bool seen = false;
+      for (int j = 0; j < n; j++) seen |= order[j] == ops;
+      if (!seen) order[n++] = ops;
+    }
+    if (!e) break;
+    p = e + 1;
+  }
+  return n;
+}
+
+/* Keeps what a backend said about itself: why it has no device (the
+ * backend's words from open), or, for the host backend opened because no
+ * GPU backend found a device, that and their reasons. With $CUBERT_LOG set
+ * (to anything but "" or "0"), says on stderr what was opened. */
+static cubert_status note_backend(cubert_runtime *rt, cb_backend *be, int count, bool fallback,
+                                  const char *said) {
+  cb_str n = {0};
+  if (fallback) {
+    cb_str_printf(&n, "simulated devices, opened because no GPU backend found a device (");
+    for (int b = 0; b < rt->nbackends; b++)
+      if (&rt->backends[b] != be)
+        cb_str_printf(&n, "%s%s: %d", b ? ", " : "", rt->backends[b].inner->name, rt->backends[b].device_count);
+    cb_str_printf(&n, "%s; CUBERT_BACKENDS=hip asks for GPUs only", rt->nbackends > 1 ? ")" : "none built)");
+  } else if (count <= 0) {
+    cb_str_printf(&n, "%s", said && said[0] ? said : "the backend found no device");
+  }
+  be->note = n.p ? cb_str_take(&n) : cb_strdup("");
+  if (!be->note) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory opening the backends");
+  const char *log = cb_env("CUBERT_LOG");
+  if (log && log[0] && strcmp(log, "0") != 0)
+    fprintf(stderr, "cubert: backend %s: %d device%s%s%s\n", be->inner->name, count, count == 1 ? "" : "s",
+            be->note[0] ? ": " : "", be->note);
+  return CUBERT_OK;
+}
+
+const char *cubert_runtime_backend_note(const cubert_runtime *rt, int i) {
+  if (!rt || i < 0 || i >= rt->nbackends) return NULL;
+  return rt->backends[i].note ? rt->backends[i].note : "";
+}
 
 static const char *pair_class(void *ctx, int a, int b) {
   const cubert_runtime *rt = ctx;
@@ -198,9 +244,15 @@ cubert_status cb_runtime_create(const cb_runtime_parts *parts, const cubert_runt
     }
   }
 
-  for (int k = 0; k < parts->nbackends && rt->nbackends < CB_RUNTIME_MAX_BACKENDS; k++) {
-    const cubert_backend_ops *ops = parts->backends[k]();
-    if (!ops || (list && !wants(list, ops->name))) continue;
+  /* The order of the backends: the list's, when one is given; else GPU
+   * backends first, and the host backend (the simulator) only when none of
+   * them found a device. */
+  const cubert_backend_ops *order[CB_RUNTIME_MAX_BACKENDS];
+  int norder = backend_order(parts, list, order);
+  for (int k = 0; k < norder; k++) {
+    const cubert_backend_ops *ops = order[k];
+    bool fallback = !list && !strcmp(ops->name, "host");
+    if (fallback && rt->ndevices > 0) continue; /* a GPU was found: no simulator */
     if (ops->abi != CUBERT_BACKEND_ABI) {
       st = cb_fail(CUBERT_ERR_UNSUPPORTED, "backend %s has ABI %u, the runtime wants %u", ops->name,
                    ops->abi, CUBERT_BACKEND_ABI);
@@ -228,6 +280,7 @@ cubert_status cb_runtime_create(const cb_runtime_parts *parts, const cubert_runt
       goto fail;
     }
     rt->nbackends++;
+    if ((st = note_backend(rt, be, count, fallback, err.message))) goto fail;
     if (count <= 0) continue;
     cb_device **v = realloc(rt->devices, (rt->ndevices + count) * sizeof *v);
     if (!v) {
@@ -279,7 +332,10 @@ void cubert_runtime_destroy(cubert_runtime *rt) {
   for (int i = 0; i < rt->ndevices; i++) cb_device_destroy(rt->devices[i]);
   for (int i = 0; i < rt->ndevices; i++) cb_device_free(rt->devices[i]);
   free(rt->devices);
-  for (int b = 0; b < rt->nbackends; b++) rt->backends[b].ops->close(rt->backends[b].state);
+  for (int b = 0; b < rt->nbackends; b++) {
+    rt->backends[b].ops->close(rt->backends[b].state);
+    free(rt->backends[b].note);
+  }
   if (rt->placement) rt->parts->placement_destroy(rt->placement); /* after close: no backend thread is left */
   if (rt->faultinj) {
     /* The run ends: rules from $CUBERT_FAULTS that selected nothing because

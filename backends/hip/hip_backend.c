@@ -21,10 +21,14 @@
  * per pair (enabling twice is success). link_info: hipExtGetLinkTypeAndHopCount
  * on AMD; on NVIDIA HIP has no such call, so CUBERT_ERR_UNSUPPORTED. */
 #include <ctype.h>
+#include <errno.h>
+#include <grp.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "backends/hip/hip_compile.h"
 #include "backends/hip/hip_internal.h"
@@ -55,6 +59,56 @@ static bool arch_matches(const char *object_arch, const char *device_arch) {
 
 /* ------------------------------------------------------------ backend */
 
+/* Appends "; <path>: <what>" for a device file a HIP process must open. */
+static void device_file_note(char *buf, size_t cap, const char *path) {
+  size_t n = strlen(buf);
+  struct stat st;
+  if (stat(path, &st) != 0) {
+    cb_hip_format(buf + n, cap - n, "; %s: %s", path, strerror(errno));
+    return;
+  }
+  if (access(path, R_OK | W_OK) != 0) {
+    struct group *g = getgrgid(st.st_gid);
+    cb_hip_format(buf + n, cap - n, "; %s: %s (mode %03o, group %s: is this user in it?)", path,
+                  strerror(errno), (unsigned)(st.st_mode & 0777), g ? g->gr_name : "?");
+    return;
+  }
+  cb_hip_format(buf + n, cap - n, "; %s: can be opened", path);
+}
+
+/* Why hipGetDeviceCount found no device, in words a user can act on: HIP's
+ * own answer, the device files it needs and whether this user may open
+ * them, and the visibility variables that narrow the devices (set, even
+ * empty, hides every device). Goes in err->message of a successful open
+ * with zero devices (backends/backend.h). */
+static void no_device_reason(hipError_t e, char *buf, size_t cap) {
+  char desc[200];
+  cb_hip_describe(e, desc, sizeof desc);
+  cb_hip_format(buf, cap, "hipGetDeviceCount found no device: %s", e == hipSuccess ? "0 devices" : desc);
+#if CB_HIP_NVIDIA
+  device_file_note(buf, cap, "/dev/nvidiactl");
+  device_file_note(buf, cap, "/dev/nvidia0");
+  static const char *const vars[] = {"CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"};
+#else
+  device_file_note(buf, cap, "/dev/kfd");
+  device_file_note(buf, cap, "/dev/dri/renderD128");
+  static const char *const vars[] = {"ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"};
+#endif
+  bool any = false;
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+    const char *v = getenv(vars[i]);
+    if (!v) continue;
+    size_t n = strlen(buf);
+    cb_hip_format(buf + n, cap - n, "; %s=\"%s\"%s", vars[i], v, *v ? "" : " (set, empty)");
+    any = true;
+  }
+  for (size_t i = 0; !any && i < sizeof vars / sizeof vars[0]; i++) {
+    size_t n = strlen(buf);
+    cb_hip_format(buf + n, cap - n, "%s%s%s", i ? ", " : "; none of ", vars[i],
+                  i + 1 == sizeof vars / sizeof vars[0] ? " is set" : "");
+  }
+}
+
 static cubert_status hip_open(const cubert_backend_config *config, void **backend,
                               int *device_count, cubert_berr *err) {
   int count = 0;
@@ -67,10 +121,13 @@ static cubert_status hip_open(const cubert_backend_config *config, void **backen
     cudaError_t c = cudaPeekAtLastError();
     none = c == cudaErrorStubLibrary || c == cudaErrorNoDevice || c == cudaErrorInsufficientDriver;
   }
-  if (none) (void)cudaGetLastError(); /* nothing to report later */
 #endif
-  if (none) {
+  if (none || (e == hipSuccess && count <= 0)) {
     count = 0;
+    if (err) no_device_reason(e, err->message, sizeof err->message);
+#if CB_HIP_NVIDIA
+    (void)cudaGetLastError(); /* said above; nothing to report later */
+#endif
   } else if (e != hipSuccess) {
     char desc[200];
     cb_hip_describe(e, desc, sizeof desc);
@@ -81,6 +138,10 @@ static cubert_status hip_open(const cubert_backend_config *config, void **backen
   if (!b) return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory opening HIP");
   b->device_count = count;
   /* the runtime's placement, for host memory near a device (both or none) */
+  if (config) {
+    b->place_thread = config->place_thread;
+    b->place_ctx = config->place_ctx;
+  }
   if (config && config->place_alloc && config->place_free) {
     b->place_alloc = config->place_alloc;
     b->place_free = config->place_free;
@@ -113,6 +174,7 @@ static void device_free(cb_hip_device *dev) {
   pthread_mutex_destroy(&dev->staging_lock);
   pthread_mutex_destroy(&dev->peer_lock);
   pthread_mutex_destroy(&dev->fill_lock);
+  pthread_mutex_destroy(&dev->pipe_lock);
   free(dev->failures);
   free(dev->peer_enabled);
   free(dev);
@@ -140,6 +202,7 @@ static cubert_status hip_device_open(void *backend, int index, void **device,
   pthread_mutex_init(&dev->staging_lock, NULL);
   pthread_mutex_init(&dev->peer_lock, NULL);
   pthread_mutex_init(&dev->fill_lock, NULL);
+  pthread_mutex_init(&dev->pipe_lock, NULL);
   cb_hip_format(dev->label, sizeof dev->label, "hip device %d", index);
 
   hipError_t e = hipSetDevice(index);
@@ -214,6 +277,7 @@ static void hip_device_close(void *device) {
   if (!dev) return;
   (void)cb_hip_enter(dev, NULL);
   cb_hip_stream_teardown(dev);
+  cb_hip_pipe_teardown(dev);
   if (dev->fill) hip_module_unload(dev, dev->fill);
 #if CB_HIP_NVIDIA
   hipDevice_t hd = 0;
@@ -710,6 +774,11 @@ static const cubert_backend_ops hip_ops = {
     .timer_record = cb_hip_timer_record,
     .timer_elapsed = cb_hip_timer_elapsed,
     .timer_destroy = cb_hip_event_destroy,
+    .host_alloc = cb_hip_host_alloc,
+    .host_register = cb_hip_host_register,
+    .host_free = cb_hip_host_free,
+    .write_host = cb_hip_write_host,
+    .read_host = cb_hip_read_host,
     .write = cb_hip_write,
     .read = cb_hip_read,
     .fill = cb_hip_fill,
