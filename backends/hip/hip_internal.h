@@ -14,10 +14,12 @@
  *                   point to it and must be closed first.
  *   cb_hip_device   from device_open(), freed by device_close(); owns its
  *                   streams (a list, so sync(NULL) can reach them all), its
- *                   failure queue, pinned staging buffers (large writes, and
- *                   writes from pinned host memory; on the device's NUMA
- *                   node when the runtime can place them) and the built-in
- *                   fill module.
+ *                   failure queue, pinned staging buffers (writes from
+ *                   pinned host memory; on the device's NUMA node when the
+ *                   runtime can place them), the staging pipeline of large
+ *                   pageable transfers and unshared peer copies (hip_pipe.c:
+ *                   pinned chunks and copy threads, made on first use) and
+ *                   the built-in fill module.
  *   cb_hip_stream   from stream_create(); owns the events marking its work.
  *   cb_hip_module   from module_load(); owns the hipModule_t.
  *
