@@ -302,6 +302,10 @@ struct cb_device {
   /* allocations whose last reference went, waiting for the lock: a
    * lock-free stack */
   cb_alloc *_Atomic grave;
+  /* freed records kept for the next allocation (cb_alloc_record), linked by
+   * next_grave; under `lock` */
+  cb_alloc *spare;
+  uint32_t nspare;
   /* streams, by id - 1 */
   cb_stream **streams;
   uint32_t nstreams, capstreams;
@@ -361,6 +365,10 @@ void cb_alloc_ref(cb_alloc *a, uint64_t what);
  * NULL: memory of another device is left in its graveyard for its next
  * locked call rather than taking a second device lock. */
 void cb_alloc_unref(cb_alloc *a, uint64_t what, cb_device *held);
+/* A zeroed allocation record: a spare one of the device's, else a new one
+ * (NULL: out of host memory). Caller holds dev->lock. */
+#define CB_SPARE_ALLOCS 64
+cb_alloc *cb_alloc_record(cb_device *dev);
 /* Frees allocations in the graveyard; caller holds dev->lock. */
 void cb_device_collect(cb_device *dev);
 
