@@ -1038,6 +1038,60 @@ static void targets(const ctx *c, json_t *out) {
     json_object_set_new(t, "value", json_null());
   }
   json_array_append_new(out, t);
+
+  /* 4. small transfers: 4-byte host latency <= 1.15 of raw each way, and
+   * small reads (d2h from 4 KiB, below 64 MiB) >= 0.9 of raw */
+  for (int dir = 0; dir < 2; dir++) {
+    const char *test = dir ? "lat-d2h" : "lat-h2d";
+    const cb_bench_row *lr = NULL;
+    for (size_t i = 0; i < c->rows.n && !lr; i++)
+      if (strcmp(c->rows.v[i].test, test) == 0 && cb_bench_ratio(&c->rows.v[i]) > 0) lr = &c->rows.v[i];
+    t = json_object();
+    char name[64];
+    snprintf(name, sizeof name, "%s: 4-byte latency cubert/raw", test);
+    json_object_set_new(t, "name", json_string(name));
+    json_object_set_new(t, "target", json_real(1.15));
+    if (lr) {
+      double ratio = cb_bench_ratio(lr);
+      printf("  %s (4 bytes) at <= 1.15 of raw latency: %.3f us / %.3f us = %.3f: %s (%+.3f us)\n", test,
+             lr->cubert.median, lr->raw.median, ratio, ratio <= 1.15 ? "met" : "NOT met",
+             lr->cubert.median - lr->raw.median);
+      json_object_set_new(t, "value", json_real(ratio));
+      json_object_set_new(t, "met", json_boolean(ratio <= 1.15));
+    } else {
+      printf("  %s (4 bytes) at <= 1.15 of raw latency: no figure with a raw baseline in this run\n", test);
+      json_object_set_new(t, "value", json_null());
+    }
+    json_array_append_new(out, t);
+  }
+  const cb_bench_row *sr = NULL;
+  double small_worst = 0;
+  for (size_t i = 0; i < c->rows.n; i++) {
+    const cb_bench_row *r = &c->rows.v[i];
+    double ratio = cb_bench_ratio(r);
+    if (strcmp(r->test, "d2h") != 0 || strcmp(r->section, "sweep") != 0 || r->size < 4096 ||
+        r->size >= (UINT64_C(64) << 20) || ratio <= 0)
+      continue;
+    if (!sr || ratio < small_worst) {
+      sr = r;
+      small_worst = ratio;
+    }
+  }
+  t = json_object();
+  json_object_set_new(t, "name", json_string("d2h from 4 KiB, below 64 MiB: worst cubert/raw bandwidth"));
+  json_object_set_new(t, "target", json_real(0.9));
+  if (sr) {
+    char sz[32];
+    printf("  small d2h (4 KiB up to 64 MiB) at >= 0.90 of raw: worst %.3f at %s (%.4g / %.4g GB/s): %s\n", small_worst,
+           cb_bench_size_name(sr->size, sz, sizeof sz), sr->cubert.median, sr->raw.median,
+           small_worst >= 0.9 ? "met" : "NOT met");
+    json_object_set_new(t, "value", json_real(small_worst));
+    json_object_set_new(t, "met", json_boolean(small_worst >= 0.9));
+  } else {
+    printf("  small d2h (4 KiB up to 64 MiB) at >= 0.90 of raw: no d2h sweep row in that range in this run\n");
+    json_object_set_new(t, "value", json_null());
+  }
+  json_array_append_new(out, t);
 }
 
 static json_t *document(ctx *c, json_t *target_list) {
