@@ -36,10 +36,15 @@ bool cb_taint_refusal(const char *what, cb_alloc *a, uint64_t start, uint64_t en
     return false;
   }
   size_t n = report->n;
-  cb_str_printf(&report->msg,
-                "%s of memory %llu bytes %llu..%llu on device %d refused: %zu tainted range%s:", what,
-                (unsigned long long)a->id, (unsigned long long)start, (unsigned long long)end,
-                a->dev->index, n, n == 1 ? "" : "s");
+  if (a->host)
+    cb_str_printf(&report->msg, "%s of host buffer %llu bytes %llu..%llu refused: %zu tainted range%s:", what,
+                  (unsigned long long)a->id, (unsigned long long)start, (unsigned long long)end, n,
+                  n == 1 ? "" : "s");
+  else
+    cb_str_printf(&report->msg,
+                  "%s of memory %llu bytes %llu..%llu on device %d refused: %zu tainted range%s:", what,
+                  (unsigned long long)a->id, (unsigned long long)start, (unsigned long long)end,
+                  a->dev->index, n, n == 1 ? "" : "s");
   /* the message names the first few ranges, so its size is bounded whatever
    * the number of ranges; the error's entries hold them all */
   size_t named = n < CB_MESSAGE_RANGES ? n : CB_MESSAGE_RANGES;
@@ -57,7 +62,7 @@ bool cb_taint_refusal(const char *what, cb_alloc *a, uint64_t start, uint64_t en
 cubert_failure *cb_taint_skip(cb_device *dev, cb_work *w, const cubert_failure *in, const char *name,
                               const char *input, const char *operation) {
   cubert_failure *child =
-      cb_failure_child(in, name, input, dev->index, w->stream, operation, w->work);
+      cb_failure_child(in, name, input, dev->index, dev->info.name, w->stream, operation, w->work);
   cb_taint_settle(dev, w, child);
   return child;
 }

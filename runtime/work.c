@@ -59,7 +59,7 @@ void cb_work_mark_uses(cb_device *dev, cb_work *w) {
   for (uint32_t i = 0; i < w->nb; i++) {
     cb_wbind *b = &cb_work_binds(w)[i];
     /* stream order means something on the owning device only */
-    if (!b->alloc || b->alloc->dev != dev) continue;
+    if (!b->alloc || b->alloc->dev != dev || b->alloc->host) continue;
     if (b->access & CUBERT_ACCESS_WRITE) {
       b->alloc->last_writer = w->stream;
       b->alloc->last_write = w->work;
@@ -85,7 +85,7 @@ void cb_work_mark_uses(cb_device *dev, cb_work *w) {
 
 cubert_status cb_work_fail_ordering(cb_device *dev, cb_work *w, cb_stream *s, cb_errb *err,
                                     const char *operation, const char *kernel) {
-  cubert_failure *f = cb_failure_new(err->status, err->msg.p ? err->msg.p : "", dev->index,
+  cubert_failure *f = cb_failure_new(err->status, err->msg.p ? err->msg.p : "", dev->index, dev->info.name,
                                      s ? s->id : 0, operation, kernel, w->work);
   cb_taint_settle(dev, w, f);
   cubert_failure_release(f);
