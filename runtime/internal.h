@@ -339,6 +339,11 @@ struct cb_device {
   /* the module cache: a hash table by kernel id, under module_lock (a
    * leaf lock; runtime/module.c) */
   pthread_mutex_t module_lock;
+  /* The kernel whose module cb_module_get last handed out (its id; 0: none)
+   * and that module: launching the same kernel again takes neither the
+   * module lock nor the hash (runtime/module.c). Written under `lock`. */
+  _Atomic uint64_t module_hint;
+  void *module_hint_module;
   pthread_cond_t module_cond;   /* a prepare finished */
   cb_module *modules;
   size_t nmodules, capmodules;
