@@ -199,6 +199,7 @@ cubert_status cb_host_launch(void *device, void *stream, uint64_t work, void *mo
     return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT,
                            "%s: kernel `%s` takes %" PRIu32 " arguments, %" PRIu32 " given", d->name,
                            m->name, m->nparams, nargs);
+  bool buffers_local = cb_host_buffers_local(d, args, nargs); /* one lock for all buffers */
   for (uint32_t i = 0; i < nargs; i++) {
     const cubert_backend_arg *a = &args[i];
     char what[24] = "argument ";
@@ -216,7 +217,7 @@ cubert_status cb_host_launch(void *device, void *stream, uint64_t work, void *mo
                                d->name, m->name, what, a->scalar ? a->scalar_size : 0,
                                m->scalar_sizes[i]);
     } else if (a->kind == CUBERT_PARAM_BUFFER) {
-      st = cb_host_check_range(d, "launch", what, a->address, a->size, err);
+      if (!buffers_local) st = cb_host_check_range(d, "launch", what, a->address, a->size, err);
     } else if (a->kind == CUBERT_PARAM_PEER_BUFFER) {
       st = cb_host_check_peer_range(d, what, a->address, a->size, err);
     } else {
