@@ -324,6 +324,10 @@ struct cb_device {
   /* allocations whose last reference went, waiting for the lock: a
    * lock-free stack */
   cb_alloc *_Atomic grave;
+  /* freed records kept for the next allocation (cb_alloc_record), linked by
+   * next_grave; under `lock` */
+  cb_alloc *spare;
+  uint32_t nspare;
   /* streams, by id - 1 */
   cb_stream **streams;
   uint32_t nstreams, capstreams;
@@ -335,6 +339,11 @@ struct cb_device {
   /* the module cache: a hash table by kernel id, under module_lock (a
    * leaf lock; runtime/module.c) */
   pthread_mutex_t module_lock;
+  /* The kernel whose module cb_module_get last handed out (its id; 0: none)
+   * and that module: launching the same kernel again takes neither the
+   * module lock nor the hash (runtime/module.c). Written under `lock`. */
+  _Atomic uint64_t module_hint;
+  void *module_hint_module;
   pthread_cond_t module_cond;   /* a prepare finished */
   cb_module *modules;
   size_t nmodules, capmodules;
@@ -388,6 +397,10 @@ void cb_alloc_ref(cb_alloc *a, uint64_t what);
  * NULL: memory of another device is left in its graveyard for its next
  * locked call rather than taking a second device lock. */
 void cb_alloc_unref(cb_alloc *a, uint64_t what, cb_device *held);
+/* A zeroed allocation record: a spare one of the device's, else a new one
+ * (NULL: out of host memory). Caller holds dev->lock. */
+#define CB_SPARE_ALLOCS 64
+cb_alloc *cb_alloc_record(cb_device *dev);
 /* Frees allocations in the graveyard; caller holds dev->lock. */
 void cb_device_collect(cb_device *dev);
 

@@ -26,9 +26,8 @@ static cubert_status alloc_new(cb_device *dev, uint64_t size, uint32_t flags, cb
       return cb_fail(st, "device %d (%s): %s", dev->index, dev->info.name, err.message);
     return cb_fail_backend(st, &err, "allocating memory", dev->info.name);
   }
-  cb_alloc *a = calloc(1, sizeof *a);
+  cb_alloc *a = cb_alloc_record(dev);
   if (!a) {
-    free(a);
     cb_block_free(dev, &block);
     return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   }
