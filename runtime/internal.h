@@ -23,6 +23,7 @@
 #include "cubert/cubert.h"
 #include "runtime/fail.h"
 #include "runtime/limits.h"
+#include "runtime/pattern.h"
 #include "runtime/pool.h"
 
 
@@ -122,19 +123,48 @@ struct cb_taint {
   uint64_t prio; /* heap order: a parent's prio is >= its children's */
 };
 
-/* Tainted ranges of one allocation: sorted, disjoint, in a balanced tree,
- * so set, clear and lookups cost O(log n) (plus the ranges they remove).
- * All zero is an empty ledger; the struct may be copied to move it. */
+/* One strided claim: the runs of a pattern (runtime/pattern.h) carrying
+ * one failure, a node of the ledger's second treap, keyed by the claim's
+ * first byte and augmented with the largest end below it (an interval
+ * tree: claims whose bounds interleave are found in O(log n + k)). */
+typedef struct cb_sclaim cb_sclaim;
+struct cb_sclaim {
+  cb_pattern p;
+  uint64_t start, end; /* bounds of the runs [p.lo, p.hi) */
+  uint64_t maxend;     /* the largest end in this subtree */
+  cubert_failure *failure;
+  cb_sclaim *left, *right;
+  uint64_t prio;
+};
+
+/* Tainted bytes of one allocation: contiguous ranges (sorted, disjoint, in
+ * a balanced tree) and strided claims (a second tree, by bounds), no byte
+ * in two entries. set, clear and lookups cost O(log n) plus the entries
+ * they touch. All zero is an empty ledger; the struct may be copied to
+ * move it. */
 typedef struct cb_ledger {
   cb_taint *root;
-  size_t n;      /* ranges held; 0 means clean, which callers test first */
+  size_t n;      /* entries held, both kinds; 0 means clean, which callers test first */
   uint64_t seed; /* for node priorities */
+  cb_sclaim *sroot;
+  size_t ns; /* strided claims held (counted in n too) */
 } cb_ledger;
 
 /* Sets [start, end) to `f` (set, never add: whatever was there is replaced). */
 void cb_ledger_set(cb_ledger *l, uint64_t start, uint64_t end, cubert_failure *f);
 /* Releases [start, end): the bytes were written. */
 void cb_ledger_clear(cb_ledger *l, uint64_t start, uint64_t end);
+/* The same for the footprint of a pattern: one strided claim, whatever its
+ * number of runs; the bytes between its runs keep what they carried. */
+void cb_ledger_set_pattern(cb_ledger *l, const cb_pattern *p, cubert_failure *f);
+void cb_ledger_clear_pattern(cb_ledger *l, const cb_pattern *p);
+/* Adds every tainted piece of the footprint of `p` to the error, in
+ * address order; returns how many. */
+size_t cb_ledger_report_pattern(const cb_ledger *l, const cb_pattern *p, cb_errb *b);
+/* The first tainted piece of [from, end), in address order, across both
+ * kinds of entries: true and its bounds and failure (borrowed), or false. */
+bool cb_ledger_first_piece(const cb_ledger *l, uint64_t from, uint64_t end, uint64_t *s, uint64_t *e,
+                           cubert_failure **f);
 /* The first range ending after `start` (the lowest that can overlap a read
  * from `start`), or NULL. */
 const cb_taint *cb_ledger_lower(const cb_ledger *l, uint64_t start);
@@ -145,6 +175,10 @@ cubert_failure *cb_ledger_first(const cb_ledger *l, uint64_t start, uint64_t end
 /* Adds every overlapping range, clipped to [start, end), to the error;
  * returns how many. */
 size_t cb_ledger_report(const cb_ledger *l, uint64_t start, uint64_t end, cb_errb *b);
+/* Calls `range` for every contiguous entry and `claim` for every strided
+ * one (failures borrowed); the ledger must not change meanwhile. */
+void cb_ledger_each(const cb_ledger *l, void (*range)(void *ctx, uint64_t s, uint64_t e, cubert_failure *f),
+                    void (*claim)(void *ctx, const cb_pattern *p, cubert_failure *f), void *ctx);
 void cb_ledger_free(cb_ledger *l);
 
 /* ------------------------------------------------------------ objects */
@@ -239,9 +273,10 @@ typedef struct cb_stream {
 /* One range a piece of work touched. Holds a binding on the allocation. */
 typedef struct cb_wbind {
   cb_alloc *alloc;
-  uint64_t start, end;
+  uint64_t start, end; /* a strided binding: the bounds of its footprint */
   uint8_t access; /* cubert_access */
   const char *name;
+  cb_pattern *pat; /* a strided binding's footprint (owned by the record), else NULL */
 } cb_wbind;
 
 #define CB_WBIND_INLINE 16 /* a launch's bindings without a heap allocation */
@@ -399,6 +434,10 @@ cb_work *cb_work_begin(cb_device *dev, cb_stream *s, const char *operation, cube
                        uint32_t nbinds);
 void cb_work_bind(cb_work *w, uint32_t i, cb_alloc *a, uint64_t start, uint64_t end,
                   cubert_access access, const char *name);
+/* A strided binding: the footprint `p` (copied; an empty one binds
+ * nothing). False when out of memory (the binding is then left empty). */
+bool cb_work_bind_pattern(cb_work *w, uint32_t i, cb_alloc *a, const cb_pattern *p, cubert_access access,
+                          const char *name);
 /* ------------------------------------------------------------ taint (taint.c) */
 
 /* Adds every tainted range of [start, end) of `a` to `report` (a peer
@@ -411,6 +450,10 @@ const cubert_failure *cb_taint_find(cb_alloc *a, uint64_t start, uint64_t end, b
  * of `a` must be refused; when it must, `report` is the refusal
  * (CUBERT_ERR_TAINTED, every range, the message), else it is left empty. */
 bool cb_taint_refusal(const char *what, cb_alloc *a, uint64_t start, uint64_t end, cb_errb *report);
+/* The same for the footprint of `p`: refused only where it meets taint. */
+bool cb_taint_refusal_pattern(const char *what, cb_alloc *a, const cb_pattern *p, cb_errb *report);
+/* cb_taint_find for a binding, strided or not. */
+const cubert_failure *cb_taint_find_bind(const cb_wbind *b, bool peer, cb_errb *report);
 /* Skips work `w` because input `input` carries `in`: its write set carries a
  * child failure (`name` was not run). Returns the child (a new reference,
  * NULL when out of memory). */
@@ -442,6 +485,32 @@ void cb_device_mark_lost(cb_device *dev, cubert_failure *f);
  * error (rule 1). Returns the error, recorded: for public entry points. */
 cubert_status cb_work_fail_ordering(cb_device *dev, cb_work *w, cb_stream *s, cb_errb *err,
                                     const char *operation, const char *kernel);
+
+/* memory.c, shared with strided.c. cb_check_own: WRONG_DEVICE (recorded)
+ * unless `h` is memory of the client's device of its runtime.
+ * cb_write_failed: settles write work that failed at enqueue (its write set
+ * carries the failure) and records the error. cb_skip_copy: copy work whose
+ * source is tainted (`report`, a refusal) is not done; its destination
+ * carries a child failure; returns the refusal, recorded. */
+cubert_status cb_check_own(const char *fn, cubert_client *c, const cubert_handle *h, const char *what);
+cubert_status cb_write_failed(cb_device *dev, cb_work *w, cb_stream *s, cubert_status st,
+                              const cubert_berr *err, const char *op);
+cubert_status cb_skip_copy(cb_device *dev, cb_work *w, const char *op, cb_errb *report);
+/* The end of a host read (`op`) of [start, end) of `a`, or of its footprint
+ * `p`, that waited without the lock and returned `st`: a failure of the
+ * read itself, else the failures found at the fence and the verdict again.
+ * Takes dev->lock, drops the caller's binding on `a`; records the error. */
+cubert_status cb_read_finish(cb_device *dev, cb_stream *s, uint64_t work, cubert_status st, const cubert_berr *err,
+                             cb_alloc *a, uint64_t start, uint64_t end, const cb_pattern *p, const char *op);
+/* The start of a peer copy from `src` (its footprint `sp`, or NULL for the
+ * view) to the device of `dc`: 1. on the source's device, the verdict
+ * (*tainted, the refusal in `refusal`) and its last writer waited for;
+ * 2. the destination device entered (the caller leaves it), its stream,
+ * and a work record `op` of two bindings begun (the caller binds them).
+ * The caller then holds a binding on the source: it drops it with
+ * cb_alloc_unref(src->alloc, CB_BINDING_ONE, dd) once bound. */
+cubert_status cb_peer_copy_begin(cubert_client *dc, const cubert_handle *src, const cb_pattern *sp, const char *op,
+                                 cb_stream **s, cb_work **w, bool *tainted, cb_errb *refusal);
 
 /* Module of `k` on `dev` (loaded on first use). */
 cubert_status cb_module_get(cb_device *dev, const cubert_kernel *k, void **module,

@@ -37,6 +37,7 @@
  *
  * Who calls whom, one way only (no file calls a file above it):
  *   hip_backend.c  the ops table: devices, memory, modules, launches, fill
+ *     -> hip_strided.c  strided transfers (pitched copies)
  *     -> hip_stream.c  streams, marks, progress, transfers
  *     -> hip_compile.c  hiprtc and the code cache
  *     -> hip_nvml.c  NVLink from NVML (NVIDIA only)
@@ -251,6 +252,10 @@ cubert_status cb_hip_copy(void *device, void *stream, uint64_t work, uint64_t ds
 cubert_status cb_hip_copy_peer(void *device, void *stream, uint64_t work, uint64_t dst,
                                void *src_device, uint64_t src, uint64_t size, cubert_berr *err);
 cubert_status cb_hip_sync(void *device, void *stream, cubert_berr *err);
+/* hip_strided.c: strided transfers (calls hip_stream.c and hip_error.c). */
+cubert_status cb_hip_copy_strided(void *device, void *stream, uint64_t work, cubert_backend_direction direction,
+                                  uint64_t dst, void *src_device, uint64_t src,
+                                  const cubert_backend_strided *layout, cubert_berr *err);
 uint64_t cb_hip_progress(void *device, void *stream);
 size_t cb_hip_drain_failures(void *device, cubert_async_failure *out, size_t capacity);
 
