@@ -466,7 +466,7 @@ static void model_pattern(const cb_pattern *p, cubert_failure *f) {
 
 START_TEST(test_ledger_strided_claims_match_a_byte_map) {
   cubert_failure *fails[NFAIL];
-  for (int i = 0; i < NFAIL; i++) fails[i] = cb_failure_new(CUBERT_ERR_LAUNCH, "test", 0, 0, "launch", "k", (uint64_t)i);
+  for (int i = 0; i < NFAIL; i++) fails[i] = cb_failure_new(CUBERT_ERR_LAUNCH, "test", 0, "host:0", 0, "launch", "k", (uint64_t)i);
   cb_ledger l;
   memset(&l, 0, sizeof l);
   memset(model, 0, sizeof model);
