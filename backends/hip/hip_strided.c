@@ -34,16 +34,31 @@ static hipMemcpyKind kind_of(cubert_backend_direction d) {
 
 static bool pitch_fits(uint64_t p) { return p <= MAX_PITCH; }
 
+/* The 3-D parameters: HIP's NVIDIA headers name CUDA's struct without its
+ * tag and build the pointers with C++-only helpers, so C fills the members
+ * (the same names on both platforms). */
+#if CB_HIP_NVIDIA
+typedef struct cudaMemcpy3DParms cb_3d_parms;
+#else
+typedef hipMemcpy3DParms cb_3d_parms;
+#endif
+
 /* One 3-D copy: counts c0 (slabs) x c1 (rows) of `run` bytes. */
 static hipError_t copy_3d(uint64_t dst, uint64_t src, const cubert_backend_strided *l, hipMemcpyKind kind,
                           hipStream_t stream) {
-  hipMemcpy3DParms p;
+  cb_3d_parms p;
   memset(&p, 0, sizeof p);
-  p.srcPtr = make_hipPitchedPtr(CB_HIP_PTR(src), (size_t)l->src_pitch[1], (size_t)l->run,
-                                (size_t)(l->src_pitch[0] / l->src_pitch[1]));
-  p.dstPtr = make_hipPitchedPtr(CB_HIP_PTR(dst), (size_t)l->dst_pitch[1], (size_t)l->run,
-                                (size_t)(l->dst_pitch[0] / l->dst_pitch[1]));
-  p.extent = make_hipExtent((size_t)l->run, (size_t)l->count[1], (size_t)l->count[0]);
+  p.srcPtr.ptr = CB_HIP_PTR(src);
+  p.srcPtr.pitch = (size_t)l->src_pitch[1];
+  p.srcPtr.xsize = (size_t)l->run;
+  p.srcPtr.ysize = (size_t)(l->src_pitch[0] / l->src_pitch[1]);
+  p.dstPtr.ptr = CB_HIP_PTR(dst);
+  p.dstPtr.pitch = (size_t)l->dst_pitch[1];
+  p.dstPtr.xsize = (size_t)l->run;
+  p.dstPtr.ysize = (size_t)(l->dst_pitch[0] / l->dst_pitch[1]);
+  p.extent.width = (size_t)l->run;
+  p.extent.height = (size_t)l->count[1];
+  p.extent.depth = (size_t)l->count[0];
   p.kind = kind;
   return hipMemcpy3DAsync(&p, stream);
 }
