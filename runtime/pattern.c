@@ -1,6 +1,7 @@
 /* runtime/pattern.c: strided footprints; see pattern.h. */
 #include "runtime/pattern.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -73,6 +74,46 @@ bool cb_pattern_meet_range(const cb_pattern *a, uint64_t s, uint64_t e,
   return true;
 }
 
+/* Two layouts of one dimension with the same pitch P (two column blocks of
+ * one matrix): run k of a and run k + m of b are P*m + (b.base - a.base)
+ * apart, and since runs are at most P long, only the (at most two) m that
+ * put that distance inside (-b.run, a.run) can meet. O(1) to answer, plus
+ * the pieces. */
+static bool meet_periodic(const cb_pattern *a, const cb_pattern *b, void (*fn)(void *ctx, uint64_t s, uint64_t e),
+                          void *ctx) {
+  int64_t P = (int64_t)a->pitch[0], d = (int64_t)b->base - (int64_t)a->base;
+  int64_t ra = (int64_t)a->run, rb = (int64_t)b->run;
+  /* delta(m) = d + m P in (-rb, ra): m from ceil((-rb + 1 - d) / P) up */
+  int64_t num = -rb + 1 - d, m0 = num >= 0 ? (num + P - 1) / P : -((-num) / P);
+  int64_t ms[2];
+  int nm = 0;
+  for (int64_t m = m0; m < m0 + 2; m++)
+    if (d + m * P < ra && d + m * P > -rb) ms[nm++] = m;
+  /* k in a's runs with k + m in b's: [max(a.lo, b.lo - m), min(a.hi, b.hi - m)) */
+  int64_t lo[2], hi[2];
+  bool any = false;
+  for (int i = 0; i < nm; i++) {
+    lo[i] = (int64_t)a->lo > (int64_t)b->lo - ms[i] ? (int64_t)a->lo : (int64_t)b->lo - ms[i];
+    hi[i] = (int64_t)a->hi < (int64_t)b->hi - ms[i] ? (int64_t)a->hi : (int64_t)b->hi - ms[i];
+    any = any || lo[i] < hi[i];
+  }
+  if (!fn || !any) return any;
+  int64_t from = INT64_MAX, to = INT64_MIN;
+  for (int i = 0; i < nm; i++)
+    if (lo[i] < hi[i]) {
+      if (lo[i] < from) from = lo[i];
+      if (hi[i] > to) to = hi[i];
+    }
+  for (int64_t k = from; k < to; k++)
+    for (int i = 0; i < nm; i++) /* ms ascending: pieces in address order */
+      if (k >= lo[i] && k < hi[i]) {
+        int64_t as = (int64_t)a->base + k * P, bs = as + d + ms[i] * P;
+        int64_t s = as > bs ? as : bs, e = as + ra < bs + rb ? as + ra : bs + rb;
+        fn(ctx, (uint64_t)s, (uint64_t)e);
+      }
+  return true;
+}
+
 bool cb_pattern_meet(const cb_pattern *a, const cb_pattern *b, void (*fn)(void *ctx, uint64_t s, uint64_t e),
                      void *ctx) {
   if (a->lo >= a->hi || b->lo >= b->hi) return false;
@@ -84,6 +125,7 @@ bool cb_pattern_meet(const cb_pattern *a, const cb_pattern *b, void (*fn)(void *
     }
     return lo < hi;
   }
+  if (a->nd == 1 && b->nd == 1 && a->pitch[0] == b->pitch[0]) return meet_periodic(a, b, fn, ctx);
   uint64_t as = cb_pattern_start(a), ae = cb_pattern_end(a);
   uint64_t bs = cb_pattern_start(b), be = cb_pattern_end(b);
   uint64_t s = as > bs ? as : bs, e = ae < be ? ae : be;

@@ -555,6 +555,57 @@ START_TEST(test_pattern_first_ge_matches_a_scan) {
 }
 END_TEST
 
+typedef struct marks {
+  unsigned char *bytes;
+  uint64_t last, wrong;
+} marks;
+
+static void mark_piece(void *ctx, uint64_t s, uint64_t e) {
+  marks *m = ctx;
+  m->wrong += s < m->last || s >= e; /* address order, disjoint, not empty */
+  m->last = e;
+  for (uint64_t b = s; b < e; b++) m->bytes[b]++;
+}
+
+/* Two layouts of one pitch (the fast path for column blocks of one matrix)
+ * meet exactly where a byte scan says, pieces in address order. */
+START_TEST(test_pattern_meet_of_one_pitch_matches_a_scan) {
+  static unsigned char in_a[SPACE], in_b[SPACE], got[SPACE];
+  for (int step = 0; step < 3000; step++) {
+    uint64_t P = 2 + rnd() % 40;
+    cb_pattern p[2];
+    for (int i = 0; i < 2; i++) {
+      memset(&p[i], 0, sizeof p[i]);
+      p[i].nd = 1;
+      p[i].pitch[0] = P;
+      p[i].run = 1 + rnd() % (P - 1); /* shorter than the pitch: not merged */
+      p[i].count[0] = 2 + rnd() % 20;
+      p[i].base = rnd() % 200;
+      p[i].lo = rnd() % 2;
+      p[i].hi = p[i].lo + 1 + rnd() % (p[i].count[0] - p[i].lo);
+    }
+    memset(in_a, 0, sizeof in_a);
+    memset(in_b, 0, sizeof in_b);
+    memset(got, 0, sizeof got);
+    model_pattern(&p[0], (cubert_failure *)in_a); /* only whether set matters */
+    for (uint64_t b = 0; b < SPACE; b++) in_a[b] = model[b] != NULL;
+    memset(model, 0, sizeof model);
+    model_pattern(&p[1], (cubert_failure *)in_b);
+    for (uint64_t b = 0; b < SPACE; b++) in_b[b] = model[b] != NULL;
+    memset(model, 0, sizeof model);
+    marks m = {got, 0, 0};
+    bool met = cb_pattern_meet(&p[0], &p[1], mark_piece, &m);
+    uint64_t want = 0, bad = m.wrong;
+    for (uint64_t b = 0; b < SPACE; b++) {
+      want += in_a[b] && in_b[b];
+      bad += got[b] != (in_a[b] && in_b[b]);
+    }
+    ck_assert_msg(bad == 0 && met == (want > 0) && cb_pattern_meet(&p[0], &p[1], NULL, NULL) == met,
+                  "step %d: %llu wrong bytes", step, (unsigned long long)bad);
+  }
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("strided");
   TCase *tc = tcase_create("views");
@@ -574,6 +625,7 @@ int main(void) {
   tc = tcase_create("ledger");
   tcase_add_test(tc, test_ledger_strided_claims_match_a_byte_map);
   tcase_add_test(tc, test_pattern_first_ge_matches_a_scan);
+  tcase_add_test(tc, test_pattern_meet_of_one_pitch_matches_a_scan);
   suite_add_tcase(s, tc);
   return cb_test_run(s);
 }
