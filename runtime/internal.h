@@ -478,7 +478,10 @@ cubert_failure *cb_taint_skip(cb_device *dev, cb_work *w, const cubert_failure *
 /* Settles the write set of `w`: releases it (f NULL), or taints it with `f`. */
 void cb_taint_settle(cb_device *dev, cb_work *w, cubert_failure *f);
 /* Adds `f` to `b` once per range of the write set of `w` (which `f` now
- * taints), in binding order; once with range 0..0 when it writes nothing. */
+ * taints), in binding order; once with range 0..0 when it writes nothing. A
+ * strided binding adds its first CB_REPORT_RUNS runs, and the message says
+ * how many it taints. */
+#define CB_REPORT_RUNS 64
 void cb_work_report(cb_work *w, const cubert_failure *f, cb_errb *b);
 /* Marks uses: last writer and last reader stream/work of each allocation. */
 void cb_work_mark_uses(cb_device *dev, cb_work *w);

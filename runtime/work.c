@@ -70,10 +70,18 @@ void cb_work_report(cb_work *w, const cubert_failure *f, cb_errb *b) {
       cb_errb_add(b, f, wb->start, wb->end);
       continue;
     }
-    for (uint64_t k = wb->pat->lo; k < wb->pat->hi; k++) { /* exactly the runs it taints */
+    /* the runs it taints, the first CB_REPORT_RUNS of them: the caller's
+     * view names them all, and an error of a million entries costs as much
+     * to free as the write did */
+    uint64_t runs = wb->pat->hi - wb->pat->lo, named = runs < CB_REPORT_RUNS ? runs : CB_REPORT_RUNS;
+    for (uint64_t k = wb->pat->lo; k < wb->pat->lo + named; k++) {
       uint64_t o = cb_pattern_off(wb->pat, k);
       cb_errb_add(b, f, o, o + wb->pat->run);
     }
+    if (named < runs)
+      cb_str_printf(&b->msg, " (the strided %s taints %llu runs of %llu bytes in bytes %llu..%llu; the error names the first %llu)",
+                    wb->name, (unsigned long long)runs, (unsigned long long)wb->pat->run,
+                    (unsigned long long)wb->start, (unsigned long long)wb->end, (unsigned long long)named);
   }
   if (b->n == before) cb_errb_add(b, f, 0, 0);
 }
