@@ -72,8 +72,11 @@ static hipError_t enqueue(uint64_t dst, uint64_t src, const cubert_backend_strid
   for (uint32_t d = 0; pitched && d < nd; d++)
     pitched = pitch_fits(l->src_pitch[d]) && pitch_fits(l->dst_pitch[d]) &&
               l->src_pitch[d] >= l->run && l->dst_pitch[d] >= l->run;
+  /* 3-D: each slab is ysize whole rows of the inner pitch, and holds the
+   * count[1] rows the copy moves */
   if (pitched && nd == 2 && l->src_pitch[1] && l->dst_pitch[1] && l->src_pitch[0] % l->src_pitch[1] == 0 &&
-      l->dst_pitch[0] % l->dst_pitch[1] == 0) {
+      l->dst_pitch[0] % l->dst_pitch[1] == 0 && l->src_pitch[0] / l->src_pitch[1] >= l->count[1] &&
+      l->dst_pitch[0] / l->dst_pitch[1] >= l->count[1]) {
     *how = "hipMemcpy3DAsync";
     return copy_3d(dst, src, l, kind, stream);
   }
