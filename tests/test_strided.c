@@ -417,6 +417,39 @@ START_TEST(test_async_strided_failure_replays_exactly) {
 }
 END_TEST
 
+/* A strided write that stops part way or scribbles fails whole (its whole
+ * footprint tainted), and what it left in memory stays inside the
+ * footprint: the columns beside the block hold their bytes. */
+START_TEST(test_partial_and_scribbled_strided_writes_stay_in_the_footprint) {
+  cb_test_env env;
+  if (!open_host(_i, 1, &env)) return;
+  cubert_client *c = env.clients[0];
+  enum { R = 64, C = 6 };
+  const char *faults[2] = {"write times=1 fault=partial:0.5", "write times=1 fault=scribble:0.5"};
+  for (int f = 0; f < 2; f++) {
+    cubert_handle *h = matrix(c, R, C, 0);
+    cubert_view v = columns(R, C, 2, 2);
+    uint32_t in[R * 2];
+    for (int i = 0; i < R * 2; i++) in[i] = 0xdead0000u + (uint32_t)i;
+    rule(faults[f]);
+    ck_assert_int_ne(cubert_handle_write_strided(c, h, &v, in, sizeof in), CUBERT_OK);
+    cb_test_status(cubert_handle_check_strided(c, h, &v), CUBERT_ERR_TAINTED);
+    ck_assert_uint_eq(cubert_error_failure_count(cubert_last_error()), R);
+    cubert_view left = columns(R, C, 0, 2), right = columns(R, C, 4, 2);
+    uint32_t l[R * 2], r[R * 2];
+    cb_test_ok(cubert_handle_read_strided(c, h, &left, l, sizeof l));
+    cb_test_ok(cubert_handle_read_strided(c, h, &right, r, sizeof r));
+    int bad = 0;
+    for (int i = 0; i < R; i++)
+      for (int k = 0; k < 2; k++)
+        bad += l[i * 2 + k] != (uint32_t)(i * 1000 + k) || r[i * 2 + k] != (uint32_t)(i * 1000 + 4 + k);
+    ck_assert_msg(bad == 0, "%s: %d elements beside the block changed", faults[f], bad);
+    cubert_handle_release(h);
+  }
+  cb_test_close(&env);
+}
+END_TEST
+
 /* ------------------------------------------------------------ the ledger against a byte map */
 
 #define SPACE 2048
@@ -621,6 +654,7 @@ int main(void) {
   cb_test_add_backend_loop(tc, test_strided_write_over_a_contiguous_taint_repairs_exactly);
   cb_test_add_backend_loop(tc, test_tainted_strided_source_gives_its_destination_a_child_exactly);
   cb_test_add_backend_loop(tc, test_async_strided_failure_replays_exactly);
+  cb_test_add_backend_loop(tc, test_partial_and_scribbled_strided_writes_stay_in_the_footprint);
   suite_add_tcase(s, tc);
   tc = tcase_create("ledger");
   tcase_add_test(tc, test_ledger_strided_claims_match_a_byte_map);
