@@ -52,10 +52,15 @@ const cubert_failure *cb_taint_find_bind(const cb_wbind *b, bool peer, cb_errb *
 static void refusal_message(const char *what, cb_alloc *a, uint64_t start, uint64_t end, bool strided,
                             cb_errb *report) {
   size_t n = report->n;
-  cb_str_printf(&report->msg,
-                "%s of memory %llu %sbytes %llu..%llu on device %d refused: %zu tainted %s%s:", what,
-                (unsigned long long)a->id, strided ? "strided view within " : "", (unsigned long long)start,
-                (unsigned long long)end, a->dev->index, n, strided ? "piece" : "range", n == 1 ? "" : "s");
+  if (a->host)
+    cb_str_printf(&report->msg, "%s of host buffer %llu bytes %llu..%llu refused: %zu tainted range%s:", what,
+                  (unsigned long long)a->id, (unsigned long long)start, (unsigned long long)end, n,
+                  n == 1 ? "" : "s");
+  else
+    cb_str_printf(&report->msg,
+                  "%s of memory %llu %sbytes %llu..%llu on device %d refused: %zu tainted %s%s:", what,
+                  (unsigned long long)a->id, strided ? "strided view within " : "", (unsigned long long)start,
+                  (unsigned long long)end, a->dev->index, n, strided ? "piece" : "range", n == 1 ? "" : "s");
   /* the message names the first few ranges, so its size is bounded whatever
    * the number of ranges; the error's entries hold them all */
   size_t named = n < CB_MESSAGE_RANGES ? n : CB_MESSAGE_RANGES;
