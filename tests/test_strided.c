@@ -56,6 +56,14 @@ static cubert_handle *slice(cubert_handle *h, uint64_t from, uint64_t to) {
   return s;
 }
 
+/* How many failures the thread's last error holds. */
+static size_t failures_now(void) {
+  cubert_error *e = cubert_last_error();
+  size_t n = cubert_error_failure_count(e);
+  cubert_error_release(e);
+  return n;
+}
+
 static size_t ledger_entries(cubert_handle *h) {
   cb_alloc *a = h->alloc;
   cb_ledger *l = cb_alloc_ledger_lock(a);
@@ -227,6 +235,7 @@ START_TEST(test_failed_column_write_taints_exactly_its_footprint) {
     cubert_error_failure(e, 0, &s, &t);
     ck_assert_uint_eq(s, (r * C + C0) * 4);
     ck_assert_uint_eq(t, (r * C + C0 + W) * 4);
+    cubert_error_release(e);
     /* the bytes either side of the block are good */
     cubert_handle *left = slice(h, r * C * 4, (r * C + C0) * 4), *right = slice(h, (r * C + C0 + W) * 4, (r + 1) * C * 4);
     cb_test_ok(cubert_handle_check(c, left));
@@ -245,7 +254,7 @@ START_TEST(test_failed_column_write_taints_exactly_its_footprint) {
   cubert_view three = columns(R, C, C0 - 1, 3);
   uint32_t t3[R * 3];
   cb_test_status(cubert_handle_read_strided(c, h, &three, t3, sizeof t3), CUBERT_ERR_TAINTED);
-  ck_assert_uint_eq(cubert_error_failure_count(cubert_last_error()), R);
+  ck_assert_uint_eq(failures_now(), R);
   ck_assert_ptr_nonnull(strstr(cubert_last_error_message(), "strided view"));
   /* the walk of tainted ranges gives the block row by row */
   uint64_t from = 0, s = 0, t = 0, n = 0;
@@ -325,6 +334,7 @@ START_TEST(test_contiguous_write_over_a_strided_taint_repairs_exactly) {
     ck_assert_uint_eq(s, (r * C + 2) * 4);
     ck_assert_uint_eq(t, (r * C + (r == 30 ? 3 : 5)) * 4);
   }
+  cubert_error_release(e);
   cubert_view repaired = {2, 4, 10 * C + 2, {10, 3}, {C, 1}};
   cb_test_ok(cubert_handle_check_strided(c, h, &repaired));
   cubert_handle_release(rows);
@@ -365,6 +375,7 @@ START_TEST(test_strided_write_over_a_contiguous_taint_repairs_exactly) {
     cubert_error_failure(e, 1, &s, &t);
     ck_assert_uint_eq(s, (r * C + 3) * 4);
     ck_assert_uint_eq(t, (r + 1) * C * 4);
+    cubert_error_release(e);
     cubert_handle_release(row);
   }
   cubert_handle_release(h);
@@ -410,7 +421,7 @@ START_TEST(test_async_strided_failure_replays_exactly) {
   ck_assert_uint_eq(ledger_entries(h), 1);
   cubert_view col = columns(R, C, 2, 1), next = columns(R, C, 3, 1);
   cb_test_status(cubert_handle_check_strided(c, h, &col), CUBERT_ERR_TAINTED);
-  ck_assert_uint_eq(cubert_error_failure_count(cubert_last_error()), R);
+  ck_assert_uint_eq(failures_now(), R);
   cb_test_ok(cubert_handle_check_strided(c, h, &next));
   cubert_handle_release(h);
   cb_test_close(&env);
@@ -434,7 +445,7 @@ START_TEST(test_partial_and_scribbled_strided_writes_stay_in_the_footprint) {
     rule(faults[f]);
     ck_assert_int_ne(cubert_handle_write_strided(c, h, &v, in, sizeof in), CUBERT_OK);
     cb_test_status(cubert_handle_check_strided(c, h, &v), CUBERT_ERR_TAINTED);
-    ck_assert_uint_eq(cubert_error_failure_count(cubert_last_error()), R);
+    ck_assert_uint_eq(failures_now(), R);
     cubert_view left = columns(R, C, 0, 2), right = columns(R, C, 4, 2);
     uint32_t l[R * 2], r[R * 2];
     cb_test_ok(cubert_handle_read_strided(c, h, &left, l, sizeof l));

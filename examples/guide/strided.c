@@ -45,7 +45,11 @@ int main(void) {
     goto out;
   cubert_status st = cubert_handle_read(c, row, r7, sizeof r7);
   uint64_t start = 0, end = 0;
-  if (st == CUBERT_ERR_TAINTED) cubert_error_failure(cubert_last_error(), 0, &start, &end);
+  if (st == CUBERT_ERR_TAINTED) {
+    cubert_error *e = cubert_last_error(); /* a reference: release it */
+    cubert_error_failure(e, 0, &start, &end);
+    cubert_error_release(e);
+  }
   printf("row 7: %s, tainted bytes %llu..%llu\n", cubert_status_name(st), (unsigned long long)start,
          (unsigned long long)end);
 
