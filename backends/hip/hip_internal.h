@@ -42,6 +42,7 @@
  *
  * Who calls whom, one way only (no file calls a file above it):
  *   hip_backend.c  the ops table: devices, memory, modules, launches, fill
+ *     -> hip_strided.c  strided transfers (pitched copies)
  *     -> hip_stream.c  streams, marks, progress, transfers
  *       -> hip_pipe.c  the pinned staging pipeline of large transfers
  *     -> hip_compile.c  hiprtc and the code cache
@@ -263,6 +264,10 @@ cubert_status cb_hip_copy(void *device, void *stream, uint64_t work, uint64_t ds
 cubert_status cb_hip_copy_peer(void *device, void *stream, uint64_t work, uint64_t dst,
                                void *src_device, uint64_t src, uint64_t size, cubert_berr *err);
 cubert_status cb_hip_sync(void *device, void *stream, cubert_berr *err);
+/* hip_strided.c: strided transfers (calls hip_stream.c and hip_error.c). */
+cubert_status cb_hip_copy_strided(void *device, void *stream, uint64_t work, cubert_backend_direction direction,
+                                  uint64_t dst, void *src_device, uint64_t src,
+                                  const cubert_backend_strided *layout, cubert_berr *err);
 /* Host buffers: pinned memory and the transfers with it (queued like copy). */
 cubert_status cb_hip_host_alloc(void *device, cubert_backend_host_mem *mem, cubert_berr *err);
 cubert_status cb_hip_host_register(void *device, cubert_backend_host_mem *mem, cubert_berr *err);
