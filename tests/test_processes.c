@@ -273,6 +273,32 @@ START_TEST(test_bad_descriptors_open_nothing) {
   memset(&bad, 0xab, sizeof bad);
   cb_test_status(cubert_handle_import(c, &bad, &out), CUBERT_ERR_INVALID_ARGUMENT);
   ck_assert_ptr_null(out);
+  /* another user, another host: root can play both in the child */
+  if (geteuid() == 0) {
+    ck_assert_int_eq(run(env.backend, "import-nobody", &d, 0, text, sizeof text), 3);
+    ck_assert_msg(strstr(text, "runs as user 65534"), "%s", text);
+    ck_assert_int_eq(run(env.backend, "import-elsewhere", &d, 0, text, sizeof text), 3);
+    ck_assert_msg(strstr(text, "comes from host"), "%s", text);
+  } else {
+    cb_test_skip("other user and other host: the child needs root to play them");
+  }
+  /* the wrong kind of device: host memory on a GPU */
+  if (!strcmp(env.backend, "host")) {
+    int gpus = 0;
+    cubert_runtime *hip = NULL;
+    cubert_runtime_options o;
+    cb_test_options("hip", &o);
+    if (cb_test_backend_built("hip") && cubert_runtime_create(&o, &hip) == CUBERT_OK) {
+      gpus = cubert_runtime_device_count(hip);
+      cubert_runtime_destroy(hip);
+    }
+    if (gpus) {
+      ck_assert_int_eq(run("hip", "import", &d, 0, text, sizeof text), 3);
+      ck_assert_msg(strstr(text, "is of host memory"), "%s", text);
+    } else {
+      cb_test_skip("no device (hip, for importing host memory on a GPU)");
+    }
+  }
   /* nothing was tainted by any of it */
   unsigned char back[128];
   cb_test_ok(cubert_handle_read(c, slice, back, sizeof back));

@@ -11,8 +11,13 @@
  *                                        whole: the descriptor's hex, then
  *                                        wait for stdin to close
  *   xproc_child BACKEND import HEX       import: "imported", 0, or the refusal, 3
+ *   xproc_child BACKEND import-nobody HEX  the same as user 65534 (needs root)
+ *   xproc_child BACKEND import-elsewhere HEX  the same with another host name
+ *                                        (a UTS namespace of its own; needs root)
  * Anything unexpected: a message on stderr, exit 2. HEX is a
  * cubert_export_desc, two digits a byte. */
+#include <sched.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,10 +79,15 @@ int main(int argc, char **argv) {
       fprintf(stderr, "xproc_child: bad hex\n");
       return 2;
     }
+    bool imports = !strncmp(op, "import", 6);
+    if (!strcmp(op, "import-nobody") && setuid(65534) != 0) return die("setuid(65534)");
+    if (!strcmp(op, "import-elsewhere") &&
+        (unshare(CLONE_NEWUTS) != 0 || sethostname("elsewhere", strlen("elsewhere")) != 0))
+      return die("a host name of its own");
     if ((st = cubert_handle_import(c, &d, &h))) {
       rc = refused(st);
-      if (strcmp(op, "import") != 0) rc = 2;
-    } else if (!strcmp(op, "import")) {
+      if (!imports) rc = 2;
+    } else if (imports) {
       printf("imported\n");
     } else if (!strcmp(op, "read")) {
       uint64_t n = cubert_handle_size_in_use(h);
