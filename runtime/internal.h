@@ -477,6 +477,9 @@ cubert_status cb_handle_adopt(cubert_client *c, uint64_t size, const cb_block *b
 void cb_xshare_report(cb_alloc *a, uint64_t start, uint64_t end, cb_errb *report);
 void cb_xshare_settle(cb_alloc *a, uint64_t start, uint64_t end, const cubert_failure *f);
 void cb_xshare_release(cb_alloc *a);
+/* For tests: the cell of an exported or imported handle's memory, NULL for
+ * other memory (a struct cb_xcell, runtime/xcell.h). */
+struct cb_xcell *cb_xshare_cell(const cubert_handle *h);
 
 /* The ledger of an allocation, locked for use; caller holds dev->lock if it
  * is the owner. Pair with cb_alloc_ledger_unlock. */

@@ -128,6 +128,7 @@ static void mourn(cb_alloc *a, int64_t died) {
     taint_all(a, CUBERT_ERR_DEVICE_LOST, msg);
   }
   if (!x->owner) {
+    if (died && died == seg->owner) x->mourned = true; /* named above */
     if (x->mourned) return;
     if (atomic_load(&seg->dead)) {
       snprintf(msg, sizeof msg, "process %lld freed the memory it exported (memory %llu here)",
@@ -143,6 +144,7 @@ static void mourn(cb_alloc *a, int64_t died) {
     return;
   }
   for (int i = 0; i < IMPORTERS; i++) {
+    if (seg->importers[i] && seg->importers[i] == died) seg->importers[i] = 0; /* named above */
     if (!seg->importers[i] || alive(seg->importers[i])) continue;
     snprintf(msg, sizeof msg,
              "process %lld, which imported this memory (memory %llu), ended without letting it go",
@@ -444,4 +446,8 @@ cubert_status cubert_handle_import(cubert_client *c, const cubert_export_desc *d
   a->xshare = x; /* nobody else knows `a` yet */
   *out = h;
   return CUBERT_OK;
+}
+
+cb_xcell *cb_xshare_cell(const cubert_handle *h) {
+  return h && h->alloc->xshare ? &h->alloc->xshare->seg->cell : NULL;
 }

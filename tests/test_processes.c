@@ -200,6 +200,28 @@ START_TEST(test_a_killed_importer_is_named) {
 }
 END_TEST
 
+START_TEST(test_a_process_killed_holding_the_cell_is_named) {
+  cb_test_env env;
+  if (!cb_test_open(_i, 1, &env)) return;
+  cubert_client *c = env.clients[0];
+  cubert_handle *slice = NULL, *h = make(c, &slice);
+  cubert_export_desc d = exported(c, slice);
+  char text[4096];
+  ck_assert_int_eq(run(env.backend, "die-locked", &d, 0, text, sizeof text), 128 + SIGKILL);
+  ck_assert_str_eq(text, "locked\n");
+  /* the lock is the dead child's: the next use neither hangs nor reads a torn cell */
+  unsigned char back[128];
+  cb_test_status(cubert_handle_read(c, slice, back, sizeof back), CUBERT_ERR_TAINTED);
+  ck_assert_msg(strstr(cubert_last_error_message(), "died while it updated the failure cell"), "%s",
+                cubert_last_error_message());
+  cb_test_ok(cubert_handle_write(c, slice, back, sizeof back)); /* repairs */
+  cb_test_ok(cubert_handle_read(c, slice, back, sizeof back));
+  cubert_handle_release(slice);
+  cubert_handle_release(h);
+  cb_test_close(&env);
+}
+END_TEST
+
 START_TEST(test_a_killed_exporter_is_named_and_its_segments_swept) {
   cb_test_env env;
   if (!cb_test_open(_i, 1, &env)) return;
@@ -317,6 +339,7 @@ static Suite *suite(void) {
   cb_test_add_backend_loop(tc, test_exported_bytes_arrive_both_ways);
   cb_test_add_backend_loop(tc, test_taint_crosses_both_ways_and_a_write_repairs);
   cb_test_add_backend_loop(tc, test_a_killed_importer_is_named);
+  cb_test_add_backend_loop(tc, test_a_process_killed_holding_the_cell_is_named);
   cb_test_add_backend_loop(tc, test_a_killed_exporter_is_named_and_its_segments_swept);
   cb_test_add_backend_loop(tc, test_bad_descriptors_open_nothing);
   suite_add_tcase(s, tc);

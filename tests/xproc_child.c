@@ -11,12 +11,15 @@
  *                                        whole: the descriptor's hex, then
  *                                        wait for stdin to close
  *   xproc_child BACKEND import HEX       import: "imported", 0, or the refusal, 3
+ *   xproc_child BACKEND die-locked HEX   import, take the memory's failure cell's
+ *                                        lock, "locked", and SIGKILL itself
  *   xproc_child BACKEND import-nobody HEX  the same as user 65534 (needs root)
  *   xproc_child BACKEND import-elsewhere HEX  the same with another host name
  *                                        (a UTS namespace of its own; needs root)
  * Anything unexpected: a message on stderr, exit 2. HEX is a
  * cubert_export_desc, two digits a byte. */
 #include <sched.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +27,8 @@
 #include <unistd.h>
 
 #include "cubert/cubert.h"
+#include "runtime/internal.h"
+#include "runtime/xcell.h"
 #include "tests/testutil.h"
 
 static int die(const char *what) {
@@ -112,6 +117,11 @@ int main(int argc, char **argv) {
           cubert_handle_taint(c, h, f))
         rc = die("taint");
       cubert_failure_release(f);
+    } else if (!strcmp(op, "die-locked")) {
+      if (cb_xcell_lock(cb_xshare_cell(h), NULL)) return die("locking the cell");
+      printf("locked\n");
+      fflush(stdout);
+      raise(SIGKILL);
     } else if (!strcmp(op, "hold")) {
       printf("ready\n");
       fflush(stdout);
