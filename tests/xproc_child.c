@@ -16,8 +16,10 @@
  *   xproc_child BACKEND import-nobody HEX  the same as user 65534 (needs root)
  *   xproc_child BACKEND import-elsewhere HEX  the same with another host name
  *                                        (a UTS namespace of its own; needs root)
- * Anything unexpected: a message on stderr, exit 2. HEX is a
+ * Anything unexpected: a message on stderr, exit 2; another user or host
+ * it cannot play: exit 4. HEX is a
  * cubert_export_desc, two digits a byte. */
+#include <errno.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -85,10 +87,13 @@ int main(int argc, char **argv) {
       return 2;
     }
     bool imports = !strncmp(op, "import", 6);
-    if (!strcmp(op, "import-nobody") && setuid(65534) != 0) return die("setuid(65534)");
-    if (!strcmp(op, "import-elsewhere") &&
-        (unshare(CLONE_NEWUTS) != 0 || sethostname("elsewhere", strlen("elsewhere")) != 0))
-      return die("a host name of its own");
+    /* cannot play another user or host here (no privilege, a container): 4 */
+    if ((!strcmp(op, "import-nobody") && setuid(65534) != 0) ||
+        (!strcmp(op, "import-elsewhere") &&
+         (unshare(CLONE_NEWUTS) != 0 || sethostname("elsewhere", strlen("elsewhere")) != 0))) {
+      printf("cannot: %s\n", strerror(errno));
+      return 4;
+    }
     if ((st = cubert_handle_import(c, &d, &h))) {
       rc = refused(st);
       if (!imports) rc = 2;
