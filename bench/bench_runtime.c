@@ -12,6 +12,9 @@
  *   growth    how cost grows with the tainted ranges of one allocation (1,
  *             1k, 100k, 1M): tainting and repairing the first range, and a
  *             refused check of the whole allocation with its message length
+ *   strided   a failed strided write of one column of 1000 and 1,000,000
+ *             rows (one strided claim), a refused check of one row, a
+ *             passing check of the column beside it
  *   unsynced  the cost of a failed call with 1 to 1M failed calls before it
  *             and no sync
  *   streams   launches of the empty kernel round-robin over 1 to 16 streams;
@@ -467,8 +470,8 @@ fail:
   return NULL;
 }
 
-static cb_bench_row *grow_row(rctx *c, const char *test, uint32_t n, double *v, int k) {
-  cb_bench_row *r = new_row(c, "growth", test, 0);
+static cb_bench_row *grow_row(rctx *c, const char *section, const char *test, uint32_t n, double *v, int k) {
+  cb_bench_row *r = new_row(c, section, test, 0);
   if (!r) return NULL;
   r->count = n; /* the count column holds the number of tainted ranges */
   r->cubert_samples = malloc((size_t)k * sizeof *v);
@@ -557,11 +560,11 @@ static void bench_growth(rctx *c) {
     qsort(repair_ns, PAIRS, sizeof repair_ns[0], cmp_double);
     c->grow_taint[g] = taint_ns[PAIRS / 2];
     c->grow_repair[g] = repair_ns[PAIRS / 2];
-    cb_bench_row *r = grow_row(c, "taint-front", n, taint_ns, PAIRS);
+    cb_bench_row *r = grow_row(c, "growth", "taint-front", n, taint_ns, PAIRS);
     if (r) r->validated = 1;
-    r = grow_row(c, "repair-front", n, repair_ns, PAIRS);
+    r = grow_row(c, "growth", "repair-front", n, repair_ns, PAIRS);
     if (r) r->validated = 1;
-    r = grow_row(c, "check-all", n, check_ns, CHECKS);
+    r = grow_row(c, "growth", "check-all", n, check_ns, CHECKS);
     if (r) {
       r->validated = 1;
       c->grow_check[g] = r->cubert.median;
@@ -571,6 +574,74 @@ static void bench_growth(rctx *c) {
   }
   (void)cubert_faultinj_remove(c->rt, rule);
   cubert_kernel_release(k);
+}
+
+/* Strided claims (issue 17): a matrix of R rows of 4 u32 columns (1000 and
+ * 1,000,000 rows), one column written by a strided write that the fault
+ * layer fails, so the ledger holds one strided claim whatever R is. Rows:
+ * taint-column, the failed strided write (the claim replaced); check-row, a
+ * refused check of one row in the middle (the claim found by its bounds,
+ * the row's piece by a descent over its dimensions); check-beside, a check
+ * of the neighbouring column through a strided view, which passes (two
+ * layouts of one pitch: O(1)). ns per call, median of single calls; the
+ * count column holds R. Flat figures from 1000 to 1,000,000 rows are what
+ * "compact" means here. */
+static void bench_strided(rctx *c) {
+  static const uint64_t rows[2] = {1000, 1000000};
+  enum { CALLS = 64, COLS = 4 };
+  double taint_ns[CALLS], row_ns[CALLS], beside_ns[CALLS];
+  for (int g = 0; g < 2; g++) {
+    uint64_t R = rows[g];
+    char what[64];
+    snprintf(what, sizeof what, "strided, %" PRIu64 " rows", R);
+    progress(c, what);
+    cubert_handle *h = NULL, *row = NULL;
+    uint32_t zero = 0, rule = 0;
+    uint32_t *col = calloc(R, 4);
+    cubert_faultinj_diag diag;
+    bool ok = col && cubert_handle_empty(c->client, R * COLS * 4, &h) == CUBERT_OK &&
+              cubert_handle_fill(c->client, h, &zero, 4) == CUBERT_OK &&
+              cubert_handle_slice(h, R / 2 * COLS * 4, (R - R / 2 - 1) * COLS * 4, &row) == CUBERT_OK &&
+              cubert_faultinj_add(c->rt, "write fault=fail", "cubert bench", &rule, &diag) == CUBERT_OK;
+    cubert_view v = {2, 4, 1, {R, 1}, {COLS, 1}}, beside = {2, 4, 2, {R, 1}, {COLS, 1}};
+    for (int i = 0; i < CALLS && ok; i++) {
+      double t0 = now_ns();
+      ok = cubert_handle_write_strided(c->client, h, &v, col, R * 4) != CUBERT_OK;
+      double t1 = now_ns();
+      ok = ok && cubert_handle_check(c->client, row) == CUBERT_ERR_TAINTED;
+      double t2 = now_ns();
+      ok = ok && cubert_handle_check_strided(c->client, h, &beside) == CUBERT_OK;
+      double t3 = now_ns();
+      taint_ns[i] = t1 - t0;
+      row_ns[i] = t2 - t1;
+      beside_ns[i] = t3 - t2;
+    }
+    size_t met = 0;
+    if (ok && cubert_handle_check(c->client, row) == CUBERT_ERR_TAINTED) {
+      cubert_error *e = cubert_last_error();
+      met = cubert_error_failure_count(e);
+      cubert_error_release(e);
+    }
+    if (rule) (void)cubert_faultinj_remove(c->rt, rule);
+    char w[96];
+    snprintf(w, sizeof w, "strided: %" PRIu64 " rows, a row refused naming one piece", R);
+    check(c, ok && met == 1, w);
+    if (!ok) {
+      note(c, "strided: %" PRIu64 " rows: %s", R, cubert_last_error_message());
+      c->errors++;
+    }
+    cubert_handle_release(row);
+    cubert_handle_release(h);
+    free(col);
+    (void)cubert_sync(c->client);
+    if (!ok) continue;
+    cb_bench_row *r = grow_row(c, "strided", "taint-column", (uint32_t)R, taint_ns, CALLS);
+    if (r) r->validated = 1;
+    r = grow_row(c, "strided", "check-row", (uint32_t)R, row_ns, CALLS);
+    if (r) r->validated = 1;
+    r = grow_row(c, "strided", "check-beside", (uint32_t)R, beside_ns, CALLS);
+    if (r) r->validated = 1;
+  }
 }
 
 /* Cost per failed call with no sync (issue 15 item 7): failed launches of
@@ -1068,7 +1139,7 @@ static int run(rctx *c) {
     note(c, "no raw baseline: the raw %s calls are not available", c->info.backend);
   }
   c->batch_s = c->o.quick ? 0.005 : 0.02;
-  c->steps = 6 + 3 + 3 + 4 + 4 + 1 + 1 + (c->o.quick ? 4 : 5);
+  c->steps = 6 + 3 + 3 + 4 + 2 + 4 + 1 + 1 + (c->o.quick ? 4 : 5);
   printf("cubert bench runtime: device %d (%s, backend %s)\nbaseline: %s\n", c->dev, c->info.name, c->info.backend,
          c->raw ? cb_bench_raw_describe(c->raw) : "none");
   printf("%d warm-up + %d timed batches per figure, ~%.0f ms each; ns per operation, median\n", c->o.warmup,
@@ -1078,6 +1149,7 @@ static int run(rctx *c) {
   bench_launch(c);
   bench_ledger(c);
   bench_growth(c);
+  bench_strided(c);
   bench_unsynced(c);
   bench_streams(c);
   bench_allocs(c);

@@ -151,6 +151,9 @@ cubert_status cb_host_copy(void *device, void *stream, uint64_t work, uint64_t d
                            uint64_t size, cubert_berr *err);
 cubert_status cb_host_copy_peer(void *device, void *stream, uint64_t work, uint64_t dst,
                                 void *src_device, uint64_t src, uint64_t size, cubert_berr *err);
+cubert_status cb_host_copy_strided(void *device, void *stream, uint64_t work,
+                                   cubert_backend_direction direction, uint64_t dst, void *src_device,
+                                   uint64_t src, const cubert_backend_strided *layout, cubert_berr *err);
 /* Host buffers (host_transfer.c): placed or page-aligned memory, queued copies. */
 cubert_status cb_host_host_alloc(void *device, cubert_backend_host_mem *mem, cubert_berr *err);
 cubert_status cb_host_host_register(void *device, cubert_backend_host_mem *mem, cubert_berr *err);

@@ -655,5 +655,6 @@ CUBERT_API cubert_status cubert_launch(cubert_client *client, const cubert_kerne
 #endif
 
 #include "cubert/kernels.h"
+#include "cubert/strided.h"
 
 #endif
