@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -386,6 +387,12 @@ static cubert_status host_checksum_u32(const cubert_host_launch *l, char *msg, s
 }
 
 /* ------------------------------------------------------------ tensors */
+
+/* The device source declares the descriptor with the same fields in the
+ * same order (TENSOR_SOURCE): no padding, 144 bytes (cubert/strided.h). */
+_Static_assert(sizeof(cubert_tensor) == 144 && offsetof(cubert_tensor, shape) == 16 &&
+                   offsetof(cubert_tensor, strides) == 80,
+               "cubert_tensor must match the kernels' struct cubert_tensor");
 
 /* Argument `index`, a tensor named `param`: its descriptor, checked for what
  * the walk needs (a rank of 1 to 8, an element size of 1, 2, 4, 8 or 16;
