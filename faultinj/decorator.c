@@ -262,7 +262,11 @@ static uint64_t scribble_outputs(fi_device *d, fi_stream *s, uint64_t work, cons
   uint64_t bytes = 0;
   *outputs = 0;
   for (uint32_t i = 0; i < nargs; i++) {
-    if (args[i].kind == CUBERT_PARAM_SCALAR || !(args[i].access & CUBERT_ACCESS_WRITE)) continue;
+    /* a tensor's footprint is not one range: scribbling the range around it
+     * would write bytes the launch never claimed, so tensors are left alone */
+    if (args[i].kind == CUBERT_PARAM_SCALAR || args[i].kind == CUBERT_PARAM_TENSOR ||
+        !(args[i].access & CUBERT_ACCESS_WRITE))
+      continue;
     uint64_t len = scribble_len(args[i].size, fraction);
     if (args[i].kind == CUBERT_PARAM_PEER_BUFFER)
       scribble_peer(d, s, work, args[i].address, len, id, args[i].owner ? ((fi_device *)args[i].owner)->inner : NULL);

@@ -462,7 +462,8 @@ cubert_status cubert_kernel_create(const cubert_kernel_desc *d, cubert_kernel **
       if (p->size == 0 || p->size > 64)
         return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "kernel `%s` parameter %u: scalar size %u (1 to 64)",
                        d->name, i, p->size);
-    } else if (p->kind == CUBERT_PARAM_BUFFER || p->kind == CUBERT_PARAM_PEER_BUFFER) {
+    } else if (p->kind == CUBERT_PARAM_BUFFER || p->kind == CUBERT_PARAM_PEER_BUFFER ||
+               p->kind == CUBERT_PARAM_TENSOR) {
       if (p->access < CUBERT_ACCESS_READ || p->access > CUBERT_ACCESS_READ_WRITE)
         return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "kernel `%s` parameter %u: access %d is not read, write or read-write",
                        d->name, i, (int)p->access);

@@ -571,6 +571,7 @@ cubert_status cb_hip_launch_raw(cb_hip_device *dev, cb_hip_stream *s, cb_hip_mod
 typedef union arg_slot {
   void *pointer;
   unsigned char bytes[MAX_SCALAR];
+  cubert_tensor tensor; /* a tensor's descriptor, by value */
   long double align_;
 } arg_slot;
 
@@ -614,6 +615,14 @@ static cubert_status hip_launch(void *device, void *stream, uint64_t work, void 
         goto out;
       }
       memcpy(slots[i].bytes, a->scalar, a->scalar_size);
+    } else if (a->kind == CUBERT_PARAM_TENSOR) {
+      if (!a->scalar || a->scalar_size != sizeof(cubert_tensor)) {
+        st = cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT,
+                             "`%s` argument %" PRIu32 ": a tensor without its %zu-byte descriptor", m->name, i,
+                             sizeof(cubert_tensor));
+        goto out;
+      }
+      memcpy(&slots[i].tensor, a->scalar, sizeof(cubert_tensor));
     } else {
       slots[i].pointer = CB_HIP_PTR(a->address); /* buffers and peer buffers alike */
     }

@@ -600,7 +600,12 @@ typedef enum cubert_param_kind {
                                    CUBERT_ERR_NOT_SHARED), or memory of the
                                    launching device itself, shared or not:
                                    binding it needs no peer access */
-  CUBERT_PARAM_SCALAR = 2
+  CUBERT_PARAM_SCALAR = 2,
+  CUBERT_PARAM_TENSOR = 3       /* a strided view of memory of the launching
+                                   device (cubert_arg_tensor, strided.h): the
+                                   kernel gets a cubert_tensor by value, and
+                                   the launch reads or writes exactly the
+                                   view's footprint */
 } cubert_param_kind;
 
 typedef enum cubert_access {
@@ -612,19 +617,21 @@ typedef enum cubert_access {
 typedef struct cubert_param {
   const char *name;
   cubert_param_kind kind;
-  cubert_access access;   /* buffers */
+  cubert_access access;   /* buffers and tensors */
   uint32_t size;          /* scalars: bytes, 1 to 64 */
 } cubert_param;
 
 /* What a host-backend kernel sees: the launch shape and one pointer per
- * argument (device bytes for buffers, the value's bytes for scalars). */
+ * argument (device bytes for buffers, the value's bytes for scalars, a
+ * cubert_tensor for tensors). */
 typedef struct cubert_host_launch {
   uint32_t grid[3];
   uint32_t block[3];
   uint32_t shared_memory;
   uint32_t nargs;
   void *const *args;
-  const uint64_t *sizes;  /* bytes bound per argument */
+  const uint64_t *sizes;  /* bytes bound per argument (a tensor:
+                             sizeof(cubert_tensor)) */
 } cubert_host_launch;
 
 /* Returns CUBERT_OK or an error with a message written to `message`. */
@@ -662,23 +669,33 @@ CUBERT_API void cubert_kernel_retain(cubert_kernel *kernel);
 CUBERT_API void cubert_kernel_release(cubert_kernel *kernel);
 CUBERT_API const char *cubert_kernel_name(const cubert_kernel *kernel);
 
+struct cubert_view; /* cubert/strided.h */
+
 typedef struct cubert_arg {
   cubert_param_kind kind;
-  const cubert_handle *handle;    /* buffers */
+  const cubert_handle *handle;    /* buffers and tensors */
   const void *scalar;             /* scalars */
   uint32_t scalar_size;
+  const struct cubert_view *view; /* tensors: borrowed for the call */
 } cubert_arg;
 
 static inline cubert_arg cubert_arg_buffer(const cubert_handle *handle) {
-  cubert_arg a = {CUBERT_PARAM_BUFFER, handle, NULL, 0};
+  cubert_arg a = {CUBERT_PARAM_BUFFER, handle, NULL, 0, NULL};
   return a;
 }
 static inline cubert_arg cubert_arg_peer(const cubert_handle *handle) {
-  cubert_arg a = {CUBERT_PARAM_PEER_BUFFER, handle, NULL, 0};
+  cubert_arg a = {CUBERT_PARAM_PEER_BUFFER, handle, NULL, 0, NULL};
   return a;
 }
 static inline cubert_arg cubert_arg_scalar(const void *value, uint32_t size) {
-  cubert_arg a = {CUBERT_PARAM_SCALAR, NULL, value, size};
+  cubert_arg a = {CUBERT_PARAM_SCALAR, NULL, value, size, NULL};
+  return a;
+}
+/* A tensor: the view `view` of `handle` (cubert/strided.h). The view is
+ * checked like cubert_view_check when the launch is made (an error names
+ * the argument and the dimension) and read during cubert_launch only. */
+static inline cubert_arg cubert_arg_tensor(const cubert_handle *handle, const struct cubert_view *view) {
+  cubert_arg a = {CUBERT_PARAM_TENSOR, handle, NULL, 0, view};
   return a;
 }
 
@@ -694,7 +711,10 @@ typedef struct cubert_launch_config {
  * any dimension d, which ROCm refuses; on every backend), claims the write
  * set, then enqueues. A kernel with a tainted input is not
  * run: the call fails with CUBERT_ERR_TAINTED and its outputs carry a child
- * of the input's failure. */
+ * of the input's failure. A tensor argument's read and write sets are its
+ * view's footprint, not the range around it: a tensor input is tainted only
+ * where its footprint meets taint, and a failed launch taints exactly the
+ * footprints of its tensor outputs (docs/failures.md, "Strided views"). */
 CUBERT_API cubert_status cubert_launch(cubert_client *client, const cubert_kernel *kernel,
                                        const cubert_launch_config *config, const cubert_arg *args,
                                        uint32_t nargs);
