@@ -47,6 +47,11 @@ struct cubert_failure {
   uint64_t dropped;
 };
 
+/* A new failure (a reference the caller owns). Never NULL: when its record
+ * cannot be allocated, a static failure stands for it (status
+ * CUBERT_ERR_OUT_OF_MEMORY, "out of host memory recording a failure ...";
+ * retain and release leave it alone), so that what it taints stays tainted.
+ * The same for cb_failure_child(). */
 cubert_failure *cb_failure_new(cubert_status status, const char *message, int device,
                                cubert_stream stream, const char *operation, const char *kernel,
                                uint64_t sequence);
@@ -124,11 +129,16 @@ struct cb_taint {
 
 /* Tainted ranges of one allocation: sorted, disjoint, in a balanced tree,
  * so set, clear and lookups cost O(log n) (plus the ranges they remove).
- * All zero is an empty ledger; the struct may be copied to move it. */
+ * All zero is an empty ledger; the struct may be copied to move it.
+ *
+ * Out of host memory: a set that cannot allocate its nodes taints the whole
+ * allocation instead (`all`, inside the struct: no allocation), and it
+ * stays tainted until freed: too much taint, never too little. */
 typedef struct cb_ledger {
   cb_taint *root;
   size_t n;      /* ranges held; 0 means clean, which callers test first */
   uint64_t seed; /* for node priorities */
+  cb_taint all;  /* all.failure set: every byte carries it (root is NULL) */
 } cb_ledger;
 
 /* Sets [start, end) to `f` (set, never add: whatever was there is replaced). */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "runtime/internal.h"
 
 #define CB_MAX_ARGS 256
@@ -151,8 +152,8 @@ cubert_status cubert_launch(cubert_client *c, const cubert_kernel *k, const cube
   cb_device *dev = c->dev;
   resolved res_stack[16];
   cubert_backend_arg bargs_stack[16];
-  resolved *res = nargs <= 16 ? res_stack : calloc(nargs, sizeof *res);
-  cubert_backend_arg *bargs = nargs <= 16 ? bargs_stack : calloc(nargs, sizeof *bargs);
+  resolved *res = nargs <= 16 ? res_stack : cb_calloc(nargs, sizeof *res);
+  cubert_backend_arg *bargs = nargs <= 16 ? bargs_stack : cb_calloc(nargs, sizeof *bargs);
   cubert_status st = CUBERT_OK;
   if (!res || !bargs) {
     st = cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
@@ -265,7 +266,7 @@ cubert_status cubert_launch(cubert_client *c, const cubert_kernel *k, const cube
 out_unlock:
   cb_device_leave(dev);
 out_free:
-  if (res != res_stack) free(res);
-  if (bargs != bargs_stack) free(bargs);
+  if (res != res_stack) cb_free(res);
+  if (bargs != bargs_stack) cb_free(bargs);
   return st;
 }

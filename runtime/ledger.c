@@ -106,8 +106,17 @@ static void cut(cb_ledger *l, uint64_t start, uint64_t end, cb_taint **lo, cb_ta
   l->n -= drop(inside);
 }
 
+/* Out of memory for a set: the whole allocation carries `f` from now on. */
+static void taint_all(cb_ledger *l, cubert_failure *f) {
+  drop(l->root);
+  cubert_failure_retain(f);
+  l->root = NULL;
+  l->all = (cb_taint){0, UINT64_MAX, f, NULL, NULL, 0};
+  l->n = 1;
+}
+
 void cb_ledger_clear(cb_ledger *l, uint64_t start, uint64_t end) {
-  if (l->n == 0 || start >= end) return;
+  if (l->n == 0 || start >= end || l->all.failure) return;
   cb_taint *spare = node(l, 0, 0, NULL);
   cb_taint *lo, *hi;
   if (!spare) {
@@ -122,12 +131,12 @@ void cb_ledger_clear(cb_ledger *l, uint64_t start, uint64_t end) {
 }
 
 void cb_ledger_set(cb_ledger *l, uint64_t start, uint64_t end, cubert_failure *f) {
-  if (start >= end || !f) return;
+  if (start >= end || !f || l->all.failure) return;
   cb_taint *t = node(l, start, end, f);
-  cb_taint *spare = node(l, 0, 0, NULL);
-  if (!t || !spare) {
+  cb_taint *spare = t ? node(l, 0, 0, NULL) : NULL;
+  if (!spare) {
     cb_free(t);
-    cb_free(spare);
+    taint_all(l, f);
     return;
   }
   cb_taint *lo, *hi;
@@ -139,6 +148,7 @@ void cb_ledger_set(cb_ledger *l, uint64_t start, uint64_t end, cubert_failure *f
 }
 
 const cb_taint *cb_ledger_lower(const cb_ledger *l, uint64_t start) {
+  if (l->all.failure) return start < l->all.end ? &l->all : NULL;
   const cb_taint *best = NULL;
   for (const cb_taint *t = l->root; t;) {
     if (t->end <= start)
@@ -152,6 +162,7 @@ const cb_taint *cb_ledger_lower(const cb_ledger *l, uint64_t start) {
 }
 
 const cb_taint *cb_ledger_next(const cb_ledger *l, const cb_taint *after) {
+  if (l->all.failure) return NULL;
   const cb_taint *best = NULL;
   for (const cb_taint *t = l->root; t;) {
     if (t->start <= after->start)
@@ -190,10 +201,15 @@ static size_t walk(const cb_taint *t, uint64_t start, uint64_t end, cb_errb *b) 
 
 size_t cb_ledger_report(const cb_ledger *l, uint64_t start, uint64_t end, cb_errb *b) {
   if (l->n == 0 || start >= end) return 0;
+  if (l->all.failure) {
+    cb_errb_add(b, l->all.failure, start, end);
+    return 1;
+  }
   return walk(l->root, start, end, b);
 }
 
 void cb_ledger_free(cb_ledger *l) {
   drop(l->root);
+  cubert_failure_release(l->all.failure);
   memset(l, 0, sizeof *l);
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "runtime/internal.h"
 
 typedef struct bad_range {
@@ -23,7 +24,7 @@ static void bad_push(bad_set *s, cb_alloc *a, uint64_t start, uint64_t end, cube
   if (start >= end) return;
   if (s->n == s->cap) {
     size_t cap = s->cap ? s->cap * 2 : 8;
-    bad_range *v = realloc(s->v, cap * sizeof *v);
+    bad_range *v = cb_realloc(s->v, cap * sizeof *v);
     if (!v) return;
     s->v = v;
     s->cap = cap;
@@ -80,7 +81,7 @@ static void stream_unreported(cb_stream *s, cubert_failure *f) {
       memmove(s->unreported, s->unreported + 1, (s->nunreported - 1) * sizeof *s->unreported);
       s->nunreported--;
     } else {
-      cubert_failure **v = realloc(s->unreported, cap * sizeof *v);
+      cubert_failure **v = cb_realloc(s->unreported, cap * sizeof *v);
       if (!v) return;
       s->unreported = v;
       s->capunreported = cap;
@@ -103,7 +104,7 @@ static void apply_async(cb_device *dev, const cubert_async_failure *af) {
   cubert_failure *f = cb_failure_new(af->status, msg, dev->index, w ? w->stream : 0,
                                      w ? w->operation : "sync",
                                      w && w->kernel ? w->kernel->name : "", af->work);
-  free(msg);
+  cb_free(msg);
   if (!f) return;
   /* work that ran and failed with DEVICE_LOST (a host kernel returning it)
    * lost the device, flagged sticky or not */
@@ -158,7 +159,7 @@ static void apply_async(cb_device *dev, const cubert_async_failure *af) {
     cb_alloc_ledger_unlock(r->alloc);
     cubert_failure_release(r->failure);
   }
-  free(bad.v);
+  cb_free(bad.v);
   cubert_failure_release(f);
 }
 
@@ -170,7 +171,7 @@ void cb_device_reap_floor(cb_device *dev, const uint64_t *floor, uint32_t nfloor
   /* progress first, then failures: a failure is recorded before its work
    * counts as complete, so no completed record loses its failure */
   uint64_t stackp[32];
-  uint64_t *progress = dev->nstreams <= 32 ? stackp : malloc(dev->nstreams * sizeof *progress);
+  uint64_t *progress = dev->nstreams <= 32 ? stackp : cb_malloc(dev->nstreams * sizeof *progress);
   if (!progress) return;
   for (uint32_t i = 0; i < dev->nstreams; i++) {
     progress[i] = dev->ops->progress(dev->bdev, dev->streams[i]->bs);
@@ -183,7 +184,7 @@ void cb_device_reap_floor(cb_device *dev, const uint64_t *floor, uint32_t nfloor
     for (size_t i = 0; i < n; i++) apply_async(dev, &buf[i]);
   } while (n == 8);
   cb_work_drop_completed(dev, progress);
-  if (progress != stackp) free(progress);
+  if (progress != stackp) cb_free(progress);
 }
 
 void cb_device_reap(cb_device *dev) { cb_device_reap_floor(dev, NULL, 0); }

@@ -5,25 +5,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "runtime/internal.h"
 
 static cb_stream *stream_new(cb_device *dev, cubert_berr *err, cubert_status *st) {
   void *bs = NULL;
   *st = dev->ops->stream_create(dev->bdev, &bs, err);
   if (*st != CUBERT_OK) return NULL;
-  cb_stream *s = calloc(1, sizeof *s);
+  cb_stream *s = cb_calloc(1, sizeof *s);
   if (!s) {
     dev->ops->stream_destroy(dev->bdev, bs);
-    free(s);
+    cb_free(s);
     *st = CUBERT_ERR_OUT_OF_MEMORY;
     return NULL;
   }
   if (dev->nstreams == dev->capstreams) {
     uint32_t cap = dev->capstreams ? dev->capstreams * 2 : 8;
-    cb_stream **v = realloc(dev->streams, cap * sizeof *v);
+    cb_stream **v = cb_realloc(dev->streams, cap * sizeof *v);
     if (!v) {
       dev->ops->stream_destroy(dev->bdev, bs);
-      free(s);
+      cb_free(s);
       *st = CUBERT_ERR_OUT_OF_MEMORY;
       return NULL;
     }
@@ -97,7 +98,7 @@ cubert_stream cubert_client_stream(const cubert_client *c) {
 static cubert_status wait_for(cb_device *dev, cb_stream *s, uint32_t pid, uint64_t w, cb_errb *e) {
   cb_stream *p = dev->streams[pid - 1];
   if (s->nwaited < dev->nstreams) {
-    uint64_t *v = realloc(s->waited, dev->nstreams * sizeof *v);
+    uint64_t *v = cb_realloc(s->waited, dev->nstreams * sizeof *v);
     if (!v) return cb_errb_set(e, CUBERT_ERR_OUT_OF_MEMORY, "ordering streams: out of host memory");
     memset(v + s->nwaited, 0, (dev->nstreams - s->nwaited) * sizeof *v);
     s->waited = v;

@@ -5,19 +5,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "runtime/internal.h"
 
 cb_work *cb_work_begin(cb_device *dev, cb_stream *s, const char *operation, cubert_kernel *k,
                        uint32_t nbinds) {
   if (dev->npending == dev->cappending) {
     size_t cap = dev->cappending ? dev->cappending * 2 : 64;
-    cb_work *v = realloc(dev->pending, cap * sizeof *v);
+    cb_work *v = cb_realloc(dev->pending, cap * sizeof *v);
     if (!v) return NULL;
     dev->pending = v;
     dev->cappending = cap;
   }
   cb_wbind *heap = NULL;
-  if (nbinds > CB_WBIND_INLINE && !(heap = calloc(nbinds, sizeof *heap))) return NULL;
+  if (nbinds > CB_WBIND_INLINE && !(heap = cb_calloc(nbinds, sizeof *heap))) return NULL;
   cb_work *w = &dev->pending[dev->npending++];
   memset(w, 0, sizeof *w);
   w->work = ++dev->next_work;
@@ -41,7 +42,7 @@ static void work_release(cb_device *dev, cb_work *w) {
   cb_wbind *b = cb_work_binds(w);
   for (uint32_t i = 0; i < w->nb; i++)
     if (b[i].alloc) cb_alloc_unref(b[i].alloc, CB_BINDING_ONE, dev);
-  free(w->heap);
+  cb_free(w->heap);
   cubert_kernel_release(w->kernel);
 }
 
@@ -70,7 +71,7 @@ void cb_work_mark_uses(cb_device *dev, cb_work *w) {
       if (j == a->nreaders) {
         if (a->nreaders == a->capreaders) {
           uint32_t cap = a->capreaders ? a->capreaders * 2 : 2;
-          struct cb_reader *v = realloc(a->readers, cap * sizeof *v);
+          struct cb_reader *v = cb_realloc(a->readers, cap * sizeof *v);
           if (!v) continue; /* cannot remember it: sync before rewriting (docs) */
           a->readers = v;
           a->capreaders = cap;

@@ -43,6 +43,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/alloc.h"
+#include "base/str.h"
 #include "backends/host/work_queue.h"
 #include "backends/backend.h"
 #include "backends/host/host_backend.h"
@@ -126,7 +128,7 @@ static uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 static void stream_unref(host_stream *s) {
   if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) == 1) {
     cb_work_queue_destroy(&s->queue);
-    free(s);
+    cb_free(s);
   }
 }
 
@@ -290,11 +292,11 @@ static void device_close_impl(void *device);
 
 static void backend_free(host_backend *b) {
   pthread_mutex_destroy(&b->lock);
-  free(b->deny);
-  free(b->bus_ids);
-  free(b->devices);
-  free(b->allocs);
-  free(b);
+  cb_free(b->deny);
+  cb_free(b->bus_ids);
+  cb_free(b->devices);
+  cb_free(b->allocs);
+  cb_free(b);
 }
 
 static cubert_status host_open(const cubert_backend_config *config, void **backend,
@@ -318,7 +320,7 @@ static cubert_status host_open(const cubert_backend_config *config, void **backe
                            "host backend: host_pci_bus_id_count is %d",
                            o->pci_bus_id_count);
 
-  host_backend *b = calloc(1, sizeof *b);
+  host_backend *b = cb_calloc(1, sizeof *b);
   if (!b)
     return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "host backend: no memory for the backend");
   size_t nn = (size_t)n;
@@ -326,22 +328,22 @@ static cubert_status host_open(const cubert_backend_config *config, void **backe
   b->memory = o->memory;
   b->place_thread = config->place_thread;
   b->place_ctx = config->place_ctx;
-  b->deny = calloc(nn * nn + 1, sizeof *b->deny);
-  b->bus_ids = calloc(nn + 1, sizeof *b->bus_ids);
-  b->devices = calloc(nn + 1, sizeof *b->devices);
+  b->deny = cb_calloc(nn * nn + 1, sizeof *b->deny);
+  b->bus_ids = cb_calloc(nn + 1, sizeof *b->bus_ids);
+  b->devices = cb_calloc(nn + 1, sizeof *b->devices);
   if (!b->deny || !b->bus_ids || !b->devices) {
-    free(b->deny);
-    free(b->bus_ids);
-    free(b->devices);
-    free(b);
+    cb_free(b->deny);
+    cb_free(b->bus_ids);
+    cb_free(b->devices);
+    cb_free(b);
     return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "host backend: no memory for %d devices", n);
   }
   int rc = pthread_mutex_init(&b->lock, NULL);
   if (rc) {
-    free(b->deny);
-    free(b->bus_ids);
-    free(b->devices);
-    free(b);
+    cb_free(b->deny);
+    cb_free(b->bus_ids);
+    cb_free(b->devices);
+    cb_free(b);
     return cubert_berr_set(err, CUBERT_ERR_BACKEND, "host backend: mutex: %s", strerror(rc));
   }
 
@@ -390,11 +392,11 @@ static cubert_status host_device_open(void *backend, int index, void **device,
   if (index < 0 || index >= b->ndevices)
     return cubert_berr_set(err, CUBERT_ERR_NO_DEVICE, "host backend: no device %d (%d devices)",
                            index, b->ndevices);
-  host_device *d = calloc(1, sizeof *d);
-  bool *peers = calloc((size_t)b->ndevices, sizeof *peers);
+  host_device *d = cb_calloc(1, sizeof *d);
+  bool *peers = cb_calloc((size_t)b->ndevices, sizeof *peers);
   if (!d || !peers) {
-    free(d);
-    free(peers);
+    cb_free(d);
+    cb_free(peers);
     return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "host:%d: no memory for the device", index);
   }
   d->backend = b;
@@ -405,8 +407,8 @@ static cubert_status host_device_open(void *backend, int index, void **device,
   if (rc == 0 && (rc = pthread_mutex_init(&d->fail_lock, NULL)) != 0)
     pthread_mutex_destroy(&d->lock);
   if (rc) {
-    free(peers);
-    free(d);
+    cb_free(peers);
+    cb_free(d);
     return cubert_berr_set(err, CUBERT_ERR_BACKEND, "host:%d: mutex: %s", index, strerror(rc));
   }
 
@@ -418,8 +420,8 @@ static cubert_status host_device_open(void *backend, int index, void **device,
   if (busy) {
     pthread_mutex_destroy(&d->fail_lock);
     pthread_mutex_destroy(&d->lock);
-    free(peers);
-    free(d);
+    cb_free(peers);
+    cb_free(d);
     return cubert_berr_set(err, CUBERT_ERR_BUSY, "host:%d is already open", index);
   }
 
@@ -466,7 +468,7 @@ static void device_close_impl(void *device) {
   size_t kept = 0;
   for (size_t i = 0; i < b->nallocs; i++) {
     if (b->allocs[i].device == d->index)
-      free((void *)(uintptr_t)b->allocs[i].address);
+      free((void *)(uintptr_t)b->allocs[i].address); /* device memory: aligned_alloc */
     else
       b->allocs[kept++] = b->allocs[i];
   }
@@ -481,10 +483,10 @@ static void device_close_impl(void *device) {
   }
   pthread_mutex_destroy(&d->fail_lock);
   pthread_mutex_destroy(&d->lock);
-  free(d->failures);
-  free(d->streams);
-  free(d->peer_enabled);
-  free(d);
+  cb_free(d->failures);
+  cb_free(d->streams);
+  cb_free(d->peer_enabled);
+  cb_free(d);
 }
 
 /* ------------------------------------------------------------ memory */
@@ -508,6 +510,9 @@ static cubert_status host_mem_alloc(void *device, uint64_t size, cubert_backend_
   d->memory_used += size; /* reserved before the slow part, outside the lock */
   pthread_mutex_unlock(&b->lock);
 
+  /* The simulated device's memory, not the library's bookkeeping: it comes
+   * from the C library (aligned, and counted against the device's size),
+   * never from the allocator hooks (base/alloc.h). */
   void *p = NULL;
   if (size <= SIZE_MAX - HOST_ALIGN)
     p = aligned_alloc(HOST_ALIGN, (size_t)align_up(size, HOST_ALIGN));
@@ -560,14 +565,14 @@ static void host_mem_free(void *device, cubert_backend_mem *mem) {
   /* An address this device never handed out is ignored: freeing it could
    * only corrupt the host heap. */
   if (found)
-    free((void *)(uintptr_t)mem->address);
+    free((void *)(uintptr_t)mem->address); /* device memory: aligned_alloc */
 }
 
 /* ------------------------------------------------------------ streams */
 
 static cubert_status host_stream_create(void *device, void **stream, cubert_berr *err) {
   host_device *d = device;
-  host_stream *s = calloc(1, sizeof *s);
+  host_stream *s = cb_calloc(1, sizeof *s);
   if (!s)
     return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no memory for a stream", d->name);
   s->device = d;
@@ -579,7 +584,7 @@ static cubert_status host_stream_create(void *device, void **stream, cubert_berr
     host_stream **grown = cb_array_grow(d->streams, d->cap_streams, d->nstreams + 1, sizeof *grown, &cap);
     if (!grown) {
       pthread_mutex_unlock(&d->lock);
-      free(s);
+      cb_free(s);
       return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no memory for a stream", d->name);
     }
     d->streams = grown;
@@ -588,7 +593,7 @@ static cubert_status host_stream_create(void *device, void **stream, cubert_berr
   int rc = cb_work_queue_start_with(&s->queue, d->backend->place_thread, d->backend->place_ctx, d->index);
   if (rc) {
     pthread_mutex_unlock(&d->lock);
-    free(s);
+    cb_free(s);
     return cubert_berr_set(err, rc == EAGAIN ? CUBERT_ERR_OUT_OF_MEMORY : CUBERT_ERR_BACKEND,
                            "%s: cannot start a stream's worker thread: %s", d->name, strerror(rc));
   }
@@ -625,7 +630,7 @@ static cubert_status host_event_record(void *device, void *stream, void **event,
   cubert_status st = check_stream(d, stream, "event record", err);
   if (st != CUBERT_OK)
     return st;
-  host_event *e = malloc(sizeof *e);
+  host_event *e = cb_malloc(sizeof *e);
   if (!e)
     return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no memory for an event", d->name);
   e->stream = stream;
@@ -649,7 +654,7 @@ static void wait_run(cb_work *w) {
 static void wait_release(cb_work *w) {
   wait_item *it = (wait_item *)w;
   stream_unref(it->target);
-  free(it);
+  cb_free(it);
 }
 
 static cubert_status host_stream_wait(void *device, void *stream, void *event, cubert_berr *err) {
@@ -664,7 +669,7 @@ static cubert_status host_stream_wait(void *device, void *stream, void *event, c
    * other host devices work too, as HIP events do across devices. */
   if (e->stream == stream || cb_work_queue_completed(&e->stream->queue) >= e->position)
     return CUBERT_OK;
-  wait_item *it = malloc(sizeof *it);
+  wait_item *it = cb_malloc(sizeof *it);
   if (!it)
     return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no memory for a stream wait", d->name);
   it->work.run = wait_run;
@@ -681,7 +686,7 @@ static void host_event_destroy(void *device, void *event) {
   if (!e)
     return;
   stream_unref(e->stream);
-  free(e);
+  cb_free(e);
 }
 
 /* ------------------------------------------------------------ transfers */
@@ -698,7 +703,7 @@ static void write_run(cb_work *w) {
   memcpy(it->dst, it->data, it->size);
 }
 
-static void free_item(cb_work *w) { free(w); }
+static void free_item(cb_work *w) { cb_free(w); }
 
 static cubert_status host_write(void *device, void *stream, uint64_t work, uint64_t dst,
                                 const void *src, uint64_t size, cubert_berr *err) {
@@ -710,7 +715,7 @@ static cubert_status host_write(void *device, void *stream, uint64_t work, uint6
     return st;
   if (size && !src)
     return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT, "%s: write: no source", d->name);
-  write_item *it = size <= SIZE_MAX - sizeof *it ? malloc(sizeof *it + (size_t)size) : NULL;
+  write_item *it = size <= SIZE_MAX - sizeof *it ? cb_malloc(sizeof *it + (size_t)size) : NULL;
   if (!it)
     return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY,
                            "%s: write: no host memory to stage %" PRIu64 " bytes", d->name, size);
@@ -804,7 +809,7 @@ static cubert_status host_fill(void *device, void *stream, uint64_t work, uint64
   st = check_range(d, "fill", "destination", dst, size, err);
   if (st != CUBERT_OK)
     return st;
-  fill_item *it = malloc(sizeof *it);
+  fill_item *it = cb_malloc(sizeof *it);
   if (!it)
     return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no memory for a fill", d->name);
   it->work.run = fill_run;
@@ -819,7 +824,7 @@ static cubert_status host_fill(void *device, void *stream, uint64_t work, uint64
 
 static cubert_status enqueue_copy(host_device *d, host_stream *s, uint64_t work, uint64_t dst,
                                   uint64_t src, uint64_t size, const char *op, cubert_berr *err) {
-  copy_item *it = malloc(sizeof *it);
+  copy_item *it = cb_malloc(sizeof *it);
   if (!it)
     return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no memory for a %s", d->name, op);
   it->work.run = copy_run;
@@ -876,20 +881,20 @@ static cubert_status host_module_load(void *device, const cubert_backend_kernel 
     return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT,
                            "%s: kernel `%s`: %" PRIu32 " parameters but no list", d->name,
                            kernel->name, kernel->nparams);
-  host_module *m = calloc(1, sizeof *m);
+  host_module *m = cb_calloc(1, sizeof *m);
   size_t nparams = kernel->nparams;
   if (m) {
-    m->name = strdup(kernel->name);
-    m->kinds = calloc(nparams + 1, sizeof *m->kinds);
-    m->scalar_sizes = calloc(nparams + 1, sizeof *m->scalar_sizes);
+    m->name = cb_strdup(kernel->name);
+    m->kinds = cb_calloc(nparams + 1, sizeof *m->kinds);
+    m->scalar_sizes = cb_calloc(nparams + 1, sizeof *m->scalar_sizes);
   }
   if (!m || !m->name || !m->kinds || !m->scalar_sizes) {
     if (m) {
-      free(m->name);
-      free(m->kinds);
-      free(m->scalar_sizes);
+      cb_free(m->name);
+      cb_free(m->kinds);
+      cb_free(m->scalar_sizes);
     }
-    free(m);
+    cb_free(m);
     return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no memory to load kernel `%s`",
                            d->name, kernel->name);
   }
@@ -910,10 +915,10 @@ static cubert_status host_module_load(void *device, const cubert_backend_kernel 
 }
 
 static void module_free(host_module *m) {
-  free(m->name);
-  free(m->kinds);
-  free(m->scalar_sizes);
-  free(m);
+  cb_free(m->name);
+  cb_free(m->kinds);
+  cb_free(m->scalar_sizes);
+  cb_free(m);
 }
 
 static void host_module_unload(void *device, void *module) {
@@ -1075,7 +1080,7 @@ static cubert_status host_launch(void *device, void *stream, uint64_t work, void
   size_t off_args = off_slots + n * sizeof(scalar_slot);
   size_t off_sizes = off_args + n * sizeof(void *);
   size_t off_name = off_sizes + n * sizeof(uint64_t);
-  unsigned char *block = malloc(off_name + namelen);
+  unsigned char *block = cb_malloc(off_name + namelen);
   if (!block)
     return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no memory to launch `%s`", d->name,
                            m->name);
@@ -1126,12 +1131,12 @@ static cubert_status host_sync(void *device, void *stream, cubert_berr *err) {
    * device lock, so enqueuers and stream creation are not held up. */
   pthread_mutex_lock(&d->lock);
   size_t n = d->nstreams;
-  host_stream **snap = malloc((n + 1) * sizeof *snap);
-  uint64_t *ends = malloc((n + 1) * sizeof *ends);
+  host_stream **snap = cb_malloc((n + 1) * sizeof *snap);
+  uint64_t *ends = cb_malloc((n + 1) * sizeof *ends);
   if (!snap || !ends) {
     pthread_mutex_unlock(&d->lock);
-    free(snap);
-    free(ends);
+    cb_free(snap);
+    cb_free(ends);
     return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: sync: no memory", d->name);
   }
   for (size_t i = 0; i < n; i++) {
@@ -1144,8 +1149,8 @@ static cubert_status host_sync(void *device, void *stream, cubert_berr *err) {
     cb_work_queue_wait(&snap[i]->queue, ends[i]);
     stream_unref(snap[i]);
   }
-  free(snap);
-  free(ends);
+  cb_free(snap);
+  cb_free(ends);
   return CUBERT_OK;
 }
 
@@ -1243,7 +1248,7 @@ typedef struct host_timer {
 static void timer_unref(host_timer *t) {
   if (atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) == 1) {
     stream_unref(t->stream);
-    free(t);
+    cb_free(t);
   }
 }
 
@@ -1257,7 +1262,7 @@ static cubert_status host_timer_record(void *device, void *stream, void **timer,
   cubert_status st = check_stream(d, stream, "timer record", err);
   if (st != CUBERT_OK)
     return st;
-  host_timer *t = calloc(1, sizeof *t);
+  host_timer *t = cb_calloc(1, sizeof *t);
   if (!t)
     return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no memory for a timer", d->name);
   t->work.run = timer_run;
@@ -1269,7 +1274,7 @@ static cubert_status host_timer_record(void *device, void *stream, void **timer,
   t->position = cb_work_queue_push(&t->stream->queue, &t->work);
   if (t->position == 0) {
     stream_unref(t->stream);
-    free(t);
+    cb_free(t);
     return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT,
                            "%s: timer record: the stream was destroyed", d->name);
   }

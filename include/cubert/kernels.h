@@ -22,6 +22,9 @@
  * cubert_copy_peer_read, cubert_copy_peer_write. docs/guide.md shows them in
  * use.
  *
+ * Each built-in kernel is made on first use and kept until the process
+ * ends (through the allocator set then, cubert_set_allocator()).
+ *
  * Ownership: cubert_builtin_kernel() returns a new reference; descriptors
  * from cubert_builtin_desc() are static. */
 #ifndef CUBERT_KERNELS_H
