@@ -161,7 +161,7 @@ cubert_failure *cb_device_failure(cb_device *dev, cubert_status status, const cu
   cb_str_printf(&m, "%s", err && err->message[0] ? err->message : cubert_status_string(status));
   char *msg = cb_str_take(&m);
   cubert_failure *f =
-      cb_failure_new(status, msg, dev->index, s ? s->id : 0, operation, kernel, work);
+      cb_failure_new(status, msg, dev->index, dev->info.name, s ? s->id : 0, operation, kernel, work);
   cb_free(msg);
   /* not the status: a launch refused with DEVICE_LOST because a peer it
    * binds is lost leaves this device working */

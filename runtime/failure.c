@@ -31,7 +31,12 @@ static cubert_failure unrecorded = {
     .operation = "work",
 };
 
-static cubert_failure *failure_alloc(void) {
+static _Atomic int process_rank = -1;
+
+void cubert_set_rank(int rank) { atomic_store(&process_rank, rank < 0 ? -1 : rank); }
+int cb_failure_rank(void) { return atomic_load(&process_rank); }
+
+cubert_failure *cb_failure_alloc(void) {
   cubert_failure *f = cb_calloc(1, sizeof *f);
   if (!f) return NULL;
   atomic_init(&f->refs, 1);
@@ -40,18 +45,19 @@ static cubert_failure *failure_alloc(void) {
 }
 
 cubert_failure *cb_failure_new(cubert_status status, const char *message, int device,
-                               cubert_stream stream, const char *operation, const char *kernel,
-                               uint64_t sequence) {
-  cubert_failure *f = failure_alloc();
+                               const char *device_name, cubert_stream stream, const char *operation,
+                               const char *kernel, uint64_t sequence) {
+  cubert_failure *f = cb_failure_alloc();
   if (!f) return &unrecorded;
   f->status = status;
   f->message = cb_strdup(message ? message : cubert_status_string(status));
   f->device = device;
+  f->device_name = cb_strdup(device_name);
   f->stream = stream;
   f->operation = operation ? operation : "work";
   f->kernel = cb_strdup(kernel);
   f->sequence = sequence;
-  if (!f->message || !f->kernel) {
+  if (!f->message || !f->kernel || !f->device_name) {
     cubert_failure_release(f);
     return &unrecorded;
   }
@@ -67,16 +73,17 @@ static bool skip_copy(cubert_skip *dst, const cubert_skip *src) {
 }
 
 cubert_failure *cb_failure_child(const cubert_failure *parent, const char *kernel,
-                                 const char *input, int device, cubert_stream stream,
-                                 const char *operation, uint64_t sequence) {
+                                 const char *input, int device, const char *device_name,
+                                 cubert_stream stream, const char *operation, uint64_t sequence) {
   const cubert_failure *root = parent->root ? parent->root : parent;
-  cubert_failure *f = failure_alloc();
+  cubert_failure *f = cb_failure_alloc();
   if (!f) return &unrecorded;
   cubert_failure_retain(root);
   f->root = (cubert_failure *)root;
   f->parent_id = parent->id;
   f->status = root->status;
   f->device = device;
+  f->device_name = cb_strdup(device_name);
   f->stream = stream;
   f->operation = operation ? operation : "work";
   f->kernel = cb_strdup(kernel);
@@ -94,7 +101,7 @@ cubert_failure *cb_failure_child(const cubert_failure *parent, const char *kerne
     from = keep + 1 - CB_SKIPS_KEPT;
     dropped += from;
   }
-  bool ok = f->message && f->kernel;
+  bool ok = f->message && f->kernel && f->device_name;
   for (size_t i = from; ok && i < keep; i++) ok = skip_copy(&f->skips[f->nskips++], &parent->skips[i]);
   cubert_skip me = {kernel && *kernel ? kernel : f->operation, input ? input : "an input", device,
                     sequence};
@@ -116,6 +123,9 @@ void cubert_failure_release(const cubert_failure *failure) {
   if (!f || f == &unrecorded || atomic_fetch_sub(&f->refs, 1) != 1) return;
   cb_free(f->message);
   cb_free(f->kernel);
+  cb_free(f->device_name);
+  cb_free(f->owned_operation);
+  cb_free(f->remote_host);
   for (size_t i = 0; i < f->nskips; i++) {
     cb_free((char *)f->skips[i].kernel);
     cb_free((char *)f->skips[i].input);
@@ -155,7 +165,36 @@ bool cubert_failure_skip(const cubert_failure *f, size_t i, cubert_skip *skip) {
   return true;
 }
 
+/* Where an imported failure came from: "from rank 3 (pid 4711 on node07,
+ * device 0 (NVIDIA H200))", or "from process 4711 on node07 (device 0 (...))"
+ * when the other process set no rank. */
+static void describe_from(const cubert_failure *f, cb_str *out) {
+  const char *name = f->device_name ? f->device_name : "";
+  if (f->remote_rank >= 0)
+    cb_str_printf(out, "from rank %d (pid %lld on %s, device %d (%s))", f->remote_rank,
+                  (long long)f->remote_pid, f->remote_host, f->device, name);
+  else
+    cb_str_printf(out, "from process %lld on %s (device %d (%s))", (long long)f->remote_pid,
+                  f->remote_host, f->device, name);
+}
+
+/* "failure #12 from rank 3 (pid 4711 on node07, device 0 (NVIDIA H200)):
+ * launch of `k` on stream 1, work 3: message; here failure #5" */
+static void describe_remote(const cubert_failure *f, cb_str *out) {
+  cb_str_printf(out, "failure #%llu ", (unsigned long long)f->remote_id);
+  describe_from(f, out);
+  cb_str_printf(out, ": %s", f->operation);
+  if (f->kernel && *f->kernel) cb_str_printf(out, " of `%s`", f->kernel);
+  cb_str_printf(out, " on stream %llu, work %llu: %s; here failure #%llu",
+                (unsigned long long)f->stream, (unsigned long long)f->sequence,
+                f->root ? cubert_status_string(f->status) : f->message, (unsigned long long)f->id);
+}
+
 static void describe_one(const cubert_failure *f, cb_str *out) {
+  if (f->remote) {
+    describe_remote(f, out);
+    return;
+  }
   cb_str_printf(out, "failure #%llu (%s", (unsigned long long)f->id, f->operation);
   if (f->kernel && *f->kernel) cb_str_printf(out, " of `%s`", f->kernel);
   cb_str_printf(out, " on device %d stream %llu, work %llu: %s)", f->device,
@@ -169,7 +208,13 @@ void cb_failure_describe(const cubert_failure *f, cb_str *out) {
     return;
   }
   /* the root cause first, then the chain of skipped work */
-  cb_str_printf(out, "failure #%llu: %s; root cause ", (unsigned long long)f->id, f->message);
+  if (f->remote) {
+    cb_str_printf(out, "failure #%llu ", (unsigned long long)f->remote_id);
+    describe_from(f, out);
+    cb_str_printf(out, ": %s (here failure #%llu); root cause ", f->message, (unsigned long long)f->id);
+  } else {
+    cb_str_printf(out, "failure #%llu: %s; root cause ", (unsigned long long)f->id, f->message);
+  }
   describe_one(f->root, out);
   if (f->nskips) {
     cb_str_printf(out, "; chain:");

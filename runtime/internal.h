@@ -37,6 +37,7 @@ struct cubert_failure {
   cubert_status status; /* the root's */
   char *message;        /* this failure's own description */
   int device;
+  char *device_name;     /* the device's name when the failure was made */
   cubert_stream stream;
   const char *operation; /* static */
   char *kernel;
@@ -45,6 +46,15 @@ struct cubert_failure {
   cubert_skip skips[CB_SKIPS_KEPT];
   size_t nskips;
   uint64_t dropped;
+  /* an imported failure (runtime/record.c): made in another process; device,
+   * stream, sequence and parent_id are that process's, `operation` points at
+   * owned_operation */
+  char *owned_operation;
+  bool remote;
+  char *remote_host;
+  int64_t remote_pid;
+  int remote_rank;
+  uint64_t remote_id;
 };
 
 /* A new failure (a reference the caller owns). Never NULL: when its record
@@ -53,18 +63,24 @@ struct cubert_failure {
  * retain and release leave it alone), so that what it taints stays tainted.
  * The same for cb_failure_child(). */
 cubert_failure *cb_failure_new(cubert_status status, const char *message, int device,
-                               cubert_stream stream, const char *operation, const char *kernel,
+                               const char *device_name, cubert_stream stream, const char *operation, const char *kernel,
                                uint64_t sequence);
 /* A failure passed on from `parent`: `kernel` (or operation) did not run on
  * good input `input`. */
 cubert_failure *cb_failure_child(const cubert_failure *parent, const char *kernel,
-                                 const char *input, int device, cubert_stream stream,
+                                 const char *input, int device, const char *device_name,
+                                 cubert_stream stream,
                                  const char *operation, uint64_t sequence);
 /* "failure #7 (launch of `k1` on device 0 stream 1, work 3: message)" plus
  * the chain. */
 void cb_failure_describe(const cubert_failure *f, cb_str *out);
 /* Ids handed out so far (for tests and reports). */
 uint64_t cb_failure_last_id(void);
+/* A new failure with the next id, all else zero (record.c builds imported
+ * failures with it); NULL when out of memory. */
+cubert_failure *cb_failure_alloc(void);
+/* The rank set by cubert_set_rank(), -1 when none. */
+int cb_failure_rank(void);
 
 /* ------------------------------------------------------------ errors */
 

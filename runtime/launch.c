@@ -141,55 +141,75 @@ static cubert_status launch_failed(cb_device *dev, cb_work *w, cb_stream *s, con
   return cb_errb_finish(&b);
 }
 
-cubert_status cubert_launch(cubert_client *c, const cubert_kernel *k, const cubert_launch_config *cfg,
-                            const cubert_arg *args, uint32_t nargs) {
+/* The arguments of one launch, resolved: the memory each binds (res) and what
+ * the backend is handed (bargs); on the stack for up to 16 arguments. */
+typedef struct launch_args {
+  resolved *res;
+  cubert_backend_arg *bargs;
+  resolved res_stack[16];
+  cubert_backend_arg bargs_stack[16];
+} launch_args;
+
+static cubert_status launch_args_init(launch_args *la, uint32_t nargs) {
+  la->res = nargs <= 16 ? la->res_stack : cb_calloc(nargs, sizeof *la->res);
+  la->bargs = nargs <= 16 ? la->bargs_stack : cb_calloc(nargs, sizeof *la->bargs);
+  if (!la->res || !la->bargs) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+  memset(la->res, 0, nargs * sizeof *la->res);
+  return CUBERT_OK;
+}
+
+static void launch_args_free(launch_args *la) {
+  if (la->res != la->res_stack) cb_free(la->res);
+  if (la->bargs != la->bargs_stack) cb_free(la->bargs);
+}
+
+static cubert_status check_call(const cubert_client *c, const cubert_kernel *k,
+                                const cubert_launch_config *cfg, const cubert_arg *args, uint32_t nargs) {
   if (!c) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_launch: client is NULL");
   if (!k) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_launch: kernel is NULL");
   if (!cfg) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_launch: config is NULL");
   if (nargs && !args) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_launch: args is NULL");
   if (nargs > CB_MAX_ARGS)
     return cb_fail(CUBERT_ERR_LAUNCH_CONFIG, "cubert_launch: %u arguments, at most %d", nargs, CB_MAX_ARGS);
-  cb_device *dev = c->dev;
-  resolved res_stack[16];
-  cubert_backend_arg bargs_stack[16];
-  resolved *res = nargs <= 16 ? res_stack : cb_calloc(nargs, sizeof *res);
-  cubert_backend_arg *bargs = nargs <= 16 ? bargs_stack : cb_calloc(nargs, sizeof *bargs);
-  cubert_status st = CUBERT_OK;
-  if (!res || !bargs) {
-    st = cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
-    goto out_free;
-  }
-  memset(res, 0, nargs * sizeof *res);
-  if ((st = check_config(dev, k, cfg)) || (st = check_args(dev, k, args, nargs, res))) goto out_free;
+  return CUBERT_OK;
+}
 
-  if ((st = cb_device_enter(dev))) goto out_free;
-  cb_stream *s;
-  if ((st = cb_client_stream(c, &s))) goto out_unlock;
+/* Each peer binding needs peer access enabled for its pair. Under the
+ * device lock. */
+static cubert_status check_peer_access(const cb_device *dev, const cubert_kernel *k, const resolved *res,
+                                       uint32_t nargs) {
   for (uint32_t i = 0; i < nargs; i++) {
     if (!res[i].peer) continue;
     int owner = res[i].alloc->dev->index;
-    if (dev->peer_state[owner] != 1) {
-      st = cb_fail(CUBERT_ERR_PEER_ACCESS,
-                   "argument %u (`%s`) of `%s`: device %d (%s) may not access device %d (%s): %s", i,
-                   k->params[i].name, k->name, dev->index, dev->info.name, owner,
-                   res[i].alloc->dev->info.name,
-                   dev->peer_state[owner] == 2 ? dev->peer_message[owner]
-                                                : "peer access was never enabled for this pair");
-      goto out_unlock;
-    }
+    if (dev->peer_state[owner] != 1)
+      return cb_fail(CUBERT_ERR_PEER_ACCESS,
+                     "argument %u (`%s`) of `%s`: device %d (%s) may not access device %d (%s): %s", i,
+                     k->params[i].name, k->name, dev->index, dev->info.name, owner,
+                     res[i].alloc->dev->info.name,
+                     dev->peer_state[owner] == 2 ? dev->peer_message[owner]
+                                                  : "peer access was never enabled for this pair");
   }
+  return CUBERT_OK;
+}
+
+/* The launch's work record, its buffers bound; NULL for want of memory. */
+static cb_work *begin_work(cb_device *dev, cb_stream *s, const cubert_kernel *k, const resolved *res,
+                           uint32_t nargs) {
   uint32_t nb = 0;
   for (uint32_t i = 0; i < nargs; i++) nb += res[i].alloc != NULL;
   cb_work *w = cb_work_begin(dev, s, "launch", (cubert_kernel *)k, nb);
-  if (!w) {
-    st = cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
-    goto out_unlock;
-  }
+  if (!w) return NULL;
   for (uint32_t i = 0, j = 0; i < nargs; i++)
     if (res[i].alloc)
       cb_work_bind(w, j++, res[i].alloc, res[i].start, res[i].end, k->params[i].access, k->params[i].name);
+  return w;
+}
 
-  /* Inputs: a kernel with a tainted input is not run. */
+/* Inputs: a kernel with a tainted input is not run; its outputs get a child
+ * failure (runtime/taint.c) and the result is CUBERT_ERR_TAINTED naming the
+ * input. CUBERT_OK: no input is tainted, the launch goes on. */
+static cubert_status skip_if_tainted(cb_device *dev, cb_work *w, const cubert_kernel *k, const resolved *res,
+                                     uint32_t nargs) {
   cb_errb in;
   cb_errb_init(&in, CUBERT_ERR_TAINTED);
   const cubert_failure *first = NULL;
@@ -205,39 +225,40 @@ cubert_status cubert_launch(cubert_client *c, const cubert_kernel *k, const cube
 #ifdef CUBERT_BREAK_TRANSITIVE
   first = NULL; /* test build: run on tainted input; the checker must catch it */
 #endif
-  if (first) {
-    cubert_failure *child = cb_taint_skip(dev, w, first, k->name, first_input, "launch");
-    cb_str_printf(&in.msg, "`%s` was not run on device %d: input `%s` carries ", k->name, dev->index,
-                  first_input);
-    cb_failure_describe(first, &in.msg);
-    if (in.n > 1) cb_str_printf(&in.msg, " (and %zu more tainted range%s)", in.n - 1, in.n == 2 ? "" : "s");
-    if (child) {
-      cb_str_printf(&in.msg, "; its outputs now carry ");
-      cb_failure_describe(child, &in.msg);
-      cubert_failure_release(child);
-    }
-    st = cb_errb_finish(&in);
-    goto out_unlock;
+  if (!first) {
+    cb_errb_discard(&in);
+    return CUBERT_OK;
   }
-  cb_errb_discard(&in);
+  cubert_failure *child = cb_taint_skip(dev, w, first, k->name, first_input, "launch");
+  cb_str_printf(&in.msg, "`%s` was not run on device %d: input `%s` carries ", k->name, dev->index,
+                first_input);
+  cb_failure_describe(first, &in.msg);
+  if (in.n > 1) cb_str_printf(&in.msg, " (and %zu more tainted range%s)", in.n - 1, in.n == 2 ? "" : "s");
+  if (child) {
+    cb_str_printf(&in.msg, "; its outputs now carry ");
+    cb_failure_describe(child, &in.msg);
+    cubert_failure_release(child);
+  }
+  return cb_errb_finish(&in);
+}
 
-  /* Order first: a failed launch still counts as its outputs' last writer
-   * (launch_failed), which is only true once this stream waits for the
-   * writers and readers before it. */
+/* Order first: a failed launch still counts as its outputs' last writer
+ * (launch_failed), which is only true once this stream waits for the
+ * writers and readers before it. */
+static cubert_status order_accesses(cb_device *dev, cb_stream *s, cb_work *w, const cubert_kernel *k,
+                                    const resolved *res, uint32_t nargs) {
   for (uint32_t i = 0; i < nargs; i++) {
     cb_errb order;
     if (res[i].alloc && !res[i].peer &&
-        cb_order_access(dev, s, res[i].alloc, (k->params[i].access & CUBERT_ACCESS_WRITE) != 0, &order)) {
-      st = cb_work_fail_ordering(dev, w, s, &order, "launch", k->name);
-      goto out_unlock;
-    }
+        cb_order_access(dev, s, res[i].alloc, (k->params[i].access & CUBERT_ACCESS_WRITE) != 0, &order))
+      return cb_work_fail_ordering(dev, w, s, &order, "launch", k->name);
   }
-  cubert_berr err = {0};
-  void *module = NULL;
-  if ((st = cb_module_get(dev, k, &module, &err))) {
-    st = launch_failed(dev, w, s, k, st, &err);
-    goto out_unlock;
-  }
+  return CUBERT_OK;
+}
+
+/* What the backend is handed: scalars by value, buffers by address. */
+static void backend_args(const cubert_kernel *k, const cubert_arg *args, const resolved *res, uint32_t nargs,
+                         cubert_backend_arg *bargs) {
   for (uint32_t i = 0; i < nargs; i++) {
     cubert_backend_arg *b = &bargs[i];
     memset(b, 0, sizeof *b);
@@ -255,18 +276,42 @@ cubert_status cubert_launch(cubert_client *c, const cubert_kernel *k, const cube
       if (k->params[i].kind == CUBERT_PARAM_PEER_BUFFER) b->owner = res[i].alloc->dev->bdev;
     }
   }
-  st = dev->ops->launch(dev->bdev, s->bs, w->work, module, cfg, bargs, nargs, &err);
-  if (st) {
-    st = launch_failed(dev, w, s, k, st, &err);
-  } else {
-    cb_taint_settle(dev, w, NULL);
-    cb_work_mark_uses(dev, w);
-    dev->launches++;
+}
+
+/* The launch under the device lock: the stream, the work record, the input
+ * check, ordering, the module, the backend's launch, the write set settled. */
+static cubert_status launch_locked(cubert_client *c, const cubert_kernel *k, const cubert_launch_config *cfg,
+                                   const cubert_arg *args, uint32_t nargs, launch_args *la) {
+  cb_device *dev = c->dev;
+  cb_stream *s;
+  cubert_status st;
+  if ((st = cb_client_stream(c, &s)) || (st = check_peer_access(dev, k, la->res, nargs))) return st;
+  cb_work *w = begin_work(dev, s, k, la->res, nargs);
+  if (!w) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+  if ((st = skip_if_tainted(dev, w, k, la->res, nargs)) || (st = order_accesses(dev, s, w, k, la->res, nargs)))
+    return st;
+  cubert_berr err = {0};
+  void *module = NULL;
+  if ((st = cb_module_get(dev, k, &module, &err))) return launch_failed(dev, w, s, k, st, &err);
+  backend_args(k, args, la->res, nargs, la->bargs);
+  st = dev->ops->launch(dev->bdev, s->bs, w->work, module, cfg, la->bargs, nargs, &err);
+  if (st) return launch_failed(dev, w, s, k, st, &err);
+  cb_taint_settle(dev, w, NULL);
+  cb_work_mark_uses(dev, w);
+  dev->launches++;
+  return CUBERT_OK;
+}
+
+cubert_status cubert_launch(cubert_client *c, const cubert_kernel *k, const cubert_launch_config *cfg,
+                            const cubert_arg *args, uint32_t nargs) {
+  cubert_status st = check_call(c, k, cfg, args, nargs);
+  if (st) return st;
+  launch_args la;
+  if (!(st = launch_args_init(&la, nargs)) && !(st = check_config(c->dev, k, cfg)) &&
+      !(st = check_args(c->dev, k, args, nargs, la.res)) && !(st = cb_device_enter(c->dev))) {
+    st = launch_locked(c, k, cfg, args, nargs, &la);
+    cb_device_leave(c->dev);
   }
-out_unlock:
-  cb_device_leave(dev);
-out_free:
-  if (res != res_stack) cb_free(res);
-  if (bargs != bargs_stack) cb_free(bargs);
+  launch_args_free(&la);
   return st;
 }

@@ -473,6 +473,37 @@ cubert_status cubert_handle_read(cubert_client *c, const cubert_handle *h, void 
   return st;
 }
 
+cubert_status cubert_handle_taint(cubert_client *c, cubert_handle *h, const cubert_failure *failure) {
+#define fn "cubert_handle_taint"
+  if (!c) return NULL_ARG(fn, "client");
+  if (!h) return NULL_ARG(fn, "view");
+  if (!failure) return NULL_ARG(fn, "failure");
+  cubert_status st = check_own(fn, c, h, "the view");
+  if (st) return st;
+  cb_device *dev = c->dev;
+  if ((st = cb_device_enter(dev))) return st;
+  cb_stream *s;
+  cb_work *w = NULL;
+  if ((st = cb_client_stream(c, &s)) || !(w = cb_work_begin(dev, s, "taint", NULL, 1))) {
+    cb_device_leave(dev);
+    return st ? st : cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+  }
+  cb_work_bind(w, 0, h->alloc, h->start, h->end, CUBERT_ACCESS_WRITE, "view");
+  cb_errb order;
+  if (cb_order_access(dev, s, h->alloc, true, &order)) {
+    st = cb_work_fail_ordering(dev, w, s, &order, "taint", ""); /* tainted all the same */
+    cb_device_leave(dev);
+    return st;
+  }
+  /* the write that brought these bytes failed elsewhere: settle it as a
+   * failed write, with that failure */
+  cb_taint_settle(dev, w, (cubert_failure *)failure);
+  cb_work_mark_uses(dev, w);
+  cb_device_leave(dev);
+  return CUBERT_OK;
+#undef fn
+}
+
 /* Copy work whose source is tainted (`report`, from cb_taint_refusal) is
  * skipped: its destination carries a child failure, and the refusal says so.
  * Returns the refusal, recorded. */

@@ -101,7 +101,7 @@ static void apply_async(cb_device *dev, const cubert_async_failure *af) {
     cb_str_printf(&m, "found at a fence and not attributable to any work%s%s (no bytes tainted)",
                   af->message[0] ? ": " : "", af->message);
   char *msg = cb_str_take(&m);
-  cubert_failure *f = cb_failure_new(af->status, msg, dev->index, w ? w->stream : 0,
+  cubert_failure *f = cb_failure_new(af->status, msg, dev->index, dev->info.name, w ? w->stream : 0,
                                      w ? w->operation : "sync",
                                      w && w->kernel ? w->kernel->name : "", af->work);
   cb_free(msg);
@@ -140,7 +140,7 @@ static void apply_async(cb_device *dev, const cubert_async_failure *af) {
 #endif
     cubert_failure *child = NULL;
     if (in) {
-      child = cb_failure_child(in, r->kernel ? r->kernel->name : r->operation, input, dev->index,
+      child = cb_failure_child(in, r->kernel ? r->kernel->name : r->operation, input, dev->index, dev->info.name,
                                r->stream, r->operation, r->work);
       r->failed = true;
     }

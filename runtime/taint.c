@@ -57,7 +57,7 @@ bool cb_taint_refusal(const char *what, cb_alloc *a, uint64_t start, uint64_t en
 cubert_failure *cb_taint_skip(cb_device *dev, cb_work *w, const cubert_failure *in, const char *name,
                               const char *input, const char *operation) {
   cubert_failure *child =
-      cb_failure_child(in, name, input, dev->index, w->stream, operation, w->work);
+      cb_failure_child(in, name, input, dev->index, dev->info.name, w->stream, operation, w->work);
   cb_taint_settle(dev, w, child);
   return child;
 }

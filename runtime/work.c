@@ -86,7 +86,7 @@ void cb_work_mark_uses(cb_device *dev, cb_work *w) {
 
 cubert_status cb_work_fail_ordering(cb_device *dev, cb_work *w, cb_stream *s, cb_errb *err,
                                     const char *operation, const char *kernel) {
-  cubert_failure *f = cb_failure_new(err->status, err->msg.p ? err->msg.p : "", dev->index,
+  cubert_failure *f = cb_failure_new(err->status, err->msg.p ? err->msg.p : "", dev->index, dev->info.name,
                                      s ? s->id : 0, operation, kernel, w->work);
   cb_taint_settle(dev, w, f);
   cubert_failure_release(f);

@@ -889,6 +889,70 @@ START_TEST(test_handoff_through_system_scope_atomics) {
 }
 END_TEST
 
+/* The same hand-off inside one device (the one-GPU machine runs it): one
+ * launch of two blocks on fine-grained memory, block 0 the producer and block
+ * 1 the consumer, both resident at once. cubert orders conflicting work on
+ * one device's memory (a hand-off between two launches on one device would
+ * wait for itself), so inside one launch is where a single GPU can show the
+ * coherence that a hand-off through system-scope atomics needs. */
+static const char handoff_pair_src[] =
+    "extern \"C\" __global__ void handoff_pair(unsigned int *data)\n"
+    "{\n"
+    "  if (threadIdx.x != 0) return;\n"
+    "  if (blockIdx.x == 0) {\n"
+    "    for (int i = 1; i < 63; i++) data[i] = 1000u + (unsigned int)i;\n"
+    "    __threadfence_system();\n"
+    "    atomicAdd_system(&data[63], 1u);\n"
+    "    return;\n"
+    "  }\n"
+    "  unsigned long long spins = 0;\n"
+    "  while (atomicAdd_system(&data[63], 0u) == 0u)\n"
+    "    if (++spins > 50000000ull) { data[0] = 0xdeadu; return; }\n"
+    "  __threadfence_system();\n"
+    "  volatile unsigned int *v = data;\n"
+    "  for (int i = 1; i < 63; i++)\n"
+    "    if (v[i] != 1000u + (unsigned int)i) { data[0] = 0xbadu; return; }\n"
+    "  data[0] = 7u;\n"
+    "}\n";
+
+static cubert_status pair_fn(const cubert_host_launch *l, char *msg, size_t cap) {
+  uint32_t *data = l->args[0];
+  _Atomic uint32_t *flag = (_Atomic uint32_t *)(data + 63);
+  for (int i = 1; i < 63; i++) data[i] = 1000u + (uint32_t)i;
+  atomic_store_explicit(flag, 1, memory_order_release);
+  if (atomic_load_explicit(flag, memory_order_acquire) == 0) {
+    snprintf(msg, cap, "hand-off flag never set");
+    return CUBERT_ERR_TIMEOUT;
+  }
+  data[0] = 7;
+  return CUBERT_OK;
+}
+
+START_TEST(test_handoff_between_blocks_of_one_device) {
+  cb_test_env env;
+  if (!cb_test_open(_i, 1, &env)) return;
+  cubert_client *c = env.clients[0];
+  uint32_t zero[64] = {0};
+  cubert_handle *mem = NULL;
+  cb_test_ok(cubert_handle_empty_with(c, sizeof zero, CUBERT_MEMORY_FINE_GRAINED, &mem));
+  cb_test_ok(cubert_handle_write(c, mem, zero, sizeof zero));
+  cubert_param pb = {"mem", CUBERT_PARAM_BUFFER, CUBERT_ACCESS_READ_WRITE, 0};
+  cubert_kernel *k = make("handoff_pair", &pb, 1, pair_fn, handoff_pair_src);
+  cubert_arg a = cubert_arg_buffer(mem);
+  const cubert_launch_config two = {{2, 1, 1}, {1, 1, 1}, 0};
+  cb_test_ok(cubert_launch(c, k, &two, &a, 1));
+  cb_test_ok(cubert_sync(c));
+  uint32_t out[64];
+  cb_test_ok(cubert_handle_read(c, mem, out, sizeof out));
+  ck_assert_msg(out[0] == 7, "the consumer saw 0x%x (0xdead: the flag never came; 0xbad: wrong data)", out[0]);
+  ck_assert_uint_eq(out[62], 1062);
+  ck_assert_uint_eq(out[63], 1);
+  cubert_kernel_release(k);
+  cubert_handle_release(mem);
+  cb_test_close(&env);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("failures");
   TCase *tc = tcase_create("rules");
@@ -912,6 +976,7 @@ static Suite *suite(void) {
   cb_test_add_backend_loop(tc, test_zero_byte_views_still_check);
   cb_test_add_backend_loop(tc, test_concurrent_launches_keep_the_account);
   cb_test_add_backend_loop(tc, test_handoff_through_system_scope_atomics);
+  cb_test_add_backend_loop(tc, test_handoff_between_blocks_of_one_device);
   suite_add_tcase(s, tc);
   return s;
 }

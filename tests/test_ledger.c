@@ -29,7 +29,7 @@ static cubert_failure *model[SPACE];
 
 static void make_failures(void) {
   for (int i = 0; i < NFAIL; i++) {
-    fails[i] = cb_failure_new(CUBERT_ERR_LAUNCH, "test", 0, 0, "launch", "k", (uint64_t)i);
+    fails[i] = cb_failure_new(CUBERT_ERR_LAUNCH, "test", 0, "host:0", 0, "launch", "k", (uint64_t)i);
     ck_assert_ptr_nonnull(fails[i]);
   }
 }

@@ -160,6 +160,60 @@ CUBERT_API const cubert_failure *cubert_failure_root(const cubert_failure *failu
 CUBERT_API size_t cubert_failure_skip_count(const cubert_failure *failure, uint64_t *dropped);
 CUBERT_API bool cubert_failure_skip(const cubert_failure *failure, size_t i, cubert_skip *skip);
 
+/* ------------------------------------------- failures across processes */
+
+/* A failure as bytes: fixed size, no pointers, safe to copy between
+ * processes, hosts and ranks (shared memory, MPI, files). Versioned (version
+ * 1), little-endian fields, with a checksum; docs/failures.md has the
+ * layout. Owned by whoever holds the bytes. */
+#define CUBERT_FAILURE_RECORD_SIZE 1024
+typedef struct cubert_failure_record {
+  unsigned char bytes[CUBERT_FAILURE_RECORD_SIZE];
+} cubert_failure_record;
+
+/* Writes `failure` into *record: its cause, its origin, its root's cause and
+ * origin, and the newest links of its chain that fit (the rest are counted
+ * as dropped); strings are cut to bounds (host 63 bytes, operation 31,
+ * kernel and device name 63, message 127, the root's message 255, a link's
+ * kernel and input 31; a cut ends in "..."). The origin recorded is this
+ * process: host name, pid, the rank set by cubert_set_rank() (or -1), the
+ * device index and name, the operation, kernel and the failure id; a
+ * failure that was itself imported keeps the origin it came with. */
+CUBERT_API cubert_status cubert_failure_export(const cubert_failure *failure,
+                                               cubert_failure_record *record);
+
+/* A new failure from a record made in another (or this) process; *failure
+ * is a new reference the caller releases with cubert_failure_release(). A
+ * corrupt, truncated or unknown-version record: CUBERT_ERR_INVALID_ARGUMENT
+ * naming what was wrong, *failure untouched. Importing the same record twice
+ * gives two failures (two local ids) with equal remote ids.
+ *
+ * An imported failure has a local id of this process
+ * (cubert_failure_id); cubert_failure_origin, cubert_failure_parent_id and
+ * the links of cubert_failure_skip are the other process's (device indices
+ * and ids there); cubert_failure_root is an imported failure too, for the
+ * root's cause; cubert_failure_remote says where it came from. */
+CUBERT_API cubert_status cubert_failure_import(const cubert_failure_record *record,
+                                               const cubert_failure **failure);
+
+/* Where a failure came from when it crossed a process: remote is false for a
+ * local failure (then the strings are "", rank -1, the numbers 0). Strings
+ * owned by the failure. */
+typedef struct cubert_remote_origin {
+  bool remote;
+  const char *host;        /* node name of the process that failed */
+  int64_t pid;
+  int rank;                /* MPI rank or -1 */
+  int device;              /* that process's device index */
+  const char *device_name;
+  uint64_t id;             /* the failure id in that process */
+} cubert_remote_origin;
+CUBERT_API void cubert_failure_remote(const cubert_failure *failure, cubert_remote_origin *origin);
+
+/* The rank this process reports in failures it exports (cubert_mpi sets it);
+ * -1 (the default, and any negative value) is none. Process-wide. */
+CUBERT_API void cubert_set_rank(int rank);
+
 /* ---------------------------------------------------------------- runtime */
 
 typedef struct cubert_runtime_options {
@@ -349,6 +403,17 @@ CUBERT_API cubert_status cubert_handle_tainted_range(cubert_client *client,
                                                      const cubert_handle *handle, uint64_t from,
                                                      uint64_t *range_start, uint64_t *range_end,
                                                      const cubert_failure **failure);
+
+/* Taints the bytes of `view` (a handle or a slice of the client's device)
+ * with `failure` (an imported one, or any), ordered on the client's stream
+ * like a write: later reads of those bytes are refused with that failure as
+ * the cause, exactly as for a failed write, and a later successful write
+ * repairs them. For transports that bring bytes from elsewhere (another
+ * process, MPI). Returns CUBERT_OK when the bytes now carry `failure`; the
+ * ledger keeps its own reference. A NULL argument or a view of another
+ * device is refused and taints nothing. */
+CUBERT_API cubert_status cubert_handle_taint(cubert_client *client, cubert_handle *view,
+                                             const cubert_failure *failure);
 
 /* A new view of the same memory, `offset_start` bytes further in and
  * `offset_end` bytes shorter at the end, relative to `handle`'s view. */

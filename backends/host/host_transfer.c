@@ -1,0 +1,192 @@
+/* backends/host/host_transfer.c: the host backend's writes (staged at
+ * enqueue), reads (waited for on the caller's stack), fills and copies, each
+ * a work item on the stream's queue. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "backends/host/host_internal.h"
+
+/* ------------------------------------------------------------ transfers */
+
+typedef struct write_item {
+  cb_work work;
+  void *dst;
+  size_t size;
+  alignas(16) unsigned char data[];
+} write_item;
+
+static void write_run(cb_work *w) {
+  write_item *it = (write_item *)w;
+  memcpy(it->dst, it->data, it->size);
+}
+
+cubert_status cb_host_write(void *device, void *stream, uint64_t work, uint64_t dst,
+                            const void *src, uint64_t size, cubert_berr *err) {
+  host_device *d = device;
+  cubert_status st = cb_host_check_stream(d, stream, "write", err);
+  if (st == CUBERT_OK)
+    st = cb_host_check_range(d, "write", "destination", dst, size, err);
+  if (st != CUBERT_OK)
+    return st;
+  if (size && !src)
+    return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT, "%s: write: no source", d->name);
+  write_item *it = size <= SIZE_MAX - sizeof *it ? cb_malloc(sizeof *it + (size_t)size) : NULL;
+  if (!it)
+    return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY,
+                           "%s: write: no host memory to stage %" PRIu64 " bytes", d->name, size);
+  it->work.run = write_run;
+  it->work.release = cb_host_free_item;
+  it->work.tag = work;
+  it->dst = (void *)(uintptr_t)dst;
+  it->size = (size_t)size;
+  if (size)
+    memcpy(it->data, src, (size_t)size);
+  return cb_host_enqueue(stream, &it->work, "write", err);
+}
+
+typedef struct copy_item {
+  cb_work work;
+  void *dst;
+  const void *src;
+  size_t size;
+} copy_item;
+
+static void copy_run(cb_work *w) {
+  copy_item *it = (copy_item *)w;
+  if (it->size)
+    memmove(it->dst, it->src, it->size);
+}
+
+cubert_status cb_host_read(void *device, void *stream, uint64_t work, void *dst, uint64_t src,
+                           uint64_t size, cubert_berr *err) {
+  host_device *d = device;
+  cubert_status st = cb_host_check_stream(d, stream, "read", err);
+  if (st == CUBERT_OK)
+    st = cb_host_check_range(d, "read", "source", src, size, err);
+  if (st != CUBERT_OK)
+    return st;
+  if (size && !dst)
+    return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT, "%s: read: no destination", d->name);
+  /* The item lives on this stack: the worker does not touch it once its
+   * position completed, which is what we wait for. */
+  copy_item it = {{NULL, copy_run, NULL, work}, dst, (const void *)(uintptr_t)src, (size_t)size};
+  host_stream *s = stream;
+  uint64_t position = cb_work_queue_push(&s->queue, &it.work);
+  if (position == 0)
+    return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT, "%s: read: the stream was destroyed",
+                           d->name);
+  cb_work_queue_wait(&s->queue, position);
+  return CUBERT_OK;
+}
+
+typedef struct fill_item {
+  cb_work work;
+  unsigned char *dst;
+  size_t size;
+  uint32_t pattern_size;
+  unsigned char pattern[8];
+} fill_item;
+
+static void fill_run(cb_work *w) {
+  fill_item *it = (fill_item *)w;
+  if (it->size == 0)
+    return;
+  if (it->pattern_size == 1) {
+    memset(it->dst, it->pattern[0], it->size);
+    return;
+  }
+  /* One pattern, then keep doubling the filled prefix. */
+  memcpy(it->dst, it->pattern, it->pattern_size);
+  size_t done = it->pattern_size;
+  while (done < it->size) {
+    size_t n = done < it->size - done ? done : it->size - done;
+    memcpy(it->dst + done, it->dst, n);
+    done += n;
+  }
+}
+
+cubert_status cb_host_fill(void *device, void *stream, uint64_t work, uint64_t dst,
+                           const void *pattern, uint32_t pattern_size, uint64_t size,
+                           cubert_berr *err) {
+  host_device *d = device;
+  cubert_status st = cb_host_check_stream(d, stream, "fill", err);
+  if (st != CUBERT_OK)
+    return st;
+  if (!pattern || (pattern_size != 1 && pattern_size != 2 && pattern_size != 4 && pattern_size != 8))
+    return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT,
+                           "%s: fill: pattern of %" PRIu32 " bytes (1, 2, 4 or 8)", d->name,
+                           pattern_size);
+  if (size % pattern_size)
+    return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT,
+                           "%s: fill: %" PRIu64 " bytes is not a multiple of the %" PRIu32
+                           "-byte pattern",
+                           d->name, size, pattern_size);
+  st = cb_host_check_range(d, "fill", "destination", dst, size, err);
+  if (st != CUBERT_OK)
+    return st;
+  fill_item *it = cb_malloc(sizeof *it);
+  if (!it)
+    return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no memory for a fill", d->name);
+  it->work.run = fill_run;
+  it->work.release = cb_host_free_item;
+  it->work.tag = work;
+  it->dst = (unsigned char *)(uintptr_t)dst;
+  it->size = (size_t)size;
+  it->pattern_size = pattern_size;
+  memcpy(it->pattern, pattern, pattern_size);
+  return cb_host_enqueue(stream, &it->work, "fill", err);
+}
+
+static cubert_status enqueue_copy(host_device *d, host_stream *s, uint64_t work, uint64_t dst,
+                                  uint64_t src, uint64_t size, const char *op, cubert_berr *err) {
+  copy_item *it = cb_malloc(sizeof *it);
+  if (!it)
+    return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no memory for a %s", d->name, op);
+  it->work.run = copy_run;
+  it->work.release = cb_host_free_item;
+  it->work.tag = work;
+  it->dst = (void *)(uintptr_t)dst;
+  it->src = (const void *)(uintptr_t)src;
+  it->size = (size_t)size;
+  return cb_host_enqueue(s, &it->work, op, err);
+}
+
+cubert_status cb_host_copy(void *device, void *stream, uint64_t work, uint64_t dst, uint64_t src,
+                           uint64_t size, cubert_berr *err) {
+  host_device *d = device;
+  cubert_status st = cb_host_check_stream(d, stream, "copy", err);
+  if (st == CUBERT_OK)
+    st = cb_host_check_range(d, "copy", "source", src, size, err);
+  if (st == CUBERT_OK)
+    st = cb_host_check_range(d, "copy", "destination", dst, size, err);
+  if (st != CUBERT_OK)
+    return st;
+  return enqueue_copy(d, stream, work, dst, src, size, "copy", err);
+}
+
+cubert_status cb_host_copy_peer(void *device, void *stream, uint64_t work, uint64_t dst,
+                                void *src_device, uint64_t src, uint64_t size, cubert_berr *err) {
+  host_device *d = device;
+  host_device *sd = src_device;
+  cubert_status st = cb_host_check_stream(d, stream, "peer copy", err);
+  if (st != CUBERT_OK)
+    return st;
+  if (!sd || sd->backend != d->backend)
+    return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT,
+                           "%s: peer copy: the source device is not of this host backend", d->name);
+  st = cb_host_check_range(sd, "peer copy", "source", src, size, err);
+  if (st == CUBERT_OK)
+    st = cb_host_check_range(d, "peer copy", "destination", dst, size, err);
+  if (st != CUBERT_OK)
+    return st;
+  return enqueue_copy(d, stream, work, dst, src, size, "peer copy", err);
+}
