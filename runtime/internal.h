@@ -166,8 +166,6 @@ void cb_ledger_clear(cb_ledger *l, uint64_t start, uint64_t end);
 const cb_taint *cb_ledger_lower(const cb_ledger *l, uint64_t start);
 /* The range after `t` in order, or NULL. */
 const cb_taint *cb_ledger_next(const cb_ledger *l, const cb_taint *t);
-/* First failure overlapping [start, end) or NULL. */
-cubert_failure *cb_ledger_first(const cb_ledger *l, uint64_t start, uint64_t end);
 /* Adds every overlapping range, clipped to [start, end), to the error;
  * returns how many. */
 size_t cb_ledger_report(const cb_ledger *l, uint64_t start, uint64_t end, cb_errb *b);

@@ -175,13 +175,6 @@ const cb_taint *cb_ledger_next(const cb_ledger *l, const cb_taint *after) {
   return best;
 }
 
-cubert_failure *cb_ledger_first(const cb_ledger *l, uint64_t start, uint64_t end) {
-  if (l->n == 0) return NULL;
-  const cb_taint *t = cb_ledger_lower(l, start);
-  if (t && t->start < end && start < end) return t->failure;
-  return NULL;
-}
-
 /* In-order walk of the ranges of `t` overlapping [start, end), pruned:
  * O(log n + k) for k ranges found; recursion only into left subtrees, so
  * as deep as the tree. */
