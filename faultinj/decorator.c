@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #endif
 #include "base/alloc.h"
+#include "base/array.h"
 #include "faultinj/decorator.h"
 
 #include <pthread.h>
@@ -285,8 +286,8 @@ static cubert_status defer(fi_device *d, fi_stream *s, uint64_t work, const cb_f
   cb_fi_note(d->b->fi, hit->id, msg);
   pthread_mutex_lock(&d->lock);
   if (d->pcount == d->pcap) {
-    size_t ncap = d->pcap ? d->pcap * 2 : 8;
-    fi_pending *n = cb_realloc(d->pending, ncap * sizeof *n);
+    size_t ncap = 0;
+    fi_pending *n = cb_array_grow(d->pending, d->pcap, d->pcount + 1, sizeof *n, &ncap);
     if (!n) {
       pthread_mutex_unlock(&d->lock);
       /* Cannot remember it: fail at enqueue instead, never lose it. */

@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #endif
 #include "base/alloc.h"
+#include "base/array.h"
 #include "base/str.h"
 #include "faultinj/injector.h"
 
@@ -205,9 +206,8 @@ static void reseed_locked(cb_fi_state *g, uint64_t seed) {
 static cubert_status install_locked(cb_fi_state *g, const cb_fi_parsed *p, bool configured, bool from_env,
                                     uint32_t *first_id) {
   if (g->nrules + p->count > g->cap) {
-    size_t ncap = g->cap ? g->cap : 8;
-    while (ncap < g->nrules + p->count) ncap *= 2;
-    live_rule *n = cb_realloc(g->rules, ncap * sizeof *n);
+    size_t ncap = 0;
+    live_rule *n = cb_array_grow(g->rules, g->cap, g->nrules + p->count, sizeof *n, &ncap);
     if (!n) return CUBERT_ERR_OUT_OF_MEMORY;
     g->rules = n;
     g->cap = ncap;

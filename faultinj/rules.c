@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #endif
 #include "base/alloc.h"
+#include "base/array.h"
 #include "faultinj/rules.h"
 
 #include <stdarg.h>
@@ -665,11 +666,9 @@ static cubert_status parse_rule(lexer *lx, const token *first, cb_fi_rule *r) {
 
 static cubert_status append(cb_fi_parsed *out, size_t *cap, const cb_fi_rule *r) {
   if (out->count == *cap) {
-    size_t ncap = *cap ? *cap * 2 : 4;
-    cb_fi_rule *n = cb_realloc(out->rules, ncap * sizeof *n);
+    cb_fi_rule *n = cb_array_grow(out->rules, *cap, out->count + 1, sizeof *n, cap);
     if (!n) return CUBERT_ERR_OUT_OF_MEMORY;
     out->rules = n;
-    *cap = ncap;
   }
   out->rules[out->count++] = *r;
   return CUBERT_OK;

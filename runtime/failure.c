@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/array.h"
 #include "runtime/internal.h"
 
 static _Atomic uint64_t next_failure_id = 1;
@@ -246,11 +247,9 @@ void cb_errb_init(cb_errb *b, cubert_status status) {
 void cb_errb_add(cb_errb *b, const cubert_failure *f, uint64_t start, uint64_t end) {
   if (!f) return;
   if (b->n == b->cap) {
-    size_t cap = b->cap ? b->cap * 2 : 4;
-    cb_err_entry *e = cb_realloc(b->entries, cap * sizeof *e);
+    cb_err_entry *e = cb_array_grow(b->entries, b->cap, b->n + 1, sizeof *e, &b->cap);
     if (!e) return;
     b->entries = e;
-    b->cap = cap;
   }
   cubert_failure_retain(f);
   b->entries[b->n++] = (cb_err_entry){(cubert_failure *)f, start, end};

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/array.h"
 #include "runtime/internal.h"
 #include "runtime/limits.h"
 
@@ -34,17 +35,17 @@ static cubert_status alloc_new(cb_device *dev, uint64_t size, uint32_t flags, cb
     return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   }
   if (!dev->nfree && dev->nslots == dev->capslots) {
-    uint32_t cap = dev->capslots ? dev->capslots * 2 : 64;
-    cb_alloc **v = cb_realloc(dev->slots, cap * sizeof *v);
-    uint32_t *f = v ? cb_realloc(dev->free_slots, cap * sizeof *f) : NULL;
+    size_t cap = 0, fcap = 0;
+    cb_alloc **v = cb_array_grow(dev->slots, dev->capslots, (size_t)dev->nslots + 1, sizeof *v, &cap);
     if (v) dev->slots = v;
-    if (!v || !f) {
+    uint32_t *f = v ? cb_array_grow(dev->free_slots, dev->capslots, cap, sizeof *f, &fcap) : NULL;
+    if (f) dev->free_slots = f;
+    if (!v || !f || cap > UINT32_MAX) {
       cb_free(a);
       cb_block_free(dev, &block);
       return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
     }
-    dev->free_slots = f;
-    dev->capslots = cap;
+    dev->capslots = (uint32_t)cap;
   }
   a->slot = dev->nfree ? dev->free_slots[--dev->nfree] : dev->nslots++;
   /* a slot's generation only grows, so a weak binding to an earlier tenant

@@ -32,6 +32,7 @@
  *
  * Device addresses are only ever computed with, never dereferenced. */
 #include "base/alloc.h"
+#include "base/array.h"
 #include "runtime/pool.h"
 
 #include <inttypes.h>
@@ -351,11 +352,14 @@ static cubert_status page_new(cb_pool *p, uint32_t pi, uint64_t need, uint64_t a
                               cubert_berr *err) {
   pool_class *c = &p->pools[pi];
   if (c->npages == c->cap) {
-    uint32_t cap = c->cap ? c->cap * 2 : 8;
-    page **pages = cb_realloc(c->pages, (size_t)cap * sizeof *pages);
-    if (!pages) return oom(p, err, asked, "no host memory for the pool's page table");
+    size_t cap;
+    page **pages = cb_array_grow(c->pages, c->cap, (size_t)c->npages + 1, sizeof *pages, &cap);
+    if (!pages || cap > UINT32_MAX) {
+      if (pages) c->pages = pages; /* grown, but its count would not fit: keep the old one */
+      return oom(p, err, asked, "no host memory for the pool's page table");
+    }
     c->pages = pages;
-    c->cap = cap;
+    c->cap = (uint32_t)cap;
   }
 
   uint64_t bytes = c->page_size ? c->page_size : need;

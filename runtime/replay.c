@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/array.h"
 #include "runtime/internal.h"
 
 typedef struct bad_range {
@@ -23,11 +24,9 @@ typedef struct bad_set {
 static void bad_push(bad_set *s, cb_alloc *a, uint64_t start, uint64_t end, cubert_failure *f) {
   if (start >= end) return;
   if (s->n == s->cap) {
-    size_t cap = s->cap ? s->cap * 2 : 8;
-    bad_range *v = cb_realloc(s->v, cap * sizeof *v);
+    bad_range *v = cb_array_grow(s->v, s->cap, s->n + 1, sizeof *v, &s->cap);
     if (!v) return;
     s->v = v;
-    s->cap = cap;
   }
   cubert_failure_retain(f);
   s->v[s->n++] = (bad_range){a, start, end, f};

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/array.h"
 #include "runtime/internal.h"
 
 static cb_stream *stream_new(cb_device *dev, cubert_berr *err, cubert_status *st) {
@@ -20,16 +21,16 @@ static cb_stream *stream_new(cb_device *dev, cubert_berr *err, cubert_status *st
     return NULL;
   }
   if (dev->nstreams == dev->capstreams) {
-    uint32_t cap = dev->capstreams ? dev->capstreams * 2 : 8;
-    cb_stream **v = cb_realloc(dev->streams, cap * sizeof *v);
-    if (!v) {
+    size_t cap = 0;
+    cb_stream **v = cb_array_grow(dev->streams, dev->capstreams, (size_t)dev->nstreams + 1, sizeof *v, &cap);
+    if (v) dev->streams = v;
+    if (!v || cap > UINT32_MAX) {
       dev->ops->stream_destroy(dev->bdev, bs);
       cb_free(s);
       *st = CUBERT_ERR_OUT_OF_MEMORY;
       return NULL;
     }
-    dev->streams = v;
-    dev->capstreams = cap;
+    dev->capstreams = (uint32_t)cap;
   }
   s->bs = bs;
   dev->streams[dev->nstreams++] = s;

@@ -6,16 +6,15 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/array.h"
 #include "runtime/internal.h"
 
 cb_work *cb_work_begin(cb_device *dev, cb_stream *s, const char *operation, cubert_kernel *k,
                        uint32_t nbinds) {
   if (dev->npending == dev->cappending) {
-    size_t cap = dev->cappending ? dev->cappending * 2 : 64;
-    cb_work *v = cb_realloc(dev->pending, cap * sizeof *v);
+    cb_work *v = cb_array_grow(dev->pending, dev->cappending, dev->npending + 1, sizeof *v, &dev->cappending);
     if (!v) return NULL;
     dev->pending = v;
-    dev->cappending = cap;
   }
   cb_wbind *heap = NULL;
   if (nbinds > CB_WBIND_INLINE && !(heap = cb_calloc(nbinds, sizeof *heap))) return NULL;
@@ -70,11 +69,12 @@ void cb_work_mark_uses(cb_device *dev, cb_work *w) {
       while (j < a->nreaders && a->readers[j].stream != w->stream) j++;
       if (j == a->nreaders) {
         if (a->nreaders == a->capreaders) {
-          uint32_t cap = a->capreaders ? a->capreaders * 2 : 2;
-          struct cb_reader *v = cb_realloc(a->readers, cap * sizeof *v);
-          if (!v) continue; /* cannot remember it: sync before rewriting (docs) */
-          a->readers = v;
-          a->capreaders = cap;
+          size_t cap = 0;
+          struct cb_reader *v =
+              cb_array_grow(a->readers, a->capreaders, (size_t)a->nreaders + 1, sizeof *v, &cap);
+          if (v) a->readers = v;
+          if (!v || cap > UINT32_MAX) continue; /* cannot remember it: sync before rewriting (docs) */
+          a->capreaders = (uint32_t)cap;
         }
         a->nreaders++;
         a->readers[j].stream = w->stream;
