@@ -21,16 +21,19 @@
  *    vendor's name and message go in `err->message`. An error the device
  *    cannot recover from (a sticky context error) sets `err->sticky`; the
  *    runtime then marks the device lost.
- *  - No device present means zero devices from open(), not an error.
+ *  - No device present means zero devices from open(), not an error; open
+ *    then may say why in `err->message` (and still return CUBERT_OK): the
+ *    runtime shows it (cubert_runtime_backend_note).
  *  - Work operations (write, fill, copy, copy_peer, launch) enqueue on a
  *    stream, in order, and carry `work`: the runtime's per-device sequence
  *    number, increasing. A failure found when the work executes (after the
  *    enqueue returned CUBERT_OK) is reported by drain_failures() with that
  *    number, and the stream goes on with the next work.
  *  - The runtime serialises calls per device (one lock a device), except
- *    read(), sync(), progress(), drain_failures() and timer_elapsed(), which it may call
- *    without that lock, concurrently with other calls on the same device:
- *    they must be thread-safe. Calls on different devices may run
+ *    read(), sync(), progress(), drain_failures(), timer_elapsed(),
+ *    module_prepare() and module_unload(), which it may call without that
+ *    lock, concurrently with other calls on the same device: they must be
+ *    thread-safe. Calls on different devices may run
  *    concurrently.
  *  - Streams are created by the runtime in order; the runtime numbers them
  *    1, 2, 3... per device in that order (a decorator can count the same).
@@ -105,6 +108,17 @@ typedef struct cubert_backend_mem {
  * with hipExtMallocWithFlags(hipDeviceMallocFinegrained); a backend whose
  * memory is always so (the host backend) ignores the flag. */
 #define CUBERT_BACKEND_MEM_FINE_GRAINED 1u
+
+/* Page-locked host memory of a host buffer (cubert_host_buffer). `ptr` and
+ * `size` are the bytes; `cookie` and `registered` are the backend's own
+ * record of how it got them (host_alloc or host_register), given back to
+ * host_free unchanged. */
+typedef struct cubert_backend_host_mem {
+  void *ptr;
+  uint64_t size;
+  void *cookie;
+  bool registered;              /* from host_register: host_free unpins only */
+} cubert_backend_host_mem;
 
 /* A kernel as the backend sees it. Strings and arrays are borrowed. */
 typedef struct cubert_backend_kernel {
@@ -195,10 +209,21 @@ typedef struct cubert_backend_ops {
                              void *src_device, uint64_t src, uint64_t size, cubert_berr *err);
 
   /* Compiles or loads the kernel for the device. The runtime caches modules
-   * per device, so this is called once per (device, kernel). */
+   * per device, so this is called once per (device, kernel) while the
+   * kernel lives; when the kernel's last reference goes, module_unload. */
   cubert_status (*module_load)(void *device, const cubert_backend_kernel *kernel, void **module,
                                cubert_berr *err);
+  /* May be called without the device's lock, concurrently with any other
+   * call on the device (a kernel released on another thread). */
   void (*module_unload)(void *device, void *module);
+  /* Optional (NULL: none). Called before module_load, without the device's
+   * lock, concurrently with other calls on the device (so a slow compile
+   * holds up nothing else): does the slow part of a later module_load
+   * (HIP: the hiprtc compile into the backend's code cache). It changes
+   * nothing any call sees but module_load's speed, and reports nothing: a
+   * compile that fails here fails again, and is reported, in module_load.
+   * The runtime calls it once per (device, kernel) at a time. */
+  void (*module_prepare)(void *device, const cubert_backend_kernel *kernel);
   cubert_status (*launch)(void *device, void *stream, uint64_t work, void *module,
                           const cubert_launch_config *config, const cubert_backend_arg *args,
                           uint32_t nargs, cubert_berr *err);
@@ -228,6 +253,24 @@ typedef struct cubert_backend_ops {
   cubert_status (*timer_record)(void *device, void *stream, void **timer, cubert_berr *err);
   cubert_status (*timer_elapsed)(void *device, void *start, void *end, double *ms, cubert_berr *err);
   void (*timer_destroy)(void *device, void *timer);
+
+  /* Host buffers (cubert_host_buffer). host_alloc: `size` bytes of
+   * page-locked host memory near `device` (its local NUMA node when the
+   * placement hooks can say), usable by every device of the backend;
+   * host_register pins memory the caller allocated (mem->ptr, mem->size set
+   * by the runtime); host_free frees or unpins it, once no enqueued work
+   * uses it. */
+  cubert_status (*host_alloc)(void *device, cubert_backend_host_mem *mem, cubert_berr *err);
+  cubert_status (*host_register)(void *device, cubert_backend_host_mem *mem, cubert_berr *err);
+  void (*host_free)(void *device, cubert_backend_host_mem *mem);
+  /* Transfers with a host buffer, enqueued like copy: asynchronous, in the
+   * stream's order, complete when a later sync or progress says so. `src`
+   * and `dst` lie in host_alloc/host_register memory and stay valid until
+   * the work completed (the runtime keeps the buffer until then). */
+  cubert_status (*write_host)(void *device, void *stream, uint64_t work, uint64_t dst,
+                              const void *src, uint64_t size, cubert_berr *err);
+  cubert_status (*read_host)(void *device, void *stream, uint64_t work, void *dst, uint64_t src,
+                             uint64_t size, cubert_berr *err);
 } cubert_backend_ops;
 
 /* The backends compiled in. cubert_backend_hip() returns NULL when cubert was

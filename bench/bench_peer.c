@@ -12,8 +12,11 @@
  *            sum); latency: the pointer chase (chase: the device on the row
  *            reads memory of the device on the column) and 4-byte copies
  *            (lat-copy).
- *   sweep    sizes from --sizes on device 0 (h2d, d2h, d2d, d2d-kernel) and
- *            on the pair 0,1 (peer-ce, peer-read, peer-write, staged, bidi).
+ *   sweep    sizes from --sizes on device 0 (h2d, d2h: pageable memory;
+ *            h2d-pinned, d2h-pinned: a cubert host buffer beside raw pinned
+ *            memory, and pinned-bidi: both at once on two streams; d2d,
+ *            d2d-kernel) and on the pair 0,1 (peer-ce, peer-read,
+ *            peer-write, staged, bidi).
  *   latency  4-byte host transfers (lat-h2d, lat-d2h).
  *
  * Method: per cell, warm-ups then repetitions; each repetition clears the
@@ -51,6 +54,8 @@ typedef enum ttype {
   T_PEER_WRITE,
   T_STAGED,
   T_CHASE,
+  T_H2D_PINNED,
+  T_D2H_PINNED,
   T_COUNT
 } ttype;
 
@@ -59,7 +64,8 @@ static const char *const ttype_name[T_COUNT] = {
     [T_D2D] = "d2d",           [T_D2D_KERNEL] = "d2d-kernel",
     [T_PEER_CE] = "peer-ce",   [T_PEER_READ] = "peer-read",
     [T_PEER_WRITE] = "peer-write", [T_STAGED] = "staged",
-    [T_CHASE] = "chase"};
+    [T_CHASE] = "chase",       [T_H2D_PINNED] = "h2d-pinned",
+    [T_D2H_PINNED] = "d2h-pinned"};
 
 /* One transfer: a -> b (bench device indexes; -1 the host). */
 typedef struct spec {
@@ -117,6 +123,9 @@ typedef struct ctx {
   uint32_t *host_buf;                 /* max bytes */
   uint32_t *chase_data;               /* chase_bytes */
   void *pinned;                       /* raw staging, max bytes */
+  void *raw_hsrc, *raw_hdst;          /* raw pinned host memory, max bytes */
+  cubert_host_buffer *hb_src, *hb_dst; /* cubert host buffers, max bytes */
+  cubert_client *pclient[2];          /* device 0 on streams of their own: pinned h2d, d2h */
   struct sum_cache { uint64_t size, sum; } sums[NCHECKS];
   int nsums;
   double ticks_per_us[MAXDEV];
@@ -180,13 +189,25 @@ static uint32_t count_for(const ctx *c, uint64_t size) {
 
 static int exec_of(const spec *s) {
   switch (s->t) {
-  case T_H2D: case T_PEER_CE: case T_PEER_READ: return s->b;
+  case T_H2D: case T_H2D_PINNED: case T_PEER_CE: case T_PEER_READ: return s->b;
   default: return s->a;
   }
 }
 
 static bool async_op(ttype t) {
-  return t == T_D2D || t == T_D2D_KERNEL || t == T_PEER_CE || t == T_PEER_READ || t == T_PEER_WRITE;
+  return t == T_D2D || t == T_D2D_KERNEL || t == T_PEER_CE || t == T_PEER_READ || t == T_PEER_WRITE ||
+         t == T_H2D_PINNED || t == T_D2H_PINNED;
+}
+
+static bool pinned_op(ttype t) { return t == T_H2D_PINNED || t == T_D2H_PINNED; }
+
+/* The client a transfer runs on: pinned transfers on device 0's streams of
+ * their own (so both directions can run at once), the rest on the exec
+ * device's client. */
+static cubert_client *client_for(const ctx *c, const spec *s) {
+  if (s->t == T_H2D_PINNED && c->pclient[0]) return c->pclient[0];
+  if (s->t == T_D2H_PINNED && c->pclient[1]) return c->pclient[1];
+  return c->client[exec_of(s)];
 }
 
 /* ------------------------------------------------------------ cubert side */
@@ -217,11 +238,15 @@ static cubert_status cubert_op(ctx *c, const spec *s, const views *v) {
   switch (s->t) {
   case T_H2D: return cubert_handle_write(c->client[s->b], v->dst, c->pattern, s->size);
   case T_D2H: return cubert_handle_read(c->client[s->a], v->src, c->host_buf, s->size);
+  case T_H2D_PINNED: return cubert_handle_write_host(client_for(c, s), v->dst, c->hb_src, 0, s->size);
+  case T_D2H_PINNED: return cubert_handle_read_host(client_for(c, s), v->src, c->hb_dst, 0, s->size);
   case T_D2D: return cubert_handle_copy(c->client[s->a], v->src, v->dst);
   case T_PEER_CE: return cubert_handle_copy_peer(c->client[s->a], v->src, c->client[s->b], v->dst);
-  case T_STAGED: {
-    cubert_status st = cubert_handle_read(c->client[s->a], v->src, c->host_buf, s->size);
-    return st ? st : cubert_handle_write(c->client[s->b], v->dst, c->host_buf, s->size);
+  case T_STAGED: { /* through a pinned host buffer, as raw stages through pinned memory */
+    cubert_status st = cubert_handle_read_host(c->client[s->a], v->src, c->hb_dst, 0, s->size);
+    if (!st) st = cubert_sync(c->client[s->a]);
+    if (!st) st = cubert_handle_write_host(c->client[s->b], v->dst, c->hb_dst, 0, s->size);
+    return st ? st : cubert_sync(c->client[s->b]);
   }
   case T_D2D_KERNEL: case T_PEER_READ: case T_PEER_WRITE: {
     int e = exec_of(s);
@@ -241,11 +266,15 @@ static cubert_status cubert_op(ctx *c, const spec *s, const views *v) {
   }
 }
 
-static cubert_status cubert_hold(ctx *c, int dev, double hold_us) {
+static cubert_status cubert_hold_on(ctx *c, cubert_client *cl, int dev, double hold_us) {
   uint64_t ticks = (uint64_t)(hold_us * c->ticks_per_us[dev]);
   cubert_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0};
   cubert_arg a = cubert_arg_scalar(&ticks, 8);
-  return cubert_launch(c->client[dev], c->k_hold, &cfg, &a, 1);
+  return cubert_launch(cl, c->k_hold, &cfg, &a, 1);
+}
+
+static cubert_status cubert_hold(ctx *c, int dev, double hold_us) {
+  return cubert_hold_on(c, c->client[dev], dev, hold_us);
 }
 
 /* Checksum of `n` u32 of `h` on device `dev`, through CHECKSUM_U32. */
@@ -264,6 +293,7 @@ static cubert_status sync_all(ctx *c, const spec *s, int n) {
   for (int i = 0; i < n && !st; i++) {
     if (s[i].a >= 0) st = cubert_sync(c->client[s[i].a]);
     if (!st && s[i].b >= 0) st = cubert_sync(c->client[s[i].b]);
+    if (!st && pinned_op(s[i].t)) st = cubert_sync(client_for(c, &s[i]));
   }
   return st;
 }
@@ -275,6 +305,8 @@ static cubert_status cubert_clear(ctx *c, const spec *s, int n, views *v, bool h
   for (int i = 0; i < n && !st; i++) {
     if (s[i].t == T_D2H) {
       if (host_check) memset(c->host_buf, 0, s[i].size);
+    } else if (s[i].t == T_D2H_PINNED) {
+      if (host_check) memset(cubert_host_buffer_data(c->hb_dst), 0, s[i].size);
     } else {
       st = cubert_handle_fill(c->client[s[i].b], v[i].dst, &zero, 4);
     }
@@ -290,6 +322,13 @@ static cubert_status cubert_check(ctx *c, const spec *s, int n, views *v, bool h
     if (s[i].t == T_D2H) {
       if (!host_check) continue;
       got = checksum_host(c->host_buf, s[i].size / 4);
+    } else if (s[i].t == T_D2H_PINNED) {
+      if (!host_check) continue;
+      /* the timer waited for the stream: the bytes are there, and the
+       * buffer's ledger must call them good */
+      got = cubert_host_buffer_check(c->hb_dst, 0, s[i].size) == CUBERT_OK
+                ? checksum_host(cubert_host_buffer_data(c->hb_dst), s[i].size / 4)
+                : ~want;
     } else {
       cubert_status st = cubert_checksum(c, s[i].b, v[i].dst, s[i].size / 4, &got);
       if (st) return st;
@@ -316,13 +355,13 @@ static cubert_status cubert_rep(ctx *c, const spec *s, int n, uint32_t count, vi
   bool hold = c->o.hold && c->hold_ok && async_op(s[0].t);
   cubert_timer *t0[2] = {NULL, NULL}, *t1[2] = {NULL, NULL};
   for (int i = 0; i < n && !st; i++)
-    if (hold) st = cubert_hold(c, exec_of(&s[i]), *hold_us);
-  for (int i = 0; i < n && !st; i++) st = cubert_timer_record(c->client[exec_of(&s[i])], &t0[i]);
+    if (hold) st = cubert_hold_on(c, client_for(c, &s[i]), exec_of(&s[i]), *hold_us);
+  for (int i = 0; i < n && !st; i++) st = cubert_timer_record(client_for(c, &s[i]), &t0[i]);
   double e0 = cb_bench_now();
   for (uint32_t k = 0; k < count && !st; k++)
     for (int i = 0; i < n && !st; i++) st = cubert_op(c, &s[i], &v[i]);
   double enq_us = (cb_bench_now() - e0) * 1e6;
-  for (int i = 0; i < n && !st; i++) st = cubert_timer_record(c->client[exec_of(&s[i])], &t1[i]);
+  for (int i = 0; i < n && !st; i++) st = cubert_timer_record(client_for(c, &s[i]), &t1[i]);
   for (int i = 0; i < n && !st; i++) st = cubert_timer_elapsed(t0[i], t1[i], &ms[i]);
   for (int i = 0; i < 2; i++) {
     cubert_timer_release(t0[i]);
@@ -349,6 +388,14 @@ static cb_bench_xfer raw_xfer(ctx *c, const spec *s) {
   switch (s->t) {
   case T_H2D: x.op = CB_RAW_H2D; break;
   case T_D2H: x.op = CB_RAW_D2H; break;
+  case T_H2D_PINNED:
+    x.op = CB_RAW_H2D_PINNED;
+    x.src = (uint64_t)(uintptr_t)c->raw_hsrc;
+    break;
+  case T_D2H_PINNED:
+    x.op = CB_RAW_D2H;
+    x.dst = (uint64_t)(uintptr_t)c->raw_hdst;
+    break;
   case T_D2D: x.op = CB_RAW_D2D; break;
   case T_PEER_CE: x.op = CB_RAW_PEER; break;
   default: x.op = CB_RAW_KERNEL; break;
@@ -358,8 +405,8 @@ static cb_bench_xfer raw_xfer(ctx *c, const spec *s) {
 
 static cubert_status raw_clear(ctx *c, const spec *s, int n, bool host_check) {
   for (int i = 0; i < n; i++) {
-    if (s[i].t == T_D2H) {
-      if (host_check) memset(c->host_buf, 0, s[i].size);
+    if (s[i].t == T_D2H || s[i].t == T_D2H_PINNED) {
+      if (host_check) memset(s[i].t == T_D2H ? c->host_buf : c->raw_hdst, 0, s[i].size);
       continue;
     }
     cubert_status st = cb_bench_raw_fill(c->raw, c->raw_index[s[i].b], c->raw_dst[s[i].b], 0, s[i].size);
@@ -372,9 +419,9 @@ static cubert_status raw_check(ctx *c, const spec *s, int n, bool host_check, bo
   *ok = true;
   for (int i = 0; i < n; i++) {
     uint64_t want = expected(c, s[i].size), got = 0;
-    if (s[i].t == T_D2H) {
+    if (s[i].t == T_D2H || s[i].t == T_D2H_PINNED) {
       if (!host_check) continue;
-      got = checksum_host(c->host_buf, s[i].size / 4);
+      got = checksum_host(s[i].t == T_D2H ? c->host_buf : c->raw_hdst, s[i].size / 4);
     } else {
       cubert_status st = cb_bench_raw_checksum(c->raw, c->raw_index[s[i].b], c->raw_dst[s[i].b], s[i].size / 4, &got);
       if (st) return st;
@@ -405,6 +452,7 @@ static cubert_status raw_rep(ctx *c, const spec *s, int n, uint32_t count, doubl
 /* Why the raw side cannot do `s`, or NULL. */
 static const char *raw_missing(ctx *c, const spec *s) {
   if (!c->raw) return c->raw_note;
+  if (pinned_op(s->t) && (!c->raw_hsrc || !c->raw_hdst)) return "raw: no pinned host memory";
   if ((s->t == T_PEER_READ && !c->raw_peer[s->b][s->a]) ||
       ((s->t == T_PEER_WRITE || s->t == T_CHASE) && !c->raw_peer[s->a][s->b]))
     return "raw: no peer access between these devices";
@@ -498,7 +546,7 @@ static void fill_stats(cb_bench_row *row, bool raw, double *sum, double *fwd, do
 static void set_engine(const ctx *c, const spec *s, cb_bench_row *row) {
   cb_bench_copy kind;
   switch (s->t) {
-  case T_H2D: case T_D2H: kind = CB_BENCH_COPY_HOST; break;
+  case T_H2D: case T_D2H: case T_H2D_PINNED: case T_D2H_PINNED: kind = CB_BENCH_COPY_HOST; break;
   case T_D2D: kind = CB_BENCH_COPY_SAME_DEVICE; break;
   case T_PEER_CE: kind = s->a == s->b ? CB_BENCH_COPY_SAME_DEVICE : CB_BENCH_COPY_PEER; break;
   case T_D2D_KERNEL: case T_PEER_READ: case T_PEER_WRITE: kind = CB_BENCH_COPY_KERNEL; break;
@@ -669,15 +717,23 @@ static void make_plan(ctx *c, plan *p) {
     plan_add(p, "latency", "lat-d2h", T_D2H, 0, -1, 4, false, c->o.lat_count, true);
   }
   if (c->o.do_sweep) {
-    static const ttype dev_tests[] = {T_H2D, T_D2H, T_D2D, T_D2D_KERNEL};
+    static const ttype dev_tests[] = {T_H2D, T_D2H, T_H2D_PINNED, T_D2H_PINNED, T_D2D, T_D2D_KERNEL};
     static const ttype pair_tests[] = {T_PEER_CE, T_PEER_READ, T_PEER_WRITE, T_STAGED};
     for (size_t t = 0; t < sizeof dev_tests / sizeof dev_tests[0]; t++)
       for (size_t i = 0; i < c->o.nsizes; i++) {
         uint64_t sz = c->o.sizes[i];
         ttype tt = dev_tests[t];
-        plan_add(p, "sweep", ttype_name[tt], tt, tt == T_H2D ? -1 : 0, tt == T_D2H ? -1 : 0, sz, false,
-                 count_for(c, sz), false);
+        plan_add(p, "sweep", ttype_name[tt], tt, tt == T_H2D || tt == T_H2D_PINNED ? -1 : 0,
+                 tt == T_D2H || tt == T_D2H_PINNED ? -1 : 0, sz, false, count_for(c, sz), false);
       }
+    /* pinned both ways at once: h2d and d2h of device 0 on two streams */
+    for (size_t i = 0; i < c->o.nsizes; i++) {
+      uint64_t sz = c->o.sizes[i];
+      plan_add(p, "sweep", "pinned-bidi", T_H2D_PINNED, -1, 0, sz, false, count_for(c, sz), false);
+      job *j = &p->v[p->n - 1];
+      j->s[1] = (spec){T_D2H_PINNED, 0, -1, sz};
+      j->n = 2;
+    }
     if (n >= 2) {
       for (size_t t = 0; t < sizeof pair_tests / sizeof pair_tests[0]; t++)
         for (size_t i = 0; i < c->o.nsizes; i++)
@@ -745,6 +801,21 @@ static cubert_status alloc_all(ctx *c) {
       return st;
     }
   }
+  /* Pinned rows: cubert host buffers and device 0 on two streams of its own. */
+  for (int i = 0; i < 2 && c->ndev > 0; i++) {
+    cubert_stream ps = 0;
+    if ((st = cubert_client_create(c->rt, c->rt_index[0], &c->pclient[i])) ||
+        (st = cubert_stream_create(c->pclient[i], &ps)) || (st = cubert_client_use_stream(c->pclient[i], ps))) {
+      fprintf(stderr, "cubert bench peer: a client for pinned transfers: %s\n", cubert_last_error_message());
+      return st;
+    }
+  }
+  if (c->ndev > 0 && ((st = cubert_host_buffer_alloc(c->client[0], c->max, &c->hb_src)) ||
+                      (st = cubert_host_buffer_alloc(c->client[0], c->max, &c->hb_dst)))) {
+    fprintf(stderr, "cubert bench peer: host buffers: %s\n", cubert_last_error_message());
+    return st;
+  }
+  if (c->hb_src) memcpy(cubert_host_buffer_data(c->hb_src), c->pattern, c->max);
   /* Peer bindings need the memory shared by its owner. */
   c->shared = c->ndev > 1;
   for (int d = 0; d < c->ndev && c->ndev > 1; d++) {
@@ -776,6 +847,12 @@ static cubert_status alloc_all(ctx *c) {
         if (cb_bench_raw_peer(c->raw, rd, c->raw_index[p], &can) == CUBERT_OK) c->raw_peer[d][p] = can;
       }
     }
+    if ((st = cb_bench_raw_host_alloc(c->raw, c->max, &c->raw_hsrc)) ||
+        (st = cb_bench_raw_host_alloc(c->raw, c->max, &c->raw_hdst))) {
+      fprintf(stderr, "cubert bench peer: raw pinned host memory: %s\n", cb_bench_raw_error(c->raw));
+      return st;
+    }
+    memcpy(c->raw_hsrc, c->pattern, c->max);
     if (c->ndev > 1 && (st = cb_bench_raw_host_alloc(c->raw, c->max, &c->pinned))) {
       fprintf(stderr, "cubert bench peer: pinned host buffer: %s\n", cb_bench_raw_error(c->raw));
       return st;
@@ -800,6 +877,12 @@ static void free_all(ctx *c) {
     }
   }
   if (c->raw && c->pinned) cb_bench_raw_host_free(c->raw, c->pinned);
+  if (c->raw && c->raw_hsrc) cb_bench_raw_host_free(c->raw, c->raw_hsrc);
+  if (c->raw && c->raw_hdst) cb_bench_raw_host_free(c->raw, c->raw_hdst);
+  cubert_host_buffer_release(c->hb_src);
+  cubert_host_buffer_release(c->hb_dst);
+  for (int i = 0; i < 2; i++)
+    if (c->pclient[i]) cubert_client_destroy(c->pclient[i]);
   free(c->pattern);
   free(c->host_buf);
   free(c->chase_data);
@@ -915,6 +998,8 @@ static void print_table(const ctx *c, const char *section) {
   }
 }
 
+static void host_targets(const ctx *c, json_t *out);
+
 /* Targets (printed, never asserted): appended to `targets` too. */
 static void targets(const ctx *c, json_t *out) {
   printf("\nTargets (printed, not asserted%s):\n",
@@ -974,6 +1059,83 @@ static void targets(const ctx *c, json_t *out) {
     json_object_set_new(t, "value", json_null());
   }
   json_array_append_new(out, t);
+  host_targets(c, out);
+}
+
+/* One target of issue 15 on one row: prints the line and appends the JSON. */
+static void host_target(json_t *out, const char *name, const cb_bench_row *r, double min_ratio, double min_gbs) {
+  json_t *t = json_object();
+  json_object_set_new(t, "name", json_string(name));
+  json_object_set_new(t, "target", json_real(min_ratio));
+  if (min_gbs > 0) json_object_set_new(t, "target_gbs", json_real(min_gbs));
+  double ratio = r ? cb_bench_ratio(r) : 0;
+  if (!r || !r->have_cubert || ratio <= 0) {
+    printf("  %s: not measured in this run (needs the size in --sizes and a raw figure)\n", name);
+    json_object_set_new(t, "value", json_null());
+  } else {
+    double gbs = r->cubert.median;
+    bool met = ratio >= min_ratio && gbs >= min_gbs;
+    char want[48];
+    if (min_gbs > 0) snprintf(want, sizeof want, ">= %.2fx, >= %.0f GB/s", min_ratio, min_gbs);
+    else snprintf(want, sizeof want, ">= %.2fx", min_ratio);
+    printf("  %s: %.4g GB/s, raw %.4g GB/s, %.3fx raw (target %s): %s", name, gbs, r->raw.median, ratio, want,
+           met ? "met" : "NOT met");
+    if (!met)
+      printf(" (short by %s)", ratio < min_ratio ? "the ratio" : "GB/s");
+    printf("\n");
+    json_object_set_new(t, "value", json_real(ratio));
+    json_object_set_new(t, "gbs", json_real(gbs));
+    json_object_set_new(t, "met", json_boolean(met));
+  }
+  json_array_append_new(out, t);
+}
+
+/* Issue 15's host-transfer targets: pinned rows at 64 MiB and 1 GiB >= 0.97
+ * of raw pinned and >= 53 GB/s, both ways at once >= 0.97 of raw; pageable
+ * rows >= 64 MiB >= 3x raw pageable and >= 25 GB/s; staged peer copies
+ * >= 0.97 of raw staged. */
+static void host_targets(const ctx *c, json_t *out) {
+  static const uint64_t sizes[] = {UINT64_C(64) << 20, UINT64_C(1) << 30};
+  char name[96], sz[32];
+  for (size_t i = 0; i < 2; i++) {
+    cb_bench_size_name(sizes[i], sz, sizeof sz);
+    for (int d = 0; d < 2; d++) {
+      const char *test = d ? "d2h-pinned" : "h2d-pinned";
+      const cb_bench_row *r = NULL;
+      for (size_t k = 0; k < c->rows.n && !r; k++)
+        if (strcmp(c->rows.v[k].test, test) == 0 && c->rows.v[k].size == sizes[i]) r = &c->rows.v[k];
+      snprintf(name, sizeof name, "%s %s", test, sz);
+      host_target(out, name, r, 0.97, 53.0);
+    }
+    const cb_bench_row *r = NULL;
+    for (size_t k = 0; k < c->rows.n && !r; k++)
+      if (strcmp(c->rows.v[k].test, "pinned-bidi") == 0 && c->rows.v[k].size == sizes[i]) r = &c->rows.v[k];
+    snprintf(name, sizeof name, "pinned-bidi %s (sum of both ways)", sz);
+    host_target(out, name, r, 0.97, 0);
+  }
+  for (size_t k = 0; k < c->rows.n; k++) {
+    const cb_bench_row *r = &c->rows.v[k];
+    if (r->size < (UINT64_C(64) << 20) || strcmp(r->section, "sweep") != 0) continue;
+    cb_bench_size_name(r->size, sz, sizeof sz);
+    if (strcmp(r->test, "h2d") == 0 || strcmp(r->test, "d2h") == 0) {
+      snprintf(name, sizeof name, "%s (pageable) %s", r->test, sz);
+      host_target(out, name, r, 3.0, 25.0);
+      /* the aim: 0.75 of the pinned rate at the same size */
+      char pin[48];
+      snprintf(pin, sizeof pin, "%s-pinned", r->test);
+      for (size_t m = 0; m < c->rows.n; m++) {
+        const cb_bench_row *q = &c->rows.v[m];
+        if (strcmp(q->test, pin) != 0 || q->size != r->size || !q->have_cubert || !r->have_cubert ||
+            q->cubert.median <= 0)
+          continue;
+        printf("    aim: %.3f of the pinned rate (%.4g GB/s); aim 0.75: %s\n", r->cubert.median / q->cubert.median,
+               q->cubert.median, r->cubert.median >= 0.75 * q->cubert.median ? "met" : "not yet");
+      }
+    } else if (strcmp(r->test, "staged") == 0) {
+      snprintf(name, sizeof name, "staged %d->%d %s", r->src, r->dst, sz);
+      host_target(out, name, r, 0.97, 0);
+    }
+  }
 }
 
 static json_t *document(ctx *c, json_t *target_list) {
@@ -1149,7 +1311,9 @@ static uint64_t pow2_floor(uint64_t v) {
   return p;
 }
 
-static int run(ctx *c) {
+/* The runtime, the backend measured (hip when it has any, unless told,
+ * else host) and its chosen devices, a client each. 0, or the exit code. */
+static int open_devices(ctx *c) {
   opts *o = &c->o;
   cubert_runtime_options ro;
   cubert_runtime_options_init(&ro);
@@ -1203,12 +1367,15 @@ static int run(ctx *c) {
     return 1;
   }
   for (int d = 0; d < c->ndev; d++)
-    if ((st = cubert_client_create(c->rt, c->rt_index[d], &c->client[d]))) {
+    if (cubert_client_create(c->rt, c->rt_index[d], &c->client[d])) {
       fprintf(stderr, "cubert bench peer: client of device %d: %s\n", c->rt_index[d], cubert_last_error_message());
       return 1;
     }
+  return 0;
+}
 
-  /* Topology classes of the pairs. */
+/* Topology classes of the pairs ('?' when the topology is unavailable). */
+static void label_pairs(ctx *c) {
   for (int a = 0; a < c->ndev; a++)
     for (int b = 0; b < c->ndev; b++) snprintf(c->link[a][b], sizeof c->link[a][b], "%s", a == b ? "SELF" : "?");
   cubert_topology *topo = NULL;
@@ -1223,8 +1390,13 @@ static int run(ctx *c) {
   } else {
     note(c, "topology unavailable (%s): pairs are labelled '?'", cubert_last_error_message());
   }
+}
 
-  /* Sizes capped by the smallest device: src and dst per device, each side. */
+/* Sizes capped by the smallest device: src and dst per device, each side;
+ * the matrix, chase and repetition sizes for the backend. */
+static void choose_sizes(ctx *c) {
+  opts *o = &c->o;
+  const char *want = o->backend;
   uint64_t mem = UINT64_MAX;
   for (int d = 0; d < c->ndev; d++)
     if (c->info[d].total_memory < mem) mem = c->info[d].total_memory;
@@ -1246,8 +1418,14 @@ static int run(ctx *c) {
   for (size_t i = 0; i < o->nsizes; i++)
     if (o->sizes[i] > c->max) c->max = o->sizes[i];
   if (c->max < 4096) c->max = 4096;
+}
 
-  /* The raw baseline. */
+/* The raw baseline, the kernels, the buffers and the hold kernel's
+ * calibration. 0, or the exit code. */
+static int prepare(ctx *c) {
+  opts *o = &c->o;
+  const char *want = o->backend;
+  cubert_status st;
   if (cb_bench_raw_open(want, &c->raw) != CUBERT_OK) {
     c->raw = NULL;
     snprintf(c->raw_note, sizeof c->raw_note, "no raw baseline: the raw %s calls are not available", want);
@@ -1276,7 +1454,13 @@ static int run(ctx *c) {
     }
   if (!c->shared && c->ndev > 1)
     note(c, "some pairs have no peer access: their kernel copies and chases are left out");
+  return 0;
+}
 
+/* Runs every job of the plan, with a progress line. */
+static void measure_all(ctx *c) {
+  opts *o = &c->o;
+  const char *want = o->backend;
   printf("cubert bench peer: backend %s, %d device%s", want, c->ndev, c->ndev == 1 ? "" : "s");
   for (int d = 0; d < c->ndev; d++) printf("%s %d %s", d ? "," : ":", c->rt_index[d], c->info[d].name);
   printf("\nraw baseline: %s\n", c->raw ? cb_bench_raw_describe(c->raw) : c->raw_note);
@@ -1296,8 +1480,11 @@ static int run(ctx *c) {
   }
   cb_bench_progress_done(o->quiet);
   free(p.v);
+}
 
-  /* Report. */
+/* The topology classes, the matrices, the tables, the notes and the
+ * validation line. True when every check passed. */
+static bool print_report(ctx *c, json_t *target_list) {
   printf("\nTopology classes (%s)\n%-8s", c->topology_ok ? "cubert_topology" : "unknown", "");
   for (int b = 0; b < c->ndev; b++) printf(" %8d", c->rt_index[b]);
   printf("\n");
@@ -1327,7 +1514,6 @@ static int run(ctx *c) {
     printf("\n%s\n", titles[pass]);
     print_table(c, sections[pass]);
   }
-  json_t *target_list = json_array();
   targets(c, target_list);
   size_t nnotes = json_array_size(c->notes);
   if (nnotes) printf("\nNotes:\n");
@@ -1335,8 +1521,19 @@ static int run(ctx *c) {
   bool passed = c->failed_checks == 0 && c->checks > 0;
   printf("\nvalidation: %s (%d checks, %d failed; %d measurement errors)\n", passed ? "passed" : "FAILED", c->checks,
          c->failed_checks, c->errors);
+  return passed;
+}
 
-  int rc = passed && c->errors == 0 ? 0 : 1;
+static int run(ctx *c) {
+  int rc = open_devices(c);
+  if (rc) return rc;
+  label_pairs(c);
+  choose_sizes(c);
+  if ((rc = prepare(c))) return rc;
+  measure_all(c);
+  json_t *target_list = json_array();
+  rc = print_report(c, target_list) && c->errors == 0 ? 0 : 1;
+  opts *o = &c->o;
   json_t *doc = document(c, target_list);
   json_decref(target_list);
   if (o->json.file && !cb_bench_write_json(doc, o->json.file, "bench peer")) rc = 1;

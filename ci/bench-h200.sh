@@ -13,7 +13,8 @@
 # sizes 1 KiB..1 GiB: device-to-device, host transfers, latency, and the
 # pairs when there are two GPUs), runtime (`cubert bench runtime`). Both
 # benchmarks run with CUBERT_BACKENDS=hip and a time limit each, so the
-# whole run stays near 6 minutes (the build takes 1-2 of them).
+# whole run stays near 7 minutes (the build takes 1-2 of them; the pinned
+# rows of issue 15 add to `bench peer`, not yet timed there: its limit is 330 s).
 #
 # $OUT (default build-bench-gpu/out) gets at most 8 files, no folders:
 # build.log (system, configure, build), bench.log (both benchmarks' output
@@ -23,7 +24,7 @@
 # peer`).
 # Environment: CUBERT_BENCH_BUILD (default build-bench-gpu), CUBERT_JOBS
 # (default: the machine's cores), CUBERT_BENCH_PEER_ARGS (extra arguments of
-# `bench peer`, e.g. "--sizes 4K..256M"), CUBERT_BENCH_PEER_LIMIT (s, 270),
+# `bench peer`, e.g. "--sizes 4K..256M"), CUBERT_BENCH_PEER_LIMIT (s, 330),
 # CUBERT_BENCH_RUNTIME_LIMIT (s, 120).
 # shellcheck disable=SC2317 # the stage functions run through cb_stage
 set -uo pipefail
@@ -37,7 +38,7 @@ build=${CUBERT_BENCH_BUILD:-$root/build-bench-gpu}
 out=${OUT:-$build/out}
 mkdir -p "$out"
 tool=$build/cli/cubert
-peer_limit=${CUBERT_BENCH_PEER_LIMIT:-270}
+peer_limit=${CUBERT_BENCH_PEER_LIMIT:-330}
 runtime_limit=${CUBERT_BENCH_RUNTIME_LIMIT:-120}
 
 kit=$root/.gpu-kit

@@ -7,9 +7,10 @@
 #
 #   OUT=/some/dir bash ci/gpu-all.sh     (on the GPU machine; needs .gpu-kit)
 #
-# Writes 8 files to $OUT (the device tool brings back at most 8):
-# summary.txt, ctest.log, faultinj.log, bench.log, peer.json, peer.csv,
-# runtime.json, runtime.csv. Exit status: non-zero when any part failed.
+# Writes to $OUT (the device tool brings back at most 8 files):
+# summary.txt, ctest.log, faultinj.log, bench.log, mpi.log (when ci/gpu-mpi.sh
+# and .mpi-kit are there) and results.tar.gz (peer and runtime JSON/CSV, the
+# whole test log, the MPI run's files). Exit status: non-zero when any part failed.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root" || exit 1
@@ -39,17 +40,32 @@ grep -q '^exit: [^0]' "$tmp/faultinj.log" && rc=1
 
 OUT=$tmp/bench bash ci/bench-h200.sh >"$tmp/benchrun.log" 2>&1 || rc=1
 
+# MPI ranks sharing the GPU (issue 14), when the script and the MPI kit
+# (../shared/gpu/mpi-kit.sh .mpi-kit) came along
+mpi_state="not run (no ci/gpu-mpi.sh or no .mpi-kit)"
+if [ -f ci/gpu-mpi.sh ] && [ -f .mpi-kit/env.sh ]; then
+  mkdir -p "$tmp/mpi"
+  if OUT=$tmp/mpi bash ci/gpu-mpi.sh >"$tmp/mpi/run.log" 2>&1; then mpi_state=PASS; else mpi_state=FAIL; rc=1; fi
+fi
+
 {
   echo "ci/gpu-all.sh on $(hostname) at $(date -u +%FT%TZ)"
   nvidia-smi -L 2>/dev/null
   echo; echo "== test suite (ci/gpu-h200.sh)"; cat "$tmp/suite/summary.txt" 2>/dev/null
   echo; echo "== fault injection"; grep -E '^(==|runs:|programs:|faults injected:|violations:|exit:)' "$tmp/faultinj.log"
   echo; echo "== benchmarks (ci/bench-h200.sh)"; tail -n 12 "$tmp/benchrun.log"
+  echo; echo "== MPI (ci/gpu-mpi.sh): $mpi_state"; [ -f "$tmp/mpi/run.log" ] && tail -n 20 "$tmp/mpi/run.log"
   echo; echo "overall: $([ "$rc" -eq 0 ] && echo PASS || echo FAIL)"
 } >"$out/summary.txt"
 cp "$tmp/suite/ctest.log" "$out/ctest.log" 2>/dev/null
 cp "$tmp/faultinj.log" "$out/faultinj.log"
 cat "$tmp/bench/bench.log" "$tmp/bench/build.log" >"$out/bench.log" 2>/dev/null
-for f in peer.json peer.csv runtime.json runtime.csv; do cp "$tmp/bench/$f" "$out/$f" 2>/dev/null; done
+# at most 8 files come back from the GPU machine: the rest in one archive
+mkdir -p "$tmp/results"
+for f in peer.json peer.csv runtime.json runtime.csv; do cp "$tmp/bench/$f" "$tmp/results/$f" 2>/dev/null; done
+cp "$tmp/suite/LastTest.log" "$tmp/results/" 2>/dev/null
+[ -d "$tmp/mpi" ] && cp -r "$tmp/mpi" "$tmp/results/mpi"
+tar -C "$tmp/results" -czf "$out/results.tar.gz" .
+[ -f "$tmp/mpi/run.log" ] && cp "$tmp/mpi/run.log" "$out/mpi.log"
 cat "$out/summary.txt"
 exit "$rc"

@@ -227,6 +227,25 @@ check_no_harness() {
   return "$rc"
 }
 
+# The core library never depends on MPI: the MPI component is a library of
+# its own (libcubert_mpi). libcubert.so needs no MPI library, libcubert.a
+# calls no MPI function.
+check_no_mpi() {
+  local so=$1 a=$2 found rc=0
+  found=$(readelf -d "$so" | grep -E 'NEEDED.*(libmpi|open-pal|open-rte|mpich)')
+  if [ -n "$found" ]; then
+    echo "ci: libcubert.so needs MPI: $found"
+    rc=1
+  fi
+  found=$(nm -u "$a" 2>/dev/null | awk '{print $NF}' | grep -E '^P?MPIX?_' | sort -u | head -n 5)
+  if [ -n "$found" ]; then
+    echo "ci: libcubert.a calls MPI: $(echo "$found" | tr "\n" " ")"
+    rc=1
+  fi
+  [ "$rc" -eq 0 ] && echo "ci: libcubert.so and libcubert.a need no MPI"
+  return "$rc"
+}
+
 # links_libcubert BINARY yes|no: whether BINARY needs libcubert.so at run time.
 links_libcubert() {
   local bin=$1 want=$2 got=no
@@ -247,6 +266,8 @@ stage_install() {
   "$prefix/bin/cubert" --version || rc=1
   check_library "$(find "$prefix" -name 'libcubert.so' | head -n 1)" || rc=1
   check_no_harness "$(readlink -f "$(find "$prefix" -name 'libcubert.so' | head -n 1)")" \
+    "$(find "$prefix" -name 'libcubert.a' | head -n 1)" || rc=1
+  check_no_mpi "$(find "$prefix" -name 'libcubert.so' | head -n 1)" \
     "$(find "$prefix" -name 'libcubert.a' | head -n 1)" || rc=1
   # no layer of the library calls a layer above it (nm over the objects)
   bash "$CB_ROOT/ci/layer-calls.sh" "$BUILD/gcc" || rc=1

@@ -18,8 +18,9 @@ static void usage(FILE *out) {
         "memory, launch limits, and the memory pools of each device.\n"
         "\n"
         "  --json             print one JSON object instead of text\n"
-        "  --backends LIST    backends to open, e.g. host or host,hip\n"
-        "                     (default: $CUBERT_BACKENDS, else every backend built in)\n"
+        "  --backends LIST    backends to open, in device order, e.g. host or hip,host\n"
+        "                     (default: $CUBERT_BACKENDS, else hip, and host only\n"
+        "                     when hip finds no device)\n"
         "  --host-devices N   simulated host devices, 1 to 64 (default: $CUBERT_HOST_DEVICES,\n"
         "                     else 4)\n",
         out);
@@ -75,7 +76,9 @@ static void print_text(cubert_runtime *rt, const device_report *reports, int n) 
   for (int b = 0; b < nbackends; b++) {
     const char *name = cubert_runtime_backend_name(rt, b);
     int count = devices_of(reports, n, name);
-    printf("backend %s: %d device%s\n", name, count, count == 1 ? "" : "s");
+    const char *note = cubert_runtime_backend_note(rt, b);
+    printf("backend %s: %d device%s%s%s\n", name, count, count == 1 ? "" : "s",
+           note && note[0] ? ": " : "", note && note[0] ? note : "");
   }
   for (int d = 0; d < n; d++) {
     const device_report *r = &reports[d];
@@ -158,8 +161,9 @@ static int print_json(cubert_runtime *rt, const device_report *reports, int n) {
   for (int b = 0; b < nbackends; b++) {
     const char *name = cubert_runtime_backend_name(rt, b);
     json_array_append_new(backends,
-                          json_pack("{s:s, s:i}", "name", name, "devices",
-                                    devices_of(reports, n, name)));
+                          json_pack("{s:s, s:i, s:s}", "name", name, "devices",
+                                    devices_of(reports, n, name), "note",
+                                    cubert_runtime_backend_note(rt, b)));
   }
   json_t *devices = json_array();
   for (int d = 0; d < n; d++) json_array_append_new(devices, device_json(&reports[d], d));

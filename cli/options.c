@@ -209,7 +209,9 @@ void cb_cli_list(FILE *out, const cb_cli_command *table, size_t n) {
 static const struct {
   const char *name, *meaning;
 } environment[] = {
-    {"CUBERT_BACKENDS", "host, hip or host,hip (default: every backend built in)"},
+    {"CUBERT_BACKENDS", "host, hip or a list such as hip,host, in device order\n"
+     "                        (default: hip; host only when hip finds no device)"},
+    {"CUBERT_LOG", "set, not 0: say on stderr which backends opened, and why none"},
     {"CUBERT_HOST_DEVICES", "simulated host devices, 1 to 64 (default 4)"},
     {"CUBERT_HOST_MEMORY", "bytes per simulated host device (default 1 GiB)"},
     {"CUBERT_HOST_PEER_DENY", "host device pairs refused peer access, e.g. 0-2,1-3"},
@@ -217,6 +219,10 @@ static const struct {
     {"CUBERT_TOPOLOGY", "an hwloc XML file read instead of this machine"},
     {"CUBERT_FAULTS", "fault rules for any program (docs/faultinj.md)"},
     {"CUBERT_CACHE_DIR", "compiled kernels (default ~/.cache/cubert)"},
+    {"CUBERT_HIP_PIPE_FROM", "HIP: pageable transfers from this size use pinned chunks (1M)"},
+    {"CUBERT_HIP_STAGING_CHUNK", "HIP: bytes per pinned staging chunk (default 16M)"},
+    {"CUBERT_HIP_STAGING_CHUNKS", "HIP: pinned staging chunks per device, 2 to 16 (default 4)"},
+    {"CUBERT_HIP_COPY_THREADS", "HIP: threads of the staging copy (default min(8, cores/2))"},
 };
 
 void cb_cli_print_environment(FILE *out) {

@@ -22,7 +22,7 @@ endif()
 
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/cubert
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
-        FILES_MATCHING PATTERN "*.h")
+        FILES_MATCHING PATTERN "*.h" PATTERN "mpi.h" EXCLUDE) # with its component
 install(TARGETS cubert cubert_static EXPORT cubertTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
@@ -133,6 +133,41 @@ install(CODE "
   configure_file(\"${PROJECT_BINARY_DIR}/cubert.pc.install\" \"${PROJECT_BINARY_DIR}/cubert.pc\" @ONLY)
 ")
 install(FILES ${PROJECT_BINARY_DIR}/cubert.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+# ------------------------------------------------------------ the MPI component
+#   include/cubert/mpi.h, lib/libcubert_mpi.so (+links), lib/libcubert_mpi.a,
+#   lib/cmake/cubert/cubertMpiTargets*.cmake (cubert::mpi, cubert::mpi_static:
+#   find_package(cubert COMPONENTS mpi)), lib/pkgconfig/cubert-mpi.pc
+if(TARGET cubert_mpi)
+  install(FILES ${PROJECT_SOURCE_DIR}/include/cubert/mpi.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/cubert)
+  install(TARGETS cubert_mpi cubert_mpi_static EXPORT cubertMpiTargets
+          LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  install(EXPORT cubertMpiTargets NAMESPACE cubert::
+          DESTINATION ${CUBERT_CMAKE_INSTALL_DIR} FILE cubertMpiTargets.cmake)
+  if(TARGET cubert_mpi_tool)
+    set_target_properties(cubert_mpi_tool PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
+    install(TARGETS cubert_mpi_tool RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  endif()
+  set(cb_mpi_flags "")
+  foreach(item IN LISTS MPI_C_LIBRARIES)
+    cb_link_item_flags("${item}" f)
+    list(APPEND cb_mpi_flags ${f})
+  endforeach()
+  list(REMOVE_DUPLICATES cb_mpi_flags)
+  list(JOIN cb_mpi_flags " " CUBERT_MPI_PC_LIBS)
+  set(CUBERT_MPI_PC_CFLAGS "")
+  foreach(dir IN LISTS MPI_C_INCLUDE_DIRS)
+    string(APPEND CUBERT_MPI_PC_CFLAGS " -I${dir}")
+  endforeach()
+  configure_file(${PROJECT_SOURCE_DIR}/cmake/cubert-mpi.pc.in ${PROJECT_BINARY_DIR}/cubert-mpi.pc.install @ONLY)
+  install(CODE "
+    set(CUBERT_PC_PREFIX \"\${CMAKE_INSTALL_PREFIX}\")
+    configure_file(\"${PROJECT_BINARY_DIR}/cubert-mpi.pc.install\" \"${PROJECT_BINARY_DIR}/cubert-mpi.pc\" @ONLY)
+  ")
+  install(FILES ${PROJECT_BINARY_DIR}/cubert-mpi.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+endif()
 
 # ------------------------------------------------------------ man page, docs
 find_program(CUBERT_HELP2MAN help2man)

@@ -320,6 +320,7 @@ typedef struct fi_work {
   uint32_t op;
   uint64_t dst, size;
   const void *host_src;       /* write */
+  bool host_buffer;           /* write: from a host buffer (write_host) */
   const void *pattern;        /* fill */
   uint32_t pattern_size;
   uint64_t src;               /* copy, copy_peer */
@@ -331,6 +332,7 @@ static cubert_status forward_work(const fi_work *w, uint64_t size, cubert_berr *
   void *dev = w->d->inner, *st = w->s->inner;
   switch (w->op) {
   case CB_FI_OP_WRITE:
+    if (w->host_buffer) return o->write_host(dev, st, w->work, w->dst, w->host_src, size, err);
     return o->write(dev, st, w->work, w->dst, w->host_src, size, err);
   case CB_FI_OP_FILL:
     return o->fill(dev, st, w->work, w->dst, w->pattern, w->pattern_size, size, err);
@@ -570,15 +572,25 @@ static cubert_status fi_copy_peer(void *device, void *stream, uint64_t work, uin
   return run_work(&w, err);
 }
 
-static cubert_status fi_read(void *device, void *stream, uint64_t work, void *dst, uint64_t src, uint64_t size,
-                             cubert_berr *err) {
-  fi_device *d = device;
-  fi_stream *s = stream;
-  if (!cb_fi_armed(d->b->armed)) return d->ops->read(d->inner, s->inner, work, dst, src, size, err);
+/* A read forwarded: into the caller's memory (read, waits) or into a host
+ * buffer (read_host, queued like a copy). */
+static cubert_status forward_read(fi_device *d, fi_stream *s, bool host_buffer, uint64_t work, void *dst,
+                                  uint64_t src, uint64_t size, cubert_berr *err) {
+  if (host_buffer) return d->ops->read_host(d->inner, s->inner, work, dst, src, size, err);
+  return d->ops->read(d->inner, s->inner, work, dst, src, size, err);
+}
+
+/* read and read_host: the same faults, selected by the same `read` rules.
+ * A read into a host buffer is work the runtime records, so it may also
+ * fail later, at a fence (the async faults); a plain read waits, so for it
+ * they fail the call. */
+static cubert_status run_read(fi_device *d, fi_stream *s, bool host_buffer, uint64_t work, void *dst, uint64_t src,
+                              uint64_t size, cubert_berr *err) {
+  if (!cb_fi_armed(d->b->armed)) return forward_read(d, s, host_buffer, work, dst, src, size, err);
   if (lost(d->b, d->local, true, err)) return CUBERT_ERR_DEVICE_LOST;
   cb_fi_hit hit;
   if (!decide(d, s, CB_FI_OP_READ, 0, work, NULL, NULL, 0, &hit))
-    return d->ops->read(d->inner, s->inner, work, dst, src, size, err);
+    return forward_read(d, s, host_buffer, work, dst, src, size, err);
   char what[160];
   describe(what, sizeof what, CB_FI_OP_READ, d, s, work, NULL, -1);
   switch (hit.fault) {
@@ -593,15 +605,57 @@ static cubert_status fi_read(void *device, void *stream, uint64_t work, void *ds
   case CUBERT_FAULT_PARTIAL: {
     uint64_t len = partial_len(size, hit.fraction, 1);
     cubert_berr ignored;
-    if (len) (void)d->ops->read(d->inner, s->inner, work, dst, src, len, &ignored);
+    if (len) (void)forward_read(d, s, host_buffer, work, dst, src, len, &ignored);
     return inject(d, err, &hit, false, "%s stopped after %llu of %llu bytes", what, (unsigned long long)len,
                   (unsigned long long)size);
   }
   case CUBERT_FAULT_DEVICE_LOST:
     return lose(d, &hit, what, err);
+  case CUBERT_FAULT_ASYNC:
+  case CUBERT_FAULT_ASYNC_SCRIBBLE:
+  case CUBERT_FAULT_ASYNC_DEVICE_LOST:
+    if (host_buffer) {
+      cubert_status st = forward_read(d, s, true, work, dst, src, size, err);
+      if (st != CUBERT_OK) return st;
+      return defer(d, s, work, &hit, what, err);
+    }
+    return inject(d, err, &hit, false, "%s failed", what);
   default:
     return inject(d, err, &hit, false, "%s failed", what);
   }
+}
+
+static cubert_status fi_read(void *device, void *stream, uint64_t work, void *dst, uint64_t src, uint64_t size,
+                             cubert_berr *err) {
+  return run_read(device, stream, false, work, dst, src, size, err);
+}
+
+static cubert_status fi_read_host(void *device, void *stream, uint64_t work, void *dst, uint64_t src,
+                                  uint64_t size, cubert_berr *err) {
+  return run_read(device, stream, true, work, dst, src, size, err);
+}
+
+static cubert_status fi_write_host(void *device, void *stream, uint64_t work, uint64_t dst, const void *src,
+                                   uint64_t size, cubert_berr *err) {
+  fi_work w = {.d = device, .s = stream, .work = work, .op = CB_FI_OP_WRITE, .dst = dst, .size = size,
+               .host_src = src, .host_buffer = true};
+  return run_work(&w, err);
+}
+
+/* Host buffers' memory is forwarded as it is (no rule selects it). */
+static cubert_status fi_host_alloc(void *device, cubert_backend_host_mem *mem, cubert_berr *err) {
+  fi_device *d = device;
+  return d->ops->host_alloc(d->inner, mem, err);
+}
+
+static cubert_status fi_host_register(void *device, cubert_backend_host_mem *mem, cubert_berr *err) {
+  fi_device *d = device;
+  return d->ops->host_register(d->inner, mem, err);
+}
+
+static void fi_host_free(void *device, cubert_backend_host_mem *mem) {
+  fi_device *d = device;
+  d->ops->host_free(d->inner, mem);
 }
 
 static cubert_status fi_module_load(void *device, const cubert_backend_kernel *kernel, void **module,
@@ -632,6 +686,13 @@ static cubert_status fi_module_load(void *device, const cubert_backend_kernel *k
   }
   *module = m;
   return CUBERT_OK;
+}
+
+/* No fault is decided here: a prepare changes nothing a call sees, and the
+ * compile's faults are decided in module_load (backend.h). */
+static void fi_module_prepare(void *device, const cubert_backend_kernel *kernel) {
+  fi_device *d = device;
+  if (d->ops->module_prepare) d->ops->module_prepare(d->inner, kernel);
 }
 
 static void fi_module_unload(void *device, void *module) {
@@ -800,7 +861,8 @@ static void fi_timer_destroy(void *device, void *timer) {
 /* Every slot is decorated: a slot added to backend.h after timer_destroy
  * stops the build here rather than leave a NULL in the table. */
 _Static_assert(sizeof(cubert_backend_ops) ==
-                   offsetof(cubert_backend_ops, timer_destroy) + sizeof(void (*)(void *, void *)),
+                   offsetof(cubert_backend_ops, read_host) +
+                       sizeof(cubert_status (*)(void *, void *, uint64_t, void *, uint64_t, uint64_t, cubert_berr *)),
                "backend.h has a slot the fault layer does not decorate");
 
 static const cubert_backend_ops fi_ops = {
@@ -824,6 +886,7 @@ static const cubert_backend_ops fi_ops = {
     .copy_peer = fi_copy_peer,
     .module_load = fi_module_load,
     .module_unload = fi_module_unload,
+    .module_prepare = fi_module_prepare,
     .launch = fi_launch,
     .sync = fi_sync,
     .progress = fi_progress,
@@ -834,6 +897,11 @@ static const cubert_backend_ops fi_ops = {
     .timer_record = fi_timer_record,
     .timer_elapsed = fi_timer_elapsed,
     .timer_destroy = fi_timer_destroy,
+    .host_alloc = fi_host_alloc,
+    .host_register = fi_host_register,
+    .host_free = fi_host_free,
+    .write_host = fi_write_host,
+    .read_host = fi_read_host,
 };
 
 const cubert_backend_ops *cb_faultinj_ops(void) { return &fi_ops; }

@@ -79,7 +79,7 @@ static uint32_t fault_applies(cubert_fault_kind kind) {
   case CUBERT_FAULT_ASYNC:
   case CUBERT_FAULT_ASYNC_SCRIBBLE:
   case CUBERT_FAULT_ASYNC_DEVICE_LOST:
-    return CB_FI_OP_WORK;
+    return CB_FI_OP_WORK | CB_FI_OP_READ; /* a read into a host buffer is queued work */
   }
   return 0;
 }

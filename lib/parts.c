@@ -13,7 +13,7 @@
 #include "topology/placement.h"
 
 static const cb_runtime_parts cubert_parts = {
-    .backends = {cubert_backend_host, cubert_backend_hip},
+    .backends = {cubert_backend_hip, cubert_backend_host}, /* GPUs first (runtime.c) */
     .nbackends = 2,
     .faults_new = cb_fi_state_new,
     .faults_free = cb_fi_state_free,

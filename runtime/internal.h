@@ -212,6 +212,9 @@ struct cb_alloc {
   cb_alloc *next_grave;
   bool orphan; /* its runtime was destroyed first: the device memory went
                   with it, the record lives on for its references */
+  bool host;   /* the ledger of a host buffer (host_buffer.c), not device
+                  memory: `dev` is the device it was placed near, `shared`
+                  its own cell; never in a slot, never ordered by streams */
 };
 
 struct cubert_handle {
@@ -245,6 +248,7 @@ struct cubert_kernel {
   cubert_host_fn host_fn;
   uint64_t source_hash;
   bool has_write; /* some parameter writes */
+  atomic_bool cached; /* some device's module cache has had it (module.c) */
 };
 
 typedef struct cb_stream {
@@ -295,9 +299,11 @@ struct cubert_timer {
   struct cubert_timer *next, **prev; /* the device's live timers */
 };
 
+/* An entry of a device's module cache (runtime/module.c). */
 typedef struct cb_module {
-  cubert_kernel *kernel; /* a reference */
-  void *module;
+  uint64_t id;   /* the kernel's */
+  int state;     /* module.c: empty, preparing, prepared, loaded */
+  void *module;  /* the backend's, once loaded */
 } cb_module;
 
 #define CB_THREAD_STREAMS 8
@@ -334,9 +340,13 @@ struct cb_device {
   cb_work *pending;
   size_t npending, cappending;
   size_t reap_at; /* reap when npending reaches it (hysteresis: not every call) */
-  cb_module *modules;           /* the module cache: a hash table by kernel id
-                                   (runtime.c, cb_module_get) */
+  /* the module cache: a hash table by kernel id, under module_lock (a
+   * leaf lock; runtime/module.c) */
+  pthread_mutex_t module_lock;
+  pthread_cond_t module_cond;   /* a prepare finished */
+  cb_module *modules;
   size_t nmodules, capmodules;
+  struct cb_device *module_next; /* the registry of devices with a cache */
   /* peer access from this device to device i: 0 unknown, 1 on, 2 refused */
   uint8_t *peer_state;
   char **peer_message;
@@ -350,6 +360,7 @@ typedef struct cb_backend {
   void *state;
   int first_device;
   int device_count;
+  char *note; /* why it has no device, or why it was opened; "" none */
 } cb_backend;
 
 struct cubert_topology;
@@ -403,6 +414,21 @@ void cb_block_free(cb_device *dev, const cb_block *block);
  * is the owner. Pair with cb_alloc_ledger_unlock. */
 cb_ledger *cb_alloc_ledger_lock(cb_alloc *a);
 void cb_alloc_ledger_unlock(cb_alloc *a);
+
+/* runtime/host_buffer.c: frees a host buffer whose last reference went
+ * (`a` is its ledger's record). */
+void cb_host_buffer_free(cb_alloc *a);
+
+/* runtime/memory.c, for the other entry points that move bytes
+ * (host_buffer.c): a write that failed at enqueue settled and reported;
+ * copy work skipped for a tainted source; the handle of `c`'s device. */
+cubert_status cb_work_failed(cb_device *dev, cb_work *w, cb_stream *s, cubert_status st,
+                             const cubert_berr *err, const char *op);
+cubert_status cb_copy_skip(cb_device *dev, cb_work *w, const char *op, cb_errb *report);
+cubert_status cb_check_own(const char *fn, cubert_client *c, const cubert_handle *h, const char *what);
+/* Waits for every stream of `dev` and drops every work record up to the
+ * newest; caller holds dev->lock. */
+void cb_device_reap_all(cb_device *dev);
 
 /* Device lock helpers; cb_device_enter fails with DEVICE_LOST (recorded)
  * when the device is lost, leaving it unlocked. */
@@ -468,8 +494,16 @@ cubert_status cb_work_fail_ordering(cb_device *dev, cb_work *w, cb_stream *s, cb
                                     const char *operation, const char *kernel);
 
 /* Module of `k` on `dev` (loaded on first use). */
-cubert_status cb_module_get(cb_device *dev, const cubert_kernel *k, void **module,
-                            cubert_berr *err);
+/* runtime/module.c: the module cache. open/close with the device (close
+ * unloads every module); prepare before the device lock (the backend's
+ * compile, once per kernel at a time); get under it (module_load on a
+ * miss); forget when a kernel's last reference goes (its modules are
+ * unloaded on every device). */
+void cb_module_open(cb_device *dev);
+void cb_module_close(cb_device *dev);
+void cb_module_prepare(cb_device *dev, const cubert_kernel *k);
+cubert_status cb_module_get(cb_device *dev, const cubert_kernel *k, void **module, cubert_berr *err);
+void cb_module_forget(const cubert_kernel *k);
 
 /* Free everything of a device; the runtime calls it at destroy. */
 void cb_device_destroy(cb_device *dev);

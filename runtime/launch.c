@@ -308,9 +308,14 @@ cubert_status cubert_launch(cubert_client *c, const cubert_kernel *k, const cube
   if (st) return st;
   launch_args la;
   if (!(st = launch_args_init(&la, nargs)) && !(st = check_config(c->dev, k, cfg)) &&
-      !(st = check_args(c->dev, k, args, nargs, la.res)) && !(st = cb_device_enter(c->dev))) {
-    st = launch_locked(c, k, cfg, args, nargs, &la);
-    cb_device_leave(c->dev);
+      !(st = check_args(c->dev, k, args, nargs, la.res))) {
+    /* the slow part of a first launch (a compile) without the device lock:
+     * launches of other kernels go on meanwhile (runtime/module.c) */
+    if (!atomic_load(&c->dev->gone)) cb_module_prepare(c->dev, k);
+    if (!(st = cb_device_enter(c->dev))) {
+      st = launch_locked(c, k, cfg, args, nargs, &la);
+      cb_device_leave(c->dev);
+    }
   }
   launch_args_free(&la);
   return st;

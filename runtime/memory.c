@@ -755,3 +755,18 @@ cubert_status cubert_memory_cleanup(cubert_client *c) {
   cb_device_leave(c->dev);
   return CUBERT_OK;
 }
+
+/* ------------------------------------------------------------ for host_buffer.c */
+
+cubert_status cb_work_failed(cb_device *dev, cb_work *w, cb_stream *s, cubert_status st,
+                             const cubert_berr *err, const char *op) {
+  return write_failed(dev, w, s, st, err, op);
+}
+
+cubert_status cb_copy_skip(cb_device *dev, cb_work *w, const char *op, cb_errb *report) {
+  return skip_copy(dev, w, op, report);
+}
+
+cubert_status cb_check_own(const char *fn, cubert_client *c, const cubert_handle *h, const char *what) {
+  return check_own(fn, c, h, what);
+}

@@ -23,7 +23,9 @@ struct cb_placement;
 #define CB_RUNTIME_MAX_BACKENDS 4
 
 typedef struct cb_runtime_parts {
-  /* The backends, in the order their devices are numbered; an entry
+  /* The backends, GPU backends first: with no backend list, the runtime
+   * opens them in this order and the host backend only when no other
+   * backend found a device; with a list, in the list's order. An entry
    * returning NULL is a backend that was not built. */
   const cubert_backend_ops *(*backends[CB_RUNTIME_MAX_BACKENDS])(void);
   int nbackends;

@@ -25,17 +25,6 @@ static cubert_status parse_u64(const char *name, const char *text, uint64_t *out
   return CUBERT_OK;
 }
 
-static bool wants(const char *list, const char *name) {
-  size_t n = strlen(name);
-  for (const char *p = list; p && *p;) {
-    const char *e = strchr(p, ',');
-    size_t len = e ? (size_t)(e - p) : strlen(p);
-    if (len == n && !strncmp(p, name, n)) return true;
-    p = e ? e + 1 : NULL;
-  }
-  return false;
-}
-
 /* Whether the parts hold a built backend called `name`. */
 static bool backend_built(const cb_runtime_parts *parts, const char *name) {
   for (int k = 0; k < parts->nbackends; k++) {
@@ -63,6 +52,63 @@ static cubert_status check_backend_list(const cb_runtime_parts *parts, const cha
   return CUBERT_OK;
 }
 
+
+/* The backends to open, in order: the list's order when there is a list
+ * (each once), else the parts' order (GPU backends first, runtime/parts.h).
+ * Returns how many. */
+static int backend_order(const cb_runtime_parts *parts, const char *list,
+                         const cubert_backend_ops *order[CB_RUNTIME_MAX_BACKENDS]) {
+  int n = 0;
+  if (!list) {
+    for (int k = 0; k < parts->nbackends && n < CB_RUNTIME_MAX_BACKENDS; k++)
+      if (parts->backends[k]()) order[n++] = parts->backends[k]();
+    return n;
+  }
+  for (const char *p = list; *p && n < CB_RUNTIME_MAX_BACKENDS;) {
+    const char *e = strchr(p, ',');
+    size_t len = e ? (size_t)(e - p) : strlen(p);
+    for (int k = 0; k < parts->nbackends; k++) {
+      const cubert_backend_ops *ops = parts->backends[k]();
+      if (!ops || strlen(ops->name) != len || strncmp(ops->name, p, len)) continue;
+      bool seen = false;
+      for (int j = 0; j < n; j++) seen |= order[j] == ops;
+      if (!seen) order[n++] = ops;
+    }
+    if (!e) break;
+    p = e + 1;
+  }
+  return n;
+}
+
+/* Keeps what a backend said about itself: why it has no device (the
+ * backend's words from open), or, for the host backend opened because no
+ * GPU backend found a device, that and their reasons. With $CUBERT_LOG set
+ * (to anything but "" or "0"), says on stderr what was opened. */
+static cubert_status note_backend(cubert_runtime *rt, cb_backend *be, int count, bool fallback,
+                                  const char *said) {
+  cb_str n = {0};
+  if (fallback) {
+    cb_str_printf(&n, "simulated devices, opened because no GPU backend found a device (");
+    for (int b = 0; b < rt->nbackends; b++)
+      if (&rt->backends[b] != be)
+        cb_str_printf(&n, "%s%s: %d", b ? ", " : "", rt->backends[b].inner->name, rt->backends[b].device_count);
+    cb_str_printf(&n, "%s; CUBERT_BACKENDS=hip asks for GPUs only", rt->nbackends > 1 ? ")" : "none built)");
+  } else if (count <= 0) {
+    cb_str_printf(&n, "%s", said && said[0] ? said : "the backend found no device");
+  }
+  be->note = n.p ? cb_str_take(&n) : cb_strdup("");
+  if (!be->note) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory opening the backends");
+  const char *log = cb_env("CUBERT_LOG");
+  if (log && log[0] && strcmp(log, "0") != 0)
+    fprintf(stderr, "cubert: backend %s: %d device%s%s%s\n", be->inner->name, count, count == 1 ? "" : "s",
+            be->note[0] ? ": " : "", be->note);
+  return CUBERT_OK;
+}
+
+const char *cubert_runtime_backend_note(const cubert_runtime *rt, int i) {
+  if (!rt || i < 0 || i >= rt->nbackends) return NULL;
+  return rt->backends[i].note ? rt->backends[i].note : "";
+}
 
 static const char *pair_class(void *ctx, int a, int b) {
   const cubert_runtime *rt = ctx;
@@ -110,8 +156,10 @@ static cubert_status open_device(cubert_runtime *rt, int b, int i, cb_device **o
   atomic_init(&dev->refs, 1);
   atomic_init(&dev->gone, false);
   dev->reap_at = CB_RUNTIME_REAP_INTERVAL;
+  cb_module_open(dev);
   st = cb_pool_create(be->ops, dev->bdev, dev->info.total_memory, &dev->pool);
   if (st) {
+    cb_module_close(dev);
     dev->ops->device_close(dev->bdev);
     pthread_mutex_destroy(&dev->lock);
     cb_free(dev);
@@ -197,9 +245,15 @@ cubert_status cb_runtime_create(const cb_runtime_parts *parts, const cubert_runt
     }
   }
 
-  for (int k = 0; k < parts->nbackends && rt->nbackends < CB_RUNTIME_MAX_BACKENDS; k++) {
-    const cubert_backend_ops *ops = parts->backends[k]();
-    if (!ops || (list && !wants(list, ops->name))) continue;
+  /* The order of the backends: the list's, when one is given; else GPU
+   * backends first, and the host backend (the simulator) only when none of
+   * them found a device. */
+  const cubert_backend_ops *order[CB_RUNTIME_MAX_BACKENDS];
+  int norder = backend_order(parts, list, order);
+  for (int k = 0; k < norder; k++) {
+    const cubert_backend_ops *ops = order[k];
+    bool fallback = !list && !strcmp(ops->name, "host");
+    if (fallback && rt->ndevices > 0) continue; /* a GPU was found: no simulator */
     if (ops->abi != CUBERT_BACKEND_ABI) {
       st = cb_fail(CUBERT_ERR_UNSUPPORTED, "backend %s has ABI %u, the runtime wants %u", ops->name,
                    ops->abi, CUBERT_BACKEND_ABI);
@@ -227,6 +281,7 @@ cubert_status cb_runtime_create(const cb_runtime_parts *parts, const cubert_runt
       goto fail;
     }
     rt->nbackends++;
+    if ((st = note_backend(rt, be, count, fallback, err.message))) goto fail;
     if (count <= 0) continue;
     cb_device **v = cb_realloc(rt->devices, (rt->ndevices + count) * sizeof *v);
     if (!v) {
@@ -278,7 +333,10 @@ void cubert_runtime_destroy(cubert_runtime *rt) {
   for (int i = 0; i < rt->ndevices; i++) cb_device_destroy(rt->devices[i]);
   for (int i = 0; i < rt->ndevices; i++) cb_device_free(rt->devices[i]);
   cb_free(rt->devices);
-  for (int b = 0; b < rt->nbackends; b++) rt->backends[b].ops->close(rt->backends[b].state);
+  for (int b = 0; b < rt->nbackends; b++) {
+    rt->backends[b].ops->close(rt->backends[b].state);
+    cb_free(rt->backends[b].note);
+  }
   if (rt->placement) rt->parts->placement_destroy(rt->placement); /* after close: no backend thread is left */
   if (rt->faultinj) {
     /* The run ends: rules from $CUBERT_FAULTS that selected nothing because
@@ -368,6 +426,7 @@ void cubert_kernel_retain(cubert_kernel *k) {
 
 void cubert_kernel_release(cubert_kernel *k) {
   if (!k || atomic_fetch_sub(&k->refs, 1) != 1) return;
+  cb_module_forget(k); /* its modules go with it (runtime/module.c) */
   for (uint32_t i = 0; i < k->nparams; i++) cb_free((char *)k->params[i].name);
   cb_free(k->params);
   for (uint32_t i = 0; i < k->nobjects; i++) {
@@ -414,6 +473,7 @@ cubert_status cubert_kernel_create(const cubert_kernel_desc *d, cubert_kernel **
   cubert_kernel *k = cb_calloc(1, sizeof *k);
   if (!k) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory creating a kernel");
   atomic_init(&k->refs, 1);
+  atomic_init(&k->cached, false);
   k->id = atomic_fetch_add(&next_kernel_id, 1);
   k->name = cb_strdup(d->name);
   k->entry = cb_strdup(d->entry ? d->entry : d->name);
@@ -453,48 +513,5 @@ cubert_status cubert_kernel_create(const cubert_kernel_desc *d, cubert_kernel **
     return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory creating kernel `%s`", d->name);
   }
   *out = k;
-  return CUBERT_OK;
-}
-
-/* The module cache: an open-addressing hash table keyed by kernel id (ids
- * are never reused), linear probing, at most half full; an empty slot has
- * no kernel. Under the device lock. */
-static size_t module_slot(const cb_module *v, size_t cap, uint64_t id) {
-  size_t i = (size_t)((id * 0x9e3779b97f4a7c15ull) >> 17) & (cap - 1);
-  while (v[i].kernel && v[i].kernel->id != id) i = (i + 1) & (cap - 1);
-  return i;
-}
-
-static bool module_grow(cb_device *dev) {
-  size_t cap = dev->capmodules ? dev->capmodules * 2 : 16;
-  cb_module *v = cb_calloc(cap, sizeof *v);
-  if (!v) return false;
-  for (size_t i = 0; i < dev->capmodules; i++)
-    if (dev->modules[i].kernel) v[module_slot(v, cap, dev->modules[i].kernel->id)] = dev->modules[i];
-  cb_free(dev->modules);
-  dev->modules = v;
-  dev->capmodules = cap;
-  return true;
-}
-
-cubert_status cb_module_get(cb_device *dev, const cubert_kernel *k, void **module, cubert_berr *err) {
-  if (dev->capmodules) {
-    cb_module *e = &dev->modules[module_slot(dev->modules, dev->capmodules, k->id)];
-    if (e->kernel) {
-      *module = e->module;
-      return CUBERT_OK;
-    }
-  }
-  if ((dev->nmodules + 1) * 2 > dev->capmodules && !module_grow(dev))
-    return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory caching a module");
-  cubert_backend_kernel bk = {k->name,    k->entry,      k->source,  k->options, k->objects,
-                              k->nobjects, k->host_fn,   k->params,  k->nparams, k->source_hash};
-  void *m = NULL;
-  cubert_status st = dev->ops->module_load(dev->bdev, &bk, &m, err);
-  if (st) return st;
-  cubert_kernel_retain((cubert_kernel *)k);
-  dev->modules[module_slot(dev->modules, dev->capmodules, k->id)] = (cb_module){(cubert_kernel *)k, m};
-  dev->nmodules++;
-  *module = m;
   return CUBERT_OK;
 }

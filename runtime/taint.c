@@ -36,10 +36,15 @@ bool cb_taint_refusal(const char *what, cb_alloc *a, uint64_t start, uint64_t en
     return false;
   }
   size_t n = report->n;
-  cb_str_printf(&report->msg,
-                "%s of memory %llu bytes %llu..%llu on device %d refused: %zu tainted range%s:", what,
-                (unsigned long long)a->id, (unsigned long long)start, (unsigned long long)end,
-                a->dev->index, n, n == 1 ? "" : "s");
+  if (a->host)
+    cb_str_printf(&report->msg, "%s of host buffer %llu bytes %llu..%llu refused: %zu tainted range%s:", what,
+                  (unsigned long long)a->id, (unsigned long long)start, (unsigned long long)end, n,
+                  n == 1 ? "" : "s");
+  else
+    cb_str_printf(&report->msg,
+                  "%s of memory %llu bytes %llu..%llu on device %d refused: %zu tainted range%s:", what,
+                  (unsigned long long)a->id, (unsigned long long)start, (unsigned long long)end,
+                  a->dev->index, n, n == 1 ? "" : "s");
   /* the message names the first few ranges, so its size is bounded whatever
    * the number of ranges; the error's entries hold them all */
   size_t named = n < CB_MESSAGE_RANGES ? n : CB_MESSAGE_RANGES;

@@ -59,7 +59,7 @@ void cb_work_mark_uses(cb_device *dev, cb_work *w) {
   for (uint32_t i = 0; i < w->nb; i++) {
     cb_wbind *b = &cb_work_binds(w)[i];
     /* stream order means something on the owning device only */
-    if (!b->alloc || b->alloc->dev != dev) continue;
+    if (!b->alloc || b->alloc->dev != dev || b->alloc->host) continue;
     if (b->access & CUBERT_ACCESS_WRITE) {
       b->alloc->last_writer = w->stream;
       b->alloc->last_write = w->work;

@@ -504,6 +504,28 @@ static void fake_timer_destroy(void *device, void *timer) {
   free(timer);
 }
 
+/* Host buffers: the fake has none (every slot is filled, backend.h). */
+static cubert_status fake_host_mem(void *device, cubert_backend_host_mem *mem, cubert_berr *err) {
+  (void)device;
+  (void)mem;
+  return cubert_berr_set(err, CUBERT_ERR_UNSUPPORTED, "fake: no host buffers");
+}
+
+static void fake_host_free(void *device, cubert_backend_host_mem *mem) {
+  (void)device;
+  (void)mem;
+}
+
+static cubert_status fake_write_host(void *device, void *stream, uint64_t work, uint64_t dst, const void *src,
+                                     uint64_t size, cubert_berr *err) {
+  return fake_write(device, stream, work, dst, src, size, err);
+}
+
+static cubert_status fake_read_host(void *device, void *stream, uint64_t work, void *dst, uint64_t src,
+                                    uint64_t size, cubert_berr *err) {
+  return fake_read(device, stream, work, dst, src, size, err);
+}
+
 static const cubert_backend_ops fake_ops = {
     .abi = CUBERT_BACKEND_ABI,
     .name = "fake",
@@ -535,6 +557,11 @@ static const cubert_backend_ops fake_ops = {
     .timer_record = fake_timer_record,
     .timer_elapsed = fake_timer_elapsed,
     .timer_destroy = fake_timer_destroy,
+    .host_alloc = fake_host_mem,
+    .host_register = fake_host_mem,
+    .host_free = fake_host_free,
+    .write_host = fake_write_host,
+    .read_host = fake_read_host,
 };
 
 /* ============================================================ kernels (host functions) */

@@ -21,10 +21,14 @@
  * per pair (enabling twice is success). link_info: hipExtGetLinkTypeAndHopCount
  * on AMD; on NVIDIA HIP has no such call, so CUBERT_ERR_UNSUPPORTED. */
 #include <ctype.h>
+#include <errno.h>
+#include <grp.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/alloc.h"
 #include "backends/hip/hip_compile.h"
@@ -56,6 +60,56 @@ static bool arch_matches(const char *object_arch, const char *device_arch) {
 
 /* ------------------------------------------------------------ backend */
 
+/* Appends "; <path>: <what>" for a device file a HIP process must open. */
+static void device_file_note(char *buf, size_t cap, const char *path) {
+  size_t n = strlen(buf);
+  struct stat st;
+  if (stat(path, &st) != 0) {
+    cb_hip_format(buf + n, cap - n, "; %s: %s", path, strerror(errno));
+    return;
+  }
+  if (access(path, R_OK | W_OK) != 0) {
+    struct group *g = getgrgid(st.st_gid);
+    cb_hip_format(buf + n, cap - n, "; %s: %s (mode %03o, group %s: is this user in it?)", path,
+                  strerror(errno), (unsigned)(st.st_mode & 0777), g ? g->gr_name : "?");
+    return;
+  }
+  cb_hip_format(buf + n, cap - n, "; %s: can be opened", path);
+}
+
+/* Why hipGetDeviceCount found no device, in words a user can act on: HIP's
+ * own answer, the device files it needs and whether this user may open
+ * them, and the visibility variables that narrow the devices (set, even
+ * empty, hides every device). Goes in err->message of a successful open
+ * with zero devices (backends/backend.h). */
+static void no_device_reason(hipError_t e, char *buf, size_t cap) {
+  char desc[200];
+  cb_hip_describe(e, desc, sizeof desc);
+  cb_hip_format(buf, cap, "hipGetDeviceCount found no device: %s", e == hipSuccess ? "0 devices" : desc);
+#if CB_HIP_NVIDIA
+  device_file_note(buf, cap, "/dev/nvidiactl");
+  device_file_note(buf, cap, "/dev/nvidia0");
+  static const char *const vars[] = {"CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"};
+#else
+  device_file_note(buf, cap, "/dev/kfd");
+  device_file_note(buf, cap, "/dev/dri/renderD128");
+  static const char *const vars[] = {"ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"};
+#endif
+  bool any = false;
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+    const char *v = getenv(vars[i]);
+    if (!v) continue;
+    size_t n = strlen(buf);
+    cb_hip_format(buf + n, cap - n, "; %s=\"%s\"%s", vars[i], v, *v ? "" : " (set, empty)");
+    any = true;
+  }
+  for (size_t i = 0; !any && i < sizeof vars / sizeof vars[0]; i++) {
+    size_t n = strlen(buf);
+    cb_hip_format(buf + n, cap - n, "%s%s%s", i ? ", " : "; none of ", vars[i],
+                  i + 1 == sizeof vars / sizeof vars[0] ? " is set" : "");
+  }
+}
+
 static cubert_status hip_open(const cubert_backend_config *config, void **backend,
                               int *device_count, cubert_berr *err) {
   int count = 0;
@@ -68,10 +122,13 @@ static cubert_status hip_open(const cubert_backend_config *config, void **backen
     cudaError_t c = cudaPeekAtLastError();
     none = c == cudaErrorStubLibrary || c == cudaErrorNoDevice || c == cudaErrorInsufficientDriver;
   }
-  if (none) (void)cudaGetLastError(); /* nothing to report later */
 #endif
-  if (none) {
+  if (none || (e == hipSuccess && count <= 0)) {
     count = 0;
+    if (err) no_device_reason(e, err->message, sizeof err->message);
+#if CB_HIP_NVIDIA
+    (void)cudaGetLastError(); /* said above; nothing to report later */
+#endif
   } else if (e != hipSuccess) {
     char desc[200];
     cb_hip_describe(e, desc, sizeof desc);
@@ -82,6 +139,10 @@ static cubert_status hip_open(const cubert_backend_config *config, void **backen
   if (!b) return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory opening HIP");
   b->device_count = count;
   /* the runtime's placement, for host memory near a device (both or none) */
+  if (config) {
+    b->place_thread = config->place_thread;
+    b->place_ctx = config->place_ctx;
+  }
   if (config && config->place_alloc && config->place_free) {
     b->place_alloc = config->place_alloc;
     b->place_free = config->place_free;
@@ -114,6 +175,7 @@ static void device_free(cb_hip_device *dev) {
   pthread_mutex_destroy(&dev->staging_lock);
   pthread_mutex_destroy(&dev->peer_lock);
   pthread_mutex_destroy(&dev->fill_lock);
+  pthread_mutex_destroy(&dev->pipe_lock);
   cb_free(dev->failures);
   cb_free(dev->peer_enabled);
   cb_free(dev);
@@ -141,6 +203,7 @@ static cubert_status hip_device_open(void *backend, int index, void **device,
   pthread_mutex_init(&dev->staging_lock, NULL);
   pthread_mutex_init(&dev->peer_lock, NULL);
   pthread_mutex_init(&dev->fill_lock, NULL);
+  pthread_mutex_init(&dev->pipe_lock, NULL);
   cb_hip_format(dev->label, sizeof dev->label, "hip device %d", index);
 
   hipError_t e = hipSetDevice(index);
@@ -215,6 +278,7 @@ static void hip_device_close(void *device) {
   if (!dev) return;
   (void)cb_hip_enter(dev, NULL);
   cb_hip_stream_teardown(dev);
+  cb_hip_pipe_teardown(dev);
   if (dev->fill) hip_module_unload(dev, dev->fill);
 #if CB_HIP_NVIDIA
   hipDevice_t hd = 0;
@@ -303,8 +367,20 @@ static cubert_status load_image(cb_hip_device *dev, const void *image, size_t si
   return CUBERT_OK;
 }
 
+/* The backend's code for `key` (hash h), NULL when none. Under compile_lock. */
+static cb_hip_code *code_find(cb_hip_backend *b, uint64_t h, const char *key) {
+  for (cb_hip_code *c = b->codes; c; c = c->next)
+    if (c->key == h && strcmp(c->key_text, key) == 0) return c;
+  return NULL;
+}
+
 /* Code for `k` on the device's target: from the backend's memory, else
- * compiled (through the disk cache). The backend's compile lock is held. */
+ * compiled (through the disk cache). Called with the backend's compile lock
+ * held and returns with it held, but drops it while compiling, so a compile
+ * holds up no module_load of code already there (module_prepare compiles
+ * without the device lock; module_load then finds the code). Entries are
+ * never freed before the backend closes; a rebuild replaces an entry's code
+ * under the lock. */
 static cubert_status code_for(cb_hip_device *dev, const cubert_backend_kernel *k, unsigned flags,
                               const cb_hip_code **out, bool *from_disk, cubert_berr *err) {
   cb_hip_backend *b = dev->backend;
@@ -317,24 +393,29 @@ static cubert_status code_for(cb_hip_device *dev, const cubert_backend_kernel *k
   snprintf(key, cap, "%s\n%s\n%016" PRIx64 ":%zu\n%s", dev->arch, entry, srchash, srclen,
            k->options ? k->options : "");
   uint64_t h = cubert_hash64(key, strlen(key));
-  cb_hip_code **slot = &b->codes;
-  for (; *slot; slot = &(*slot)->next) {
-    if ((*slot)->key == h && strcmp((*slot)->key_text, key) == 0) break;
-  }
-  if (*slot && !(flags & CB_HIP_COMPILE_REBUILD)) {
+  cb_hip_code *c = code_find(b, h, key);
+  if (c && !(flags & CB_HIP_COMPILE_REBUILD)) {
     cb_free(key);
-    *out = *slot;
+    *out = c;
     *from_disk = false;
     return CUBERT_OK;
   }
   void *data = NULL;
   size_t size = 0;
+  pthread_mutex_unlock(&b->compile_lock);
   cubert_status st = cb_hip_compile(dev->arch, k, flags, &data, &size, from_disk, err);
+  pthread_mutex_lock(&b->compile_lock);
   if (st != CUBERT_OK) {
     cb_free(key);
     return st;
   }
-  cb_hip_code *c = *slot;
+  c = code_find(b, h, key); /* another thread may have put it there meanwhile */
+  if (c && !(flags & CB_HIP_COMPILE_REBUILD)) {
+    cb_free(data); /* theirs is the same code */
+    cb_free(key);
+    *out = c;
+    return CUBERT_OK;
+  }
   if (c) { /* a rebuild replaces the entry's code */
     cb_free(c->data);
     cb_free(key);
@@ -347,12 +428,35 @@ static cubert_status code_for(cb_hip_device *dev, const cubert_backend_kernel *k
     }
     c->key = h;
     c->key_text = key;
-    *slot = c;
+    c->next = b->codes;
+    b->codes = c;
   }
   c->data = data;
   c->size = size;
   *out = c;
   return CUBERT_OK;
+}
+
+/* Whether one of the kernel's code objects is for the device's target. */
+static bool has_object_for(const cb_hip_device *dev, const cubert_backend_kernel *k) {
+  for (uint32_t i = 0; i < k->nobjects; i++)
+    if (arch_matches(k->objects[i].arch, dev->arch) && k->objects[i].data && k->objects[i].size) return true;
+  return false;
+}
+
+/* The hiprtc compile of a kernel with no code object for the target, into
+ * the backend's code cache, without the device lock (backend.h); a failure
+ * is left for module_load to find and report. */
+static void hip_module_prepare(void *device, const cubert_backend_kernel *k) {
+  cb_hip_device *dev = device;
+  if (!k || !k->name || !k->source || has_object_for(dev, k) || atomic_load(&dev->lost)) return;
+  cb_hip_backend *b = dev->backend;
+  const cb_hip_code *code = NULL;
+  bool from_disk = false;
+  cubert_berr ignored = {0};
+  pthread_mutex_lock(&b->compile_lock);
+  (void)code_for(dev, k, 0, &code, &from_disk, &ignored);
+  pthread_mutex_unlock(&b->compile_lock);
 }
 
 static cubert_status hip_module_load(void *device, const cubert_backend_kernel *k, void **module,
@@ -671,6 +775,11 @@ static const cubert_backend_ops hip_ops = {
     .timer_record = cb_hip_timer_record,
     .timer_elapsed = cb_hip_timer_elapsed,
     .timer_destroy = cb_hip_event_destroy,
+    .host_alloc = cb_hip_host_alloc,
+    .host_register = cb_hip_host_register,
+    .host_free = cb_hip_host_free,
+    .write_host = cb_hip_write_host,
+    .read_host = cb_hip_read_host,
     .write = cb_hip_write,
     .read = cb_hip_read,
     .fill = cb_hip_fill,
@@ -678,6 +787,7 @@ static const cubert_backend_ops hip_ops = {
     .copy_peer = cb_hip_copy_peer,
     .module_load = hip_module_load,
     .module_unload = hip_module_unload,
+    .module_prepare = hip_module_prepare,
     .launch = hip_launch,
     .sync = cb_hip_sync,
     .progress = cb_hip_progress,

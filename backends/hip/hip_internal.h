@@ -23,21 +23,25 @@
  *
  * Locks, and the only orders they nest in: streams_lock -> stream->lock ->
  * fail_lock (sync of every stream; a mark's failure), and fill_lock ->
- * compile_lock -> hip_compile.c's compiler lock. No lock is held while
+ * compile_lock (code_for drops it around a compile, so it never nests with
+ * hip_compile.c's compiler lock). No lock is held while
  * waiting on the GPU, except streams_lock by sync(NULL) (stream_create
  * waits for it; the runtime creates streams rarely) and stream->lock in the
  * rare fallback of a mark that could not be recorded.
- *   backend->compile_lock  compiles and the code cache (compiles are rare)
+ *   backend->compile_lock  the code cache and module loads (not held while compiling)
  *   device->streams_lock   the stream list
  *   device->fail_lock      the failure queue and the lost flag's message
  *   device->staging_lock   the free list of staging buffers
  *   device->peer_lock      which peers were enabled
  *   device->fill_lock      the lazily built fill module
+ *   device->pipe_lock      the staging pipeline, held through one transfer
+ *                          (taken with trylock: never waited for)
  *   stream->lock           the stream's marks (progress may run beside work)
  *
  * Who calls whom, one way only (no file calls a file above it):
  *   hip_backend.c  the ops table: devices, memory, modules, launches, fill
  *     -> hip_stream.c  streams, marks, progress, transfers
+ *       -> hip_pipe.c  the pinned staging pipeline of large transfers
  *     -> hip_compile.c  hiprtc and the code cache
  *     -> hip_nvml.c  NVLink from NVML (NVIDIA only)
  *   hip_stream.c, hip_compile.c, hip_nvml.c -> hip_error.c
@@ -76,6 +80,7 @@ typedef struct cb_hip_device cb_hip_device;
 typedef struct cb_hip_stream cb_hip_stream;
 typedef struct cb_hip_module cb_hip_module;
 typedef struct cb_hip_staging cb_hip_staging;
+typedef struct cb_hip_pipe cb_hip_pipe;
 
 /* snprintf for messages and names, where cutting a long value is fine
  * (gcc's -Wformat-truncation does not follow it). */
@@ -138,6 +143,7 @@ struct cb_hip_backend {
   void *(*place_alloc)(void *ctx, int index, size_t size);
   void (*place_free)(void *ctx, void *ptr, size_t size);
   void *place_ctx;
+  void (*place_thread)(void *ctx, int index); /* the pipeline's copy threads */
 };
 
 /* A mark: an event recorded on a stream after work `last`; it covers the
@@ -205,6 +211,10 @@ struct cb_hip_device {
 
   pthread_mutex_t fill_lock;
   cb_hip_module *fill;
+
+  pthread_mutex_t pipe_lock; /* one transfer at a time through the pipeline */
+  cb_hip_pipe *pipe;         /* hip_pipe.c, made on first use */
+  bool pipe_failed;          /* could not be made: never tried again */
 };
 
 /* hip_error.c: the device state errors change, and making a device current.
@@ -251,6 +261,14 @@ cubert_status cb_hip_copy(void *device, void *stream, uint64_t work, uint64_t ds
 cubert_status cb_hip_copy_peer(void *device, void *stream, uint64_t work, uint64_t dst,
                                void *src_device, uint64_t src, uint64_t size, cubert_berr *err);
 cubert_status cb_hip_sync(void *device, void *stream, cubert_berr *err);
+/* Host buffers: pinned memory and the transfers with it (queued like copy). */
+cubert_status cb_hip_host_alloc(void *device, cubert_backend_host_mem *mem, cubert_berr *err);
+cubert_status cb_hip_host_register(void *device, cubert_backend_host_mem *mem, cubert_berr *err);
+void cb_hip_host_free(void *device, cubert_backend_host_mem *mem);
+cubert_status cb_hip_write_host(void *device, void *stream, uint64_t work, uint64_t dst, const void *src,
+                                uint64_t size, cubert_berr *err);
+cubert_status cb_hip_read_host(void *device, void *stream, uint64_t work, void *dst, uint64_t src,
+                               uint64_t size, cubert_berr *err);
 uint64_t cb_hip_progress(void *device, void *stream);
 size_t cb_hip_drain_failures(void *device, cubert_async_failure *out, size_t capacity);
 
@@ -261,6 +279,20 @@ void cb_hip_mark_work(cb_hip_stream *s, uint64_t work, const char *op);
 
 /* Frees the device's staging buffers and the streams left open. */
 void cb_hip_stream_teardown(cb_hip_device *dev);
+
+/* hip_pipe.c: the pinned staging pipeline (chunks, copy threads) for large
+ * pageable writes and reads and for peer copies with peer access off. Each
+ * returns false, having done nothing, when the pipeline is busy or cannot
+ * be made (the caller takes the direct path); else true with *e the HIP
+ * result and *where the step that failed. The device is current. */
+uint64_t cb_hip_pipe_from(void);
+bool cb_hip_pipe_write(cb_hip_device *dev, cb_hip_stream *s, uint64_t dst, const void *src, uint64_t size,
+                       hipError_t *e, const char **where);
+bool cb_hip_pipe_read(cb_hip_device *dev, cb_hip_stream *s, void *dst, uint64_t src, uint64_t size,
+                      hipError_t *e, const char **where);
+bool cb_hip_pipe_peer(cb_hip_device *dev, cb_hip_stream *s, uint64_t dst, cb_hip_device *from, uint64_t src,
+                      uint64_t size, hipError_t *e, const char **where);
+void cb_hip_pipe_teardown(cb_hip_device *dev);
 
 /* hip_nvml.c (NVIDIA platform only): the NVLink between two devices from
  * NVML, loaded at run time: type 1, links, hops 1 when joined (directly or

@@ -42,9 +42,13 @@
  * clr enforces the wait in its copy layers). Sources HIP knows (hipHostMalloc,
  * hipHostRegister, managed memory) are copied by DMA after the call returns,
  * so they go through pinned staging buffers (memcpy into one, copy from it).
- * Large pageable writes go direct too: the staged path measured 1.09-1.16x
- * raw at >= 64 MiB in one H200 run and 0.76-1.05x in the next, so the
- * driver's own path (identical to raw by construction) is kept. Staging buffers are 8 MiB, two halves
+ * Large pageable writes (>= 1 MiB) and reads go through the device's
+ * pipeline of pinned chunks (hip_pipe.c), the host-side copy split over
+ * several threads: staging with one thread measured 1.09-1.16x raw at
+ * >= 64 MiB in one H200 run and 0.76-1.05x in the next (the memcpy was the
+ * bottleneck), so the pipeline copies with threads near the device. When
+ * the pipeline is busy (another transfer of the device holds it) the direct
+ * path serves. Staging buffers are 8 MiB, two halves
  * used alternately, taken from a per-device free list; at most 8 exist per
  * device, and a write that finds none free copies directly and waits. A
  * staged write returns as soon as its last chunk is in a staging buffer: the
@@ -629,7 +633,10 @@ cubert_status cb_hip_write(void *device, void *stream, uint64_t work, uint64_t d
   const char *where = "hipMemcpyAsync";
   bool pageable = size && host_pageable(src);
   cb_hip_staging *sb = NULL;
-  if (pageable && size < STAGE_FROM) {
+  bool piped = pageable && size >= cb_hip_pipe_from() && cb_hip_pipe_write(dev, s, dst, src, size, &e, &where);
+  if (piped) {
+    /* hip_pipe.c: chunks through pinned memory, the memcpy over threads */
+  } else if (pageable && size < STAGE_FROM) {
     /* the driver has consumed `src` when this returns (see the top) */
     e = hipMemcpyAsync(CB_HIP_PTR(dst), src, (size_t)size, hipMemcpyHostToDevice, s->stream);
   } else if (size && !(sb = staging_take(dev))) {
@@ -686,7 +693,8 @@ cubert_status cb_hip_read(void *device, void *stream, uint64_t work, void *dst, 
   pthread_mutex_unlock(&s->lock);
   hipError_t e = hipSuccess;
   const char *where = "hipMemcpyAsync";
-  if (size) e = hipMemcpyAsync(dst, CB_HIP_PTR(src), (size_t)size, hipMemcpyDeviceToHost, s->stream);
+  bool piped = size >= cb_hip_pipe_from() && host_pageable(dst) && cb_hip_pipe_read(dev, s, dst, src, size, &e, &where);
+  if (size && !piped) e = hipMemcpyAsync(dst, CB_HIP_PTR(src), (size_t)size, hipMemcpyDeviceToHost, s->stream);
   if (e == hipSuccess && ev) {
     where = "hipEventRecord";
     if ((e = hipEventRecord(ev, s->stream)) == hipSuccess) {
@@ -733,6 +741,18 @@ cubert_status cb_hip_copy(void *device, void *stream, uint64_t work, uint64_t ds
   return CUBERT_OK;
 }
 
+/* Whether either device of the pair enabled access to the other. */
+static bool peer_on(cb_hip_device *dev, cb_hip_device *from) {
+  pthread_mutex_lock(&dev->peer_lock);
+  bool on = dev->peer_enabled[from->index];
+  pthread_mutex_unlock(&dev->peer_lock);
+  if (on) return true;
+  pthread_mutex_lock(&from->peer_lock);
+  on = from->peer_enabled[dev->index];
+  pthread_mutex_unlock(&from->peer_lock);
+  return on;
+}
+
 cubert_status cb_hip_copy_peer(void *device, void *stream, uint64_t work, uint64_t dst,
                                void *src_device, uint64_t src, uint64_t size, cubert_berr *err) {
   cb_hip_device *dev = device;
@@ -746,15 +766,103 @@ cubert_status cb_hip_copy_peer(void *device, void *stream, uint64_t work, uint64
     return st;
   }
   hipError_t e = hipSuccess;
+  const char *where = "hipMemcpyPeerAsync";
   if (size && from->index == dev->index)
     e = hipMemcpyAsync(CB_HIP_PTR(dst), CB_HIP_PTR(src), (size_t)size, hipMemcpyDeviceToDevice,
                        s->stream);
+  else if (size && !peer_on(dev, from) && cb_hip_pipe_peer(dev, s, dst, from, src, size, &e, &where))
+    (void)0; /* peer access off: staged through the pinned pipeline (hip_pipe.c) */
   else if (size)
     e = hipMemcpyPeerAsync(CB_HIP_PTR(dst), dev->index, CB_HIP_PTR(src), from->index, (size_t)size,
                            s->stream);
   cb_hip_mark_work(s, work, "copy-peer");
   if (e != hipSuccess)
-    return cb_hip_fail(dev, err, e, CUBERT_ERR_COPY,
-                       "peer copy of %" PRIu64 " bytes from %s to %s", size, from->label, dev->label);
+    return cb_hip_fail(dev, err, e, CUBERT_ERR_COPY, "peer copy of %" PRIu64 " bytes from %s to %s (%s)", size,
+                       from->label, dev->label, where);
   return CUBERT_OK;
+}
+
+/* ------------------------------------------------------------ host buffers */
+
+/* A host buffer's memory: on the device's NUMA node when the runtime places
+ * it, pinned with hipHostRegister (portable: every device may copy from it);
+ * else hipHostMalloc(portable). cookie: 1 placed, 2 hipHostMalloc. */
+cubert_status cb_hip_host_alloc(void *device, cubert_backend_host_mem *mem, cubert_berr *err) {
+  cb_hip_device *dev = device;
+  cubert_status st = cb_hip_enter(dev, err);
+  if (st) return st;
+  cb_hip_backend *b = dev->backend;
+  void *p = b->place_alloc ? b->place_alloc(b->place_ctx, dev->index, (size_t)mem->size) : NULL;
+  if (p) {
+    if (hipHostRegister(p, (size_t)mem->size, hipHostRegisterPortable) == hipSuccess) {
+      *mem = (cubert_backend_host_mem){p, mem->size, (void *)(uintptr_t)1, false};
+      return CUBERT_OK;
+    }
+    (void)hipGetLastError(); /* not an error of anything enqueued: pin the usual way */
+    b->place_free(b->place_ctx, p, (size_t)mem->size);
+  }
+  hipError_t e = hipHostMalloc(&p, (size_t)mem->size, hipHostMallocPortable);
+  if (e != hipSuccess)
+    return cb_hip_fail(dev, err, e, CUBERT_ERR_OUT_OF_MEMORY, "hipHostMalloc of %" PRIu64 " bytes for %s",
+                       mem->size, dev->label);
+  *mem = (cubert_backend_host_mem){p, mem->size, (void *)(uintptr_t)2, false};
+  return CUBERT_OK;
+}
+
+/* cookie: 1 pinned here (unpinned at free), NULL already pinned by the
+ * program (left as it is). */
+cubert_status cb_hip_host_register(void *device, cubert_backend_host_mem *mem, cubert_berr *err) {
+  cb_hip_device *dev = device;
+  cubert_status st = cb_hip_enter(dev, err);
+  if (st) return st;
+  hipError_t e = hipHostRegister(mem->ptr, (size_t)mem->size, hipHostRegisterPortable);
+  mem->registered = true;
+  if (e == hipErrorHostMemoryAlreadyRegistered) {
+    (void)hipGetLastError();
+    mem->cookie = NULL;
+    return CUBERT_OK;
+  }
+  if (e != hipSuccess)
+    return cb_hip_fail(dev, err, e, CUBERT_ERR_INVALID_ARGUMENT, "hipHostRegister of %" PRIu64 " bytes at %p for %s",
+                       mem->size, mem->ptr, dev->label);
+  mem->cookie = (void *)(uintptr_t)1;
+  return CUBERT_OK;
+}
+
+void cb_hip_host_free(void *device, cubert_backend_host_mem *mem) {
+  cb_hip_device *dev = device;
+  if (!mem->ptr || !mem->cookie) return;
+  (void)cb_hip_enter(dev, NULL);
+  if (mem->registered) {
+    (void)hipHostUnregister(mem->ptr);
+  } else if ((uintptr_t)mem->cookie == 1) {
+    (void)hipHostUnregister(mem->ptr);
+    dev->backend->place_free(dev->backend->place_ctx, mem->ptr, (size_t)mem->size);
+  } else {
+    (void)hipHostFree(mem->ptr);
+  }
+}
+
+/* One DMA between a host buffer and the device, queued like a copy. */
+static cubert_status host_transfer(cb_hip_device *dev, cb_hip_stream *s, uint64_t work, void *dst, const void *src,
+                                   uint64_t size, hipMemcpyKind kind, const char *op, cubert_berr *err) {
+  cubert_status st = cb_hip_work_begin(dev, s, op, err);
+  if (st) return st;
+  hipError_t e = size ? hipMemcpyAsync(dst, src, (size_t)size, kind, s->stream) : hipSuccess;
+  cb_hip_mark_work(s, work, op);
+  if (e != hipSuccess)
+    return cb_hip_fail(dev, err, e, CUBERT_ERR_COPY, "%s of %" PRIu64 " bytes on %s", op, size, dev->label);
+  return CUBERT_OK;
+}
+
+cubert_status cb_hip_write_host(void *device, void *stream, uint64_t work, uint64_t dst, const void *src,
+                                uint64_t size, cubert_berr *err) {
+  return host_transfer(device, stream, work, CB_HIP_PTR(dst), src, size, hipMemcpyHostToDevice,
+                       "write-host", err);
+}
+
+cubert_status cb_hip_read_host(void *device, void *stream, uint64_t work, void *dst, uint64_t src,
+                               uint64_t size, cubert_berr *err) {
+  return host_transfer(device, stream, work, dst, CB_HIP_PTR(src), size, hipMemcpyDeviceToHost,
+                       "read-host", err);
 }

@@ -147,6 +147,8 @@ static cubert_status host_open(const cubert_backend_config *config, void **backe
   b->memory = o->memory;
   b->place_thread = config->place_thread;
   b->place_ctx = config->place_ctx;
+  b->place_alloc = config->place_alloc;
+  b->place_free = config->place_free;
   b->deny = cb_calloc(nn * nn + 1, sizeof *b->deny);
   b->bus_ids = cb_calloc(nn + 1, sizeof *b->bus_ids);
   b->devices = cb_calloc(nn + 1, sizeof *b->devices);
@@ -284,7 +286,7 @@ static void device_close_impl(void *device) {
   size_t kept = 0;
   for (size_t i = 0; i < b->nallocs; i++) {
     if (b->allocs[i].device == d->index)
-      free((void *)(uintptr_t)b->allocs[i].address); /* device memory: aligned_alloc */
+      cb_free((void *)(uintptr_t)b->allocs[i].address); /* device memory: aligned_alloc */
     else
       b->allocs[kept++] = b->allocs[i];
   }
@@ -328,6 +330,7 @@ static const cubert_backend_ops host_ops = {
     .copy_peer = cb_host_copy_peer,
     .module_load = cb_host_module_load,
     .module_unload = cb_host_module_unload,
+    .module_prepare = cb_host_module_prepare,
     .launch = cb_host_launch,
     .sync = cb_host_sync,
     .progress = cb_host_progress,
@@ -338,6 +341,11 @@ static const cubert_backend_ops host_ops = {
     .timer_record = cb_host_timer_record,
     .timer_elapsed = cb_host_timer_elapsed,
     .timer_destroy = cb_host_timer_destroy,
+    .host_alloc = cb_host_host_alloc,
+    .host_register = cb_host_host_register,
+    .host_free = cb_host_host_free,
+    .write_host = cb_host_write_host,
+    .read_host = cb_host_read_host,
 };
 
 const cubert_backend_ops *cubert_backend_host(void) { return &host_ops; }

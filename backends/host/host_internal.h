@@ -56,6 +56,9 @@ struct host_backend {
    * with the device's index (the runtime binds it near the device) */
   void (*place_thread)(void *ctx, int index);
   void *place_ctx;
+  /* config->place_alloc/place_free: host buffers near their device */
+  void *(*place_alloc)(void *ctx, int index, size_t size);
+  void (*place_free)(void *ctx, void *ptr, size_t size);
 };
 
 typedef struct host_stream {
@@ -145,12 +148,21 @@ cubert_status cb_host_copy(void *device, void *stream, uint64_t work, uint64_t d
                            uint64_t size, cubert_berr *err);
 cubert_status cb_host_copy_peer(void *device, void *stream, uint64_t work, uint64_t dst,
                                 void *src_device, uint64_t src, uint64_t size, cubert_berr *err);
+/* Host buffers (host_transfer.c): placed or page-aligned memory, queued copies. */
+cubert_status cb_host_host_alloc(void *device, cubert_backend_host_mem *mem, cubert_berr *err);
+cubert_status cb_host_host_register(void *device, cubert_backend_host_mem *mem, cubert_berr *err);
+void cb_host_host_free(void *device, cubert_backend_host_mem *mem);
+cubert_status cb_host_write_host(void *device, void *stream, uint64_t work, uint64_t dst, const void *src,
+                                 uint64_t size, cubert_berr *err);
+cubert_status cb_host_read_host(void *device, void *stream, uint64_t work, void *dst, uint64_t src,
+                                uint64_t size, cubert_berr *err);
 
 /* host_launch.c */
 void cb_host_module_free(host_module *m);
 cubert_status cb_host_module_load(void *device, const cubert_backend_kernel *kernel,
                                   void **module, cubert_berr *err);
 void cb_host_module_unload(void *device, void *module);
+void cb_host_module_prepare(void *device, const cubert_backend_kernel *kernel);
 cubert_status cb_host_launch(void *device, void *stream, uint64_t work, void *module,
                              const cubert_launch_config *config,
                              const cubert_backend_arg *args, uint32_t nargs, cubert_berr *err);

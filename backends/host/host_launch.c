@@ -16,8 +16,34 @@
 #include "base/alloc.h"
 #include "base/str.h"
 #include "backends/host/host_internal.h"
+#include "backends/host/host_testing.h"
 
 /* ------------------------------------------------------------ kernels */
+
+/* ------------------------------------------------------------ testing seams */
+
+static _Atomic(cb_host_prepare_hook) prepare_hook;
+static void *_Atomic prepare_ctx;
+static atomic_uint_fast64_t prepares, loads;
+static atomic_int_fast64_t live_modules;
+
+void cb_host_testing_set_prepare_hook(cb_host_prepare_hook hook, void *ctx) {
+  atomic_store(&prepare_ctx, ctx);
+  atomic_store(&prepare_hook, hook);
+}
+
+uint64_t cb_host_testing_prepares(void) { return atomic_load(&prepares); }
+uint64_t cb_host_testing_loads(void) { return atomic_load(&loads); }
+int64_t cb_host_testing_live_modules(void) { return atomic_load(&live_modules); }
+
+/* Nothing to compile on the host: counts, and calls a test's hook (a slow
+ * compile stand-in). Thread-safe; never under the device lock. */
+void cb_host_module_prepare(void *device, const cubert_backend_kernel *kernel) {
+  (void)device;
+  atomic_fetch_add(&prepares, 1);
+  cb_host_prepare_hook hook = atomic_load(&prepare_hook);
+  if (hook) hook(kernel && kernel->name ? kernel->name : "", atomic_load(&prepare_ctx));
+}
 
 cubert_status cb_host_module_load(void *device, const cubert_backend_kernel *kernel,
                                   void **module, cubert_berr *err) {
@@ -60,11 +86,14 @@ cubert_status cb_host_module_load(void *device, const cubert_backend_kernel *ker
     m->next->prev = m;
   d->modules = m;
   pthread_mutex_unlock(&d->lock);
+  atomic_fetch_add(&loads, 1);
+  atomic_fetch_add(&live_modules, 1);
   *module = m;
   return CUBERT_OK;
 }
 
 void cb_host_module_free(host_module *m) {
+  atomic_fetch_sub(&live_modules, 1);
   cb_free(m->name);
   cb_free(m->kinds);
   cb_free(m->scalar_sizes);

@@ -190,3 +190,66 @@ cubert_status cb_host_copy_peer(void *device, void *stream, uint64_t work, uint6
     return st;
   return enqueue_copy(d, stream, work, dst, src, size, "peer copy", err);
 }
+
+/* ------------------------------------------------------------ host buffers */
+
+/* Host memory is all the host backend has, so "page-locked" is plain memory
+ * here: on the device's NUMA node when the runtime can place it, else
+ * page-aligned from the C library. Registering pins nothing. Transfers are
+ * queued copies, in the stream's order, like copy. */
+cubert_status cb_host_host_alloc(void *device, cubert_backend_host_mem *mem, cubert_berr *err) {
+  host_device *d = device;
+  host_backend *b = d->backend;
+  void *p = b->place_alloc ? b->place_alloc(b->place_ctx, d->index, (size_t)mem->size) : NULL;
+  mem->cookie = p; /* non-NULL: placed, goes back through place_free */
+  if (!p) {
+    size_t page = 4096;
+    if (mem->size > SIZE_MAX - page ||
+        !(p = aligned_alloc(page, (size_t)((mem->size + page - 1) / page * page))))
+      return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY,
+                             "%s: no host memory for a %" PRIu64 "-byte host buffer", d->name, mem->size);
+  }
+  mem->ptr = p;
+  mem->registered = false;
+  return CUBERT_OK;
+}
+
+cubert_status cb_host_host_register(void *device, cubert_backend_host_mem *mem, cubert_berr *err) {
+  (void)device;
+  (void)err;
+  mem->cookie = NULL;
+  mem->registered = true;
+  return CUBERT_OK;
+}
+
+void cb_host_host_free(void *device, cubert_backend_host_mem *mem) {
+  host_device *d = device;
+  if (mem->registered || !mem->ptr)
+    return;
+  if (mem->cookie)
+    d->backend->place_free(d->backend->place_ctx, mem->ptr, (size_t)mem->size);
+  else
+    free(mem->ptr); /* pinned host memory: aligned_alloc, as device memory */
+}
+
+cubert_status cb_host_write_host(void *device, void *stream, uint64_t work, uint64_t dst, const void *src,
+                                 uint64_t size, cubert_berr *err) {
+  host_device *d = device;
+  cubert_status st = cb_host_check_stream(d, stream, "write from a host buffer", err);
+  if (st == CUBERT_OK)
+    st = cb_host_check_range(d, "write from a host buffer", "destination", dst, size, err);
+  if (st != CUBERT_OK)
+    return st;
+  return enqueue_copy(d, stream, work, dst, (uint64_t)(uintptr_t)src, size, "write from a host buffer", err);
+}
+
+cubert_status cb_host_read_host(void *device, void *stream, uint64_t work, void *dst, uint64_t src,
+                                uint64_t size, cubert_berr *err) {
+  host_device *d = device;
+  cubert_status st = cb_host_check_stream(d, stream, "read into a host buffer", err);
+  if (st == CUBERT_OK)
+    st = cb_host_check_range(d, "read into a host buffer", "source", src, size, err);
+  if (st != CUBERT_OK)
+    return st;
+  return enqueue_copy(d, stream, work, (uint64_t)(uintptr_t)dst, src, size, "read into a host buffer", err);
+}

@@ -1,6 +1,7 @@
 /* examples/consumer/consumer.c: a program outside the cubert tree that uses
  * the installed library: it copies data through a built-in kernel on the
- * first device and reads it back, then shows a refused read with its reason.
+ * first device (the first GPU, else a simulated host device) and reads it
+ * back, then shows a refused read with its reason.
  * Built by CMakeLists.txt (find_package) and by Makefile (pkg-config). */
 #include <cubert/cubert.h>
 #include <stdio.h>
@@ -18,10 +19,11 @@ int main(void) {
   static unsigned int in[N], out[N];
   for (unsigned int i = 0; i < N; i++) in[i] = i * 7u + 3u;
 
-  /* Host backend: runs anywhere. Use NULL options for every backend built in. */
+  /* The default backends: the GPUs, or where there is none, 2 simulated
+   * host devices (so it runs anywhere). options.backends = "hip" would ask
+   * for GPUs only. */
   cubert_runtime_options options;
   cubert_runtime_options_init(&options);
-  options.backends = "host";
   options.host_devices = 2;
 
   cubert_runtime *rt = NULL;
@@ -65,8 +67,15 @@ int main(void) {
     fprintf(stderr, "consumer: a read of the wrong size was accepted\n");
     goto out;
   }
-  printf("consumer: cubert %s, %d devices, copied %u values; a wrong-size read said: %s\n",
-         cubert_version(), cubert_runtime_device_count(rt), N, cubert_status_name(st));
+  cubert_device_info info;
+  if ((st = cubert_runtime_device_info(rt, 0, &info)) != CUBERT_OK) {
+    rc = fail("cubert_runtime_device_info", st);
+    goto out;
+  }
+  printf("consumer: cubert %s, %d devices, copied %u values on device 0 (%s, backend %s); a wrong-size "
+         "read said: %s\n",
+         cubert_version(), cubert_runtime_device_count(rt), N, info.name, info.backend,
+         cubert_status_name(st));
   rc = 0;
 
 out:

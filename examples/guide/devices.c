@@ -7,7 +7,7 @@
 
 int main(void) {
   cubert_runtime_options options;
-  cubert_runtime_options_init(&options); /* NULL options: every backend built in */
+  cubert_runtime_options_init(&options); /* unset backends: the GPUs, else host */
   options.backends = "host";
   options.host_devices = 2;
 

@@ -21,6 +21,9 @@
  *   cubert_kernel   an immutable kernel descriptor, refcounted.
  *   cubert_failure  an immutable, refcounted record of one failure.
  *   cubert_error    an immutable, refcounted report of one failed call.
+ *   cubert_host_buffer  page-locked host memory that writes and reads move
+ *                   through asynchronously, with a ledger of its own. Owned
+ *                   by the caller; release it before the runtime.
  *
  * Calls:
  *   Every call returns a cubert_status (CUBERT_OK is 0). Output parameters
@@ -55,6 +58,7 @@ typedef struct cubert_weak cubert_weak;
 typedef struct cubert_kernel cubert_kernel;
 typedef struct cubert_failure cubert_failure;
 typedef struct cubert_error cubert_error;
+typedef struct cubert_host_buffer cubert_host_buffer;
 
 /* A stream of one device. 0 means "the calling thread's current stream". */
 typedef uint64_t cubert_stream;
@@ -124,6 +128,12 @@ CUBERT_API size_t cubert_error_failure_count(const cubert_error *error);
 CUBERT_API const cubert_failure *cubert_error_failure(const cubert_error *error, size_t i,
                                                       uint64_t *range_start, uint64_t *range_end);
 
+/* For components built on this API (libcubert_mpi) whose entry points must
+ * behave like cubert's: records a plain error (no failures) with `message`
+ * (NULL: the status's sentence) as the calling thread's last error, and
+ * returns `status`. */
+CUBERT_API cubert_status cubert_error_record(cubert_status status, const char *message);
+
 /* Where a failure happened. Strings are owned by the failure. */
 typedef struct cubert_origin {
   int device;             /* runtime-wide device index */
@@ -144,6 +154,14 @@ typedef struct cubert_skip {
 
 CUBERT_API void cubert_failure_retain(const cubert_failure *failure);
 CUBERT_API void cubert_failure_release(const cubert_failure *failure);
+/* A new root failure of a component's own making (a transport that lost
+ * bytes, libcubert_mpi): cause `status` (an error status, else
+ * CUBERT_ERR_INVALID_ARGUMENT) and `message`, origin the client's device,
+ * operation "transport". *failure is a new reference the caller releases
+ * with cubert_failure_release(); taint bytes with it through
+ * cubert_handle_taint(). */
+CUBERT_API cubert_status cubert_failure_create(cubert_client *client, cubert_status status,
+                                               const char *message, const cubert_failure **failure);
 /* 64-bit, never reused within a process. */
 CUBERT_API uint64_t cubert_failure_id(const cubert_failure *failure);
 /* The cause: status and message of the root failure this one descends from. */
@@ -218,8 +236,11 @@ CUBERT_API void cubert_set_rank(int rank);
 
 typedef struct cubert_runtime_options {
   uint32_t struct_size;     /* sizeof(cubert_runtime_options); set by _init */
-  const char *backends;     /* "host", "hip", "host,hip"; NULL: $CUBERT_BACKENDS,
-                               else every backend compiled in */
+  const char *backends;     /* "host", "hip", "hip,host": these, in this order
+                               (device 0 is the first one's); NULL:
+                               $CUBERT_BACKENDS, else the GPU backends (hip)
+                               and, only when they find no device, the host
+                               backend (cubert_runtime_backend_note says why) */
   int host_devices;         /* simulated host devices; 0: $CUBERT_HOST_DEVICES, else 4 */
   uint64_t host_memory;     /* bytes per host device; 0: $CUBERT_HOST_MEMORY, else 1 GiB */
   const char *host_peer_deny; /* pairs denied peer access, "0-2,1-3"; NULL:
@@ -248,6 +269,14 @@ CUBERT_API int cubert_runtime_device_count(const cubert_runtime *runtime);
 /* Number of backends enabled, and the name of backend i (static). */
 CUBERT_API int cubert_runtime_backend_count(const cubert_runtime *runtime);
 CUBERT_API const char *cubert_runtime_backend_name(const cubert_runtime *runtime, int i);
+/* What backend i says about itself, owned by the runtime: why it found no
+ * device (for HIP: hipGetDeviceCount's answer, whether this user may open
+ * the device files, /dev/kfd and /dev/dri/renderD128 on AMD, and the
+ * visibility variables ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES,
+ * CUDA_VISIBLE_DEVICES), or for the host backend opened by default, that
+ * no GPU backend found a device and why; "" when there is nothing to say;
+ * NULL when i is out of range. */
+CUBERT_API const char *cubert_runtime_backend_note(const cubert_runtime *runtime, int i);
 
 typedef struct cubert_device_info {
   int device;                   /* runtime-wide index */
@@ -461,6 +490,71 @@ CUBERT_API cubert_status cubert_handle_downgrade(const cubert_handle *handle, cu
 CUBERT_API cubert_status cubert_weak_upgrade(const cubert_weak *weak, cubert_binding **binding);
 CUBERT_API void cubert_weak_release(cubert_weak *weak);
 
+/* ---------------------------------------------------------------- host buffers */
+
+/* A host buffer: page-locked (pinned) host memory that writes and reads move
+ * through at the link's rate, asynchronously: a transfer is queued on the
+ * client's stream like a copy, and its bytes are there (or its failure is
+ * known) after the next cubert_sync of that stream. A host buffer has a
+ * ledger like device memory: a read into it that fails taints the bytes it
+ * should have written, a read of tainted device bytes taints them with a
+ * child failure, and a write from tainted host-buffer bytes is refused and
+ * taints its destination the same way (docs/failures.md, "Host buffers").
+ * A later successful read into the same bytes repairs them.
+ *
+ * Ownership: the caller owns the buffer and releases it with
+ * cubert_host_buffer_release(), before cubert_runtime_destroy (as clients).
+ * Its bytes (cubert_host_buffer_data) belong to the buffer: read them as
+ * good data only after a sync and a cubert_host_buffer_check of their range.
+ * A buffer may be used with every client of its runtime. Transfers are
+ * ordered on the stream they were queued on; between streams or devices,
+ * order them with a sync, as for any host memory. */
+
+/* `size` bytes of page-locked host memory on the NUMA node nearest
+ * `client`'s device (HIP: hipHostRegister of memory placed there, or
+ * hipHostMalloc; host backend: plain memory, placed likewise). Its bytes
+ * are uninitialised and untainted. Size 0 is CUBERT_ERR_INVALID_ARGUMENT. */
+CUBERT_API cubert_status cubert_host_buffer_alloc(cubert_client *client, uint64_t size,
+                                                  cubert_host_buffer **buffer);
+/* Pins `size` bytes the caller allocated at `data` (HIP: hipHostRegister;
+ * memory already pinned is used as it is) and wraps them. The memory stays
+ * the caller's: keep it alive until the buffer is released, which unpins it
+ * and frees nothing. */
+CUBERT_API cubert_status cubert_host_buffer_register(cubert_client *client, void *data, uint64_t size,
+                                                     cubert_host_buffer **buffer);
+/* Waits for every transfer queued with the buffer, then frees (alloc) or
+ * unpins (register) its memory. Transfers of other threads must not race
+ * it. NULL is fine. Failures found by that wait stay for the next sync. */
+CUBERT_API void cubert_host_buffer_release(cubert_host_buffer *buffer);
+/* The first byte and the size; NULL and 0 for NULL. */
+CUBERT_API void *cubert_host_buffer_data(const cubert_host_buffer *buffer);
+CUBERT_API uint64_t cubert_host_buffer_size(const cubert_host_buffer *buffer);
+/* CUBERT_OK when none of bytes offset..offset+size carries a failure; else
+ * CUBERT_ERR_TAINTED with every tainted range (in buffer bytes) in the last
+ * error, like cubert_handle_check. Asks; waits for nothing, clears nothing:
+ * sync first, a failure found at a fence taints the buffer then. A range
+ * past the end is CUBERT_ERR_OUT_OF_RANGE. */
+CUBERT_API cubert_status cubert_host_buffer_check(const cubert_host_buffer *buffer, uint64_t offset,
+                                                  uint64_t size);
+/* The caller wrote bytes offset..offset+size itself: they carry no failure
+ * any more (a write from them is no longer refused). */
+CUBERT_API cubert_status cubert_host_buffer_mark_written(cubert_host_buffer *buffer, uint64_t offset,
+                                                         uint64_t size);
+/* Queues a write of the handle's bytes (exactly its size in use, `size`)
+ * from bytes offset..offset+size of `src`. Returns once queued; `src` must
+ * not change until a sync. Tainted source bytes: refused with
+ * CUBERT_ERR_TAINTED, the handle's bytes carry a child failure. */
+CUBERT_API cubert_status cubert_handle_write_host(cubert_client *client, cubert_handle *handle,
+                                                  const cubert_host_buffer *src, uint64_t offset,
+                                                  uint64_t size);
+/* Queues a read of the handle's bytes (exactly `size`) into bytes
+ * offset..offset+size of `dst`. Returns once queued; the bytes are there
+ * after a sync. Tainted device bytes: refused with CUBERT_ERR_TAINTED and
+ * the destination range carries a child failure; a transfer that fails
+ * (now or at a fence) taints the range with its failure. */
+CUBERT_API cubert_status cubert_handle_read_host(cubert_client *client, const cubert_handle *handle,
+                                                 cubert_host_buffer *dst, uint64_t offset, uint64_t size);
+
 /* ---------------------------------------------------------------- pools */
 
 typedef struct cubert_pool_usage {
@@ -538,7 +632,13 @@ typedef struct cubert_kernel_desc {
   cubert_host_fn host_fn;         /* for the host backend */
 } cubert_kernel_desc;
 
-/* Copies the descriptor. */
+/* Copies the descriptor.
+ * A kernel is compiled (HIP: hiprtc, unless a code object fits) or loaded on
+ * a device at its first launch there. The compile holds up no other call on
+ * that device: launches of other kernels go on meanwhile, and threads that
+ * launch the same new kernel at once compile it once. Its modules live as
+ * long as the kernel: when its last reference goes (launches in flight hold
+ * one until they have run), they are unloaded on every device. */
 CUBERT_API cubert_status cubert_kernel_create(const cubert_kernel_desc *desc, cubert_kernel **kernel);
 CUBERT_API void cubert_kernel_retain(cubert_kernel *kernel);
 CUBERT_API void cubert_kernel_release(cubert_kernel *kernel);

@@ -590,6 +590,7 @@ cubert_status cb_fi_campaign_run(const cb_fi_campaign_config *config, cb_fi_camp
   else
     cb_fi_campaign_config_init(&c);
   if (!c.faults && !c.programs) c.programs = 100;
+  if (c.shards > 1 && (!c.programs || c.faults || c.shard >= c.shards)) return CUBERT_ERR_INVALID_ARGUMENT;
   rep->seed = c.seed;
   double t0 = now_s(), last = t0;
   cb_fi_run_config rc = {0};
@@ -599,6 +600,7 @@ cubert_status cb_fi_campaign_run(const cb_fi_campaign_config *config, cb_fi_camp
   rc.trace = c.trace;
   rc.label = rc.backend;
   for (uint64_t i = 0; (!c.programs || i < c.programs) && (!c.faults || rep->injected < c.faults); i++) {
+    if (c.shards > 1 && i % c.shards != c.shard) continue;
     uint64_t seed = cb_fi_campaign_seed(c.seed, i);
     cb_fi_program p;
     if (!cb_fi_campaign_program(seed, &c.gen, &p)) return CUBERT_ERR_OUT_OF_MEMORY;

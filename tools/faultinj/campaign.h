@@ -63,6 +63,9 @@ typedef struct cb_fi_campaign_config {
   FILE *trace;
   size_t minimize;       /* failing programs to shrink (default 3); 0 none */
   size_t max_failing;    /* stop after this many failing programs (default 20) */
+  uint64_t shard, shards; /* shards > 1: run only programs i with i % shards == shard
+                             (a campaign over MPI ranks, cubert-mpi); needs `programs`,
+                             so that every shard agrees on which programs exist */
 } cb_fi_campaign_config;
 
 void cb_fi_campaign_config_init(cb_fi_campaign_config *config);

@@ -1,0 +1,207 @@
+/* mpi/inject.c: the rules of $CUBERT_MPI_FAULTS and their decisions. */
+#include "mpi/inject.h"
+
+#include <ctype.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define MAX_RULES 16
+
+typedef struct rule {
+  bool send, recv;
+  int rank_lo, rank_hi; /* -1: any */
+  int peer_lo, peer_hi;
+  uint64_t nth, every, first;
+  double prob;
+  bool has_prob;
+  uint64_t seed;
+  mpi_fault fault;
+  double fraction;
+  uint64_t matched, prng;
+} rule;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static rule rules[MAX_RULES];
+static size_t nrules;
+static uint64_t injected;
+
+static uint64_t splitmix(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static bool parse_range(const char *v, int *lo, int *hi) {
+  char *end;
+  long a = strtol(v, &end, 10), b = a;
+  if (end == v || a < 0) return false;
+  if (*end == '-') {
+    const char *w = end + 1;
+    b = strtol(w, &end, 10);
+    if (end == w || b < a) return false;
+  }
+  if (*end) return false;
+  *lo = (int)a;
+  *hi = (int)b;
+  return true;
+}
+
+static bool parse_u64(const char *v, uint64_t *out) {
+  char *end;
+  if (!isdigit((unsigned char)*v)) return false;
+  unsigned long long x = strtoull(v, &end, 10);
+  if (*end) return false;
+  *out = x;
+  return true;
+}
+
+static bool parse_fault(const char *v, rule *r) {
+  const char *colon = strchr(v, ':');
+  size_t n = colon ? (size_t)(colon - v) : strlen(v);
+  r->fraction = 0.5;
+  if (n == 4 && !strncasecmp(v, "fail", 4)) r->fault = MPI_FAULT_FAIL;
+  else if (n == 7 && !strncasecmp(v, "partial", 7)) r->fault = MPI_FAULT_PARTIAL;
+  else if (n == 8 && !strncasecmp(v, "scribble", 8)) r->fault = MPI_FAULT_SCRIBBLE;
+  else return false;
+  if (colon) {
+    char *end;
+    double f = strtod(colon + 1, &end);
+    if (end == colon + 1 || *end || !(f > 0.0 && f <= 1.0) || r->fault == MPI_FAULT_FAIL) return false;
+    r->fraction = f;
+  }
+  return true;
+}
+
+/* One rule: words separated by blanks. */
+static bool parse_rule(char *text, rule *r, char *why, size_t cap) {
+  memset(r, 0, sizeof *r);
+  r->rank_lo = r->rank_hi = r->peer_lo = r->peer_hi = -1;
+  char *save = NULL;
+  bool first_word = true;
+  for (char *w = strtok_r(text, " \t\r\n", &save); w; w = strtok_r(NULL, " \t\r\n", &save)) {
+    if (first_word) {
+      first_word = false;
+      for (char *op = w, *bar; op; op = bar) {
+        bar = strchr(op, '|');
+        if (bar) *bar++ = '\0';
+        if (!strcasecmp(op, "send")) r->send = true;
+        else if (!strcasecmp(op, "recv")) r->recv = true;
+        else {
+          snprintf(why, cap, "unknown operation '%s' (send, recv)", op);
+          return false;
+        }
+      }
+      continue;
+    }
+    char *eq = strchr(w, '=');
+    if (!eq) {
+      snprintf(why, cap, "expected key=value, got '%s'", w);
+      return false;
+    }
+    *eq = '\0';
+    const char *k = w, *v = eq + 1;
+    bool ok;
+    if (!strcasecmp(k, "rank")) ok = parse_range(v, &r->rank_lo, &r->rank_hi);
+    else if (!strcasecmp(k, "peer")) ok = parse_range(v, &r->peer_lo, &r->peer_hi);
+    else if (!strcasecmp(k, "nth")) ok = parse_u64(v, &r->nth) && r->nth > 0;
+    else if (!strcasecmp(k, "every")) ok = parse_u64(v, &r->every) && r->every > 0;
+    else if (!strcasecmp(k, "first")) ok = parse_u64(v, &r->first) && r->first > 0;
+    else if (!strcasecmp(k, "seed")) ok = parse_u64(v, &r->seed);
+    else if (!strcasecmp(k, "prob")) {
+      char *end;
+      r->prob = strtod(v, &end);
+      r->has_prob = true;
+      ok = end != v && !*end && r->prob >= 0.0 && r->prob <= 1.0;
+    } else if (!strcasecmp(k, "fault")) ok = parse_fault(v, r);
+    else {
+      snprintf(why, cap, "unknown key '%s' (rank, peer, nth, every, first, prob, seed, fault)", k);
+      return false;
+    }
+    if (!ok) {
+      snprintf(why, cap, "bad value '%s' for %s", v, k);
+      return false;
+    }
+  }
+  if (first_word) return false; /* empty */
+  if (r->fault == MPI_FAULT_NONE) {
+    snprintf(why, cap, "the rule has no fault= (fail, partial[:F], scribble[:F])");
+    return false;
+  }
+  return true;
+}
+
+cubert_status mpi_inject_set(const char *text, char *why, size_t cap) {
+  rule parsed[MAX_RULES];
+  size_t n = 0;
+  char *copy = strdup(text ? text : "");
+  if (!copy) {
+    snprintf(why, cap, "out of memory");
+    return CUBERT_ERR_OUT_OF_MEMORY;
+  }
+  char *save = NULL;
+  int index = 0;
+  for (char *part = strtok_r(copy, ";\n", &save); part; part = strtok_r(NULL, ";\n", &save)) {
+    index++;
+    char *hash = strchr(part, '#');
+    if (hash) *hash = '\0';
+    char msg[160] = "";
+    rule r;
+    if (!parse_rule(part, &r, msg, sizeof msg)) {
+      if (!msg[0]) continue; /* blank */
+      snprintf(why, cap, "CUBERT_MPI_FAULTS rule %d: %s", index, msg);
+      free(copy);
+      return CUBERT_ERR_PARSE;
+    }
+    if (n == MAX_RULES) {
+      snprintf(why, cap, "CUBERT_MPI_FAULTS: more than %d rules", MAX_RULES);
+      free(copy);
+      return CUBERT_ERR_PARSE;
+    }
+    r.prng = r.seed ^ (0x6a09e667f3bcc909ull * (n + 1));
+    parsed[n++] = r;
+  }
+  free(copy);
+  pthread_mutex_lock(&lock);
+  memcpy(rules, parsed, n * sizeof *parsed);
+  nrules = n;
+  pthread_mutex_unlock(&lock);
+  return CUBERT_OK;
+}
+
+static bool in(int lo, int hi, int v) { return lo < 0 || (v >= lo && v <= hi); }
+
+bool mpi_inject_decide(bool send, int rank, int peer, mpi_hit *hit) {
+  bool fired = false;
+  pthread_mutex_lock(&lock);
+  for (size_t i = 0; i < nrules && !fired; i++) {
+    rule *r = &rules[i];
+    if (!(send ? r->send : r->recv) || !in(r->rank_lo, r->rank_hi, rank) || !in(r->peer_lo, r->peer_hi, peer))
+      continue;
+    uint64_t m = ++r->matched;
+    bool go = true;
+    if (r->nth) go = go && m == r->nth;
+    if (r->every) go = go && m % r->every == 0;
+    if (r->first) go = go && m <= r->first;
+    if (r->has_prob) go = go && (double)(splitmix(&r->prng) >> 11) * 0x1.0p-53 < r->prob;
+    if (!go) continue;
+    fired = true;
+    hit->fault = r->fault;
+    hit->fraction = r->fraction;
+    hit->id = ++injected;
+    hit->rule = (uint32_t)i + 1;
+    hit->seed = splitmix(&r->prng);
+  }
+  pthread_mutex_unlock(&lock);
+  return fired;
+}
+
+uint64_t mpi_inject_count(void) {
+  pthread_mutex_lock(&lock);
+  uint64_t n = injected;
+  pthread_mutex_unlock(&lock);
+  return n;
+}

@@ -1,0 +1,45 @@
+/* mpi/inject.h: fault injection at the MPI component's own injection
+ * points, send and receive (internal to libcubert_mpi).
+ *
+ * Rules come from $CUBERT_MPI_FAULTS, read by cubert_mpi_init() (each rank
+ * reads its own environment, so rules differ per rank with `mpirun -x` or a
+ * wrapper), or from cubert_mpi_faults(); the grammar is docs/cluster.md's:
+ *
+ *   send|recv [rank=R[-R]] [peer=P[-P]] [nth=N|every=N|first=N|prob=P]
+ *             [seed=S] fault=fail|partial[:F]|scribble[:F]
+ *
+ * rank= selects the rank that makes the call (in MPI_COMM_WORLD), peer= the
+ * other rank (in the call's communicator). */
+#ifndef CUBERT_MPI_INJECT_H
+#define CUBERT_MPI_INJECT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cubert/status.h"
+
+typedef enum mpi_fault {
+  MPI_FAULT_NONE = 0,
+  MPI_FAULT_FAIL,     /* the call fails: nothing good crosses */
+  MPI_FAULT_PARTIAL,  /* the first `fraction` of the chunks cross, then the call fails */
+  MPI_FAULT_SCRIBBLE, /* `fraction` of the bytes of each chunk damaged in flight */
+} mpi_fault;
+
+typedef struct mpi_hit {
+  mpi_fault fault;
+  double fraction;
+  uint64_t id;        /* 1, 2, 3... in this process */
+  uint32_t rule;      /* 1-based */
+  uint64_t seed;      /* for the garbage */
+} mpi_hit;
+
+/* Replaces the rules with those of `text` (NULL or "": none). On a parse
+ * error returns CUBERT_ERR_PARSE with `why` filled, rules unchanged. */
+cubert_status mpi_inject_set(const char *text, char *why, size_t cap);
+/* Whether a send (or receive) by `rank` with `peer` fails, and how. */
+bool mpi_inject_decide(bool send, int rank, int peer, mpi_hit *hit);
+/* Faults injected so far in this process. */
+uint64_t mpi_inject_count(void);
+
+#endif

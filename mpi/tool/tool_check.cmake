@@ -1,0 +1,57 @@
+# mpi/tool/tool_check.cmake: the checks of `cubert-mpi` run by ctest.
+#   -DMODE=campaign: `campaign` with the same SEED and PROGRAMS on 1 rank and
+#     on RANKS ranks: both PASS, and the line of counts (programs, steps,
+#     checks, faults by kind, violations by kind...) is the same. ci/test.sh's
+#     mpi stage does it with 100,000 faults and more.
+#   -DMODE=bench: `bench --quick` over RANKS ranks exits 0, says
+#     "validation: passed", and writes a CSV and a JSON whose validation is
+#     "passed", with every pair's rows.
+file(MAKE_DIRECTORY ${OUT})
+
+# run(N ARGS...): the tool on N ranks; its stdout in `out`; a failure stops.
+function(run n)
+  execute_process(COMMAND ${MPIEXEC} ${NP} ${n} ${TOOL} ${ARGN}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE stdout ERROR_VARIABLE err)
+  message("${n} rank(s):\n${stdout}")
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "cubert-mpi ${ARGN} on ${n} rank(s) exited ${rc}:\n${err}")
+  endif()
+  set(out "${stdout}" PARENT_SCOPE)
+endfunction()
+
+if(MODE STREQUAL "campaign")
+  foreach(n 1 ${RANKS})
+    run(${n} campaign --seed ${SEED} --programs ${PROGRAMS} --json ${OUT}/campaign-${n}.json)
+    if(NOT out MATCHES "verdict: PASS")
+      message(FATAL_ERROR "no PASS verdict on ${n} rank(s)")
+    endif()
+    string(REGEX MATCH "counts: [^\n]*" counts_${n} "${out}")
+    if(NOT counts_${n} MATCHES "faults [1-9]")
+      message(FATAL_ERROR "no faults injected on ${n} rank(s): ${counts_${n}}")
+    endif()
+  endforeach()
+  if(NOT counts_1 STREQUAL counts_${RANKS})
+    message(FATAL_ERROR "the counts differ:\n1 rank:   ${counts_1}\n${RANKS} ranks: ${counts_${RANKS}}")
+  endif()
+  message("same counts and verdict on 1 and ${RANKS} ranks")
+elseif(MODE STREQUAL "bench")
+  run(${RANKS} bench --quick --csv ${OUT}/bench.csv --json ${OUT}/bench.json)
+  if(NOT out MATCHES "validation: passed")
+    message(FATAL_ERROR "no 'validation: passed'")
+  endif()
+  file(READ ${OUT}/bench.json json)
+  string(JSON v GET "${json}" validation)
+  string(JSON n LENGTH "${json}" results)
+  math(EXPR want "${RANKS} * (${RANKS} - 1) / 2 * 7") # per pair: 3 sizes x 2 modes + latency
+  if(NOT v STREQUAL "passed" OR NOT n EQUAL want)
+    message(FATAL_ERROR "bench.json: validation ${v}, ${n} results (expected ${want})")
+  endif()
+  file(STRINGS ${OUT}/bench.csv rows)
+  list(LENGTH rows nrows)
+  math(EXPR want_rows "${want} + 1")
+  if(NOT nrows EQUAL want_rows)
+    message(FATAL_ERROR "bench.csv: ${nrows} lines, expected ${want_rows}")
+  endif()
+else()
+  message(FATAL_ERROR "MODE must be campaign or bench")
+endif()

@@ -1,0 +1,880 @@
+/* mpi/transfer.c: send and receive of handles that carry their taint
+ * (cubert/mpi.h). Built on cubert's public API only: the tainted-range walk
+ * on the sender, failure records across, cubert_handle_taint on the
+ * receiver. mpi/wire.h has the messages. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "cubert/mpi.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mpi/inject.h"
+#include "mpi/wire.h"
+
+#if defined(__has_include)
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>
+#endif
+#endif
+
+/* ------------------------------------------------------------ errors */
+
+static cubert_status fail(cubert_status st, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+static cubert_status fail(cubert_status st, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return cubert_error_record(st, msg);
+}
+
+static void mpi_text(int code, char *out, size_t cap) {
+  char s[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(code, s, &len) != MPI_SUCCESS) len = snprintf(s, sizeof s, "MPI error %d", code);
+  snprintf(out, cap, "%.*s", len, s);
+}
+
+/* ------------------------------------------------------------ communicators */
+
+/* What cubert_mpi_init keeps on a communicator (an attribute). */
+typedef struct comm_state {
+  MPI_Comm dup;        /* cubert's payload messages */
+  int size;
+  int tag_ub;
+  _Atomic uint32_t *next; /* per peer: payload tag pairs handed out */
+} comm_state;
+
+static void reap(bool wait, const comm_state *only);
+
+static pthread_mutex_t keyval_lock = PTHREAD_MUTEX_INITIALIZER;
+static int keyval = MPI_KEYVAL_INVALID;
+
+static bool mpi_ready(void) {
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  return init && !fin;
+}
+
+static comm_state *state_of(MPI_Comm comm) {
+  pthread_mutex_lock(&keyval_lock);
+  int kv = keyval;
+  pthread_mutex_unlock(&keyval_lock);
+  if (kv == MPI_KEYVAL_INVALID || comm == MPI_COMM_NULL) return NULL;
+  void *v = NULL;
+  int found = 0;
+  if (MPI_Comm_get_attr(comm, kv, &v, &found) != MPI_SUCCESS || !found) return NULL;
+  return v;
+}
+
+cubert_status cubert_mpi_init(MPI_Comm comm) {
+  if (!mpi_ready())
+    return fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_mpi_init: MPI is not initialised (call MPI_Init first)");
+  if (comm == MPI_COMM_NULL) return fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_mpi_init: comm is MPI_COMM_NULL");
+  pthread_mutex_lock(&keyval_lock);
+  int rc = MPI_SUCCESS;
+  if (keyval == MPI_KEYVAL_INVALID)
+    rc = MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, MPI_COMM_NULL_DELETE_FN, &keyval, NULL);
+  pthread_mutex_unlock(&keyval_lock);
+  if (rc != MPI_SUCCESS) return fail(CUBERT_ERR_BACKEND, "cubert_mpi_init: MPI_Comm_create_keyval failed");
+  if (state_of(comm)) return CUBERT_OK;
+
+  const char *rules = getenv("CUBERT_MPI_FAULTS");
+  if (rules && rules[0]) {
+    char why[256];
+    if (mpi_inject_set(rules, why, sizeof why) != CUBERT_OK) return fail(CUBERT_ERR_PARSE, "cubert_mpi_init: %s", why);
+  }
+  comm_state *cs = calloc(1, sizeof *cs);
+  if (!cs) return fail(CUBERT_ERR_OUT_OF_MEMORY, "cubert_mpi_init: out of memory");
+  MPI_Comm_size(comm, &cs->size);
+  cs->next = calloc((size_t)cs->size, sizeof *cs->next);
+  void *ub = NULL;
+  int found = 0;
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &found);
+  cs->tag_ub = found && ub ? *(int *)ub : 32767;
+  if (!cs->next || MPI_Comm_dup(comm, &cs->dup) != MPI_SUCCESS) {
+    free(cs->next);
+    free(cs);
+    return fail(CUBERT_ERR_BACKEND, "cubert_mpi_init: MPI_Comm_dup failed");
+  }
+  MPI_Comm_set_errhandler(cs->dup, MPI_ERRORS_RETURN);
+  MPI_Comm_set_attr(comm, keyval, cs);
+  int rank = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  cubert_set_rank(rank);
+  return CUBERT_OK;
+}
+
+cubert_status cubert_mpi_finalize(MPI_Comm comm) {
+  if (!mpi_ready()) return fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_mpi_finalize: MPI is not initialised");
+  comm_state *cs = state_of(comm);
+  if (!cs) return CUBERT_OK;
+  reap(true, cs);
+  MPI_Comm_delete_attr(comm, keyval);
+  MPI_Comm_free(&cs->dup);
+  free(cs->next);
+  free(cs);
+  return CUBERT_OK;
+}
+
+bool cubert_mpi_gpu_aware(void) {
+  bool yes = false;
+#if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
+  yes = yes || MPIX_Query_cuda_support();
+#endif
+#if defined(MPIX_ROCM_AWARE_SUPPORT) && MPIX_ROCM_AWARE_SUPPORT
+  yes = yes || MPIX_Query_rocm_support();
+#endif
+  return yes;
+}
+
+cubert_status cubert_mpi_faults(const char *rules) {
+  char why[256];
+  if (mpi_inject_set(rules, why, sizeof why) != CUBERT_OK) return fail(CUBERT_ERR_PARSE, "cubert_mpi_faults: %s", why);
+  return CUBERT_OK;
+}
+
+uint64_t cubert_mpi_faults_injected(void) { return mpi_inject_count(); }
+
+/* ------------------------------------------------------------ requests */
+
+/* One failed stretch of the view and the failure it gets. */
+typedef struct span {
+  uint64_t start, end; /* view-relative */
+  const cubert_failure *failure; /* a reference */
+} span;
+
+struct cubert_mpi_request {
+  bool send;
+  cubert_client *client;
+  cubert_handle *view; /* a clone */
+  MPI_Comm comm;
+  comm_state *cs;
+  int peer, tag, ptag;
+  uint64_t size, chunk, nchunks;
+  unsigned char header[WIRE_HEADER_SIZE];
+  MPI_Request header_req;
+  /* send: every message posted, and what they point at */
+  unsigned char *ranges;
+  unsigned char *stage;
+  cubert_failure_record *records;
+  MPI_Request *reqs;
+  int nreqs;
+  /* the account: what crossed tainted, why */
+  span *spans;
+  size_t nspans, capspans;
+  cubert_status result;   /* the first error of the exchange */
+  char message[512];      /* its message */
+  mpi_hit hit;
+  bool injected;
+  struct cubert_mpi_request *next; /* in the list of sends still travelling */
+};
+
+/* What a request holds of the caller's: its failures and its view. */
+static void request_settle(cubert_mpi_request *r) {
+  for (size_t i = 0; i < r->nspans; i++) cubert_failure_release(r->spans[i].failure);
+  r->nspans = 0;
+  cubert_handle_release(r->view);
+  r->view = NULL;
+}
+
+static void request_free(cubert_mpi_request *r) {
+  request_settle(r);
+  free(r->spans);
+  free(r->ranges);
+  free(r->stage);
+  free(r->records);
+  free(r->reqs);
+  free(r);
+}
+
+/* Sends whose messages still travel after the sender's call returned: the
+ * bytes were staged, so the view is the caller's again, but MPI still
+ * holds the staging buffers until the receiver takes them. Finishing them
+ * is not the sender's call's business: two ranks that each send to the
+ * other before receiving would otherwise wait for each other forever. Every
+ * later call tests them (MPI_Testall); cubert_mpi_finalize waits for those
+ * of its communicator. */
+static pthread_mutex_t pending_lock = PTHREAD_MUTEX_INITIALIZER;
+static cubert_mpi_request *pending;
+
+static void reap(bool wait, const comm_state *only) {
+  pthread_mutex_lock(&pending_lock);
+  for (cubert_mpi_request **p = &pending; *p;) {
+    cubert_mpi_request *r = *p;
+    int done = 0;
+    if (only && r->cs != only) {
+      p = &r->next;
+      continue;
+    }
+    if (wait) {
+      MPI_Waitall(r->nreqs, r->reqs, MPI_STATUSES_IGNORE);
+      done = 1;
+    } else if (MPI_Testall(r->nreqs, r->reqs, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS) {
+      done = 1; /* an error on a send already returned: nothing more to learn */
+    }
+    if (done) {
+      *p = r->next;
+      request_free(r);
+    } else {
+      p = &r->next;
+    }
+  }
+  pthread_mutex_unlock(&pending_lock);
+}
+
+static void note(cubert_mpi_request *r, cubert_status st, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static void note(cubert_mpi_request *r, cubert_status st, const char *fmt, ...) {
+  if (r->result != CUBERT_OK) return;
+  r->result = st;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(r->message, sizeof r->message, fmt, ap);
+  va_end(ap);
+}
+
+/* Adds a span (takes the reference). */
+static bool span_add(cubert_mpi_request *r, uint64_t start, uint64_t end, const cubert_failure *f) {
+  if (r->nspans == r->capspans) {
+    size_t cap = r->capspans ? 2 * r->capspans : 8;
+    span *s = realloc(r->spans, cap * sizeof *s);
+    if (!s) {
+      cubert_failure_release(f);
+      return false;
+    }
+    r->spans = s;
+    r->capspans = cap;
+  }
+  r->spans[r->nspans++] = (span){start, end, f};
+  return true;
+}
+
+/* A failure for bytes that could not cross: the one the thread's last error
+ * names (the cause cubert gave), else a new one with `why`. */
+static const cubert_failure *failure_for(cubert_client *client, cubert_status st, const char *why) {
+  cubert_error *e = cubert_last_error();
+  const cubert_failure *f = e ? cubert_error_failure(e, 0, NULL, NULL) : NULL;
+  if (f) cubert_failure_retain(f);
+  if (e) cubert_error_release(e);
+  if (!f && cubert_failure_create(client, st == CUBERT_OK ? CUBERT_ERR_BACKEND : st, why, &f) != CUBERT_OK)
+    f = NULL;
+  return f;
+}
+
+static const cubert_failure *injected_failure(cubert_mpi_request *r, const char *what) {
+  char msg[256];
+  snprintf(msg, sizeof msg, "injected fault #%llu (MPI rule %u): %s %s rank %d tag %d",
+           (unsigned long long)r->hit.id, r->hit.rule, what, r->send ? "to" : "from", r->peer, r->tag);
+  const cubert_failure *f = NULL;
+  if (cubert_failure_create(r->client, CUBERT_ERR_BACKEND, msg, &f) != CUBERT_OK) return NULL;
+  return f;
+}
+
+static uint64_t chunk_size(void) {
+  const char *v = getenv("CUBERT_MPI_CHUNK");
+  if (v && *v) {
+    char *end;
+    unsigned long long n = strtoull(v, &end, 10);
+    if (*end == 'k' || *end == 'K') n <<= 10, end++;
+    else if (*end == 'm' || *end == 'M') n <<= 20, end++;
+    if (!*end && n >= 64 && n <= (1ull << 30)) return n;
+  }
+  return WIRE_CHUNK_DEFAULT;
+}
+
+/* The checks made before any message could be matched: what fails here
+ * sends and receives nothing. */
+static cubert_status check_call(const char *fn, cubert_client *client, const cubert_handle *view, int peer,
+                                int tag, MPI_Comm comm, bool recv, comm_state **out) {
+  if (!mpi_ready()) return fail(CUBERT_ERR_INVALID_ARGUMENT, "%s: MPI is not initialised (call MPI_Init first)", fn);
+  if (!client) return fail(CUBERT_ERR_INVALID_ARGUMENT, "%s: client is NULL", fn);
+  if (!view) return fail(CUBERT_ERR_INVALID_ARGUMENT, "%s: view is NULL", fn);
+  if (comm == MPI_COMM_NULL) return fail(CUBERT_ERR_INVALID_ARGUMENT, "%s: comm is MPI_COMM_NULL", fn);
+  comm_state *cs = state_of(comm);
+  if (!cs)
+    return fail(CUBERT_ERR_INVALID_ARGUMENT,
+                "%s: the communicator was not given to cubert_mpi_init (call it once, on every rank)", fn);
+  if (!(peer >= 0 && peer < cs->size) && !(recv && peer == MPI_ANY_SOURCE))
+    return fail(CUBERT_ERR_INVALID_ARGUMENT, "%s: rank %d is not in the communicator (size %d)", fn, peer,
+                cs->size);
+  if (!(tag >= 0 && tag <= cs->tag_ub) && !(recv && tag == MPI_ANY_TAG))
+    return fail(CUBERT_ERR_INVALID_ARGUMENT, "%s: tag %d is outside 0..%d (MPI_TAG_UB)", fn, tag, cs->tag_ub);
+  *out = cs;
+  reap(false, NULL);
+  return CUBERT_OK;
+}
+
+static int next_ptag(comm_state *cs, int dest) {
+  uint32_t pairs = (uint32_t)(cs->tag_ub - 1) / 2;
+  uint32_t n = atomic_fetch_add(&cs->next[dest], 1) % pairs;
+  return (int)(2 * n);
+}
+
+static cubert_status post(cubert_mpi_request *r, int rc, const char *what) {
+  if (rc == MPI_SUCCESS) return CUBERT_OK;
+  char t[MPI_MAX_ERROR_STRING + 1];
+  mpi_text(rc, t, sizeof t);
+  note(r, CUBERT_ERR_BACKEND, "%s to rank %d failed: %s", what, r->peer, t);
+  return CUBERT_ERR_BACKEND;
+}
+
+/* A request for a call that passed check_call. */
+static cubert_status request_new(const char *fn, cubert_client *client, const cubert_handle *view, int peer, int tag,
+                                 MPI_Comm comm, bool send, cubert_mpi_request **out) {
+  comm_state *cs = NULL;
+  cubert_status st = check_call(fn, client, view, peer, tag, comm, !send, &cs);
+  if (st) return st;
+  cubert_mpi_request *r = calloc(1, sizeof *r);
+  if (!r) return fail(CUBERT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+  r->send = send;
+  r->client = client;
+  r->view = cubert_handle_clone(view);
+  r->comm = comm;
+  r->cs = cs;
+  r->peer = peer;
+  r->tag = tag;
+  r->size = cubert_handle_size_in_use(view);
+  *out = r;
+  return CUBERT_OK;
+}
+
+/* ------------------------------------------------------------ send */
+
+/* Reads view bytes [a, b) into dst; on failure, a reference to why. */
+static const cubert_failure *read_part(cubert_mpi_request *r, uint64_t a, uint64_t b, unsigned char *dst) {
+  cubert_handle *part = NULL;
+  cubert_status st = cubert_handle_slice(r->view, a, r->size - b, &part);
+  if (st == CUBERT_OK) st = cubert_handle_read(r->client, part, dst, b - a);
+  cubert_handle_release(part);
+  if (st == CUBERT_OK) return NULL;
+  char why[192];
+  snprintf(why, sizeof why, "the sender could not read bytes %llu..%llu of the view: %s", (unsigned long long)a,
+           (unsigned long long)b, cubert_status_string(st));
+  return failure_for(r->client, st, why);
+}
+
+/* The tainted ranges of the view, as spans; when the view cannot be walked
+ * (another device's handle, a lost device), one span over all of it. */
+static cubert_status walk(cubert_mpi_request *r) {
+  uint64_t base = cubert_handle_offset_start(r->view);
+  uint64_t from = base;
+  for (;;) {
+    uint64_t s = 0, e = 0;
+    const cubert_failure *f = NULL;
+    cubert_status st = cubert_handle_tainted_range(r->client, r->view, from, &s, &e, &f);
+    if (st != CUBERT_OK) {
+      char why[256];
+      snprintf(why, sizeof why, "the sender's view could not be sent: %s", cubert_last_error_message());
+      note(r, st, "%s", why);
+      for (size_t i = 0; i < r->nspans; i++) cubert_failure_release(r->spans[i].failure);
+      r->nspans = 0;
+      const cubert_failure *all = failure_for(r->client, st, why);
+      if (!all) return CUBERT_ERR_OUT_OF_MEMORY;
+      return span_add(r, 0, r->size, all) ? CUBERT_OK : CUBERT_ERR_OUT_OF_MEMORY;
+    }
+    if (!f) return CUBERT_OK;
+    if (!span_add(r, s - base, e - base, f)) return CUBERT_ERR_OUT_OF_MEMORY;
+    from = e;
+  }
+}
+
+static cubert_status start_send(const char *fn, cubert_client *client, const cubert_handle *view, int dest,
+                                int tag, MPI_Comm comm, cubert_mpi_request **out) {
+  cubert_mpi_request *r = NULL;
+  cubert_status st = request_new(fn, client, view, dest, tag, comm, true, &r);
+  if (st) return st;
+  r->chunk = chunk_size();
+  r->nchunks = (r->size + r->chunk - 1) / r->chunk;
+  r->ptag = next_ptag(r->cs, dest);
+  int me = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  r->injected = mpi_inject_decide(true, me, dest, &r->hit);
+
+  /* From here on the exchange always completes: every message is sent,
+   * whatever this side finds wrong. */
+  if (walk(r) != CUBERT_OK) {
+    request_free(r);
+    return fail(CUBERT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+  }
+  r->reqs = calloc((size_t)(2 + 2 * r->nchunks), sizeof *r->reqs);
+  r->ranges = malloc(r->nspans * WIRE_RANGE_SIZE + 1);
+  r->stage = malloc((size_t)(r->nchunks * (WIRE_CHUNK_PREFIX + r->chunk)) + 1);
+  r->records = malloc((size_t)r->nchunks * sizeof *r->records + 1);
+  if (!r->reqs || !r->ranges || !r->stage || !r->records) {
+    /* Nothing sent yet: the caller may retry. */
+    request_free(r);
+    return fail(CUBERT_ERR_OUT_OF_MEMORY, "%s: out of memory staging %llu bytes", fn,
+                (unsigned long long)cubert_handle_size_in_use(view));
+  }
+  wire_header h = {r->size, r->nspans, r->chunk, r->nchunks, r->ptag, 0};
+  wire_header_encode(&h, r->header);
+  post(r, MPI_Isend(r->header, WIRE_HEADER_SIZE, MPI_BYTE, dest, tag, comm, &r->reqs[r->nreqs++]), "the header");
+  for (size_t i = 0; i < r->nspans; i++) {
+    unsigned char *p = r->ranges + i * WIRE_RANGE_SIZE;
+    wire_put64(p, r->spans[i].start);
+    wire_put64(p + 8, r->spans[i].end - r->spans[i].start);
+    if (cubert_failure_export(r->spans[i].failure, (cubert_failure_record *)(p + 16)) != CUBERT_OK)
+      memset(p + 16, 0, CUBERT_FAILURE_RECORD_SIZE); /* the receiver says: corrupt record */
+  }
+  if (r->nspans)
+    post(r, MPI_Isend(r->ranges, (int)(r->nspans * WIRE_RANGE_SIZE), MPI_BYTE, dest, r->ptag, r->cs->dup,
+                      &r->reqs[r->nreqs++]),
+         "the tainted ranges");
+
+  /* Chunks: read the good stretches of each (the tainted ones travel as
+   * zeros), checksum, post; the next chunk is read while this one travels. */
+  size_t si = 0, norig = r->nspans; /* chunks that fail add spans after these */
+  uint64_t stop = r->nchunks; /* a partial fault: chunks from here are not read */
+  if (r->injected && r->hit.fault == MPI_FAULT_PARTIAL) stop = (uint64_t)((double)r->nchunks * r->hit.fraction);
+  if (r->injected && r->hit.fault == MPI_FAULT_FAIL) stop = 0;
+  const cubert_failure *inj = NULL;
+  for (uint64_t k = 0; k < r->nchunks; k++) {
+    uint64_t a = k * r->chunk, b = a + r->chunk < r->size ? a + r->chunk : r->size;
+    unsigned char *msg = r->stage + k * (WIRE_CHUNK_PREFIX + r->chunk), *data = msg + WIRE_CHUNK_PREFIX;
+    memset(data, 0, (size_t)(b - a));
+    const cubert_failure *bad = NULL;
+    if (k >= stop) {
+      if (!inj) inj = injected_failure(r, r->hit.fault == MPI_FAULT_FAIL ? "send failed" : "send stopped part way");
+      bad = inj;
+      if (bad) cubert_failure_retain(bad);
+    }
+    for (uint64_t pos = a; pos < b && !bad;) {
+      while (si < norig && r->spans[si].end <= pos) si++;
+      uint64_t gap_end = b;
+      if (si < norig && r->spans[si].start <= pos) {
+        pos = r->spans[si].end < b ? r->spans[si].end : b;
+        continue;
+      }
+      if (si < norig && r->spans[si].start < b) gap_end = r->spans[si].start;
+      bad = read_part(r, pos, gap_end, data + (pos - a));
+      pos = gap_end;
+    }
+    uint32_t flags = 0;
+    if (bad) {
+      flags = WIRE_CHUNK_UNREAD;
+      if (cubert_failure_export(bad, &r->records[k]) != CUBERT_OK) memset(&r->records[k], 0, sizeof r->records[k]);
+      char why[128];
+      snprintf(why, sizeof why, "bytes %llu..%llu could not be read or sent", (unsigned long long)a,
+               (unsigned long long)b);
+      note(r, k >= stop ? CUBERT_ERR_BACKEND : cubert_failure_status(bad), "%s: %s", why,
+           cubert_failure_message(bad));
+      span_add(r, a, b, bad);
+    }
+    wire_put64(msg, wire_checksum(data, (size_t)(b - a)));
+    wire_put64(msg + 8, flags);
+    if (r->injected && r->hit.fault == MPI_FAULT_SCRIBBLE && b > a) {
+      /* damage in flight, after the checksum: the receiver must notice */
+      uint64_t s = r->hit.seed ^ k;
+      size_t n = (size_t)((double)(b - a) * r->hit.fraction);
+      if (!n) n = 1;
+      for (size_t i = 0; i < n; i++) data[(s + i * 7919u) % (b - a)] ^= (unsigned char)(0x5a + i);
+    }
+    post(r, MPI_Isend(msg, (int)(WIRE_CHUNK_PREFIX + (b - a)), MPI_BYTE, dest, r->ptag, r->cs->dup,
+                      &r->reqs[r->nreqs++]),
+         "a chunk");
+    if (flags)
+      post(r, MPI_Isend(&r->records[k], CUBERT_FAILURE_RECORD_SIZE, MPI_BYTE, dest, r->ptag + 1, r->cs->dup,
+                        &r->reqs[r->nreqs++]),
+           "a failure record");
+  }
+  if (inj) cubert_failure_release(inj);
+  *out = r;
+  return CUBERT_OK;
+}
+
+static void fill_info(const cubert_mpi_request *r, cubert_mpi_info *info) {
+  if (!info) return;
+  memset(info, 0, sizeof *info);
+  info->peer = r->peer;
+  info->tag = r->tag;
+  info->bytes = r->size;
+  info->chunks = r->nchunks;
+  /* spans may overlap (a chunk that failed over a tainted range): count
+   * each byte once */
+  uint64_t covered = 0, reach = 0;
+  span *s = malloc(r->nspans * sizeof *s + 1);
+  if (s) {
+    memcpy(s, r->spans, r->nspans * sizeof *s);
+    for (size_t i = 1; i < r->nspans; i++)
+      for (size_t j = i; j > 0 && s[j - 1].start > s[j].start; j--) {
+        span t = s[j];
+        s[j] = s[j - 1];
+        s[j - 1] = t;
+      }
+    for (size_t i = 0; i < r->nspans; i++) {
+      uint64_t a = s[i].start > reach ? s[i].start : reach;
+      if (s[i].end > a) covered += s[i].end - a;
+      if (s[i].end > reach) reach = s[i].end;
+    }
+    free(s);
+  }
+  info->tainted_bytes = covered;
+  info->tainted_ranges = r->nspans;
+}
+
+/* "N of M bytes crossed tainted (K ranges): bytes a..b carry failure #i: ..." */
+static void describe_spans(const cubert_mpi_request *r, const char *verb, char *out, size_t cap) {
+  cubert_mpi_info info;
+  fill_info(r, &info);
+  int n = snprintf(out, cap, "%llu of %llu bytes %s tainted (%zu range%s)", (unsigned long long)info.tainted_bytes,
+                   (unsigned long long)r->size, verb, r->nspans, r->nspans == 1 ? "" : "s");
+  for (size_t i = 0; i < r->nspans && i < 3 && n > 0 && (size_t)n < cap; i++) {
+    const cubert_failure *f = r->spans[i].failure;
+    cubert_remote_origin o;
+    cubert_failure_remote(f, &o);
+    char from[160] = "";
+    if (o.remote)
+      snprintf(from, sizeof from, " from rank %d (pid %lld on %s, device %d, its failure #%llu)", o.rank,
+               (long long)o.pid, o.host, o.device, (unsigned long long)o.id);
+    n += snprintf(out + n, cap - (size_t)n, "%s bytes %llu..%llu carry failure #%llu%s: %s", i ? ";" : ":",
+                  (unsigned long long)r->spans[i].start, (unsigned long long)r->spans[i].end,
+                  (unsigned long long)cubert_failure_id(f), from, cubert_failure_message(f));
+  }
+  if (r->nspans > 3 && n > 0 && (size_t)n < cap) snprintf(out + n, cap - (size_t)n, "; and %zu more", r->nspans - 3);
+}
+
+/* What the call returns: its first error, else CUBERT_ERR_TAINTED when
+ * bytes crossed tainted, else CUBERT_OK; the message is recorded. */
+static cubert_status verdict(const cubert_mpi_request *r, cubert_mpi_info *info) {
+  fill_info(r, info);
+  const char *who = r->send ? "cubert_mpi_send to" : "cubert_mpi_recv from";
+  char msg[1400];
+  if (r->result != CUBERT_OK) {
+    snprintf(msg, sizeof msg, "%s rank %d tag %d: %s", who, r->peer, r->tag, r->message);
+    return cubert_error_record(r->result, msg);
+  }
+  if (!r->nspans) return CUBERT_OK;
+  char d[1200];
+  describe_spans(r, r->send ? "crossed" : "arrived", d, sizeof d);
+  snprintf(msg, sizeof msg, "%s rank %d tag %d: %s%s", who, r->peer, r->tag, r->send ? "sent, but " : "", d);
+  return cubert_error_record(CUBERT_ERR_TAINTED, msg);
+}
+
+static cubert_status finish_send(cubert_mpi_request *r, cubert_mpi_info *info) {
+  char t[MPI_MAX_ERROR_STRING + 1];
+  int done = 0;
+  int rc = MPI_Testall(r->nreqs, r->reqs, &done, MPI_STATUSES_IGNORE);
+  if (rc != MPI_SUCCESS) {
+    mpi_text(rc, t, sizeof t);
+    note(r, CUBERT_ERR_BACKEND, "MPI_Testall failed: %s", t);
+    done = 1;
+  }
+  cubert_status st = verdict(r, info);
+  if (done) {
+    request_free(r);
+  } else {
+    request_settle(r);
+    pthread_mutex_lock(&pending_lock);
+    r->next = pending;
+    pending = r;
+    pthread_mutex_unlock(&pending_lock);
+  }
+  return st;
+}
+
+/* ------------------------------------------------------------ receive */
+
+/* Receives the rest of an exchange whose bytes cannot land (a view that
+ * does not fit, a header that makes no sense is not drained: nothing is
+ * known of what follows). */
+static void drain(cubert_mpi_request *r, const wire_header *h) {
+  size_t cap = (size_t)(WIRE_CHUNK_PREFIX + (h->chunk < (1ull << 30) ? h->chunk : 0));
+  unsigned char *buf = malloc(cap > CUBERT_FAILURE_RECORD_SIZE ? cap : CUBERT_FAILURE_RECORD_SIZE);
+  if (!buf) return;
+  MPI_Status s;
+  if (h->nranges) {
+    int count = 0;
+    MPI_Probe(r->peer, r->ptag, r->cs->dup, &s);
+    MPI_Get_count(&s, MPI_BYTE, &count);
+    unsigned char *tmp = malloc((size_t)count + 1);
+    MPI_Recv(tmp ? tmp : buf, tmp ? count : 0, MPI_BYTE, r->peer, r->ptag, r->cs->dup, MPI_STATUS_IGNORE);
+    free(tmp);
+  }
+  for (uint64_t k = 0; k < h->nchunks; k++) {
+    if (MPI_Recv(buf, (int)cap, MPI_BYTE, r->peer, r->ptag, r->cs->dup, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
+    if (wire_get64(buf + 8) & WIRE_CHUNK_UNREAD)
+      MPI_Recv(buf, CUBERT_FAILURE_RECORD_SIZE, MPI_BYTE, r->peer, r->ptag + 1, r->cs->dup, MPI_STATUS_IGNORE);
+  }
+  free(buf);
+}
+
+/* Taints view bytes [a, b) with f. */
+static cubert_status taint_part(cubert_mpi_request *r, uint64_t a, uint64_t b, const cubert_failure *f) {
+  if (b <= a) return CUBERT_OK;
+  cubert_handle *part = NULL;
+  cubert_status st = cubert_handle_slice(r->view, a, r->size - b, &part);
+  if (st == CUBERT_OK) st = cubert_handle_taint(r->client, part, f);
+  cubert_handle_release(part);
+  return st;
+}
+
+static const cubert_failure *import_or_explain(cubert_mpi_request *r, const cubert_failure_record *rec,
+                                               const char *what) {
+  const cubert_failure *f = NULL;
+  if (cubert_failure_import(rec, &f) == CUBERT_OK) return f;
+  char why[400];
+  snprintf(why, sizeof why, "%s from rank %d arrived with a failure record that could not be read: %s", what,
+           r->peer, cubert_last_error_message());
+  cubert_failure_create(r->client, CUBERT_ERR_BACKEND, why, &f);
+  return f;
+}
+
+/* A receive that learnt nothing it could use: the whole view is tainted
+ * with `why`, the request freed. */
+static cubert_status fail_whole(cubert_mpi_request *r, const char *why) {
+  const cubert_failure *f = NULL;
+  if (cubert_failure_create(r->client, CUBERT_ERR_BACKEND, why, &f) == CUBERT_OK) {
+    taint_part(r, 0, r->size, f);
+    cubert_failure_release(f);
+  }
+  request_free(r);
+  return fail(CUBERT_ERR_BACKEND, "cubert_mpi_recv %s (the view is tainted)", why);
+}
+
+static cubert_status finish_recv(cubert_mpi_request *r, cubert_mpi_info *info) {
+  char t[MPI_MAX_ERROR_STRING + 1], why[600];
+  MPI_Status s;
+  int rc = MPI_Wait(&r->header_req, &s);
+  if (rc != MPI_SUCCESS) {
+    mpi_text(rc, t, sizeof t);
+    snprintf(why, sizeof why, "the header from rank %d tag %d did not arrive: %s", r->peer, r->tag, t);
+    return fail_whole(r, why);
+  }
+  r->peer = s.MPI_SOURCE;
+  r->tag = s.MPI_TAG;
+  int count = 0;
+  MPI_Get_count(&s, MPI_BYTE, &count);
+  wire_header h;
+  char notheader[256];
+  if (count != WIRE_HEADER_SIZE) {
+    snprintf(notheader, sizeof notheader, "a message of %d bytes is not a cubert transfer header (%d bytes)", count,
+             WIRE_HEADER_SIZE);
+  } else if (wire_header_decode(r->header, &h, notheader, sizeof notheader)) {
+    notheader[0] = '\0';
+  }
+  if (notheader[0]) {
+    snprintf(why, sizeof why, "from rank %d tag %d: %s", r->peer, r->tag, notheader);
+    return fail_whole(r, why);
+  }
+  r->ptag = h.payload_tag;
+  r->chunk = h.chunk;
+  r->nchunks = h.nchunks;
+
+  /* Can the bytes land? If not, take the rest of the exchange and change
+   * nothing. */
+  uint64_t fs = 0, fe = 0;
+  const cubert_failure *probe = NULL;
+  cubert_status st = cubert_handle_tainted_range(r->client, r->view, cubert_handle_offset_start(r->view), &fs, &fe,
+                                                 &probe);
+  if (probe) cubert_failure_release(probe);
+  if (st != CUBERT_OK || h.size != r->size) {
+    char msg[900];
+    if (st != CUBERT_OK)
+      snprintf(msg, sizeof msg, "cubert_mpi_recv from rank %d tag %d: the view cannot be written: %s", r->peer, r->tag,
+               cubert_last_error_message());
+    else {
+      snprintf(msg, sizeof msg,
+               "cubert_mpi_recv from rank %d tag %d: rank %d sent %llu bytes, the view holds %llu "
+               "(the exchange was received and dropped; the view is unchanged)",
+               r->peer, r->tag, r->peer, (unsigned long long)h.size, (unsigned long long)r->size);
+      st = CUBERT_ERR_OUT_OF_RANGE;
+    }
+    drain(r, &h);
+    request_free(r);
+    return fail(st, "%s", msg);
+  }
+
+  int me = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  r->injected = mpi_inject_decide(false, me, r->peer, &r->hit);
+
+  /* The sender's tainted ranges. */
+  if (h.nranges) {
+    size_t len = (size_t)h.nranges * WIRE_RANGE_SIZE;
+    unsigned char *buf = malloc(len);
+    rc = buf ? MPI_Recv(buf, (int)len, MPI_BYTE, r->peer, r->ptag, r->cs->dup, MPI_STATUS_IGNORE) : MPI_ERR_NO_MEM;
+    if (rc != MPI_SUCCESS) {
+      mpi_text(rc, t, sizeof t);
+      snprintf(why, sizeof why, "the tainted ranges from rank %d did not arrive: %s", r->peer, t);
+      const cubert_failure *f = NULL;
+      if (cubert_failure_create(r->client, CUBERT_ERR_BACKEND, why, &f) == CUBERT_OK) span_add(r, 0, r->size, f);
+      note(r, CUBERT_ERR_BACKEND, "%s", why);
+    } else {
+      for (uint64_t i = 0; i < h.nranges; i++) {
+        const unsigned char *p = buf + i * WIRE_RANGE_SIZE;
+        uint64_t off = wire_get64(p), n = wire_get64(p + 8);
+        if (off > r->size || n > r->size - off) continue; /* the header said the size: cannot be */
+        const cubert_failure *f =
+            import_or_explain(r, (const cubert_failure_record *)(p + 16), "a tainted range");
+        if (f) span_add(r, off, off + n, f);
+      }
+    }
+    free(buf);
+  }
+
+  /* The chunks, two in flight. */
+  size_t slot = (size_t)(WIRE_CHUNK_PREFIX + r->chunk);
+  unsigned char *ring = r->nchunks ? malloc(2 * slot) : NULL;
+  MPI_Request rq[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  uint64_t stop = r->nchunks, posted = 0, k = 0;
+  if (r->injected && r->hit.fault == MPI_FAULT_PARTIAL) stop = (uint64_t)((double)r->nchunks * r->hit.fraction);
+  if (r->injected && r->hit.fault == MPI_FAULT_FAIL) stop = 0;
+  const cubert_failure *inj = NULL;
+  if (r->nchunks && !ring) {
+    note(r, CUBERT_ERR_OUT_OF_MEMORY, "out of memory for %zu bytes of receive buffers", 2 * slot);
+    h.nranges = 0;
+    drain(r, &h);
+    const cubert_failure *f = NULL;
+    if (cubert_failure_create(r->client, CUBERT_ERR_OUT_OF_MEMORY, r->message, &f) == CUBERT_OK)
+      span_add(r, 0, r->size, f);
+    k = r->nchunks;
+  }
+  for (; posted < r->nchunks && posted < 2 && ring; posted++)
+    MPI_Irecv(ring + (posted % 2) * slot, (int)slot, MPI_BYTE, r->peer, r->ptag, r->cs->dup, &rq[posted % 2]);
+  for (; k < r->nchunks; k++) {
+    uint64_t a = k * r->chunk, b = a + r->chunk < r->size ? a + r->chunk : r->size;
+    unsigned char *msg = ring + (k % 2) * slot, *data = msg + WIRE_CHUNK_PREFIX;
+    rc = MPI_Wait(&rq[k % 2], &s);
+    int got = 0;
+    if (rc == MPI_SUCCESS) MPI_Get_count(&s, MPI_BYTE, &got);
+    if (rc != MPI_SUCCESS || (uint64_t)got != WIRE_CHUNK_PREFIX + (b - a)) {
+      /* the transfer broke: the rest of the view is not what was sent */
+      if (rc == MPI_SUCCESS) snprintf(t, sizeof t, "chunk %llu has %d bytes, expected %llu", (unsigned long long)k,
+                                      got, (unsigned long long)(WIRE_CHUNK_PREFIX + (b - a)));
+      else mpi_text(rc, t, sizeof t);
+      snprintf(why, sizeof why, "the transfer from rank %d tag %d broke at byte %llu: %s", r->peer, r->tag,
+               (unsigned long long)a, t);
+      const cubert_failure *f = NULL;
+      if (cubert_failure_create(r->client, CUBERT_ERR_BACKEND, why, &f) == CUBERT_OK) span_add(r, a, r->size, f);
+      note(r, CUBERT_ERR_BACKEND, "%s", why);
+      for (int i = 0; i < 2; i++)
+        if (rq[i] != MPI_REQUEST_NULL) {
+          MPI_Cancel(&rq[i]);
+          MPI_Request_free(&rq[i]);
+        }
+      break;
+    }
+    uint64_t flags = wire_get64(msg + 8);
+    const cubert_failure *bad = NULL;
+    if (flags & WIRE_CHUNK_UNREAD) {
+      cubert_failure_record rec;
+      rc = MPI_Recv(&rec, CUBERT_FAILURE_RECORD_SIZE, MPI_BYTE, r->peer, r->ptag + 1, r->cs->dup, MPI_STATUS_IGNORE);
+      if (rc != MPI_SUCCESS) memset(&rec, 0, sizeof rec);
+      bad = import_or_explain(r, &rec, "an unread chunk");
+    }
+    if (!bad && k >= stop) {
+      if (!inj) inj = injected_failure(r, r->hit.fault == MPI_FAULT_FAIL ? "receive failed" : "receive stopped part way");
+      bad = inj;
+      if (bad) cubert_failure_retain(bad);
+      note(r, CUBERT_ERR_BACKEND, "%s", inj ? cubert_failure_message(inj) : "injected fault");
+    }
+    if (!bad && r->injected && r->hit.fault == MPI_FAULT_SCRIBBLE && b > a) {
+      uint64_t sd = r->hit.seed ^ k;
+      size_t n = (size_t)((double)(b - a) * r->hit.fraction);
+      if (!n) n = 1;
+      for (size_t i = 0; i < n; i++) data[(sd + i * 7919u) % (b - a)] ^= (unsigned char)(0xa5 + i);
+    }
+    if (!bad && wire_checksum(data, (size_t)(b - a)) != wire_get64(msg)) {
+      snprintf(why, sizeof why,
+               "bytes %llu..%llu from rank %d tag %d arrived damaged (checksum mismatch)%s", (unsigned long long)a,
+               (unsigned long long)b, r->peer, r->tag,
+               r->injected && r->hit.fault == MPI_FAULT_SCRIBBLE ? " after an injected scribble" : "");
+      cubert_failure_create(r->client, CUBERT_ERR_BACKEND, why, &bad);
+    }
+    if (bad) {
+      span_add(r, a, b, bad);
+    } else {
+      cubert_handle *part = NULL;
+      st = cubert_handle_slice(r->view, a, r->size - b, &part);
+      if (st == CUBERT_OK) st = cubert_handle_write(r->client, part, data, b - a);
+      cubert_handle_release(part);
+      if (st != CUBERT_OK) {
+        /* the failed write tainted its bytes itself */
+        note(r, st, "writing bytes %llu..%llu failed: %s", (unsigned long long)a, (unsigned long long)b,
+             cubert_last_error_message());
+      }
+    }
+    if (posted < r->nchunks) {
+      MPI_Irecv(msg, (int)slot, MPI_BYTE, r->peer, r->ptag, r->cs->dup, &rq[posted % 2]);
+      posted++;
+    }
+  }
+  if (inj) cubert_failure_release(inj);
+  free(ring);
+
+  /* The account: every span tainted, after the good bytes were written. */
+  for (size_t i = 0; i < r->nspans; i++) {
+    st = taint_part(r, r->spans[i].start, r->spans[i].end, r->spans[i].failure);
+    if (st != CUBERT_OK)
+      note(r, st, "tainting bytes %llu..%llu failed: %s", (unsigned long long)r->spans[i].start,
+           (unsigned long long)r->spans[i].end, cubert_last_error_message());
+  }
+  st = verdict(r, info);
+  request_free(r);
+  return st;
+}
+
+static cubert_status start_recv(const char *fn, cubert_client *client, cubert_handle *view, int source, int tag,
+                                MPI_Comm comm, cubert_mpi_request **out) {
+  cubert_mpi_request *r = NULL;
+  cubert_status st = request_new(fn, client, view, source, tag, comm, false, &r);
+  if (st) return st;
+  int rc = MPI_Irecv(r->header, WIRE_HEADER_SIZE, MPI_BYTE, source, tag, comm, &r->header_req);
+  if (rc != MPI_SUCCESS) {
+    char t[MPI_MAX_ERROR_STRING + 1];
+    mpi_text(rc, t, sizeof t);
+    request_free(r);
+    return fail(CUBERT_ERR_BACKEND, "%s: MPI_Irecv failed: %s", fn, t);
+  }
+  *out = r;
+  return CUBERT_OK;
+}
+
+/* ------------------------------------------------------------ entry points */
+
+cubert_status cubert_mpi_send(cubert_client *client, const cubert_handle *view, int dest, int tag, MPI_Comm comm,
+                              cubert_mpi_info *info) {
+  cubert_mpi_request *r = NULL;
+  cubert_status st = start_send("cubert_mpi_send", client, view, dest, tag, comm, &r);
+  return st ? st : finish_send(r, info);
+}
+
+cubert_status cubert_mpi_recv(cubert_client *client, cubert_handle *view, int source, int tag, MPI_Comm comm,
+                              cubert_mpi_info *info) {
+  cubert_mpi_request *r = NULL;
+  cubert_status st = start_recv("cubert_mpi_recv", client, view, source, tag, comm, &r);
+  return st ? st : finish_recv(r, info);
+}
+
+cubert_status cubert_mpi_isend(cubert_client *client, const cubert_handle *view, int dest, int tag, MPI_Comm comm,
+                               cubert_mpi_request **request) {
+  if (!request) return fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_mpi_isend: request is NULL");
+  return start_send("cubert_mpi_isend", client, view, dest, tag, comm, request);
+}
+
+cubert_status cubert_mpi_irecv(cubert_client *client, cubert_handle *view, int source, int tag, MPI_Comm comm,
+                               cubert_mpi_request **request) {
+  if (!request) return fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_mpi_irecv: request is NULL");
+  return start_recv("cubert_mpi_irecv", client, view, source, tag, comm, request);
+}
+
+cubert_status cubert_mpi_wait(cubert_mpi_request *request, cubert_mpi_info *info) {
+  if (!request) return fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_mpi_wait: request is NULL");
+  return request->send ? finish_send(request, info) : finish_recv(request, info);
+}

@@ -1,0 +1,54 @@
+/* mpi/wire.h: the messages of one cubert transfer between ranks (internal to
+ * libcubert_mpi; docs/cluster.md describes them for people).
+ *
+ *   1. header, on the caller's communicator and tag: WIRE_HEADER_SIZE bytes
+ *      (magic, version, view size, tainted ranges, chunk size, chunks, the
+ *      payload tag, the sender's flags);
+ *   2. when ranges > 0, on cubert's duplicate of the communicator with the
+ *      payload tag: the tainted ranges, WIRE_RANGE_SIZE bytes each (offset
+ *      in the view, size, failure record);
+ *   3. each chunk, same communicator and tag: WIRE_CHUNK_PREFIX bytes
+ *      (checksum of the bytes, flags) then the bytes;
+ *   4. after a chunk flagged WIRE_CHUNK_UNREAD, with the payload tag + 1:
+ *      the failure record of why the sender could not read it.
+ * Every number is little-endian. */
+#ifndef CUBERT_MPI_WIRE_H
+#define CUBERT_MPI_WIRE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cubert/cubert.h"
+
+#define WIRE_MAGIC 0x504d4243u /* "CBMP" */
+#define WIRE_VERSION 1u
+#define WIRE_HEADER_SIZE 64
+#define WIRE_RANGE_SIZE (16 + CUBERT_FAILURE_RECORD_SIZE)
+#define WIRE_CHUNK_PREFIX 16
+#define WIRE_CHUNK_DEFAULT (4ull << 20)
+
+/* Chunk flags. */
+#define WIRE_CHUNK_UNREAD 1u /* the sender could not read these bytes: a record follows */
+
+typedef struct wire_header {
+  uint64_t size;       /* bytes of the view */
+  uint64_t nranges;    /* tainted ranges that follow */
+  uint64_t chunk;      /* bytes per chunk (the last may be shorter) */
+  uint64_t nchunks;
+  int32_t payload_tag; /* on cubert's communicator; +1 for records */
+  uint32_t flags;      /* reserved, 0 */
+} wire_header;
+
+void wire_put64(unsigned char *p, uint64_t v);
+uint64_t wire_get64(const unsigned char *p);
+void wire_header_encode(const wire_header *h, unsigned char out[WIRE_HEADER_SIZE]);
+/* False, with `why` filled, when the bytes are not a cubert header of this
+ * version. */
+bool wire_header_decode(const unsigned char in[WIRE_HEADER_SIZE], wire_header *h, char *why, size_t cap);
+
+/* The checksum of a chunk's bytes (detects bytes damaged in flight, such as
+ * an injected scribble; not a defence against an adversary). */
+uint64_t wire_checksum(const unsigned char *p, size_t n);
+
+#endif

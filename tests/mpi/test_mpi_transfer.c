@@ -1,0 +1,526 @@
+/* tests/mpi/test_mpi_transfer.c: taint crosses ranks exactly (cubert/mpi.h).
+ *
+ * Run under mpirun with an even number of ranks (ctest: 4): rank r pairs
+ * with rank r^1, the even rank sends and the odd one receives, and every
+ * rank runs every test in the same order (Check in no-fork mode: one
+ * process per rank). Host backend, 2 simulated devices per rank. Chunks of
+ * 64 KiB (CUBERT_MPI_CHUNK), so that views of a few hundred KiB cross in
+ * several chunks and ranges straddle chunk boundaries. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <check.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cubert/faultinj.h"
+#include "cubert/mpi.h"
+#include "tests/testutil.h"
+
+#define N (300u * 1024u + 123u) /* five chunks, the last short */
+
+static int rank, partner;
+static bool sender;
+
+static void open_env(cb_test_env *env) {
+  cubert_runtime_options o;
+  cb_test_options("host", &o);
+  o.host_devices = 2;
+  ck_assert(cb_test_open_with(0, &o, 2, env));
+}
+
+/* A handle of N pattern bytes (seed) on client 0. */
+static cubert_handle *pattern_handle(cb_test_env *env, uint64_t seed, uint64_t size) {
+  unsigned char *buf = malloc(size);
+  cb_test_pattern(buf, size, seed);
+  cubert_handle *h = NULL;
+  cb_test_ok(cubert_handle_create(env->clients[0], buf, size, &h));
+  free(buf);
+  return h;
+}
+
+/* Taints bytes [a, b) of h's view with a failure of this rank's making;
+ * returns its id. */
+static uint64_t taint(cb_test_env *env, cubert_handle *h, uint64_t a, uint64_t b, const char *why) {
+  const cubert_failure *f = NULL;
+  cb_test_ok(cubert_failure_create(env->clients[0], CUBERT_ERR_LAUNCH, why, &f));
+  cubert_handle *part = NULL;
+  cb_test_ok(cubert_handle_slice(h, a, cubert_handle_size_in_use(h) - b, &part));
+  cb_test_ok(cubert_handle_taint(env->clients[0], part, f));
+  cubert_handle_release(part);
+  uint64_t id = cubert_failure_id(f);
+  cubert_failure_release(f);
+  return id;
+}
+
+/* The tainted ranges of h's view (allocation-relative), at most 16. */
+typedef struct ranges {
+  size_t n;
+  uint64_t start[16], end[16];
+  cubert_remote_origin origin[16];
+  char message[16][160];
+} ranges;
+
+static void walk(cb_test_env *env, const cubert_handle *h, ranges *out) {
+  memset(out, 0, sizeof *out);
+  uint64_t from = cubert_handle_offset_start(h);
+  for (;;) {
+    const cubert_failure *f = NULL;
+    uint64_t s, e;
+    cb_test_ok(cubert_handle_tainted_range(env->clients[0], h, from, &s, &e, &f));
+    if (!f) break;
+    ck_assert_uint_lt(out->n, 16);
+    out->start[out->n] = s;
+    out->end[out->n] = e;
+    cubert_failure_remote(f, &out->origin[out->n]);
+    snprintf(out->message[out->n], sizeof out->message[0], "%s", cubert_failure_message(f));
+    out->n++;
+    cubert_failure_release(f);
+    from = e;
+  }
+}
+
+/* Bytes [a, b) of h's view read good and equal the pattern of `seed`. */
+static void expect_good(cb_test_env *env, cubert_handle *h, uint64_t a, uint64_t b, uint64_t seed) {
+  uint64_t size = cubert_handle_size_in_use(h);
+  cubert_handle *part = NULL;
+  cb_test_ok(cubert_handle_slice(h, a, size - b, &part));
+  unsigned char *got = malloc(b - a), *want = malloc(size);
+  cb_test_ok(cubert_handle_read(env->clients[0], part, got, b - a));
+  cb_test_pattern(want, size, seed);
+  ck_assert_msg(memcmp(got, want + a, b - a) == 0, "bytes %llu..%llu differ from what was sent",
+                (unsigned long long)a, (unsigned long long)b);
+  free(got);
+  free(want);
+  cubert_handle_release(part);
+}
+
+static void barrier(void) { MPI_Barrier(MPI_COMM_WORLD); }
+
+/* A failed check leaves this rank's partner waiting in the middle of an
+ * exchange. So: a test that did not reach its end marks the run broken,
+ * later tests return at once, and main() prints Check's report and aborts
+ * the job (MPI_Abort) instead of hanging. */
+static bool completed, broken;
+static void setup(void) { completed = false; }
+static void teardown(void) {
+  if (!completed) broken = true;
+}
+static void done(void) {
+  completed = true;
+  barrier();
+}
+#define SKIP_IF_BROKEN() \
+  do {                   \
+    if (broken) return;  \
+  } while (0)
+
+/* ------------------------------------------------------------ tests */
+
+START_TEST(test_clean_view_crosses_good) {
+  SKIP_IF_BROKEN();
+  cb_test_env env;
+  open_env(&env);
+  cubert_mpi_info info;
+  if (sender) {
+    cubert_handle *h = pattern_handle(&env, 11, N);
+    cb_test_ok(cubert_mpi_send(env.clients[0], h, partner, 3, MPI_COMM_WORLD, &info));
+    ck_assert_uint_eq(info.bytes, N);
+    ck_assert_uint_eq(info.chunks, 5);
+    cubert_handle_release(h);
+  } else {
+    cubert_handle *h = NULL;
+    cb_test_ok(cubert_handle_empty(env.clients[0], N, &h));
+    cb_test_ok(cubert_mpi_recv(env.clients[0], h, partner, 3, MPI_COMM_WORLD, &info));
+    ck_assert_int_eq(info.peer, partner);
+    ck_assert_uint_eq(info.tainted_bytes, 0);
+    expect_good(&env, h, 0, N, 11);
+    cubert_handle_release(h);
+  }
+  cb_test_close(&env);
+  done();
+}
+END_TEST
+
+/* Ranges in several chunks, one across a chunk boundary; the receive lands
+ * in a slice 1000 bytes into a larger buffer that held a failure of its own
+ * where the sender's bytes are good (the receive repairs it). */
+START_TEST(test_partly_tainted_view_crosses_range_exact) {
+  SKIP_IF_BROKEN();
+  cb_test_env env;
+  open_env(&env);
+  cubert_mpi_info info;
+  uint64_t ids[2] = {0, 0};
+  if (sender) {
+    cubert_handle *h = pattern_handle(&env, 12, N);
+    ids[0] = taint(&env, h, 100, 200, "k1 failed");
+    ids[1] = taint(&env, h, 65500, 65600, "k2 failed");
+    cb_test_status(cubert_mpi_send(env.clients[0], h, partner, 4, MPI_COMM_WORLD, &info), CUBERT_ERR_TAINTED);
+    ck_assert_msg(strstr(cubert_last_error_message(), "200 of") != NULL, "%s", cubert_last_error_message());
+    ck_assert_uint_eq(info.tainted_bytes, 200);
+    ck_assert_uint_eq(info.tainted_ranges, 2);
+    cubert_handle_release(h);
+    MPI_Send(ids, 2, MPI_UINT64_T, partner, 99, MPI_COMM_WORLD);
+  } else {
+    cubert_handle *big = NULL, *h = NULL;
+    cb_test_ok(cubert_handle_empty(env.clients[0], N + 3000, &big));
+    cb_test_ok(cubert_handle_slice(big, 1000, 2000, &h));
+    taint(&env, h, 5000, 6000, "stale local failure");
+    cb_test_status(cubert_mpi_recv(env.clients[0], h, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &info),
+                   CUBERT_ERR_TAINTED);
+    ck_assert_msg(strstr(cubert_last_error_message(), "from rank") != NULL, "%s", cubert_last_error_message());
+    ck_assert_int_eq(info.peer, partner);
+    ck_assert_int_eq(info.tag, 4);
+    MPI_Recv(ids, 2, MPI_UINT64_T, partner, 99, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    ranges r;
+    walk(&env, h, &r);
+    ck_assert_uint_eq(r.n, 2);
+    ck_assert_uint_eq(r.start[0], 1100);
+    ck_assert_uint_eq(r.end[0], 1200);
+    ck_assert_uint_eq(r.start[1], 66500);
+    ck_assert_uint_eq(r.end[1], 66600);
+    for (int i = 0; i < 2; i++) {
+      ck_assert(r.origin[i].remote);
+      ck_assert_int_eq(r.origin[i].rank, partner);
+      ck_assert_uint_eq(r.origin[i].id, ids[i]);
+      ck_assert_msg(strstr(r.message[i], i ? "k2 failed" : "k1 failed") != NULL, "%s", r.message[i]);
+    }
+    expect_good(&env, h, 0, 100, 12);
+    expect_good(&env, h, 200, 65500, 12);
+    expect_good(&env, h, 65600, N, 12);
+    /* a read over a tainted range is refused with the sender's cause */
+    unsigned char *buf = malloc(N);
+    cb_test_status(cubert_handle_read(env.clients[0], h, buf, N), CUBERT_ERR_TAINTED);
+    ck_assert_msg(strstr(cubert_last_error_message(), "k1 failed") != NULL, "%s", cubert_last_error_message());
+    free(buf);
+    cubert_handle_release(h);
+    cubert_handle_release(big);
+  }
+  cb_test_close(&env);
+  done();
+}
+END_TEST
+
+/* A whole view tainted by an injected fault of the sender's fault layer:
+ * the receiver's read names the sender's injected fault. */
+START_TEST(test_fully_tainted_view_carries_senders_cause) {
+  SKIP_IF_BROKEN();
+  cb_test_env env;
+  open_env(&env);
+  cubert_mpi_info info;
+  if (sender) {
+    cubert_handle *h = pattern_handle(&env, 13, 4096);
+    cb_test_ok(cubert_faultinj_add(env.runtime, "write nth=1 fault=fail", "test", NULL, NULL));
+    unsigned char buf[4096] = {0};
+    ck_assert_int_ne(cubert_handle_write(env.clients[0], h, buf, sizeof buf), CUBERT_OK);
+    cb_test_status(cubert_mpi_send(env.clients[0], h, partner, 5, MPI_COMM_WORLD, &info), CUBERT_ERR_TAINTED);
+    ck_assert_uint_eq(info.tainted_bytes, 4096);
+    cubert_handle_release(h);
+  } else {
+    cubert_handle *h = pattern_handle(&env, 99, 4096);
+    cb_test_status(cubert_mpi_recv(env.clients[0], h, partner, 5, MPI_COMM_WORLD, &info), CUBERT_ERR_TAINTED);
+    ck_assert_uint_eq(info.tainted_bytes, 4096);
+    unsigned char buf[4096];
+    cb_test_status(cubert_handle_read(env.clients[0], h, buf, sizeof buf), CUBERT_ERR_TAINTED);
+    ck_assert_msg(strstr(cubert_last_error_message(), "injected fault") != NULL, "%s",
+                  cubert_last_error_message());
+    ranges r;
+    walk(&env, h, &r);
+    ck_assert_uint_eq(r.n, 1);
+    ck_assert_uint_eq(r.end[0] - r.start[0], 4096);
+    ck_assert_int_eq(r.origin[0].rank, partner);
+    cubert_handle_release(h);
+  }
+  cb_test_close(&env);
+  done();
+}
+END_TEST
+
+/* Both ranks of a pair send to each other at once (isend/irecv + wait). */
+START_TEST(test_nonblocking_both_ways) {
+  SKIP_IF_BROKEN();
+  cb_test_env env;
+  open_env(&env);
+  cubert_handle *out = pattern_handle(&env, 20 + (uint64_t)rank, N), *in = NULL;
+  cb_test_ok(cubert_handle_empty(env.clients[0], N, &in));
+  taint(&env, out, 70000, 70001, "one byte");
+  cubert_mpi_request *rs = NULL, *rr = NULL;
+  cb_test_ok(cubert_mpi_irecv(env.clients[0], in, partner, 6, MPI_COMM_WORLD, &rr));
+  cb_test_ok(cubert_mpi_isend(env.clients[0], out, partner, 6, MPI_COMM_WORLD, &rs));
+  cubert_mpi_info si, ri;
+  cb_test_status(cubert_mpi_wait(rs, &si), CUBERT_ERR_TAINTED);
+  cb_test_status(cubert_mpi_wait(rr, &ri), CUBERT_ERR_TAINTED);
+  ck_assert_uint_eq(si.tainted_bytes, 1);
+  ck_assert_uint_eq(ri.tainted_bytes, 1);
+  ranges r;
+  walk(&env, in, &r);
+  ck_assert_uint_eq(r.n, 1);
+  ck_assert_uint_eq(r.start[0], 70000);
+  ck_assert_uint_eq(r.end[0], 70001);
+  expect_good(&env, in, 0, 70000, 20 + (uint64_t)partner);
+  expect_good(&env, in, 70001, N, 20 + (uint64_t)partner);
+  cubert_handle_release(out);
+  cubert_handle_release(in);
+  cb_test_close(&env);
+  done();
+}
+END_TEST
+
+/* Injected transport faults: the receiver never reads bad bytes as good. */
+static void fault_exchange(const char *rules, bool rules_on_sender, bool sender_fails, uint64_t good_prefix,
+                           const char *expect) {
+  cb_test_env env;
+  open_env(&env);
+  if (sender == rules_on_sender) cb_test_ok(cubert_mpi_faults(rules));
+  uint64_t before = cubert_mpi_faults_injected();
+  cubert_mpi_info info;
+  if (sender) {
+    cubert_handle *h = pattern_handle(&env, 30, N);
+    cubert_status st = cubert_mpi_send(env.clients[0], h, partner, 7, MPI_COMM_WORLD, &info);
+    if (sender_fails) ck_assert_int_eq(st, CUBERT_ERR_BACKEND);
+    else cb_test_ok(st); /* damage in flight is not the sender's to see */
+    ck_assert_uint_eq(cubert_mpi_faults_injected(), before + (rules_on_sender ? 1 : 0));
+    cubert_handle_release(h);
+  } else {
+    cubert_handle *h = NULL;
+    cb_test_ok(cubert_handle_empty(env.clients[0], N, &h));
+    cubert_status st = cubert_mpi_recv(env.clients[0], h, partner, 7, MPI_COMM_WORLD, &info);
+    ck_assert_int_ne(st, CUBERT_OK);
+    ck_assert_uint_eq(info.tainted_bytes, N - good_prefix);
+    ranges r;
+    walk(&env, h, &r);
+    ck_assert_uint_ge(r.n, 1);
+    ck_assert_uint_eq(r.start[0], good_prefix);
+    ck_assert_uint_eq(r.end[r.n - 1], N);
+    ck_assert_msg(strstr(r.message[0], expect) != NULL, "%s", r.message[0]);
+    if (good_prefix) expect_good(&env, h, 0, good_prefix, 30);
+    cubert_handle_release(h);
+  }
+  cb_test_ok(cubert_mpi_faults(NULL));
+  cb_test_close(&env);
+  barrier();
+}
+
+START_TEST(test_injected_send_failure_taints_receiver) {
+  SKIP_IF_BROKEN();
+  fault_exchange("send fault=fail", true, true, 0, "injected fault");
+  done();
+}
+END_TEST
+
+START_TEST(test_injected_partial_send_taints_the_rest) {
+  SKIP_IF_BROKEN();
+  /* 5 chunks, 0.4 of them: the first two cross good */
+  fault_exchange("send nth=1 fault=partial:0.4", true, true, 2 * 65536, "stopped part way");
+  done();
+}
+END_TEST
+
+START_TEST(test_injected_scribble_in_flight_is_taint_not_data) {
+  SKIP_IF_BROKEN();
+  fault_exchange("send fault=scribble:0.01", true, false, 0, "checksum");
+  done();
+}
+END_TEST
+
+START_TEST(test_injected_receive_faults) {
+  SKIP_IF_BROKEN();
+  fault_exchange("recv fault=fail", false, false, 0, "injected fault");
+  fault_exchange("recv fault=partial:0.6", false, false, 3 * 65536, "stopped part way");
+  fault_exchange("recv fault=scribble:0.001", false, false, 0, "checksum");
+  done();
+}
+END_TEST
+
+/* A rule selects a rank: only the odd ranks' receives fail. */
+START_TEST(test_fault_rule_selects_a_rank) {
+  SKIP_IF_BROKEN();
+  cb_test_env env;
+  open_env(&env);
+  cb_test_status(cubert_mpi_faults("recv rank=x fault=fail"), CUBERT_ERR_PARSE);
+  cb_test_ok(cubert_mpi_faults("recv rank=1 fault=fail; recv rank=3 fault=fail"));
+  uint64_t before = cubert_mpi_faults_injected();
+  if (sender) {
+    cubert_handle *h = pattern_handle(&env, 40, 1000);
+    cb_test_ok(cubert_mpi_send(env.clients[0], h, partner, 8, MPI_COMM_WORLD, NULL));
+    ck_assert_uint_eq(cubert_mpi_faults_injected(), before);
+    cubert_handle_release(h);
+  } else {
+    cubert_handle *h = NULL;
+    cb_test_ok(cubert_handle_empty(env.clients[0], 1000, &h));
+    cb_test_status(cubert_mpi_recv(env.clients[0], h, partner, 8, MPI_COMM_WORLD, NULL), CUBERT_ERR_BACKEND);
+    ck_assert_uint_eq(cubert_mpi_faults_injected(), before + 1);
+    cubert_handle_release(h);
+  }
+  cb_test_ok(cubert_mpi_faults(NULL));
+  cb_test_close(&env);
+  done();
+}
+END_TEST
+
+/* Mismatched sizes: the receiver takes the whole exchange, refuses, and its
+ * view is unchanged; the sender completes. Then the pair still talks. */
+START_TEST(test_size_mismatch_refused_without_hang) {
+  SKIP_IF_BROKEN();
+  cb_test_env env;
+  open_env(&env);
+  if (sender) {
+    cubert_handle *h = pattern_handle(&env, 50, N);
+    cb_test_ok(cubert_mpi_send(env.clients[0], h, partner, 9, MPI_COMM_WORLD, NULL));
+    cb_test_ok(cubert_mpi_send(env.clients[0], h, partner, 9, MPI_COMM_WORLD, NULL));
+    cubert_handle_release(h);
+  } else {
+    cubert_handle *small = pattern_handle(&env, 51, N - 1), *h = NULL;
+    cb_test_status(cubert_mpi_recv(env.clients[0], small, partner, 9, MPI_COMM_WORLD, NULL),
+                   CUBERT_ERR_OUT_OF_RANGE);
+    ck_assert_msg(strstr(cubert_last_error_message(), "the view holds") != NULL, "%s", cubert_last_error_message());
+    expect_good(&env, small, 0, N - 1, 51);
+    cb_test_ok(cubert_handle_empty(env.clients[0], N, &h));
+    cb_test_ok(cubert_mpi_recv(env.clients[0], h, partner, 9, MPI_COMM_WORLD, NULL));
+    expect_good(&env, h, 0, N, 50);
+    cubert_handle_release(small);
+    cubert_handle_release(h);
+  }
+  cb_test_close(&env);
+  done();
+}
+END_TEST
+
+/* A receive into a handle of another client (device 1 with device 0's
+ * client): refused with WRONG_DEVICE after taking the exchange; a send of
+ * one: the exchange completes and the receiver's bytes carry why. */
+START_TEST(test_other_clients_handle) {
+  SKIP_IF_BROKEN();
+  cb_test_env env;
+  open_env(&env);
+  cubert_handle *other = NULL;
+  unsigned char pat[2048];
+  cb_test_pattern(pat, sizeof pat, 60);
+  cb_test_ok(cubert_handle_create(env.clients[1], pat, sizeof pat, &other));
+  if (sender) {
+    cb_test_ok(cubert_mpi_send(env.clients[1], other, partner, 10, MPI_COMM_WORLD, NULL));
+    cb_test_status(cubert_mpi_send(env.clients[0], other, partner, 10, MPI_COMM_WORLD, NULL),
+                   CUBERT_ERR_WRONG_DEVICE);
+  } else {
+    cb_test_status(cubert_mpi_recv(env.clients[0], other, partner, 10, MPI_COMM_WORLD, NULL),
+                   CUBERT_ERR_WRONG_DEVICE);
+    unsigned char got[2048];
+    cb_test_ok(cubert_handle_read(env.clients[1], other, got, sizeof got));
+    ck_assert(memcmp(got, pat, sizeof got) == 0);
+    cubert_handle *h = NULL;
+    cb_test_ok(cubert_handle_empty(env.clients[0], sizeof pat, &h));
+    cb_test_status(cubert_mpi_recv(env.clients[0], h, partner, 10, MPI_COMM_WORLD, NULL), CUBERT_ERR_TAINTED);
+    ranges r;
+    walk(&env, h, &r);
+    ck_assert_uint_eq(r.n, 1);
+    ck_assert_msg(strstr(r.message[0], "could not be sent") != NULL || strstr(r.message[0], "device") != NULL,
+                  "%s", r.message[0]);
+    cubert_handle_release(h);
+  }
+  cubert_handle_release(other);
+  cb_test_close(&env);
+  done();
+}
+END_TEST
+
+/* Refused before any message: a rank outside the communicator, a bad tag,
+ * a communicator never given to cubert_mpi_init, NULLs. A message that is
+ * not cubert's: refused, the view tainted, nothing hangs. */
+START_TEST(test_bad_arguments_send_nothing) {
+  SKIP_IF_BROKEN();
+  cb_test_env env;
+  open_env(&env);
+  int size;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  cubert_handle *h = pattern_handle(&env, 70, 256);
+  cb_test_status(cubert_mpi_send(env.clients[0], h, size, 1, MPI_COMM_WORLD, NULL), CUBERT_ERR_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(cubert_last_error_message(), "is not in the communicator") != NULL, "%s",
+                cubert_last_error_message());
+  cb_test_status(cubert_mpi_send(env.clients[0], h, partner, -3, MPI_COMM_WORLD, NULL), CUBERT_ERR_INVALID_ARGUMENT);
+  cb_test_status(cubert_mpi_recv(env.clients[0], h, -7, 1, MPI_COMM_WORLD, NULL), CUBERT_ERR_INVALID_ARGUMENT);
+  cb_test_status(cubert_mpi_send(env.clients[0], h, 0, 1, MPI_COMM_SELF, NULL), CUBERT_ERR_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(cubert_last_error_message(), "cubert_mpi_init") != NULL, "%s", cubert_last_error_message());
+  cb_test_status(cubert_mpi_send(NULL, h, partner, 1, MPI_COMM_WORLD, NULL), CUBERT_ERR_INVALID_ARGUMENT);
+  cb_test_status(cubert_mpi_recv(env.clients[0], NULL, partner, 1, MPI_COMM_WORLD, NULL), CUBERT_ERR_INVALID_ARGUMENT);
+  cb_test_status(cubert_mpi_wait(NULL, NULL), CUBERT_ERR_INVALID_ARGUMENT);
+  if (sender) {
+    char junk[10] = "not cubert";
+    MPI_Send(junk, sizeof junk, MPI_CHAR, partner, 11, MPI_COMM_WORLD);
+  } else {
+    cb_test_status(cubert_mpi_recv(env.clients[0], h, partner, 11, MPI_COMM_WORLD, NULL), CUBERT_ERR_BACKEND);
+    ck_assert_msg(strstr(cubert_last_error_message(), "not a cubert transfer header") != NULL, "%s",
+                  cubert_last_error_message());
+    unsigned char buf[256];
+    cb_test_status(cubert_handle_read(env.clients[0], h, buf, sizeof buf), CUBERT_ERR_TAINTED);
+  }
+  cubert_handle_release(h);
+  cb_test_close(&env);
+  done();
+}
+END_TEST
+
+static TCase *add_case(Suite *s, const char *name) {
+  TCase *tc = tcase_create(name);
+  tcase_set_timeout(tc, 60);
+  tcase_add_checked_fixture(tc, setup, teardown);
+  suite_add_tcase(s, tc);
+  return tc;
+}
+
+int main(int argc, char **argv) {
+  /* before MPI_Init: refused with a clear error, nothing sent */
+  if (cubert_mpi_init(MPI_COMM_WORLD) != CUBERT_ERR_INVALID_ARGUMENT ||
+      !strstr(cubert_last_error_message(), "MPI is not initialised")) {
+    fprintf(stderr, "cubert_mpi_init before MPI_Init was not refused: %s\n", cubert_last_error_message());
+    return 1;
+  }
+  MPI_Init(&argc, &argv);
+  int size;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size < 2 || size % 2) {
+    if (rank == 0) fprintf(stderr, "test_mpi_transfer needs an even number of ranks (got %d)\n", size);
+    MPI_Finalize();
+    return 1;
+  }
+  partner = rank ^ 1;
+  sender = rank % 2 == 0;
+  setenv("CK_FORK", "no", 1);
+  setenv("CUBERT_MPI_CHUNK", "65536", 1);
+  if (cubert_mpi_init(MPI_COMM_WORLD) != CUBERT_OK || cubert_mpi_init(MPI_COMM_WORLD) != CUBERT_OK) {
+    fprintf(stderr, "cubert_mpi_init: %s\n", cubert_last_error_message());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+
+  Suite *s = suite_create("mpi_transfer");
+  TCase *tc = add_case(s, "taint");
+  tcase_add_test(tc, test_clean_view_crosses_good);
+  tcase_add_test(tc, test_partly_tainted_view_crosses_range_exact);
+  tcase_add_test(tc, test_fully_tainted_view_carries_senders_cause);
+  tcase_add_test(tc, test_nonblocking_both_ways);
+  tc = add_case(s, "faults");
+  tcase_add_test(tc, test_injected_send_failure_taints_receiver);
+  tcase_add_test(tc, test_injected_partial_send_taints_the_rest);
+  tcase_add_test(tc, test_injected_scribble_in_flight_is_taint_not_data);
+  tcase_add_test(tc, test_injected_receive_faults);
+  tcase_add_test(tc, test_fault_rule_selects_a_rank);
+  tc = add_case(s, "misuse");
+  tcase_add_test(tc, test_size_mismatch_refused_without_hang);
+  tcase_add_test(tc, test_other_clients_handle);
+  tcase_add_test(tc, test_bad_arguments_send_nothing);
+
+  int rc = cb_test_run(s);
+  if (rc != 0) {
+    fprintf(stderr, "rank %d: a test failed (above); aborting the job so that no rank waits for it\n", rank);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  int all = 0;
+  MPI_Allreduce(&rc, &all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  cubert_mpi_finalize(MPI_COMM_WORLD);
+  MPI_Finalize();
+  return all;
+}
