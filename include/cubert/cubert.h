@@ -83,16 +83,22 @@ typedef struct cubert_allocator {
 /* Makes every later host allocation of the library go through `allocator`
  * (copied; NULL restores the C library's). Every object, string and array
  * the library keeps, in every layer and backend, comes from these
- * functions; what does not: the memory of the host backend's simulated
- * devices (the device's, counted against its size), what hwloc and jansson
- * allocate inside themselves, and the string cubert_topology_json() returns
- * (jansson's: free() it). A table with a NULL member:
+ * functions. What does not: the memory of the host backend's simulated
+ * devices (the device's, counted against its size) and of the host buffers
+ * it allocates (page-aligned, as a GPU's pinned memory); what hwloc and
+ * jansson allocate inside themselves; and the string cubert_topology_json()
+ * returns (jansson's: free() it). The built-in kernels come from these
+ * functions too, but are made once, on first use, and kept until the
+ * process ends (kernels.h). A table with a NULL member:
  * CUBERT_ERR_INVALID_ARGUMENT and nothing changes.
  *
  * When an allocation fails, the call that needed it fails with
  * CUBERT_ERR_OUT_OF_MEMORY and a message that says "out of host memory" and
  * what was being allocated, changes nothing, and leaks nothing; work already
- * enqueued keeps its account (docs/architecture.md, "The allocator").
+ * enqueued keeps its account: a failure whose record cannot be allocated is
+ * still a failure (its bytes stay tainted, with a static failure of status
+ * CUBERT_ERR_OUT_OF_MEMORY), and a taint with no memory for its range
+ * taints the whole allocation (docs/architecture.md, "The allocator").
  *
  * Not thread-safe: call it before any other cubert call, or while no other
  * thread is in the library and nothing allocated by the previous functions
