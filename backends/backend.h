@@ -157,6 +157,31 @@ typedef struct cubert_async_failure {
   char message[256];
 } cubert_async_failure;
 
+/* A strided transfer: `count[0] x ... x count[ndims-1]` runs of `run`
+ * bytes each (ndims 0: one run), the source run at index (i0, ...) at
+ * src + sum i_d * src_pitch[d], the destination run at
+ * dst + sum i_d * dst_pitch[d]. Runs go in row-major index order; `nruns`
+ * is how many of them to move (the product of the counts, or fewer: a
+ * transfer that stops part way moves a prefix). Host memory is packed or
+ * strided like device memory: it is described the same way. */
+#define CUBERT_BACKEND_MAX_DIMS 8
+typedef struct cubert_backend_strided {
+  uint64_t run;
+  uint32_t ndims;
+  uint64_t count[CUBERT_BACKEND_MAX_DIMS];
+  uint64_t src_pitch[CUBERT_BACKEND_MAX_DIMS];
+  uint64_t dst_pitch[CUBERT_BACKEND_MAX_DIMS];
+  uint64_t nruns;
+} cubert_backend_strided;
+
+/* What a strided transfer moves between. */
+typedef enum cubert_backend_direction {
+  CUBERT_BACKEND_HOST_TO_DEVICE, /* src a host pointer (reusable on return) */
+  CUBERT_BACKEND_DEVICE_TO_HOST, /* dst a host pointer; returns once it holds the bytes */
+  CUBERT_BACKEND_DEVICE_TO_DEVICE,
+  CUBERT_BACKEND_PEER_TO_DEVICE  /* src on src_device, another device of this backend */
+} cubert_backend_direction;
+
 /* Where two devices of one backend sit relative to each other, as far as the
  * driver knows (topology combines this with hwloc). */
 typedef struct cubert_backend_link {
@@ -207,6 +232,13 @@ typedef struct cubert_backend_ops {
    * `device`. */
   cubert_status (*copy_peer)(void *device, void *stream, uint64_t work, uint64_t dst,
                              void *src_device, uint64_t src, uint64_t size, cubert_berr *err);
+
+  /* A strided transfer (cubert_backend_strided), enqueued on `stream` of
+   * `device` like write/read/copy/copy_peer by direction. src_device is the
+   * source's device for PEER_TO_DEVICE, else NULL. */
+  cubert_status (*copy_strided)(void *device, void *stream, uint64_t work, cubert_backend_direction direction,
+                                uint64_t dst, void *src_device, uint64_t src,
+                                const cubert_backend_strided *layout, cubert_berr *err);
 
   /* Compiles or loads the kernel for the device. The runtime caches modules
    * per device, so this is called once per (device, kernel) while the

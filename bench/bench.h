@@ -90,6 +90,8 @@ typedef struct cb_bench_row {
                            ("clean ledger", "no fault layer"); "" for raw */
   char note[160];
   char engine[16];      /* cb_bench_copy_engine(); "" for rows that copy nothing */
+  double engine_ratio;  /* kernel copies: cubert's median / the copy engine's raw
+                           median, same devices and size; 0 when not known */
 } cb_bench_row;
 
 /* What a copy is, for cb_bench_copy_engine(). */

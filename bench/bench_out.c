@@ -309,6 +309,7 @@ json_t *cb_bench_row_json(const cb_bench_row *r) {
   }
   json_object_set_new(o, "validated", r->validated < 0 ? json_null() : json_boolean(r->validated == 1));
   if (r->note[0]) json_object_set_new(o, "note", json_string(r->note));
+  if (r->engine_ratio > 0) json_object_set_new(o, "copy_engine_ratio", json_real(r->engine_ratio));
   return o;
 }
 

@@ -12,10 +12,17 @@
  *   growth    how cost grows with the tainted ranges of one allocation (1,
  *             1k, 100k, 1M): tainting and repairing the first range, and a
  *             refused check of the whole allocation with its message length
+ *   strided   a failed strided write of one column of 1000 and 1,000,000
+ *             rows (one strided claim), a refused check of one row, a
+ *             passing check of the column beside it
  *   unsynced  the cost of a failed call with 1 to 1M failed calls before it
  *             and no sync
  *   streams   launches of the empty kernel round-robin over 1 to 16 streams;
  *             baseline: one stream
+ *   allocs    how cost grows with the live allocations of the device (1 to
+ *             100k, 10k with --quick, of 256 B each): alloc+free of 256 B,
+ *             a launch binding 4 of them, and a 256-byte read of one;
+ *             baseline: the same with one live allocation
  *   faultinj  the default runtime (fault layer present, no rule) against one
  *             created with no_faultinj = true; baseline: no fault layer
  * Every figure is ns per operation (host clock over a batch; launches
@@ -62,6 +69,7 @@ typedef struct rctx {
   double grow_taint[4], grow_repair[4], grow_check[4];
   size_t grow_msg[4];
   double unsynced_mean[5]; /* mean ns per failed call over the window before each point */
+  double alloc_curve[3][5]; /* the allocs section: alloc+free, launch, read (ns) per live count */
 } rctx;
 
 static const uint32_t unsynced_points[5] = {1, 1000, 65536, 131072, 1000000};
@@ -462,8 +470,8 @@ fail:
   return NULL;
 }
 
-static cb_bench_row *grow_row(rctx *c, const char *test, uint32_t n, double *v, int k) {
-  cb_bench_row *r = new_row(c, "growth", test, 0);
+static cb_bench_row *grow_row(rctx *c, const char *section, const char *test, uint32_t n, double *v, int k) {
+  cb_bench_row *r = new_row(c, section, test, 0);
   if (!r) return NULL;
   r->count = n; /* the count column holds the number of tainted ranges */
   r->cubert_samples = malloc((size_t)k * sizeof *v);
@@ -552,11 +560,11 @@ static void bench_growth(rctx *c) {
     qsort(repair_ns, PAIRS, sizeof repair_ns[0], cmp_double);
     c->grow_taint[g] = taint_ns[PAIRS / 2];
     c->grow_repair[g] = repair_ns[PAIRS / 2];
-    cb_bench_row *r = grow_row(c, "taint-front", n, taint_ns, PAIRS);
+    cb_bench_row *r = grow_row(c, "growth", "taint-front", n, taint_ns, PAIRS);
     if (r) r->validated = 1;
-    r = grow_row(c, "repair-front", n, repair_ns, PAIRS);
+    r = grow_row(c, "growth", "repair-front", n, repair_ns, PAIRS);
     if (r) r->validated = 1;
-    r = grow_row(c, "check-all", n, check_ns, CHECKS);
+    r = grow_row(c, "growth", "check-all", n, check_ns, CHECKS);
     if (r) {
       r->validated = 1;
       c->grow_check[g] = r->cubert.median;
@@ -566,6 +574,74 @@ static void bench_growth(rctx *c) {
   }
   (void)cubert_faultinj_remove(c->rt, rule);
   cubert_kernel_release(k);
+}
+
+/* Strided claims (issue 17): a matrix of R rows of 4 u32 columns (1000 and
+ * 1,000,000 rows), one column written by a strided write that the fault
+ * layer fails, so the ledger holds one strided claim whatever R is. Rows:
+ * taint-column, the failed strided write (the claim replaced); check-row, a
+ * refused check of one row in the middle (the claim found by its bounds,
+ * the row's piece by a descent over its dimensions); check-beside, a check
+ * of the neighbouring column through a strided view, which passes (two
+ * layouts of one pitch: O(1)). ns per call, median of single calls; the
+ * count column holds R. Flat figures from 1000 to 1,000,000 rows are what
+ * "compact" means here. */
+static void bench_strided(rctx *c) {
+  static const uint64_t rows[2] = {1000, 1000000};
+  enum { CALLS = 64, COLS = 4 };
+  double taint_ns[CALLS], row_ns[CALLS], beside_ns[CALLS];
+  for (int g = 0; g < 2; g++) {
+    uint64_t R = rows[g];
+    char what[64];
+    snprintf(what, sizeof what, "strided, %" PRIu64 " rows", R);
+    progress(c, what);
+    cubert_handle *h = NULL, *row = NULL;
+    uint32_t zero = 0, rule = 0;
+    uint32_t *col = calloc(R, 4);
+    cubert_faultinj_diag diag;
+    bool ok = col && cubert_handle_empty(c->client, R * COLS * 4, &h) == CUBERT_OK &&
+              cubert_handle_fill(c->client, h, &zero, 4) == CUBERT_OK &&
+              cubert_handle_slice(h, R / 2 * COLS * 4, (R - R / 2 - 1) * COLS * 4, &row) == CUBERT_OK &&
+              cubert_faultinj_add(c->rt, "write fault=fail", "cubert bench", &rule, &diag) == CUBERT_OK;
+    cubert_view v = {2, 4, 1, {R, 1}, {COLS, 1}}, beside = {2, 4, 2, {R, 1}, {COLS, 1}};
+    for (int i = 0; i < CALLS && ok; i++) {
+      double t0 = now_ns();
+      ok = cubert_handle_write_strided(c->client, h, &v, col, R * 4) != CUBERT_OK;
+      double t1 = now_ns();
+      ok = ok && cubert_handle_check(c->client, row) == CUBERT_ERR_TAINTED;
+      double t2 = now_ns();
+      ok = ok && cubert_handle_check_strided(c->client, h, &beside) == CUBERT_OK;
+      double t3 = now_ns();
+      taint_ns[i] = t1 - t0;
+      row_ns[i] = t2 - t1;
+      beside_ns[i] = t3 - t2;
+    }
+    size_t met = 0;
+    if (ok && cubert_handle_check(c->client, row) == CUBERT_ERR_TAINTED) {
+      cubert_error *e = cubert_last_error();
+      met = cubert_error_failure_count(e);
+      cubert_error_release(e);
+    }
+    if (rule) (void)cubert_faultinj_remove(c->rt, rule);
+    char w[96];
+    snprintf(w, sizeof w, "strided: %" PRIu64 " rows, a row refused naming one piece", R);
+    check(c, ok && met == 1, w);
+    if (!ok) {
+      note(c, "strided: %" PRIu64 " rows: %s", R, cubert_last_error_message());
+      c->errors++;
+    }
+    cubert_handle_release(row);
+    cubert_handle_release(h);
+    free(col);
+    (void)cubert_sync(c->client);
+    if (!ok) continue;
+    cb_bench_row *r = grow_row(c, "strided", "taint-column", (uint32_t)R, taint_ns, CALLS);
+    if (r) r->validated = 1;
+    r = grow_row(c, "strided", "check-row", (uint32_t)R, row_ns, CALLS);
+    if (r) r->validated = 1;
+    r = grow_row(c, "strided", "check-beside", (uint32_t)R, beside_ns, CALLS);
+    if (r) r->validated = 1;
+  }
 }
 
 /* Cost per failed call with no sync (issue 15 item 7): failed launches of
@@ -674,6 +750,103 @@ static void bench_streams(rctx *c) {
 out:
   (void)cubert_client_use_stream(c->client, 0);
   cubert_kernel_release(k);
+}
+
+/* ------------------------------------------------------------ allocs */
+
+typedef struct read_arg {
+  cubert_client *client;
+  const cubert_handle *h;
+  void *dst;
+} read_arg;
+
+static cubert_status cubert_read_batch(rctx *c, const void *p, uint32_t count, double *ns) {
+  (void)c;
+  const read_arg *a = p;
+  double t0 = cb_bench_now();
+  for (uint32_t k = 0; k < count; k++) {
+    cubert_status st = cubert_handle_read(a->client, a->h, a->dst, 256);
+    if (st) return st;
+  }
+  *ns = (cb_bench_now() - t0) * 1e9 / count;
+  return CUBERT_OK;
+}
+
+static const uint32_t alloc_points[5] = {1, 100, 1000, 10000, 100000};
+
+/* How cost grows with the number of live allocations (issue 15 item 7):
+ * at each point the device holds that many 256-byte allocations (all
+ * written, so clean), and alloc+free, a launch binding 4 of them and a read
+ * of one are timed; each row's baseline is its figure at one allocation. */
+static void bench_allocs(rctx *c) {
+  int points = c->o.quick ? 4 : 5;
+  uint32_t most = alloc_points[points - 1];
+  cubert_handle **live = calloc(most, sizeof *live);
+  cubert_kernel *k = NULL;
+  uint8_t buf[256] = {0};
+  if (!live || cb_bench_kernel(CB_BENCH_EMPTY4, &k)) {
+    note(c, "allocs: %s", live ? cubert_last_error_message() : "out of host memory");
+    c->errors++;
+    free(live);
+    return;
+  }
+  size_t base[3] = {0, 0, 0};
+  uint32_t have = 0;
+  for (int i = 0; i < points; i++) {
+    cubert_status st = CUBERT_OK;
+    progress(c, "live allocations");
+    for (; have < alloc_points[i] && !st; have++) {
+      st = cubert_handle_empty(c->client, 256, &live[have]);
+      uint32_t zero = 0;
+      if (!st) st = cubert_handle_fill(c->client, live[have], &zero, 4);
+      if (st) live[have] = NULL;
+    }
+    if (!st) st = cubert_sync(c->client); /* the fills done: nothing pending is timed */
+    if (st) {
+      note(c, "allocs: %" PRIu32 " live allocations: %s", alloc_points[i], cubert_last_error_message());
+      c->errors++;
+      break;
+    }
+    static const char *const tests[3] = {"alloc+free", "launch-4buf", "read-256B"};
+    for (int t = 0; t < 3; t++) {
+      cb_bench_row *r = new_row(c, "allocs", tests[t], t == 0 || t == 2 ? 256 : 0);
+      if (!r) goto out;
+      snprintf(r->note, sizeof r->note, "%" PRIu32 " live allocations", alloc_points[i]);
+      if (i == 0) base[t] = c->rows.n - 1;
+      uint32_t count = 0;
+      /* the launch binds the newest four (the oldest when fewer) */
+      const cubert_handle *h4[4];
+      for (int j = 0; j < 4; j++) h4[j] = live[have >= 4 ? have - 4 + (uint32_t)j : 0];
+      cubert_arg args[4] = {cubert_arg_buffer(h4[0]), cubert_arg_buffer(h4[1]), cubert_arg_buffer(h4[2]),
+                            cubert_arg_buffer(h4[3])};
+      alloc_arg aa = {c->client, 256};
+      launch_arg la = {c->client, k, args, 4, NULL, 0};
+      uint8_t got[256];
+      read_arg ra = {c->client, live[have / 2], got};
+      bool ok = t == 0   ? run_cubert(c, r, cubert_alloc_batch, &aa, &count)
+                : t == 1 ? run_cubert(c, r, cubert_launch_batch, &la, &count)
+                         : run_cubert(c, r, cubert_read_batch, &ra, &count);
+      if (!ok) continue;
+      r->validated = 1;
+      if (t == 2) {
+        r->validated = memcmp(got, buf, sizeof got) == 0;
+        check(c, r->validated == 1, "allocs: the read gives the bytes written");
+      }
+      snprintf(r->note, sizeof r->note, "%" PRIu32 " live allocations", alloc_points[i]);
+      const cb_bench_row *b = &c->rows.v[base[t]];
+      if (i > 0 && b->have_cubert) {
+        r->raw = b->cubert;
+        r->have_raw = true;
+        snprintf(r->baseline, sizeof r->baseline, "1 live");
+      }
+      c->alloc_curve[t][i] = r->cubert.median;
+    }
+  }
+out:
+  for (uint32_t j = 0; j < have; j++) cubert_handle_release(live[j]);
+  free(live);
+  cubert_kernel_release(k);
+  (void)cubert_memory_cleanup(c->client);
 }
 
 /* One runtime of the fault-layer comparison: the launch path (4 buffers)
@@ -809,10 +982,16 @@ static void targets(const rctx *c, json_t *list) {
   printf("\nTargets (printed, not asserted%s):\n",
          strcmp(c->o.backend, "host") == 0 ? "; they are set for HIP devices, the host backend only shows the method" : "");
   double worst_speedup = 0;
-  double worst_launch = 0, fault = 0;
-  char d1[64] = "", d2[64] = "";
+  double worst_launch = 0, fault = 0, worst_pair = 0;
+  char d1[64] = "", d2[96] = "", d4[64] = "";
   for (size_t i = 0; i < c->rows.n; i++) {
     const cb_bench_row *r = &c->rows.v[i];
+    if (strcmp(r->section, "alloc") == 0 && r->size <= (UINT64_C(1) << 20) && r->have_cubert &&
+        r->cubert.median > worst_pair) {
+      char sz[32];
+      worst_pair = r->cubert.median;
+      snprintf(d4, sizeof d4, "slowest at %s", cb_bench_size_name(r->size, sz, sizeof sz));
+    }
     double ratio = cb_bench_ratio(r);
     if (ratio <= 0) continue;
     if (strcmp(r->section, "alloc") == 0 && r->size <= (UINT64_C(1) << 20)) {
@@ -825,11 +1004,13 @@ static void targets(const rctx *c, json_t *list) {
     }
     if (strcmp(r->section, "launch") == 0 && ratio > worst_launch) {
       worst_launch = ratio;
-      snprintf(d2, sizeof d2, "worst %s", r->test);
+      snprintf(d2, sizeof d2, "worst %s: %.0f ns, raw %.0f ns (%+.0f ns)", r->test, r->cubert.median, r->raw.median,
+               r->cubert.median - r->raw.median);
     }
     if (strcmp(r->section, "faultinj") == 0 && strcmp(r->test, "launch-4buf") == 0) fault = ratio;
   }
   target(list, "pool alloc+free, times faster than the baseline", worst_speedup, 200, true, d1);
+  target(list, "pool alloc+free 256 B to 1 MiB, ns per pair", worst_pair, 150, false, d4);
   target(list, "launch path, cubert / raw", worst_launch, 1.10, false, d2);
   target(list, "fault layer with no rule / none (launch-4buf)", fault, 1.02, false, "");
   /* issue 15 item 7: the growth section, 1M ranges against 1k (100k with
@@ -851,6 +1032,16 @@ static void targets(const rctx *c, json_t *list) {
            unsynced_points[up], c->unsynced_mean[1]);
   target(list, "failed call with no sync, most / 1000 unsynced",
          c->unsynced_mean[1] > 0 ? c->unsynced_mean[up] / c->unsynced_mean[1] : 0, 2, false, d3);
+  /* the allocs section: no cliff from 1 to the most live allocations */
+  static const char *const curve[3] = {"alloc+free", "clean launch (4 buffers)", "read of 256 B"};
+  for (int t = 0; t < 3; t++) {
+    int most = c->alloc_curve[t][4] > 0 ? 4 : 3;
+    char name[64];
+    snprintf(name, sizeof name, "%s, most / 1 live allocations", curve[t]);
+    snprintf(d3, sizeof d3, "%.0f ns at %" PRIu32 " live, %.0f at 1", c->alloc_curve[t][most], alloc_points[most],
+             c->alloc_curve[t][0]);
+    target(list, name, c->alloc_curve[t][0] > 0 ? c->alloc_curve[t][most] / c->alloc_curve[t][0] : 0, 2, false, d3);
+  }
 }
 
 /* ------------------------------------------------------------ main */
@@ -862,8 +1053,9 @@ static void usage(FILE *out) {
           "What the runtime itself costs, in ns per operation, each beside a baseline:\n"
           "pool allocation against hipMalloc/hipFree (malloc/free on the host backend), the\n"
           "launch path against hipModuleLaunchKernel (the host function on the host), the\n"
-          "ledger with 1 and 1000 tainted ranges against a clean one, the fault layer with\n"
-          "no rule against none.\n"
+          "ledger with 1 and 1000 tainted ranges against a clean one, how cost grows with\n"
+          "tainted ranges, unsynced failures, streams and live allocations (1 to 100k:\n"
+          "alloc+free, a clean launch, a read), the fault layer with no rule against none.\n"
           "\n"
           "  --reps N         timed batches per figure (default 5)\n"
           "  --warmup N       untimed batches first (default 1)\n"
@@ -947,7 +1139,7 @@ static int run(rctx *c) {
     note(c, "no raw baseline: the raw %s calls are not available", c->info.backend);
   }
   c->batch_s = c->o.quick ? 0.005 : 0.02;
-  c->steps = 6 + 3 + 3 + 4 + 4 + 1 + 1;
+  c->steps = 6 + 3 + 3 + 4 + 2 + 4 + 1 + 1 + (c->o.quick ? 4 : 5);
   printf("cubert bench runtime: device %d (%s, backend %s)\nbaseline: %s\n", c->dev, c->info.name, c->info.backend,
          c->raw ? cb_bench_raw_describe(c->raw) : "none");
   printf("%d warm-up + %d timed batches per figure, ~%.0f ms each; ns per operation, median\n", c->o.warmup,
@@ -957,8 +1149,10 @@ static int run(rctx *c) {
   bench_launch(c);
   bench_ledger(c);
   bench_growth(c);
+  bench_strided(c);
   bench_unsynced(c);
   bench_streams(c);
+  bench_allocs(c);
   cubert_client_destroy(c->client);
   c->client = NULL;
   if (c->raw) cb_bench_raw_close(c->raw);

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "base/hash.h"
+#include "base/strided.h"
 #include "faultinj/injector.h"
 
 /* ------------------------------------------------------------ states */
@@ -325,11 +326,45 @@ typedef struct fi_work {
   uint32_t pattern_size;
   uint64_t src;               /* copy, copy_peer */
   fi_device *src_device;      /* copy_peer */
+  const cubert_backend_strided *layout; /* a strided transfer: size is its bytes */
+  cubert_backend_direction direction;
 } fi_work;
+
+/* Forwards the first `size` bytes (whole runs) of a strided transfer. */
+static cubert_status forward_strided(const fi_work *w, uint64_t size, cubert_berr *err) {
+  cubert_backend_strided l = *w->layout;
+  l.nruns = l.run ? size / l.run : 0;
+  if (l.nruns > w->layout->nruns) l.nruns = w->layout->nruns;
+  return w->d->ops->copy_strided(w->d->inner, w->s->inner, w->work, w->direction, w->dst,
+                                 w->src_device ? w->src_device->inner : NULL, w->src, &l, err);
+}
+
+typedef struct scribble_ctx {
+  fi_device *d;
+  fi_stream *s;
+  uint64_t work, dst, left, id;
+} scribble_ctx;
+
+static void scribble_run(void *ctx, uint64_t off, uint64_t len) {
+  scribble_ctx *c = ctx;
+  uint64_t n = len < c->left ? len : c->left;
+  scribble(c->d, c->s, c->work, c->dst + off, n, c->id);
+  c->left -= n;
+}
+
+/* Garbage over the first `len` bytes of the destination's footprint, run
+ * by run: never over the bytes between the runs, which the transfer would
+ * not have written (and the runtime does not taint). */
+static void scribble_strided(const fi_work *w, uint64_t len, uint64_t id) {
+  scribble_ctx c = {w->d, w->s, w->work, w->dst, len, id};
+  uint64_t runs = w->layout->run ? (len + w->layout->run - 1) / w->layout->run : 0;
+  cb_strided_each_dst(w->layout, runs < w->layout->nruns ? runs : w->layout->nruns, scribble_run, &c);
+}
 
 static cubert_status forward_work(const fi_work *w, uint64_t size, cubert_berr *err) {
   const cubert_backend_ops *o = w->d->ops;
   void *dev = w->d->inner, *st = w->s->inner;
+  if (w->layout) return forward_strided(w, size, err);
   switch (w->op) {
   case CB_FI_OP_WRITE:
     if (w->host_buffer) return o->write_host(dev, st, w->work, w->dst, w->host_src, size, err);
@@ -362,12 +397,13 @@ static cubert_status run_work(const fi_work *w, cubert_berr *err) {
   switch (hit.fault) {
   case CUBERT_FAULT_SCRIBBLE: {
     uint64_t len = scribble_len(w->size, hit.fraction);
-    scribble(d, w->s, w->work, w->dst, len, hit.id);
+    if (w->layout) scribble_strided(w, len, hit.id);
+    else scribble(d, w->s, w->work, w->dst, len, hit.id);
     return inject(d, err, &hit, false, "%s failed after scribbling garbage over %llu of its %llu bytes", what,
                   (unsigned long long)len, size);
   }
   case CUBERT_FAULT_PARTIAL: {
-    uint64_t unit = w->op == CB_FI_OP_FILL && w->pattern_size ? w->pattern_size : 1;
+    uint64_t unit = w->layout ? w->layout->run : w->op == CB_FI_OP_FILL && w->pattern_size ? w->pattern_size : 1;
     uint64_t len = partial_len(w->size, hit.fraction, unit);
     cubert_berr ignored;
     if (len) (void)forward_work(w, len, &ignored);
@@ -380,8 +416,10 @@ static cubert_status run_work(const fi_work *w, cubert_berr *err) {
   case CUBERT_FAULT_ASYNC_DEVICE_LOST: {
     cubert_status st = forward_work(w, w->size, err);
     if (st != CUBERT_OK) return st;
-    if (hit.fault == CUBERT_FAULT_ASYNC_SCRIBBLE)
-      scribble(d, w->s, w->work, w->dst, scribble_len(w->size, hit.fraction), hit.id);
+    if (hit.fault == CUBERT_FAULT_ASYNC_SCRIBBLE) {
+      if (w->layout) scribble_strided(w, scribble_len(w->size, hit.fraction), hit.id);
+      else scribble(d, w->s, w->work, w->dst, scribble_len(w->size, hit.fraction), hit.id);
+    }
     return defer(d, w->s, w->work, &hit, what, err);
   }
   default:
@@ -569,6 +607,35 @@ static cubert_status fi_copy_peer(void *device, void *stream, uint64_t work, uin
                                   uint64_t src, uint64_t size, cubert_berr *err) {
   fi_work w = {.d = device, .s = stream, .work = work, .op = CB_FI_OP_COPY_PEER, .dst = dst, .size = size,
                .src = src, .src_device = src_device};
+  return run_work(&w, err);
+}
+
+static cubert_status fi_copy_strided(void *device, void *stream, uint64_t work, cubert_backend_direction direction,
+                                     uint64_t dst, void *src_device, uint64_t src,
+                                     const cubert_backend_strided *layout, cubert_berr *err) {
+  fi_device *d = device;
+  fi_stream *s = stream;
+  fi_device *from = src_device;
+  if (direction == CUBERT_BACKEND_DEVICE_TO_HOST) {
+    /* a read: it fails, stops part way or loses the device, writing no
+     * device memory */
+    if (!cb_fi_armed(d->b->armed))
+      return d->ops->copy_strided(d->inner, s->inner, work, direction, dst, NULL, src, layout, err);
+    if (lost(d->b, d->local, true, err)) return CUBERT_ERR_DEVICE_LOST;
+    cb_fi_hit hit;
+    if (!decide(d, s, CB_FI_OP_READ, 0, work, NULL, NULL, 0, &hit))
+      return d->ops->copy_strided(d->inner, s->inner, work, direction, dst, NULL, src, layout, err);
+    char what[160];
+    describe(what, sizeof what, CB_FI_OP_READ, d, s, work, NULL, -1);
+    if (hit.fault == CUBERT_FAULT_DEVICE_LOST) return lose(d, &hit, what, err);
+    return inject(d, err, &hit, false, "%s (strided) failed", what);
+  }
+  uint32_t op = direction == CUBERT_BACKEND_HOST_TO_DEVICE     ? CB_FI_OP_WRITE
+                : direction == CUBERT_BACKEND_DEVICE_TO_DEVICE ? CB_FI_OP_COPY
+                                                               : CB_FI_OP_COPY_PEER;
+  fi_work w = {.d = d, .s = s, .work = work, .op = op, .dst = dst, .size = layout->nruns * layout->run,
+               .src = src, .src_device = direction == CUBERT_BACKEND_PEER_TO_DEVICE ? from : NULL,
+               .layout = layout, .direction = direction};
   return run_work(&w, err);
 }
 
@@ -884,6 +951,7 @@ static const cubert_backend_ops fi_ops = {
     .fill = fi_fill,
     .copy = fi_copy,
     .copy_peer = fi_copy_peer,
+    .copy_strided = fi_copy_strided,
     .module_load = fi_module_load,
     .module_unload = fi_module_unload,
     .module_prepare = fi_module_prepare,

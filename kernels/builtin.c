@@ -21,6 +21,7 @@
  * process. */
 #include <inttypes.h>
 #include <math.h>
+#include <stdbool.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -53,12 +54,46 @@ static const char fill_source[] =
     "    out[i] = value;\n"
     "}\n";
 
+/* The copy moves 16 bytes per load and store (a 16-byte-aligned struct: a
+ * 128-bit access on both vendors, no header needed) with four of them in
+ * flight per thread each step, grid-stride over 16-byte chunks, so a grid
+ * of a few blocks per compute unit (cubert_builtin_config) keeps the memory
+ * busy. When `in` and `out` sit at the same offset modulo 16 (whole
+ * allocations always do: blocks are 256-byte aligned), the words before the
+ * first 16-byte boundary (the head, at most 3) and after the last whole
+ * chunk (the tail, at most 3) are copied one word each; otherwise every
+ * word is copied one by one. Every element is written once with in[i]: the
+ * result does not depend on the grid or the order. */
 static const char copy_source[] =
-    "extern \"C\" __global__ void cubert_copy_u32(const unsigned int *in, unsigned int *out,\n"
+    "struct __attribute__((aligned(16))) cubert_chunk16 { unsigned long long lo, hi; };\n"
+    "extern \"C\" __global__ void cubert_copy_u32(const unsigned int *__restrict__ in,\n"
+    "                                           unsigned int *__restrict__ out,\n"
     "                                           unsigned long long n)\n"
     "{\n" GRID_STRIDE_PROLOGUE
-    "  for (; i < n; i += stride)\n"
-    "    out[i] = in[i];\n"
+    "  unsigned long long head = 0, chunks = 0;\n"
+    "  if (((unsigned long long)in & 15) == ((unsigned long long)out & 15)) {\n"
+    "    head = ((16 - ((unsigned long long)in & 15)) & 15) / 4;\n"
+    "    if (head > n)\n"
+    "      head = n;\n"
+    "    chunks = (n - head) / 4;\n"
+    "  }\n"
+    "  const cubert_chunk16 *src = (const cubert_chunk16 *)(in + head);\n"
+    "  cubert_chunk16 *dst = (cubert_chunk16 *)(out + head);\n"
+    "  unsigned long long c = i;\n"
+    "  for (; c + 3 * stride < chunks; c += 4 * stride) {\n"
+    "    cubert_chunk16 a = src[c], b = src[c + stride], d = src[c + 2 * stride],\n"
+    "                   e = src[c + 3 * stride];\n"
+    "    dst[c] = a;\n"
+    "    dst[c + stride] = b;\n"
+    "    dst[c + 2 * stride] = d;\n"
+    "    dst[c + 3 * stride] = e;\n"
+    "  }\n"
+    "  for (; c < chunks; c += stride)\n"
+    "    dst[c] = src[c];\n"
+    "  for (unsigned long long j = i; j < head; j += stride)\n"
+    "    out[j] = in[j];\n"
+    "  for (unsigned long long j = head + chunks * 4 + i; j < n; j += stride)\n"
+    "    out[j] = in[j];\n"
     "}\n";
 
 static const char scale_add_source[] =
@@ -357,5 +392,31 @@ cubert_status cubert_builtin_kernel(cubert_builtin which, cubert_kernel **kernel
   if (st != CUBERT_OK)
     return st;
   *kernel = k;
+  return CUBERT_OK;
+}
+
+cubert_status cubert_builtin_config(cubert_builtin which, const cubert_device_info *info, uint64_t n,
+                                    cubert_launch_config *config) {
+  if ((unsigned)which >= CUBERT_BUILTIN_COUNT)
+    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_builtin_config: no built-in kernel %d",
+                   (int)which);
+  if (!info || !config)
+    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_builtin_config: %s is NULL",
+                   info ? "config" : "info");
+  bool copy = which == CUBERT_BUILTIN_COPY_U32 || which == CUBERT_BUILTIN_COPY_PEER_READ ||
+              which == CUBERT_BUILTIN_COPY_PEER_WRITE;
+  /* a copy's thread moves 4 words per chunk, the others 1 word per step */
+  uint64_t per_block = (uint64_t)CUBERT_BUILTIN_BLOCK * (copy ? 4 : 1);
+  uint64_t blocks = n / per_block + (n % per_block != 0);
+  uint64_t cap = (uint64_t)(info->multiprocessors ? info->multiprocessors : 1) *
+                 CUBERT_BUILTIN_BLOCKS_PER_CU;
+  if (blocks > cap) blocks = cap;
+  if (blocks == 0) blocks = 1;
+  memset(config, 0, sizeof *config);
+  config->grid[0] = (uint32_t)blocks;
+  config->grid[1] = config->grid[2] = 1;
+  config->block[0] = CUBERT_BUILTIN_BLOCK;
+  config->block[1] = config->block[2] = 1;
+  if (which == CUBERT_BUILTIN_SUM_F32) config->shared_memory = CUBERT_BUILTIN_BLOCK * sizeof(float);
   return CUBERT_OK;
 }

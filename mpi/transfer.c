@@ -498,6 +498,11 @@ static cubert_status start_send(const char *fn, cubert_client *client, const cub
   return CUBERT_OK;
 }
 
+static int span_cmp(const void *a, const void *b) {
+  uint64_t x = ((const span *)a)->start, y = ((const span *)b)->start;
+  return (x > y) - (x < y);
+}
+
 static void fill_info(const cubert_mpi_request *r, cubert_mpi_info *info) {
   if (!info) return;
   memset(info, 0, sizeof *info);
@@ -510,13 +515,8 @@ static void fill_info(const cubert_mpi_request *r, cubert_mpi_info *info) {
   uint64_t covered = 0, reach = 0;
   span *s = malloc(r->nspans * sizeof *s + 1);
   if (s) {
-    memcpy(s, r->spans, r->nspans * sizeof *s);
-    for (size_t i = 1; i < r->nspans; i++)
-      for (size_t j = i; j > 0 && s[j - 1].start > s[j].start; j--) {
-        span t = s[j];
-        s[j] = s[j - 1];
-        s[j - 1] = t;
-      }
+    if (r->nspans) memcpy(s, r->spans, r->nspans * sizeof *s);
+    qsort(s, r->nspans, sizeof *s, span_cmp);
     for (size_t i = 0; i < r->nspans; i++) {
       uint64_t a = s[i].start > reach ? s[i].start : reach;
       if (s[i].end > a) covered += s[i].end - a;

@@ -26,8 +26,23 @@ static void alloc_free(cb_alloc *a) {
     dev->slots[a->slot] = NULL;
     if (dev->free_slots) dev->free_slots[dev->nfree++] = a->slot;
   }
-  cb_free(a);
+  if (!a->orphan && dev->nspare < CB_SPARE_ALLOCS && !atomic_load(&dev->gone)) {
+    a->next_grave = dev->spare; /* under dev->lock: kept for alloc_new (memory.c) */
+    dev->spare = a;
+    dev->nspare++;
+  } else {
+    cb_free(a);
+  }
   cb_device_unref(dev); /* never the last while the runtime lives */
+}
+
+cb_alloc *cb_alloc_record(cb_device *dev) {
+  cb_alloc *a = dev->spare;
+  if (!a) return cb_calloc(1, sizeof *a);
+  dev->spare = a->next_grave;
+  dev->nspare--;
+  memset(a, 0, sizeof *a);
+  return a;
 }
 
 void cb_device_ref(cb_device *dev) { atomic_fetch_add(&dev->refs, 1); }
@@ -75,13 +90,21 @@ void cb_alloc_unref(cb_alloc *a, uint64_t what, cb_device *held) {
     alloc_free(a);
     return;
   }
+  /* read before the push: once in the graveyard, another thread's collect
+   * may free or reuse the record */
+  bool pooled = cb_pool_sliced(&a->block);
   cb_alloc *top = atomic_load(&dev->grave);
   do {
     a->next_grave = top;
   } while (!atomic_compare_exchange_weak(&dev->grave, &top, a));
   if (held == dev) {
     cb_device_collect(dev);
-  } else if (!held) {
+  } else if (!held && !pooled) {
+    /* A pooled size (a sliced pool's block) waits in the graveyard for the
+     * device's next locked call, which collects first (cb_device_enter,
+     * cubert_memory_usage, weak upgrades, teardown): its memory stays the
+     * pool's either way, so a free of one costs no lock round trip. Larger
+     * blocks go back at once. */
     pthread_mutex_lock(&dev->lock);
     cb_device_collect(dev);
     pthread_mutex_unlock(&dev->lock);
@@ -211,6 +234,12 @@ void cb_device_free(cb_device *dev) {
   }
   dev->timers = NULL;
   atomic_store(&dev->gone, true);
+  while (dev->spare) { /* no record is parked once `gone` is set */
+    cb_alloc *a = dev->spare;
+    dev->spare = a->next_grave;
+    cb_free(a);
+  }
+  dev->nspare = 0;
   pthread_mutex_unlock(&dev->lock);
   cb_module_close(dev); /* every module it still has (runtime/module.c) */
   for (uint32_t i = 0; i < dev->nstreams; i++) {

@@ -179,7 +179,7 @@ static cubert_status transfer(cubert_client *c, const cubert_handle *h, cubert_h
   bool tainted = to_host ? cb_taint_refusal("read", h->alloc, h->start, h->end, &report)
                          : cb_taint_refusal("write source", hb, offset, offset + len, &report);
   if (tainted) {
-    st = cb_copy_skip(dev, w, op, &report);
+    st = cb_skip_copy(dev, w, op, &report);
     cb_device_leave(dev);
     return st;
   }
@@ -195,7 +195,7 @@ static cubert_status transfer(cubert_client *c, const cubert_handle *h, cubert_h
     st = to_host ? dev->ops->read_host(dev->bdev, s->bs, w->work, host, addr, len, &err)
                  : dev->ops->write_host(dev->bdev, s->bs, w->work, addr, host, len, &err);
   if (st) {
-    st = cb_work_failed(dev, w, s, st, &err, op);
+    st = cb_write_failed(dev, w, s, st, &err, op);
   } else {
     cb_taint_settle(dev, w, NULL);
     cb_work_mark_uses(dev, w);

@@ -23,6 +23,7 @@
 #include "cubert/cubert.h"
 #include "runtime/fail.h"
 #include "runtime/limits.h"
+#include "runtime/pattern.h"
 #include "runtime/pool.h"
 
 
@@ -143,32 +144,67 @@ struct cb_taint {
   uint64_t prio; /* heap order: a parent's prio is >= its children's */
 };
 
-/* Tainted ranges of one allocation: sorted, disjoint, in a balanced tree,
- * so set, clear and lookups cost O(log n) (plus the ranges they remove).
- * All zero is an empty ledger; the struct may be copied to move it.
+/* One strided claim: the runs of a pattern (runtime/pattern.h) carrying
+ * one failure, a node of the ledger's second treap, keyed by the claim's
+ * first byte and augmented with the largest end below it (an interval
+ * tree: claims whose bounds interleave are found in O(log n + k)). */
+typedef struct cb_sclaim cb_sclaim;
+struct cb_sclaim {
+  cb_pattern p;
+  uint64_t start, end; /* bounds of the runs [p.lo, p.hi) */
+  uint64_t maxend;     /* the largest end in this subtree */
+  cubert_failure *failure;
+  cb_sclaim *left, *right;
+  uint64_t prio;
+};
+
+/* Tainted bytes of one allocation: contiguous ranges (sorted, disjoint, in
+ * a balanced tree) and strided claims (a second tree, by bounds), no byte
+ * in two entries. set, clear and lookups cost O(log n) plus the entries
+ * they touch. All zero is an empty ledger; the struct may be copied to
+ * move it.
  *
  * Out of host memory: a set that cannot allocate its nodes taints the whole
  * allocation instead (`all`, inside the struct: no allocation), and it
  * stays tainted until freed: too much taint, never too little. */
 typedef struct cb_ledger {
   cb_taint *root;
-  size_t n;      /* ranges held; 0 means clean, which callers test first */
+  size_t n;      /* entries held, both kinds; 0 means clean, which callers test first */
   uint64_t seed; /* for node priorities */
   cb_taint all;  /* all.failure set: every byte carries it (root is NULL) */
+  cb_sclaim *sroot;
+  size_t ns; /* strided claims held (counted in n too) */
 } cb_ledger;
 
 /* Sets [start, end) to `f` (set, never add: whatever was there is replaced). */
 void cb_ledger_set(cb_ledger *l, uint64_t start, uint64_t end, cubert_failure *f);
 /* Releases [start, end): the bytes were written. */
 void cb_ledger_clear(cb_ledger *l, uint64_t start, uint64_t end);
+/* The same for the footprint of a pattern: one strided claim, whatever its
+ * number of runs; the bytes between its runs keep what they carried. */
+void cb_ledger_set_pattern(cb_ledger *l, const cb_pattern *p, cubert_failure *f);
+void cb_ledger_clear_pattern(cb_ledger *l, const cb_pattern *p);
+/* Adds every tainted piece of the footprint of `p` to the error, in
+ * address order; returns how many. */
+size_t cb_ledger_report_pattern(const cb_ledger *l, const cb_pattern *p, cb_errb *b);
+/* The first tainted piece of [from, end), in address order, across both
+ * kinds of entries: true and its bounds and failure (borrowed), or false. */
+bool cb_ledger_first_piece(const cb_ledger *l, uint64_t from, uint64_t end, uint64_t *s, uint64_t *e,
+                           cubert_failure **f);
 /* The first range ending after `start` (the lowest that can overlap a read
  * from `start`), or NULL. */
 const cb_taint *cb_ledger_lower(const cb_ledger *l, uint64_t start);
 /* The range after `t` in order, or NULL. */
 const cb_taint *cb_ledger_next(const cb_ledger *l, const cb_taint *t);
+/* The failure of the first piece overlapping [start, end), or NULL. */
+cubert_failure *cb_ledger_first(const cb_ledger *l, uint64_t start, uint64_t end);
 /* Adds every overlapping range, clipped to [start, end), to the error;
  * returns how many. */
 size_t cb_ledger_report(const cb_ledger *l, uint64_t start, uint64_t end, cb_errb *b);
+/* Calls `range` for every contiguous entry and `claim` for every strided
+ * one (failures borrowed); the ledger must not change meanwhile. */
+void cb_ledger_each(const cb_ledger *l, void (*range)(void *ctx, uint64_t s, uint64_t e, cubert_failure *f),
+                    void (*claim)(void *ctx, const cb_pattern *p, cubert_failure *f), void *ctx);
 void cb_ledger_free(cb_ledger *l);
 
 /* ------------------------------------------------------------ objects */
@@ -267,9 +303,10 @@ typedef struct cb_stream {
 /* One range a piece of work touched. Holds a binding on the allocation. */
 typedef struct cb_wbind {
   cb_alloc *alloc;
-  uint64_t start, end;
+  uint64_t start, end; /* a strided binding: the bounds of its footprint */
   uint8_t access; /* cubert_access */
   const char *name;
+  cb_pattern *pat; /* a strided binding's footprint (owned by the record), else NULL */
 } cb_wbind;
 
 #define CB_WBIND_INLINE 16 /* a launch's bindings without a heap allocation */
@@ -332,6 +369,10 @@ struct cb_device {
   /* allocations whose last reference went, waiting for the lock: a
    * lock-free stack */
   cb_alloc *_Atomic grave;
+  /* freed records kept for the next allocation (cb_alloc_record), linked by
+   * next_grave; under `lock` */
+  cb_alloc *spare;
+  uint32_t nspare;
   /* streams, by id - 1 */
   cb_stream **streams;
   uint32_t nstreams, capstreams;
@@ -343,6 +384,11 @@ struct cb_device {
   /* the module cache: a hash table by kernel id, under module_lock (a
    * leaf lock; runtime/module.c) */
   pthread_mutex_t module_lock;
+  /* The kernel whose module cb_module_get last handed out (its id; 0: none)
+   * and that module: launching the same kernel again takes neither the
+   * module lock nor the hash (runtime/module.c). Written under `lock`. */
+  _Atomic uint64_t module_hint;
+  void *module_hint_module;
   pthread_cond_t module_cond;   /* a prepare finished */
   cb_module *modules;
   size_t nmodules, capmodules;
@@ -396,6 +442,10 @@ void cb_alloc_ref(cb_alloc *a, uint64_t what);
  * NULL: memory of another device is left in its graveyard for its next
  * locked call rather than taking a second device lock. */
 void cb_alloc_unref(cb_alloc *a, uint64_t what, cb_device *held);
+/* A zeroed allocation record: a spare one of the device's, else a new one
+ * (NULL: out of host memory). Caller holds dev->lock. */
+#define CB_SPARE_ALLOCS 64
+cb_alloc *cb_alloc_record(cb_device *dev);
 /* Frees allocations in the graveyard; caller holds dev->lock. */
 void cb_device_collect(cb_device *dev);
 
@@ -420,12 +470,8 @@ void cb_alloc_ledger_unlock(cb_alloc *a);
 void cb_host_buffer_free(cb_alloc *a);
 
 /* runtime/memory.c, for the other entry points that move bytes
- * (host_buffer.c): a write that failed at enqueue settled and reported;
- * copy work skipped for a tainted source; the handle of `c`'s device. */
-cubert_status cb_work_failed(cb_device *dev, cb_work *w, cb_stream *s, cubert_status st,
-                             const cubert_berr *err, const char *op);
-cubert_status cb_copy_skip(cb_device *dev, cb_work *w, const char *op, cb_errb *report);
-cubert_status cb_check_own(const char *fn, cubert_client *c, const cubert_handle *h, const char *what);
+ * (host_buffer.c, strided.c): cb_write_failed, cb_skip_copy and
+ * cb_check_own, declared below. */
 /* Waits for every stream of `dev` and drops every work record up to the
  * newest; caller holds dev->lock. */
 void cb_device_reap_all(cb_device *dev);
@@ -449,6 +495,10 @@ cb_work *cb_work_begin(cb_device *dev, cb_stream *s, const char *operation, cube
                        uint32_t nbinds);
 void cb_work_bind(cb_work *w, uint32_t i, cb_alloc *a, uint64_t start, uint64_t end,
                   cubert_access access, const char *name);
+/* A strided binding: the footprint `p` (copied; an empty one binds
+ * nothing). False when out of memory (the binding is then left empty). */
+bool cb_work_bind_pattern(cb_work *w, uint32_t i, cb_alloc *a, const cb_pattern *p, cubert_access access,
+                          const char *name);
 /* ------------------------------------------------------------ taint (taint.c) */
 
 /* Adds every tainted range of [start, end) of `a` to `report` (a peer
@@ -461,6 +511,10 @@ const cubert_failure *cb_taint_find(cb_alloc *a, uint64_t start, uint64_t end, b
  * of `a` must be refused; when it must, `report` is the refusal
  * (CUBERT_ERR_TAINTED, every range, the message), else it is left empty. */
 bool cb_taint_refusal(const char *what, cb_alloc *a, uint64_t start, uint64_t end, cb_errb *report);
+/* The same for the footprint of `p`: refused only where it meets taint. */
+bool cb_taint_refusal_pattern(const char *what, cb_alloc *a, const cb_pattern *p, cb_errb *report);
+/* cb_taint_find for a binding, strided or not. */
+const cubert_failure *cb_taint_find_bind(const cb_wbind *b, bool peer, cb_errb *report);
 /* Skips work `w` because input `input` carries `in`: its write set carries a
  * child failure (`name` was not run). Returns the child (a new reference,
  * NULL when out of memory). */
@@ -469,7 +523,10 @@ cubert_failure *cb_taint_skip(cb_device *dev, cb_work *w, const cubert_failure *
 /* Settles the write set of `w`: releases it (f NULL), or taints it with `f`. */
 void cb_taint_settle(cb_device *dev, cb_work *w, cubert_failure *f);
 /* Adds `f` to `b` once per range of the write set of `w` (which `f` now
- * taints), in binding order; once with range 0..0 when it writes nothing. */
+ * taints), in binding order; once with range 0..0 when it writes nothing. A
+ * strided binding adds its first CB_REPORT_RUNS runs, and the message says
+ * how many it taints. */
+#define CB_REPORT_RUNS 64
 void cb_work_report(cb_work *w, const cubert_failure *f, cb_errb *b);
 /* Marks uses: last writer and last reader stream/work of each allocation. */
 void cb_work_mark_uses(cb_device *dev, cb_work *w);
@@ -492,6 +549,32 @@ void cb_device_mark_lost(cb_device *dev, cubert_failure *f);
  * error (rule 1). Returns the error, recorded: for public entry points. */
 cubert_status cb_work_fail_ordering(cb_device *dev, cb_work *w, cb_stream *s, cb_errb *err,
                                     const char *operation, const char *kernel);
+
+/* memory.c, shared with strided.c and host_buffer.c. cb_check_own: WRONG_DEVICE (recorded)
+ * unless `h` is memory of the client's device of its runtime.
+ * cb_write_failed: settles write work that failed at enqueue (its write set
+ * carries the failure) and records the error. cb_skip_copy: copy work whose
+ * source is tainted (`report`, a refusal) is not done; its destination
+ * carries a child failure; returns the refusal, recorded. */
+cubert_status cb_check_own(const char *fn, cubert_client *c, const cubert_handle *h, const char *what);
+cubert_status cb_write_failed(cb_device *dev, cb_work *w, cb_stream *s, cubert_status st,
+                              const cubert_berr *err, const char *op);
+cubert_status cb_skip_copy(cb_device *dev, cb_work *w, const char *op, cb_errb *report);
+/* The end of a host read (`op`) of [start, end) of `a`, or of its footprint
+ * `p`, that waited without the lock and returned `st`: a failure of the
+ * read itself, else the failures found at the fence and the verdict again.
+ * Takes dev->lock, drops the caller's binding on `a`; records the error. */
+cubert_status cb_read_finish(cb_device *dev, cb_stream *s, uint64_t work, cubert_status st, const cubert_berr *err,
+                             cb_alloc *a, uint64_t start, uint64_t end, const cb_pattern *p, const char *op);
+/* The start of a peer copy from `src` (its footprint `sp`, or NULL for the
+ * view) to the device of `dc`: 1. on the source's device, the verdict
+ * (*tainted, the refusal in `refusal`) and its last writer waited for;
+ * 2. the destination device entered (the caller leaves it), its stream,
+ * and a work record `op` of two bindings begun (the caller binds them).
+ * The caller then holds a binding on the source: it drops it with
+ * cb_alloc_unref(src->alloc, CB_BINDING_ONE, dd) once bound. */
+cubert_status cb_peer_copy_begin(cubert_client *dc, const cubert_handle *src, const cb_pattern *sp, const char *op,
+                                 cb_stream **s, cb_work **w, bool *tainted, cb_errb *refusal);
 
 /* Module of `k` on `dev` (loaded on first use). */
 /* runtime/module.c: the module cache. open/close with the device (close

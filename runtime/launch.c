@@ -210,6 +210,15 @@ static cb_work *begin_work(cb_device *dev, cb_stream *s, const cubert_kernel *k,
  * input. CUBERT_OK: no input is tainted, the launch goes on. */
 static cubert_status skip_if_tainted(cb_device *dev, cb_work *w, const cubert_kernel *k, const resolved *res,
                                      uint32_t nargs) {
+  /* A clean launch: every input is local, unshared memory with an empty
+   * ledger (read under the device lock that guards it): one load each, no
+   * error builder. */
+  bool clean = true;
+  for (uint32_t i = 0; i < nargs && clean; i++)
+    if (res[i].alloc && (k->params[i].access & CUBERT_ACCESS_READ))
+      clean = !res[i].peer && !atomic_load_explicit(&res[i].alloc->shared, memory_order_relaxed) &&
+              res[i].alloc->ledger.n == 0;
+  if (clean) return CUBERT_OK;
   cb_errb in;
   cb_errb_init(&in, CUBERT_ERR_TAINTED);
   const cubert_failure *first = NULL;

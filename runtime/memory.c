@@ -28,9 +28,8 @@ static cubert_status alloc_new(cb_device *dev, uint64_t size, uint32_t flags, cb
       return cb_fail(st, "device %d (%s): %s", dev->index, dev->info.name, err.message);
     return cb_fail_backend(st, &err, "allocating memory", dev->info.name);
   }
-  cb_alloc *a = cb_calloc(1, sizeof *a);
+  cb_alloc *a = cb_alloc_record(dev);
   if (!a) {
-    cb_free(a);
     cb_block_free(dev, &block);
     return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   }
@@ -260,8 +259,7 @@ void cubert_weak_release(cubert_weak *w) {
 
 /* ------------------------------------------------------------ checks */
 
-static cubert_status check_own(const char *fn, cubert_client *c, const cubert_handle *h,
-                               const char *what) {
+cubert_status cb_check_own(const char *fn, cubert_client *c, const cubert_handle *h, const char *what) {
   cubert_status st = cb_check_runtime(fn, what, c->dev, h->alloc);
   if (st) return st;
   if (h->alloc->dev != c->dev)
@@ -279,7 +277,7 @@ cubert_status cubert_handle_check(cubert_client *c, const cubert_handle *h) {
   if (a->dev != c->dev) {
     cubert_status st = cb_check_runtime("cubert_handle_check", "the handle", c->dev, a);
     if (st) return st;
-    if (!atomic_load(&a->shared)) return check_own("cubert_handle_check", c, h, "the handle");
+    if (!atomic_load(&a->shared)) return cb_check_own("cubert_handle_check", c, h, "the handle");
     if (atomic_load(&a->dev->lost)) return cb_device_lost_error(a->dev);
     cb_errb report; /* a peer asks through the cell: no device lock */
     return cb_taint_refusal("check", a, h->start, h->end, &report) ? cb_errb_finish(&report) : CUBERT_OK;
@@ -301,20 +299,14 @@ cubert_status cubert_handle_tainted_range(cubert_client *c, const cubert_handle 
   if (!failure) return NULL_ARG(fn, "failure");
   cb_alloc *a = h->alloc;
   bool own = a->dev == c->dev;
-  if (!own && !atomic_load(&a->shared)) return check_own(fn, c, h, "the handle");
+  if (!own && !atomic_load(&a->shared)) return cb_check_own(fn, c, h, "the handle");
   cubert_status st = own ? cb_device_enter(c->dev) : CUBERT_OK;
   if (st) return st;
   uint64_t start = from > h->start ? from : h->start;
   cubert_failure *f = NULL;
   uint64_t s = 0, e = 0;
   cb_ledger *l = cb_alloc_ledger_lock(a);
-  const cb_taint *t = l->n && start < h->end ? cb_ledger_lower(l, start) : NULL;
-  if (t && t->start < h->end) {
-    f = t->failure;
-    cubert_failure_retain(f);
-    s = t->start > start ? t->start : start;
-    e = t->end < h->end ? t->end : h->end;
-  }
+  if (start < h->end && cb_ledger_first_piece(l, start, h->end, &s, &e, &f)) cubert_failure_retain(f);
   cb_alloc_ledger_unlock(a);
   if (own) cb_device_leave(c->dev);
   *failure = f;
@@ -327,8 +319,8 @@ cubert_status cubert_handle_tainted_range(cubert_client *c, const cubert_handle 
 /* ------------------------------------------------------------ operations */
 
 /* Settles a write that failed at enqueue and records the error. */
-static cubert_status write_failed(cb_device *dev, cb_work *w, cb_stream *s, cubert_status st,
-                                  const cubert_berr *err, const char *op) {
+cubert_status cb_write_failed(cb_device *dev, cb_work *w, cb_stream *s, cubert_status st,
+                              const cubert_berr *err, const char *op) {
   cubert_failure *f = cb_device_failure(dev, st, err, s, op, "", w ? w->work : 0);
   if (w) {
     cb_taint_settle(dev, w, f);
@@ -382,7 +374,7 @@ static cubert_status host_write(cubert_client *c, cubert_handle *h, wop op, cons
     st = dev->ops->fill(dev->bdev, s->bs, work, addr, src, pattern_size, len, &err);
   }
   if (st) {
-    st = write_failed(dev, w, s, st, &err, opname);
+    st = cb_write_failed(dev, w, s, st, &err, opname);
   } else {
     cb_taint_settle(dev, w, NULL);
     cb_work_mark_uses(dev, w);
@@ -398,7 +390,7 @@ cubert_status cubert_handle_write(cubert_client *c, cubert_handle *h, const void
   if (size != h->end - h->start)
     return cb_fail(CUBERT_ERR_OUT_OF_RANGE, "cubert_handle_write: %llu bytes given for a view of %llu bytes",
                    (unsigned long long)size, (unsigned long long)(h->end - h->start));
-  cubert_status st = check_own("cubert_handle_write", c, h, "the handle");
+  cubert_status st = cb_check_own("cubert_handle_write", c, h, "the handle");
   if (st) return st;
   return host_write(c, h, OP_WRITE, src, 0);
 }
@@ -415,9 +407,35 @@ cubert_status cubert_handle_fill(cubert_client *c, cubert_handle *h, const void 
     return cb_fail(CUBERT_ERR_INVALID_ARGUMENT,
                    "cubert_handle_fill: a %zu-byte pattern does not divide the view's %llu bytes",
                    pattern_size, (unsigned long long)(h->end - h->start));
-  cubert_status st = check_own("cubert_handle_fill", c, h, "the handle");
+  cubert_status st = cb_check_own("cubert_handle_fill", c, h, "the handle");
   if (st) return st;
   return host_write(c, h, OP_FILL, pattern, (uint32_t)pattern_size);
+}
+
+cubert_status cb_read_finish(cb_device *dev, cb_stream *s, uint64_t work, cubert_status st, const cubert_berr *err,
+                             cb_alloc *a, uint64_t start, uint64_t end, const cb_pattern *p, const char *op) {
+  cb_errb report;
+  pthread_mutex_lock(&dev->lock);
+  if (st) {
+    cubert_failure *f = cb_device_failure(dev, st, err, s, op, "", work);
+    cb_errb b;
+    cb_errb_init(&b, st);
+    cb_str_printf(&b.msg, "%s on device %d (%s) failed: ", op, dev->index, dev->info.name);
+    if (f) cb_failure_describe(f, &b.msg);
+    cb_errb_add(&b, f, 0, 0);
+    cubert_failure_release(f);
+    st = cb_errb_finish(&b);
+  } else {
+    /* failures found at the fence the read waited for */
+    cb_device_reap(dev);
+    if (atomic_load(&dev->lost))
+      st = cb_device_lost_error(dev);
+    else if (p ? cb_taint_refusal_pattern(op, a, p, &report) : cb_taint_refusal(op, a, start, end, &report))
+      st = cb_errb_finish(&report);
+  }
+  pthread_mutex_unlock(&dev->lock);
+  cb_alloc_unref(a, CB_BINDING_ONE, NULL);
+  return st;
 }
 
 cubert_status cubert_handle_read(cubert_client *c, const cubert_handle *h, void *dst, uint64_t size) {
@@ -427,7 +445,7 @@ cubert_status cubert_handle_read(cubert_client *c, const cubert_handle *h, void 
   if (size != h->end - h->start)
     return cb_fail(CUBERT_ERR_OUT_OF_RANGE, "cubert_handle_read: %llu bytes asked of a view of %llu bytes",
                    (unsigned long long)size, (unsigned long long)(h->end - h->start));
-  cubert_status st = check_own("cubert_handle_read", c, h, "the handle");
+  cubert_status st = cb_check_own("cubert_handle_read", c, h, "the handle");
   if (st) return st;
   cb_device *dev = c->dev;
   cb_alloc *a = h->alloc;
@@ -451,27 +469,7 @@ cubert_status cubert_handle_read(cubert_client *c, const cubert_handle *h, void 
   /* the wait happens without the device lock */
   cubert_berr err = {0};
   if (size) st = dev->ops->read(dev->bdev, bs, work, dst, a->block.address + h->start, size, &err);
-  pthread_mutex_lock(&dev->lock);
-  if (st) {
-    cubert_failure *f = cb_device_failure(dev, st, &err, s, "read", "", work);
-    cb_errb b;
-    cb_errb_init(&b, st);
-    cb_str_printf(&b.msg, "read on device %d (%s) failed: ", dev->index, dev->info.name);
-    if (f) cb_failure_describe(f, &b.msg);
-    cb_errb_add(&b, f, 0, 0);
-    cubert_failure_release(f);
-    st = cb_errb_finish(&b);
-  } else {
-    /* failures found at the fence the read waited for */
-    cb_device_reap(dev);
-    if (atomic_load(&dev->lost))
-      st = cb_device_lost_error(dev);
-    else if (cb_taint_refusal("read", a, h->start, h->end, &report))
-      st = cb_errb_finish(&report);
-  }
-  pthread_mutex_unlock(&dev->lock);
-  cb_alloc_unref(a, CB_BINDING_ONE, NULL);
-  return st;
+  return cb_read_finish(dev, s, work, st, &err, a, h->start, h->end, NULL, "read");
 }
 
 cubert_status cubert_handle_taint(cubert_client *c, cubert_handle *h, const cubert_failure *failure) {
@@ -479,7 +477,7 @@ cubert_status cubert_handle_taint(cubert_client *c, cubert_handle *h, const cube
   if (!c) return NULL_ARG(fn, "client");
   if (!h) return NULL_ARG(fn, "view");
   if (!failure) return NULL_ARG(fn, "failure");
-  cubert_status st = check_own(fn, c, h, "the view");
+  cubert_status st = cb_check_own(fn, c, h, "the view");
   if (st) return st;
   cb_device *dev = c->dev;
   if ((st = cb_device_enter(dev))) return st;
@@ -508,7 +506,7 @@ cubert_status cubert_handle_taint(cubert_client *c, cubert_handle *h, const cube
 /* Copy work whose source is tainted (`report`, from cb_taint_refusal) is
  * skipped: its destination carries a child failure, and the refusal says so.
  * Returns the refusal, recorded. */
-static cubert_status skip_copy(cb_device *dev, cb_work *w, const char *op, cb_errb *report) {
+cubert_status cb_skip_copy(cb_device *dev, cb_work *w, const char *op, cb_errb *report) {
   cubert_failure *child = cb_taint_skip(dev, w, report->entries[0].failure, op, "its source", op);
   if (child) {
     cb_str_printf(&report->msg, " The destination now carries ");
@@ -523,8 +521,8 @@ cubert_status cubert_handle_copy(cubert_client *c, const cubert_handle *src, cub
   if (!src) return NULL_ARG("cubert_handle_copy", "src");
   if (!dst) return NULL_ARG("cubert_handle_copy", "dst");
   cubert_status st;
-  if ((st = check_own("cubert_handle_copy", c, src, "the source")) ||
-      (st = check_own("cubert_handle_copy", c, dst, "the destination")))
+  if ((st = cb_check_own("cubert_handle_copy", c, src, "the source")) ||
+      (st = cb_check_own("cubert_handle_copy", c, dst, "the destination")))
     return st;
   uint64_t len = src->end - src->start;
   if (len != dst->end - dst->start)
@@ -553,7 +551,7 @@ cubert_status cubert_handle_copy(cubert_client *c, const cubert_handle *src, cub
   tainted = false; /* test build: the checker must catch this */
 #endif
   if (tainted) {
-    st = skip_copy(dev, w, "copy", &report);
+    st = cb_skip_copy(dev, w, "copy", &report);
     cb_device_leave(dev);
     return st;
   }
@@ -569,7 +567,7 @@ cubert_status cubert_handle_copy(cubert_client *c, const cubert_handle *src, cub
     st = dev->ops->copy(dev->bdev, s->bs, work, dst->alloc->block.address + dst->start,
                         src->alloc->block.address + src->start, len, &err);
   if (st) {
-    st = write_failed(dev, w, s, st, &err, "copy");
+    st = cb_write_failed(dev, w, s, st, &err, "copy");
   } else {
     cb_taint_settle(dev, w, NULL);
     cb_work_mark_uses(dev, w);
@@ -578,36 +576,16 @@ cubert_status cubert_handle_copy(cubert_client *c, const cubert_handle *src, cub
   return st;
 }
 
-cubert_status cubert_handle_copy_peer(cubert_client *sc, const cubert_handle *src, cubert_client *dc,
-                                      cubert_handle *dst) {
-  if (!sc) return NULL_ARG("cubert_handle_copy_peer", "src_client");
-  if (!src) return NULL_ARG("cubert_handle_copy_peer", "src");
-  if (!dc) return NULL_ARG("cubert_handle_copy_peer", "dst_client");
-  if (!dst) return NULL_ARG("cubert_handle_copy_peer", "dst");
-  if (sc->rt != dc->rt)
-    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT,
-                   "cubert_handle_copy_peer: the source client (device %d, %s) and the destination "
-                   "client (device %d, %s) belong to two runtimes; a copy cannot cross runtimes",
-                   sc->dev->index, sc->dev->info.name, dc->dev->index, dc->dev->info.name);
-  if (sc->dev == dc->dev) return cubert_handle_copy(dc, src, dst);
+cubert_status cb_peer_copy_begin(cubert_client *dc, const cubert_handle *src, const cb_pattern *sp, const char *op,
+                                 cb_stream **out_s, cb_work **out_w, bool *out_tainted, cb_errb *refusal) {
+  cb_device *sd = src->alloc->dev, *dd = dc->dev;
   cubert_status st;
-  if ((st = check_own("cubert_handle_copy_peer", sc, src, "the source")) ||
-      (st = check_own("cubert_handle_copy_peer", dc, dst, "the destination")))
-    return st;
-  cb_device *sd = sc->dev, *dd = dc->dev;
-  if (sd->backend != dd->backend)
-    return cb_fail(CUBERT_ERR_UNSUPPORTED, "cubert_handle_copy_peer: %s and %s belong to different backends",
-                   sd->info.name, dd->info.name);
-  uint64_t len = src->end - src->start;
-  if (len != dst->end - dst->start)
-    return cb_fail(CUBERT_ERR_OUT_OF_RANGE, "cubert_handle_copy_peer: source has %llu bytes, destination %llu",
-                   (unsigned long long)len, (unsigned long long)(dst->end - dst->start));
   /* 1. the source side: its verdict, and its last writer finished */
   if ((st = cb_device_enter(sd))) return st;
-  cb_errb refusal; /* the source's verdict, carried to the destination side */
-  bool tainted = cb_taint_refusal("copy source", src->alloc, src->start, src->end, &refusal);
+  bool tainted = sp ? cb_taint_refusal_pattern("copy source", src->alloc, sp, refusal)
+                    : cb_taint_refusal("copy source", src->alloc, src->start, src->end, refusal);
 #ifdef CUBERT_BREAK_TRANSITIVE
-  if (tainted) cb_errb_discard(&refusal);
+  if (tainted) cb_errb_discard(refusal);
   tainted = false;
 #endif
   void *src_stream = NULL;
@@ -625,22 +603,57 @@ cubert_status cubert_handle_copy_peer(cubert_client *sc, const cubert_handle *sr
   /* 2. the destination side */
   if ((st = cb_device_enter(dd))) {
     cb_alloc_unref(src->alloc, CB_BINDING_ONE, NULL);
-    if (tainted) cb_errb_discard(&refusal);
+    if (tainted) cb_errb_discard(refusal);
     return st;
   }
   cb_stream *s;
   cb_work *w = NULL;
-  if ((st = cb_client_stream(dc, &s)) || !(w = cb_work_begin(dd, s, "copy-peer", NULL, 2))) {
+  if ((st = cb_client_stream(dc, &s)) || !(w = cb_work_begin(dd, s, op, NULL, 2))) {
     cb_device_leave(dd);
     cb_alloc_unref(src->alloc, CB_BINDING_ONE, NULL);
-    if (tainted) cb_errb_discard(&refusal);
+    if (tainted) cb_errb_discard(refusal);
     return st ? st : cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   }
+  *out_s = s;
+  *out_w = w;
+  *out_tainted = tainted;
+  return CUBERT_OK;
+}
+
+cubert_status cubert_handle_copy_peer(cubert_client *sc, const cubert_handle *src, cubert_client *dc,
+                                      cubert_handle *dst) {
+  if (!sc) return NULL_ARG("cubert_handle_copy_peer", "src_client");
+  if (!src) return NULL_ARG("cubert_handle_copy_peer", "src");
+  if (!dc) return NULL_ARG("cubert_handle_copy_peer", "dst_client");
+  if (!dst) return NULL_ARG("cubert_handle_copy_peer", "dst");
+  if (sc->rt != dc->rt)
+    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT,
+                   "cubert_handle_copy_peer: the source client (device %d, %s) and the destination "
+                   "client (device %d, %s) belong to two runtimes; a copy cannot cross runtimes",
+                   sc->dev->index, sc->dev->info.name, dc->dev->index, dc->dev->info.name);
+  if (sc->dev == dc->dev) return cubert_handle_copy(dc, src, dst);
+  cubert_status st;
+  if ((st = cb_check_own("cubert_handle_copy_peer", sc, src, "the source")) ||
+      (st = cb_check_own("cubert_handle_copy_peer", dc, dst, "the destination")))
+    return st;
+  cb_device *sd = sc->dev, *dd = dc->dev;
+  if (sd->backend != dd->backend)
+    return cb_fail(CUBERT_ERR_UNSUPPORTED, "cubert_handle_copy_peer: %s and %s belong to different backends",
+                   sd->info.name, dd->info.name);
+  uint64_t len = src->end - src->start;
+  if (len != dst->end - dst->start)
+    return cb_fail(CUBERT_ERR_OUT_OF_RANGE, "cubert_handle_copy_peer: source has %llu bytes, destination %llu",
+                   (unsigned long long)len, (unsigned long long)(dst->end - dst->start));
+  cb_errb refusal; /* the source's verdict, carried to the destination side */
+  bool tainted;
+  cb_stream *s;
+  cb_work *w;
+  if ((st = cb_peer_copy_begin(dc, src, NULL, "copy-peer", &s, &w, &tainted, &refusal))) return st;
   cb_work_bind(w, 0, src->alloc, src->start, src->end, CUBERT_ACCESS_READ, "source");
   cb_work_bind(w, 1, dst->alloc, dst->start, dst->end, CUBERT_ACCESS_WRITE, "destination");
   cb_alloc_unref(src->alloc, CB_BINDING_ONE, dd); /* the record holds it now */
   if (tainted) {
-    st = skip_copy(dd, w, "copy-peer", &refusal);
+    st = cb_skip_copy(dd, w, "copy-peer", &refusal);
     cb_device_leave(dd);
     return st;
   }
@@ -650,11 +663,12 @@ cubert_status cubert_handle_copy_peer(cubert_client *sc, const cubert_handle *sr
     return st;
   }
   uint64_t work = w->work;
+  cubert_berr err = {0};
   if (len)
     st = dd->ops->copy_peer(dd->bdev, s->bs, work, dst->alloc->block.address + dst->start, sd->bdev,
                             src->alloc->block.address + src->start, len, &err);
   if (st) {
-    st = write_failed(dd, w, s, st, &err, "copy-peer");
+    st = cb_write_failed(dd, w, s, st, &err, "copy-peer");
   } else {
     cb_taint_settle(dd, w, NULL);
     cb_work_mark_uses(dd, w);
@@ -668,7 +682,7 @@ cubert_status cubert_handle_copy_peer(cubert_client *sc, const cubert_handle *sr
 cubert_status cubert_handle_share(cubert_client *c, cubert_handle *h) {
   if (!c) return NULL_ARG("cubert_handle_share", "client");
   if (!h) return NULL_ARG("cubert_handle_share", "handle");
-  cubert_status st = check_own("cubert_handle_share", c, h, "the handle");
+  cubert_status st = cb_check_own("cubert_handle_share", c, h, "the handle");
   if (st) return st;
   cb_device *owner = c->dev;
   cb_alloc *a = h->alloc;
@@ -754,19 +768,4 @@ cubert_status cubert_memory_cleanup(cubert_client *c) {
   cb_pool_cleanup(c->dev->pool);
   cb_device_leave(c->dev);
   return CUBERT_OK;
-}
-
-/* ------------------------------------------------------------ for host_buffer.c */
-
-cubert_status cb_work_failed(cb_device *dev, cb_work *w, cb_stream *s, cubert_status st,
-                             const cubert_berr *err, const char *op) {
-  return write_failed(dev, w, s, st, err, op);
-}
-
-cubert_status cb_copy_skip(cb_device *dev, cb_work *w, const char *op, cb_errb *report) {
-  return skip_copy(dev, w, op, report);
-}
-
-cubert_status cb_check_own(const char *fn, cubert_client *c, const cubert_handle *h, const char *what) {
-  return check_own(fn, c, h, what);
 }

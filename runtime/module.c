@@ -137,6 +137,9 @@ void cb_module_close(cb_device *dev) {
 
 void cb_module_prepare(cb_device *dev, const cubert_kernel *k) {
   if (!dev->ops->module_prepare) return;
+  /* loaded already (the hint is only ever a kernel whose module is loaded:
+   * a launch holds its kernel, so the module cannot be forgotten) */
+  if (atomic_load_explicit(&dev->module_hint, memory_order_relaxed) == k->id) return;
   pthread_mutex_lock(&dev->module_lock);
   cb_module *e;
   while ((e = find(dev, k->id)) && e->state == CB_MODULE_PREPARING)
@@ -157,12 +160,23 @@ void cb_module_prepare(cb_device *dev, const cubert_kernel *k) {
   pthread_mutex_unlock(&dev->module_lock);
 }
 
+/* Remembers `k`'s module as the device's hint. Under the device lock. */
+static void hint(cb_device *dev, const cubert_kernel *k, void *module) {
+  dev->module_hint_module = module;
+  atomic_store_explicit(&dev->module_hint, k->id, memory_order_relaxed);
+}
+
 cubert_status cb_module_get(cb_device *dev, const cubert_kernel *k, void **module, cubert_berr *err) {
+  if (atomic_load_explicit(&dev->module_hint, memory_order_relaxed) == k->id) {
+    *module = dev->module_hint_module; /* the same kernel as the last launch: no lock, no hash */
+    return CUBERT_OK;
+  }
   pthread_mutex_lock(&dev->module_lock);
   cb_module *e = find(dev, k->id);
   if (e && e->state == CB_MODULE_LOADED) {
     *module = e->module;
     pthread_mutex_unlock(&dev->module_lock);
+    hint(dev, k, *module);
     return CUBERT_OK;
   }
   bool room = reserve(dev);
@@ -188,6 +202,7 @@ cubert_status cb_module_get(cb_device *dev, const cubert_kernel *k, void **modul
     return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory caching a module");
   }
   *module = m;
+  hint(dev, k, m);
   return CUBERT_OK;
 }
 

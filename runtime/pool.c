@@ -46,6 +46,7 @@
 #define MIN_SLICED_PAGE (64u * 1024u)
 
 enum { POOL_SMALL, POOL_MEDIUM, POOL_EXCLUSIVE, POOL_COUNT };
+_Static_assert(POOL_EXCLUSIVE == 2, "cb_pool_sliced (pool.h): the sliced pools are 0 and 1");
 
 /* unit_shift: the sliced pool's unit; sliced-1M only gets sizes above 4 KiB
  * (the two sliced pools are on or off together), so 1 KiB units waste at
@@ -80,9 +81,29 @@ typedef struct page {
   uint32_t cap;         /* the most units a block of this pool takes (< 2^16) */
   uint64_t *used;       /* bits past `units` stay set */
   uint64_t *start;
+  uint64_t *cached;     /* first unit of each block parked in its pool's quick bins */
   uint64_t *tree;       /* node n: children 2n, 2n + 1; word w of `used`: leaves + w */
   uint64_t bits[];
 } page;
+
+/* The quick bins of a sliced pool: blocks freed recently, parked with their
+ * units still taken, handed out again to the next allocation of exactly
+ * their size without touching the bitmaps or the tree (an alloc+free pair
+ * of one size is then two array operations). A bin holds blocks of one unit
+ * count (`k`; bin k % QBINS); a block that finds its bin full, or taken by
+ * another count, or the pool's parked bytes at their cap, is freed the slow
+ * way. Any other allocation of the pool empties its bins first
+ * (quick_flush), so first fit and coalescing see every free unit as before;
+ * what changes is only that a block freed is the next one handed to its
+ * exact size (last freed, first out). Parked blocks still count in their
+ * page's `blocks`, so no page with one is idle; every idle check empties the
+ * bins first too. */
+#define QBINS 32u
+#define QDEPTH 8u
+typedef struct qbin {
+  uint32_t k, n;
+  struct { page *pg; uint32_t u; } e[QDEPTH];
+} qbin;
 
 typedef struct pool_class {
   uint64_t page_size;   /* 0: varied (exclusive) */
@@ -96,6 +117,9 @@ typedef struct pool_class {
   uint64_t reserved;
   uint64_t in_use;
   uint64_t high_water;
+  uint64_t parked;      /* bytes in the quick bins (not in use, not free) */
+  uint64_t parked_cap;  /* at most this many: an eighth of a page */
+  qbin quick[QBINS];
 } pool_class;
 
 struct cb_pool {
@@ -301,8 +325,28 @@ static void release_idle(cb_pool *p, pool_class *c, bool every) {
   c->hint = 0;
 }
 
+/* Gives every parked block of `c` back to its page. */
+static void quick_flush(pool_class *c) {
+  for (uint32_t b = 0; b < QBINS && c->parked; b++) {
+    qbin *q = &c->quick[b];
+    for (uint32_t i = 0; i < q->n; i++) {
+      page *pg = q->e[i].pg;
+      uint32_t u = q->e[i].u;
+      pg->cached[u >> 6] &= ~(UINT64_C(1) << (u & 63));
+      page_give(pg, u, q->k);
+      pg->blocks--;
+      if (pg->index < c->hint) c->hint = pg->index;
+      c->parked -= (uint64_t)q->k << pg->shift;
+    }
+    q->n = 0;
+  }
+}
+
 static void release_all_idle(cb_pool *p, bool every) {
-  for (int i = 0; i < POOL_COUNT; i++) release_idle(p, &p->pools[i], every);
+  for (int i = 0; i < POOL_COUNT; i++) {
+    quick_flush(&p->pools[i]);
+    release_idle(p, &p->pools[i], every);
+  }
 }
 
 /* mem_alloc of `bytes` whose usable part, from the first 256-aligned
@@ -387,7 +431,7 @@ static cubert_status page_new(cb_pool *p, uint32_t pi, uint64_t need, uint64_t a
     for (leaves = 1; leaves < words; leaves <<= 1) {
     }
   }
-  page *pg = cb_calloc(1, sizeof *pg + 2 * (size_t)words * sizeof(uint64_t) +
+  page *pg = cb_calloc(1, sizeof *pg + 3 * (size_t)words * sizeof(uint64_t) +
                            2 * (size_t)leaves * sizeof(uint64_t));
   if (!pg) {
     p->ops->mem_free(p->device, &mem);
@@ -407,7 +451,8 @@ static cubert_status page_new(cb_pool *p, uint32_t pi, uint64_t need, uint64_t a
     pg->used = pg->bits;
     pg->start = pg->bits + words;
     pg->cap = (uint32_t)(c->max_size >> shift);
-    pg->tree = pg->bits + 2 * words;
+    pg->cached = pg->bits + 2 * words;
+    pg->tree = pg->bits + 3 * words;
     if (units & 63) pg->used[words - 1] = ~UINT64_C(0) << (units & 63);
     /* leaves past the last word stay 0: nothing free there */
     for (uint32_t w = 0; w < words; w++) pg->tree[leaves + w] = word_node(pg->used[w], pg->cap);
@@ -452,6 +497,7 @@ cubert_status cb_pool_create(const cubert_backend_ops *ops, void *device, uint64
       continue;
     }
     c->max_size = ladder[i].max_size < c->page_size / 4 ? ladder[i].max_size : c->page_size / 4;
+    c->parked_cap = c->page_size / 8;
   }
   *pool = p;
   return CUBERT_OK;
@@ -503,6 +549,18 @@ cubert_status cb_pool_alloc(cb_pool *pool, uint64_t size, cb_block *block, cuber
     uint32_t shift = ladder[pi].unit_shift;
     rounded = (rounded + (UINT64_C(1) << shift) - 1) >> shift << shift;
     uint32_t k = (uint32_t)(rounded >> shift), at;
+    qbin *q = &c->quick[k % QBINS];
+    if (q->n && q->k == k) { /* a parked block of this size: no bitmap, no tree */
+      q->n--;
+      pg = q->e[q->n].pg;
+      at = q->e[q->n].u;
+      pg->cached[at >> 6] &= ~(UINT64_C(1) << (at & 63));
+      c->parked -= rounded;
+      pg->blocks--; /* hand_out counts it again */
+      hand_out(c, pg, pi, pg->base + ((uint64_t)at << shift), rounded, block);
+      return CUBERT_OK;
+    }
+    quick_flush(c); /* first fit and coalescing see every free unit */
     while (c->hint < c->npages && c->pages[c->hint]->free_units == 0) c->hint++;
     for (uint32_t i = c->hint; i < c->npages; i++) {
       if (page_take(c->pages[i], k, &at)) {
@@ -552,8 +610,19 @@ void cb_pool_free(cb_pool *pool, const cb_block *block) {
     uint64_t off = block->address - pg->base;
     if ((off | block->size) & ((UINT64_C(1) << pg->shift) - 1)) return;
     uint32_t u = (uint32_t)(off >> pg->shift), k = (uint32_t)(block->size >> pg->shift);
-    if (!bit_set(pg->start, u) || !all_set(pg->used, u, k)) return;
+    if (!bit_set(pg->start, u) || bit_set(pg->cached, u) || !all_set(pg->used, u, k)) return;
     if (u + k < pg->units && !bit_set(pg->start, u + k) && bit_set(pg->used, u + k)) return;
+    qbin *q = &c->quick[k % QBINS];
+    if ((q->n == 0 || q->k == k) && q->n < QDEPTH && c->parked + block->size <= c->parked_cap) {
+      q->k = k; /* parked: the units stay taken, the block stays counted in its page */
+      q->e[q->n].pg = pg;
+      q->e[q->n].u = u;
+      q->n++;
+      pg->cached[u >> 6] |= UINT64_C(1) << (u & 63);
+      c->parked += block->size;
+      c->in_use -= block->size;
+      return;
+    }
     page_give(pg, u, k);
     if (pg->index < c->hint) c->hint = pg->index;
   }
@@ -578,8 +647,20 @@ bool cb_pool_verify(const cb_pool *pool, char *why, size_t len) {
   for (uint32_t pi = 0; pi < POOL_COUNT; pi++) {
     const pool_class *c = &pool->pools[pi];
     const char *name = ladder[pi].name;
-    uint64_t reserved = 0, in_use = 0;
-    uint32_t idle = 0, listed = 0;
+    uint64_t reserved = 0, in_use = 0, parked = 0;
+    uint32_t idle = 0, listed = 0, parked_starts = 0, binned = 0;
+    for (uint32_t b = 0; b < QBINS; b++) {
+      const qbin *q = &c->quick[b];
+      if (q->n > QDEPTH || (q->n && q->k % QBINS != b)) BAD("%s: quick bin %u misfiled", name, b);
+      for (uint32_t j = 0; j < q->n; j++) {
+        const page *pg = q->e[j].pg;
+        if (pg->pool != pi || pg->index >= c->npages || c->pages[pg->index] != pg ||
+            !bit_set(pg->cached, q->e[j].u))
+          BAD("%s: quick bin %u holds a block its page does not mark parked", name, b);
+        parked += (uint64_t)q->k << pg->shift;
+        binned++;
+      }
+    }
     for (uint32_t i = 0; i < c->npages; i++) {
       const page *pg = c->pages[i];
       if (pg->index != i || pg->pool != pi) BAD("%s: page %u misfiled", name, i);
@@ -592,6 +673,10 @@ bool cb_pool_verify(const cb_pool *pool, char *why, size_t len) {
       }
       uint32_t free_units = 0, starts = 0;
       for (uint32_t u = 0; u < pg->units; u++) free_units += !bit_set(pg->used, u);
+      for (uint32_t w = 0; w < pg->words; w++) {
+        parked_starts += (uint32_t)__builtin_popcountll(pg->cached[w]);
+        if (pg->cached[w] & ~pg->start[w]) BAD("%s page %u: a parked block that is no block", name, i);
+      }
       for (uint32_t w = 0; w < pg->words; w++)
         starts += (uint32_t)__builtin_popcountll(pg->start[w]);
       if (free_units != pg->free_units)
@@ -620,8 +705,12 @@ bool cb_pool_verify(const cb_pool *pool, char *why, size_t len) {
       BAD("%s: %u idle, %u counted, %u listed", name, idle, c->idle, listed);
     if (reserved != c->reserved)
       BAD("%s: reserved %" PRIu64 ", counted %" PRIu64, name, reserved, c->reserved);
-    if (in_use != c->in_use)
-      BAD("%s: in use %" PRIu64 ", counted %" PRIu64, name, in_use, c->in_use);
+    if (parked != c->parked || parked_starts != binned)
+      BAD("%s: %" PRIu64 " bytes parked in %u blocks, counted %" PRIu64 " (%u marked)", name, parked,
+          binned, c->parked, parked_starts);
+    if (in_use != c->in_use + c->parked)
+      BAD("%s: in use %" PRIu64 ", counted %" PRIu64 " and %" PRIu64 " parked", name, in_use,
+          c->in_use, c->parked);
     if (c->high_water < c->in_use) BAD("%s: high water below in use", name);
   }
   return true;

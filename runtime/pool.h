@@ -35,6 +35,11 @@ typedef struct cb_block {
   uint32_t pool;      /* index of the pool that served it */
 } cb_block;
 
+/* Whether a block came from a sliced pool (sizes up to 1 MiB): such memory
+ * stays the pool's when freed, so a free may wait for the device's next
+ * locked call (cb_alloc_unref). */
+static inline bool cb_pool_sliced(const cb_block *block) { return block->pool < 2; }
+
 /* `ops`/`device` are the backend's (borrowed for the pool's life);
  * `device_memory` (0: unknown) caps page sizes at an eighth of it, and a
  * size above it fails at once. */

@@ -10,51 +10,70 @@
 #include "base/array.h"
 #include "runtime/internal.h"
 
-typedef struct bad_range {
+/* The bytes a replay found bad so far: a ledger per allocation, so strided
+ * write sets stay exact (and compact) while later work trims them. */
+typedef struct bad_alloc {
   cb_alloc *alloc;
-  uint64_t start, end;
-  cubert_failure *failure; /* a reference */
-} bad_range;
+  cb_ledger ledger;
+} bad_alloc;
 
 typedef struct bad_set {
-  bad_range *v;
+  bad_alloc *v;
   size_t n, cap;
 } bad_set;
 
-static void bad_push(bad_set *s, cb_alloc *a, uint64_t start, uint64_t end, cubert_failure *f) {
-  if (start >= end) return;
+static cb_ledger *bad_ledger(bad_set *s, cb_alloc *a, bool make) {
+  for (size_t i = 0; i < s->n; i++)
+    if (s->v[i].alloc == a) return &s->v[i].ledger;
+  if (!make) return NULL;
   if (s->n == s->cap) {
-    bad_range *v = cb_array_grow(s->v, s->cap, s->n + 1, sizeof *v, &s->cap);
-    if (!v) return;
+    bad_alloc *v = cb_array_grow(s->v, s->cap, s->n + 1, sizeof *v, &s->cap);
+    if (!v) return NULL;
     s->v = v;
   }
-  cubert_failure_retain(f);
-  s->v[s->n++] = (bad_range){a, start, end, f};
+  s->v[s->n] = (bad_alloc){a, {0}};
+  s->v[s->n].ledger.seed = (uint64_t)(uintptr_t)a;
+  return &s->v[s->n++].ledger;
 }
 
-/* Later work wrote [start, end) of `a`: those bytes have a newer verdict. */
-static void bad_trim(bad_set *s, cb_alloc *a, uint64_t start, uint64_t end) {
-  size_t n = s->n;
-  for (size_t i = 0; i < n; i++) {
-    bad_range r = s->v[i];
-    if (r.alloc != a || r.end <= start || end <= r.start || !r.failure) continue;
-    s->v[i].failure = NULL; /* removed; pieces outside re-added */
-    if (r.start < start) bad_push(s, a, r.start, start, r.failure);
-    if (end < r.end) bad_push(s, a, end, r.end, r.failure);
-    cubert_failure_release(r.failure);
-  }
+static void bad_push(bad_set *s, const cb_wbind *b, cubert_failure *f) {
+  if (b->start >= b->end) return;
+  cb_ledger *l = bad_ledger(s, b->alloc, true);
+  if (!l) return;
+  if (b->pat)
+    cb_ledger_set_pattern(l, b->pat, f);
+  else
+    cb_ledger_set(l, b->start, b->end, f);
+}
+
+/* Later work wrote what `b` binds: those bytes have a newer verdict. */
+static void bad_trim(bad_set *s, const cb_wbind *b) {
+  cb_ledger *l = bad_ledger(s, b->alloc, false);
+  if (!l) return;
+  if (b->pat)
+    cb_ledger_clear_pattern(l, b->pat);
+  else
+    cb_ledger_clear(l, b->start, b->end);
 }
 
 #ifndef CUBERT_BREAK_TRANSITIVE
-static const cubert_failure *bad_overlap(const bad_set *s, const cb_wbind *b) {
-  for (size_t i = 0; i < s->n; i++) {
-    const bad_range *r = &s->v[i];
-    if (r->failure && r->alloc == b->alloc && r->start < b->end && b->start < r->end)
-      return r->failure;
-  }
-  return NULL;
+static const cubert_failure *bad_overlap(bad_set *s, const cb_wbind *b) {
+  cb_ledger *l = bad_ledger(s, b->alloc, false);
+  if (!l || !l->n) return NULL;
+  if (!b->pat) return cb_ledger_first(l, b->start, b->end);
+  cb_errb e;
+  cb_errb_init(&e, CUBERT_OK);
+  const cubert_failure *f = cb_ledger_report_pattern(l, b->pat, &e) ? e.entries[0].failure : NULL;
+  cb_errb_discard(&e); /* the bad set still holds f */
+  return f;
 }
 #endif
+
+static void apply_range(void *ctx, uint64_t s, uint64_t e, cubert_failure *f) {
+  cb_ledger_set(ctx, s, e, f);
+}
+
+static void apply_claim(void *ctx, const cb_pattern *p, cubert_failure *f) { cb_ledger_set_pattern(ctx, p, f); }
 
 static cb_work *find_work(cb_device *dev, uint64_t work, size_t *index) {
   size_t lo = 0, hi = dev->npending;
@@ -123,7 +142,7 @@ static void apply_async(cb_device *dev, const cubert_async_failure *af) {
   w->failed = true;
   cb_wbind *wb = cb_work_binds(w);
   for (uint32_t i = 0; i < w->nb; i++)
-    if (wb[i].access & CUBERT_ACCESS_WRITE) bad_push(&bad, wb[i].alloc, wb[i].start, wb[i].end, f);
+    if (wb[i].access & CUBERT_ACCESS_WRITE) bad_push(&bad, &wb[i], f);
   for (size_t j = at + 1; j < dev->npending; j++) {
     cb_work *r = &dev->pending[j];
     cb_wbind *rb = cb_work_binds(r);
@@ -145,18 +164,16 @@ static void apply_async(cb_device *dev, const cubert_async_failure *af) {
     }
     for (uint32_t i = 0; i < r->nb; i++) {
       if (!(rb[i].access & CUBERT_ACCESS_WRITE)) continue;
-      bad_trim(&bad, rb[i].alloc, rb[i].start, rb[i].end);
-      if (child) bad_push(&bad, rb[i].alloc, rb[i].start, rb[i].end, child);
+      bad_trim(&bad, &rb[i]);
+      if (child) bad_push(&bad, &rb[i], child);
     }
     cubert_failure_release(child);
   }
   for (size_t i = 0; i < bad.n; i++) {
-    bad_range *r = &bad.v[i];
-    if (!r->failure) continue;
-    cb_ledger *l = cb_alloc_ledger_lock(r->alloc);
-    cb_ledger_set(l, r->start, r->end, r->failure);
-    cb_alloc_ledger_unlock(r->alloc);
-    cubert_failure_release(r->failure);
+    cb_ledger *l = cb_alloc_ledger_lock(bad.v[i].alloc);
+    cb_ledger_each(&bad.v[i].ledger, apply_range, apply_claim, l);
+    cb_alloc_ledger_unlock(bad.v[i].alloc);
+    cb_ledger_free(&bad.v[i].ledger);
   }
   cb_free(bad.v);
   cubert_failure_release(f);

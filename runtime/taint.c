@@ -29,12 +29,28 @@ const cubert_failure *cb_taint_find(cb_alloc *a, uint64_t start, uint64_t end, b
   return report->n > before ? report->entries[before].failure : NULL;
 }
 
-bool cb_taint_refusal(const char *what, cb_alloc *a, uint64_t start, uint64_t end, cb_errb *report) {
-  cb_errb_init(report, CUBERT_ERR_TAINTED);
-  if (!cb_taint_find(a, start, end, false, report)) {
-    cb_errb_discard(report);
-    return false;
+static const cubert_failure *find_pattern(cb_alloc *a, const cb_pattern *p, bool peer, cb_errb *report) {
+  if (p->lo >= p->hi) return NULL;
+  size_t before = report->n;
+  cubert_failure *lost = peer ? atomic_load(&a->dev->lost) : NULL;
+  if (lost) {
+    cb_errb_add(report, lost, cb_pattern_start(p), cb_pattern_end(p));
+  } else {
+    cb_ledger *l = cb_alloc_ledger_lock(a);
+    if (l->n) cb_ledger_report_pattern(l, p, report);
+    cb_alloc_ledger_unlock(a);
   }
+  return report->n > before ? report->entries[before].failure : NULL;
+}
+
+const cubert_failure *cb_taint_find_bind(const cb_wbind *b, bool peer, cb_errb *report) {
+  return b->pat ? find_pattern(b->alloc, b->pat, peer, report)
+                : cb_taint_find(b->alloc, b->start, b->end, peer, report);
+}
+
+/* The refusal's words, after the find filled `report`. */
+static void refusal_message(const char *what, cb_alloc *a, uint64_t start, uint64_t end, bool strided,
+                            cb_errb *report) {
   size_t n = report->n;
   if (a->host)
     cb_str_printf(&report->msg, "%s of host buffer %llu bytes %llu..%llu refused: %zu tainted range%s:", what,
@@ -42,9 +58,9 @@ bool cb_taint_refusal(const char *what, cb_alloc *a, uint64_t start, uint64_t en
                   n == 1 ? "" : "s");
   else
     cb_str_printf(&report->msg,
-                  "%s of memory %llu bytes %llu..%llu on device %d refused: %zu tainted range%s:", what,
-                  (unsigned long long)a->id, (unsigned long long)start, (unsigned long long)end,
-                  a->dev->index, n, n == 1 ? "" : "s");
+                  "%s of memory %llu %sbytes %llu..%llu on device %d refused: %zu tainted %s%s:", what,
+                  (unsigned long long)a->id, strided ? "strided view within " : "", (unsigned long long)start,
+                  (unsigned long long)end, a->dev->index, n, strided ? "piece" : "range", n == 1 ? "" : "s");
   /* the message names the first few ranges, so its size is bounded whatever
    * the number of ranges; the error's entries hold them all */
   size_t named = n < CB_MESSAGE_RANGES ? n : CB_MESSAGE_RANGES;
@@ -56,6 +72,25 @@ bool cb_taint_refusal(const char *what, cb_alloc *a, uint64_t start, uint64_t en
   if (n > named)
     cb_str_printf(&report->msg, "; ... and %zu more range%s (all in the error's failures)", n - named,
                   n - named == 1 ? "" : "s");
+}
+
+bool cb_taint_refusal(const char *what, cb_alloc *a, uint64_t start, uint64_t end, cb_errb *report) {
+  cb_errb_init(report, CUBERT_ERR_TAINTED);
+  if (!cb_taint_find(a, start, end, false, report)) {
+    cb_errb_discard(report);
+    return false;
+  }
+  refusal_message(what, a, start, end, false, report);
+  return true;
+}
+
+bool cb_taint_refusal_pattern(const char *what, cb_alloc *a, const cb_pattern *p, cb_errb *report) {
+  cb_errb_init(report, CUBERT_ERR_TAINTED);
+  if (!find_pattern(a, p, false, report)) {
+    cb_errb_discard(report);
+    return false;
+  }
+  refusal_message(what, a, cb_pattern_start(p), cb_pattern_end(p), true, report);
   return true;
 }
 
@@ -74,7 +109,11 @@ void cb_taint_settle(cb_device *dev, cb_work *w, cubert_failure *f) {
     cb_wbind *b = &cb_work_binds(w)[i];
     if (!b->alloc || !(b->access & CUBERT_ACCESS_WRITE)) continue;
     cb_ledger *l = cb_alloc_ledger_lock(b->alloc);
-    if (f)
+    if (b->pat && f)
+      cb_ledger_set_pattern(l, b->pat, f);
+    else if (b->pat)
+      cb_ledger_clear_pattern(l, b->pat);
+    else if (f)
       cb_ledger_set(l, b->start, b->end, f);
     else
       cb_ledger_clear(l, b->start, b->end);

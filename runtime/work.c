@@ -34,13 +34,29 @@ cb_work *cb_work_begin(cb_device *dev, cb_stream *s, const char *operation, cube
 void cb_work_bind(cb_work *w, uint32_t i, cb_alloc *a, uint64_t start, uint64_t end,
                   cubert_access access, const char *name) {
   cb_alloc_ref(a, CB_BINDING_ONE);
-  cb_work_binds(w)[i] = (cb_wbind){a, start, end, (uint8_t)access, name};
+  cb_work_binds(w)[i] = (cb_wbind){a, start, end, (uint8_t)access, name, NULL};
+}
+
+bool cb_work_bind_pattern(cb_work *w, uint32_t i, cb_alloc *a, const cb_pattern *p, cubert_access access,
+                          const char *name) {
+  if (p->lo >= p->hi) {
+    cb_work_bind(w, i, a, 0, 0, access, name);
+    return true;
+  }
+  cb_pattern *copy = cb_malloc(sizeof *copy);
+  if (!copy) return false;
+  *copy = *p;
+  cb_work_bind(w, i, a, cb_pattern_start(p), cb_pattern_end(p), access, name);
+  cb_work_binds(w)[i].pat = copy;
+  return true;
 }
 
 static void work_release(cb_device *dev, cb_work *w) {
   cb_wbind *b = cb_work_binds(w);
-  for (uint32_t i = 0; i < w->nb; i++)
+  for (uint32_t i = 0; i < w->nb; i++) {
     if (b[i].alloc) cb_alloc_unref(b[i].alloc, CB_BINDING_ONE, dev);
+    cb_free(b[i].pat);
+  }
   cb_free(w->heap);
   cubert_kernel_release(w->kernel);
 }
@@ -49,8 +65,23 @@ void cb_work_report(cb_work *w, const cubert_failure *f, cb_errb *b) {
   size_t before = b->n;
   for (uint32_t i = 0; w && i < w->nb; i++) {
     const cb_wbind *wb = &cb_work_binds(w)[i];
-    if (wb->alloc && (wb->access & CUBERT_ACCESS_WRITE) && wb->start < wb->end)
+    if (!wb->alloc || !(wb->access & CUBERT_ACCESS_WRITE) || wb->start >= wb->end) continue;
+    if (!wb->pat) {
       cb_errb_add(b, f, wb->start, wb->end);
+      continue;
+    }
+    /* the runs it taints, the first CB_REPORT_RUNS of them: the caller's
+     * view names them all, and an error of a million entries costs as much
+     * to free as the write did */
+    uint64_t runs = wb->pat->hi - wb->pat->lo, named = runs < CB_REPORT_RUNS ? runs : CB_REPORT_RUNS;
+    for (uint64_t k = wb->pat->lo; k < wb->pat->lo + named; k++) {
+      uint64_t o = cb_pattern_off(wb->pat, k);
+      cb_errb_add(b, f, o, o + wb->pat->run);
+    }
+    if (named < runs)
+      cb_str_printf(&b->msg, " (the strided %s taints %llu runs of %llu bytes in bytes %llu..%llu; the error names the first %llu)",
+                    wb->name, (unsigned long long)runs, (unsigned long long)wb->pat->run,
+                    (unsigned long long)wb->start, (unsigned long long)wb->end, (unsigned long long)named);
   }
   if (b->n == before) cb_errb_add(b, f, 0, 0);
 }

@@ -1,7 +1,9 @@
 /* tests/test_concurrency.c: many threads at once: launches, fills, copies
  * and reads on several streams and devices, handles cloned, sliced, bound
  * and released from many threads, allocation from many threads, peer copies
- * in opposite directions, a writer thread handing memory to a reader
+ * in opposite directions, pooled sizes allocated and freed from many threads
+ * with many live at once (no two live blocks overlap, nothing is lost), a
+ * writer thread handing memory to a reader
  * thread, and one client pinned and unpinned while other threads use it.
  * Every result is checked; a deadlock shows as the test's timeout. CI runs
  * this suite under TSan and ASan+UBSan.
@@ -19,6 +21,8 @@
 #include <string.h>
 
 #include "cubert/cubert.h"
+#include "runtime/internal.h" /* the pool hammer checks block addresses */
+#include "runtime/pool.h"
 #include "tests/testutil.h"
 
 #define THREADS 8
@@ -299,6 +303,142 @@ START_TEST(test_threads_allocate_and_free_concurrently) {
 }
 END_TEST
 
+/* ------------------------------------------------------------ pool hammer */
+
+/* Every thread keeps up to HAMMER_LIVE allocations of pooled sizes (256 B to
+ * 1 MiB, a few sizes over and over, so freed blocks are handed out again at
+ * once) on one device, frees one at random and allocates another; each live
+ * block's device range is registered, and no two live ones may overlap. Each
+ * allocation is filled with its own value and read back (first and last
+ * word) before it is freed. */
+#define HAMMER_ROUNDS 600
+#define HAMMER_LIVE 24
+
+typedef struct hammer_reg {
+  pthread_mutex_t lock;
+  struct { uint64_t address, size; int thread; } live[THREADS * HAMMER_LIVE];
+  int n;
+  char overlap[256];
+} hammer_reg;
+
+static void hammer_add(hammer_reg *r, const cubert_handle *h, int thread) {
+  uint64_t a = h->alloc->block.address, n = h->alloc->block.size;
+  pthread_mutex_lock(&r->lock);
+  for (int i = 0; i < r->n; i++)
+    if (a < r->live[i].address + r->live[i].size && r->live[i].address < a + n && !r->overlap[0])
+      snprintf(r->overlap, sizeof r->overlap,
+               "thread %d got 0x%" PRIx64 " (+%" PRIu64 ") overlapping thread %d's 0x%" PRIx64 " (+%" PRIu64 ")",
+               thread, a, n, r->live[i].thread, r->live[i].address, r->live[i].size);
+  if (r->n == THREADS * HAMMER_LIVE) { /* cannot happen unless a removal was missed */
+    if (!r->overlap[0]) snprintf(r->overlap, sizeof r->overlap, "more live blocks than the threads hold");
+    pthread_mutex_unlock(&r->lock);
+    return;
+  }
+  r->live[r->n].address = a;
+  r->live[r->n].size = n;
+  r->live[r->n].thread = thread;
+  r->n++;
+  pthread_mutex_unlock(&r->lock);
+}
+
+static void hammer_remove(hammer_reg *r, const cubert_handle *h) {
+  uint64_t a = h->alloc->block.address;
+  pthread_mutex_lock(&r->lock);
+  for (int i = 0; i < r->n; i++)
+    if (r->live[i].address == a) {
+      r->live[i] = r->live[--r->n];
+      break;
+    }
+  pthread_mutex_unlock(&r->lock);
+}
+
+static bool hammer_check(worker *w, cubert_client *c, const cubert_handle *h, uint32_t value) {
+  uint32_t first = 0, last = 0;
+  uint64_t size = cubert_handle_size(h);
+  cubert_handle *head = NULL, *tail = NULL;
+  CALL(w, cubert_handle_slice(h, 0, size - 4, &head));
+  cubert_status st = cubert_handle_read(c, head, &first, 4);
+  cubert_handle_release(head);
+  CALL(w, st);
+  CALL(w, cubert_handle_slice(h, size - 4, 0, &tail));
+  st = cubert_handle_read(c, tail, &last, 4);
+  cubert_handle_release(tail);
+  CALL(w, st);
+  if (first != value || last != value)
+    return record_failure(w, "thread %d: a %" PRIu64 "-byte block holds 0x%08x..0x%08x, its fill was 0x%08x",
+                          w->index, size, first, last, value);
+  return true;
+}
+
+static bool hammer_loop(worker *w) {
+  static const uint64_t sizes[] = {256, 256, 512, 4096, 4096, 4100, 65536, 65536, 300000, 1u << 20};
+  hammer_reg *r = w->shared;
+  cubert_client *c = w->env->clients[0];
+  cubert_handle *live[HAMMER_LIVE] = {0};
+  uint32_t value[HAMMER_LIVE] = {0};
+  uint64_t rng = 0x9E3779B97F4A7C15u * (uint64_t)(w->index + 1);
+  bool ok = true;
+  for (uint64_t i = 0; i < HAMMER_ROUNDS && ok; i++, w->done++) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    int slot = (int)(rng % HAMMER_LIVE);
+    if (live[slot]) {
+      ok = hammer_check(w, c, live[slot], value[slot]);
+      hammer_remove(r, live[slot]);
+      cubert_handle_release(live[slot]);
+      live[slot] = NULL;
+      if (!ok) break;
+    }
+    uint64_t size = sizes[(rng >> 20) % (sizeof sizes / sizeof sizes[0])];
+    CALL(w, cubert_handle_empty(c, size, &live[slot]));
+    hammer_add(r, live[slot], w->index);
+    value[slot] = (uint32_t)w->index << 24 | (uint32_t)i;
+    CALL(w, cubert_handle_fill(c, live[slot], &value[slot], 4));
+  }
+  for (int k = 0; k < HAMMER_LIVE; k++) {
+    if (!live[k]) continue;
+    if (ok) ok = hammer_check(w, c, live[k], value[k]);
+    hammer_remove(r, live[k]);
+    cubert_handle_release(live[k]);
+  }
+  return ok;
+}
+
+static void *hammer_thread(void *arg) {
+  hammer_loop(arg);
+  return NULL;
+}
+
+START_TEST(test_pooled_sizes_hammered_from_many_threads_never_overlap_or_leak) {
+  cb_test_env env;
+  if (!cb_test_open(_i, 1, &env)) return;
+  static hammer_reg reg;
+  memset(&reg, 0, sizeof reg);
+  pthread_mutex_init(&reg.lock, NULL);
+  worker ws[THREADS];
+  run_workers(&env, ws, THREADS, &reg, hammer_thread);
+  ck_assert_msg(reg.overlap[0] == '\0', "%s", reg.overlap);
+  ck_assert_int_eq(reg.n, 0);
+  for (int t = 0; t < THREADS; t++) ck_assert_uint_eq(ws[t].done, HAMMER_ROUNDS);
+  cubert_client *c = env.clients[0];
+  cb_test_ok(cubert_sync_device(c));
+  cubert_pool_usage p[8];
+  size_t count = 0;
+  cb_test_ok(cubert_memory_usage(c, p, 8, &count)); /* collects what was freed */
+  for (size_t i = 0; i < count && i < 8; i++)
+    ck_assert_msg(p[i].in_use == 0, "pool %s: %" PRIu64 " bytes still in use", p[i].name, p[i].in_use);
+  char why[256] = "";
+  cb_device *dev = env.runtime->devices[0];
+  pthread_mutex_lock(&dev->lock);
+  bool consistent = cb_pool_verify(dev->pool, why, sizeof why);
+  pthread_mutex_unlock(&dev->lock);
+  ck_assert_msg(consistent, "the pool's bookkeeping: %s", why);
+  pthread_mutex_destroy(&reg.lock);
+  cb_test_close(&env);
+}
+END_TEST
+
 /* ------------------------------------------------------------ peer copies */
 
 #define PEER_ROUNDS 150
@@ -510,6 +650,7 @@ int main(void) {
   LOOP(s, test_threads_launch_on_many_streams_and_devices);
   LOOP(s, test_handles_are_cloned_and_released_from_many_threads);
   LOOP(s, test_threads_allocate_and_free_concurrently);
+  LOOP(s, test_pooled_sizes_hammered_from_many_threads_never_overlap_or_leak);
   LOOP(s, test_peer_copies_in_opposite_directions_do_not_deadlock);
   LOOP(s, test_reader_thread_sees_the_writer_threads_work);
   LOOP(s, test_pinning_a_shared_client_while_others_use_it);

@@ -375,6 +375,11 @@ static cubert_status fake_copy(void *device, void *stream, uint64_t work, uint64
   return CUBERT_OK;
 }
 
+static cubert_status fake_copy_strided(void *d, void *s, uint64_t w, cubert_backend_direction dir, uint64_t dst,
+                                        void *sd, uint64_t src, const cubert_backend_strided *l, cubert_berr *e) {
+  (void)d, (void)s, (void)w, (void)dir, (void)dst, (void)sd, (void)src, (void)l;
+  return cubert_berr_set(e, CUBERT_ERR_UNSUPPORTED, "no strided copies here");
+}
 static cubert_status fake_copy_peer(void *device, void *stream, uint64_t work, uint64_t dst, void *src_device,
                                     uint64_t src, uint64_t size, cubert_berr *err) {
   fake_stream *s = stream;
@@ -545,6 +550,7 @@ static const cubert_backend_ops fake_ops = {
     .fill = fake_fill,
     .copy = fake_copy,
     .copy_peer = fake_copy_peer,
+    .copy_strided = fake_copy_strided,
     .module_load = fake_module_load,
     .module_unload = fake_module_unload,
     .launch = fake_launch,

@@ -247,9 +247,9 @@ END_TEST
 /* Large pageable transfers: on HIP they go through the pinned pipeline
  * (hip_pipe.c: several chunks, the last one short, the chunks reused); the
  * bytes must come back exactly, and the caller's buffer is free on return. */
-START_TEST(test_large_pageable_write_and_read_round_trip) {
+static void pageable_round_trips(int backend) {
   cb_test_env env;
-  if (!open_env(_i, &env)) return;
+  if (!open_env(backend, &env)) return;
   cubert_client *c = env.clients[0];
   size_t big = (37u << 20) + 12345u;
   unsigned char *src = cb_test_pattern(malloc(big), big, 77);
@@ -268,6 +268,22 @@ START_TEST(test_large_pageable_write_and_read_round_trip) {
   free(src);
   cubert_handle_release(h);
   cb_test_close(&env);
+}
+
+START_TEST(test_large_pageable_write_and_read_round_trip) { pageable_round_trips(_i); }
+END_TEST
+
+/* The same through 2 chunks of 1 MiB and 3 copy threads: 38 pieces per
+ * transfer, each chunk reused many times within one call (HIP reads the
+ * settings when a runtime opens the device; the host backend ignores them). */
+START_TEST(test_pageable_transfers_reuse_small_chunks) {
+  setenv("CUBERT_HIP_STAGING_CHUNK", "1M", 1);
+  setenv("CUBERT_HIP_STAGING_CHUNKS", "2", 1);
+  setenv("CUBERT_HIP_COPY_THREADS", "3", 1);
+  pageable_round_trips(_i);
+  unsetenv("CUBERT_HIP_STAGING_CHUNK");
+  unsetenv("CUBERT_HIP_STAGING_CHUNKS");
+  unsetenv("CUBERT_HIP_COPY_THREADS");
 }
 END_TEST
 
@@ -308,6 +324,7 @@ int main(void) {
   cb_test_add_backend_loop(tc, test_release_waits_for_queued_transfers);
   cb_test_add_backend_loop(tc, test_a_host_buffer_serves_every_device);
   cb_test_add_backend_loop(tc, test_large_pageable_write_and_read_round_trip);
+  cb_test_add_backend_loop(tc, test_pageable_transfers_reuse_small_chunks);
   cb_test_add_backend_loop(tc, test_peer_copy_without_peer_access_round_trips);
   suite_add_tcase(s, tc);
   return cb_test_run(s);

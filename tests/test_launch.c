@@ -127,6 +127,91 @@ START_TEST(test_builtin_copy_u32_copies_n_words) {
 }
 END_TEST
 
+/* The copy's 16-byte path and its word-by-word heads and tails: every pair
+ * of word offsets of `in` and `out` modulo 16 bytes (the same offset: the
+ * wide path; different ones: word by word), lengths around the chunk size,
+ * the shapes above and the configuration cubert_builtin_config() gives.
+ * Exactly n words land, from in[0], and the words around them keep theirs. */
+START_TEST(test_builtin_copy_u32_is_exact_at_every_alignment) {
+  cb_test_env env;
+  if (!cb_test_open(_i, 1, &env)) return;
+  cubert_client *c = env.clients[0];
+  cubert_kernel *k = builtin(CUBERT_BUILTIN_COPY_U32);
+  cubert_device_info info;
+  cb_test_ok(cubert_runtime_device_info(env.runtime, 0, &info));
+  enum { W = 4200 };
+  static uint32_t in[W], out[W], got[W], model[W];
+  cb_test_pattern(in, sizeof in, 11);
+  cb_test_pattern(out, sizeof out, 12);
+  cubert_handle *hi = from(c, in, sizeof in), *ho = from(c, out, sizeof out);
+  static const uint64_t lengths[] = {0, 1, 3, 4, 7, 17, 1025, 4099};
+  int runs = 0;
+  for (uint64_t oi = 0; oi < 4; oi++)
+    for (uint64_t oo = 0; oo < 4; oo++)
+      for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++, runs++) {
+        uint64_t n = lengths[li];
+        cubert_handle *si = NULL, *so = NULL;
+        /* `out` starts one word later than its offset so a word before it is watched */
+        cb_test_ok(cubert_handle_slice(hi, 4 * oi, 4 * (W - oi - n), &si));
+        cb_test_ok(cubert_handle_slice(ho, 4 * (4 + oo), 4 * (W - 4 - oo - n), &so));
+        cubert_launch_config cfg;
+        if (runs % (int)(NSHAPES + 1) == (int)NSHAPES)
+          cb_test_ok(cubert_builtin_config(CUBERT_BUILTIN_COPY_U32, &info, n, &cfg));
+        else {
+          const uint32_t *sh = shapes[runs % (int)(NSHAPES + 1)];
+          cfg = shape(sh[0], sh[1], sh[2], sh[3], sh[4], sh[5], 0);
+        }
+        cubert_arg args[3] = {cubert_arg_buffer(si), cubert_arg_buffer(so), cubert_arg_scalar(&n, 8)};
+        cb_test_ok(cubert_launch(c, k, &cfg, args, 3));
+        read_all(c, ho, got);
+        memcpy(model, out, sizeof model);
+        memcpy(model + 4 + oo, in + oi, n * 4);
+        for (uint64_t w = 0; w < W; w++)
+          ck_assert_msg(got[w] == model[w],
+                        "in at word %" PRIu64 ", out at word %" PRIu64 ", n = %" PRIu64
+                        ": word %" PRIu64 " is 0x%08x, expected 0x%08x",
+                        oi, 4 + oo, n, w, got[w], model[w]);
+        memcpy(out, got, sizeof out);
+        cubert_handle_release(si);
+        cubert_handle_release(so);
+      }
+  cubert_handle_release(hi);
+  cubert_handle_release(ho);
+  cubert_kernel_release(k);
+  cb_test_close(&env);
+}
+END_TEST
+
+START_TEST(test_builtin_config_sizes_the_grid_from_the_compute_units) {
+  cubert_device_info info;
+  memset(&info, 0, sizeof info);
+  info.multiprocessors = 132;
+  cubert_launch_config cfg;
+  cb_test_ok(cubert_builtin_config(CUBERT_BUILTIN_COPY_U32, &info, UINT64_C(1) << 28, &cfg));
+  ck_assert_uint_eq(cfg.grid[0], 132 * CUBERT_BUILTIN_BLOCKS_PER_CU);
+  ck_assert_uint_eq(cfg.block[0], CUBERT_BUILTIN_BLOCK);
+  ck_assert_uint_eq(cfg.grid[1] * cfg.grid[2] * cfg.block[1] * cfg.block[2], 1);
+  /* a small copy: 4 words per thread */
+  cb_test_ok(cubert_builtin_config(CUBERT_BUILTIN_COPY_PEER_READ, &info, 4 * 256 * 3 + 1, &cfg));
+  ck_assert_uint_eq(cfg.grid[0], 4);
+  cb_test_ok(cubert_builtin_config(CUBERT_BUILTIN_FILL_U32, &info, 256 * 3 + 1, &cfg));
+  ck_assert_uint_eq(cfg.grid[0], 4);
+  cb_test_ok(cubert_builtin_config(CUBERT_BUILTIN_SUM_F32, &info, 0, &cfg));
+  ck_assert_uint_eq(cfg.grid[0], 1);
+  ck_assert_uint_eq(cfg.shared_memory, CUBERT_BUILTIN_BLOCK * 4);
+  info.multiprocessors = 0; /* unknown: one compute unit */
+  cb_test_ok(cubert_builtin_config(CUBERT_BUILTIN_CHECKSUM_U32, &info, UINT64_C(1) << 30, &cfg));
+  ck_assert_uint_eq(cfg.grid[0], CUBERT_BUILTIN_BLOCKS_PER_CU);
+  cubert_launch_config untouched = cfg;
+  ck_assert_int_eq(cubert_builtin_config(CUBERT_BUILTIN_COUNT, &info, 1, &cfg), CUBERT_ERR_INVALID_ARGUMENT);
+  expect_message("no built-in kernel");
+  ck_assert_int_eq(cubert_builtin_config(CUBERT_BUILTIN_COPY_U32, NULL, 1, &cfg), CUBERT_ERR_INVALID_ARGUMENT);
+  expect_message("info is NULL");
+  ck_assert_int_eq(cubert_builtin_config(CUBERT_BUILTIN_COPY_U32, &info, 1, NULL), CUBERT_ERR_INVALID_ARGUMENT);
+  ck_assert_mem_eq(&cfg, &untouched, sizeof cfg);
+}
+END_TEST
+
 START_TEST(test_builtin_scale_add_f32_matches_the_host) {
   cb_test_env env;
   if (!cb_test_open(_i, 1, &env)) return;
@@ -940,6 +1025,8 @@ int main(void) {
   Suite *s = suite_create("launch");
   LOOP(s, test_builtin_fill_u32_writes_the_value_n_times);
   LOOP(s, test_builtin_copy_u32_copies_n_words);
+  LOOP(s, test_builtin_copy_u32_is_exact_at_every_alignment);
+  ONCE(s, test_builtin_config_sizes_the_grid_from_the_compute_units);
   LOOP(s, test_builtin_scale_add_f32_matches_the_host);
   LOOP(s, test_builtin_sum_f32_gives_one_partial_per_block);
   LOOP(s, test_builtin_checksum_u32_accumulates);

@@ -147,6 +147,11 @@ static cubert_status unsup_copy_peer(void *d, void *s, uint64_t w, uint64_t dst,
                                      uint64_t src, uint64_t n, cubert_berr *e) {
   return CUBERT_ERR_UNSUPPORTED;
 }
+static cubert_status unsup_copy_strided(void *d, void *s, uint64_t w, cubert_backend_direction dir, uint64_t dst,
+                                        void *sd, uint64_t src, const cubert_backend_strided *l, cubert_berr *e) {
+  (void)d, (void)s, (void)w, (void)dir, (void)dst, (void)sd, (void)src, (void)l;
+  return cubert_berr_set(e, CUBERT_ERR_UNSUPPORTED, "no strided copies here");
+}
 static cubert_status unsup_module_load(void *d, const cubert_backend_kernel *k, void **m,
                                        cubert_berr *e) {
   return CUBERT_ERR_UNSUPPORTED;
@@ -191,6 +196,7 @@ static const cubert_backend_ops fake_ops = {
   .fill = unsup_fill,
   .copy = unsup_copy,
   .copy_peer = unsup_copy_peer,
+    .copy_strided = unsup_copy_strided,
   .module_load = unsup_module_load,
   .module_unload = unsup_module_unload,
   .launch = unsup_launch,

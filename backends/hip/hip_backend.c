@@ -785,6 +785,7 @@ static const cubert_backend_ops hip_ops = {
     .fill = cb_hip_fill,
     .copy = cb_hip_copy,
     .copy_peer = cb_hip_copy_peer,
+    .copy_strided = cb_hip_copy_strided,
     .module_load = hip_module_load,
     .module_unload = hip_module_unload,
     .module_prepare = hip_module_prepare,

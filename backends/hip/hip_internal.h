@@ -14,10 +14,12 @@
  *                   point to it and must be closed first.
  *   cb_hip_device   from device_open(), freed by device_close(); owns its
  *                   streams (a list, so sync(NULL) can reach them all), its
- *                   failure queue, pinned staging buffers (large writes, and
- *                   writes from pinned host memory; on the device's NUMA
- *                   node when the runtime can place them) and the built-in
- *                   fill module.
+ *                   failure queue, pinned staging buffers (writes from
+ *                   pinned host memory; on the device's NUMA node when the
+ *                   runtime can place them), the staging pipeline of large
+ *                   pageable transfers and unshared peer copies (hip_pipe.c:
+ *                   pinned chunks and copy threads, made on first use) and
+ *                   the built-in fill module.
  *   cb_hip_stream   from stream_create(); owns the events marking its work.
  *   cb_hip_module   from module_load(); owns the hipModule_t.
  *
@@ -40,6 +42,7 @@
  *
  * Who calls whom, one way only (no file calls a file above it):
  *   hip_backend.c  the ops table: devices, memory, modules, launches, fill
+ *     -> hip_strided.c  strided transfers (pitched copies)
  *     -> hip_stream.c  streams, marks, progress, transfers
  *       -> hip_pipe.c  the pinned staging pipeline of large transfers
  *     -> hip_compile.c  hiprtc and the code cache
@@ -261,6 +264,10 @@ cubert_status cb_hip_copy(void *device, void *stream, uint64_t work, uint64_t ds
 cubert_status cb_hip_copy_peer(void *device, void *stream, uint64_t work, uint64_t dst,
                                void *src_device, uint64_t src, uint64_t size, cubert_berr *err);
 cubert_status cb_hip_sync(void *device, void *stream, cubert_berr *err);
+/* hip_strided.c: strided transfers (calls hip_stream.c and hip_error.c). */
+cubert_status cb_hip_copy_strided(void *device, void *stream, uint64_t work, cubert_backend_direction direction,
+                                  uint64_t dst, void *src_device, uint64_t src,
+                                  const cubert_backend_strided *layout, cubert_berr *err);
 /* Host buffers: pinned memory and the transfers with it (queued like copy). */
 cubert_status cb_hip_host_alloc(void *device, cubert_backend_host_mem *mem, cubert_berr *err);
 cubert_status cb_hip_host_register(void *device, cubert_backend_host_mem *mem, cubert_berr *err);

@@ -328,6 +328,7 @@ static const cubert_backend_ops host_ops = {
     .fill = cb_host_fill,
     .copy = cb_host_copy,
     .copy_peer = cb_host_copy_peer,
+    .copy_strided = cb_host_copy_strided,
     .module_load = cb_host_module_load,
     .module_unload = cb_host_module_unload,
     .module_prepare = cb_host_module_prepare,

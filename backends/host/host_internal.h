@@ -109,6 +109,10 @@ static inline void cb_host_free_item(cb_work *w) { cb_free(w); }
                                      uint64_t size, cubert_berr *err);
 cubert_status cb_host_check_peer_range(host_device *d, const char *what, uint64_t addr,
                                        uint64_t size, cubert_berr *err);
+/* Whether every buffer argument (CUBERT_PARAM_BUFFER) lies in memory of
+ * `dev`, under one take of the backend lock: a launch's common case; when
+ * false, cb_host_check_range on each says which and why. */
+bool cb_host_buffers_local(host_device *dev, const cubert_backend_arg *args, uint32_t nargs);
 cubert_status cb_host_mem_alloc(void *device, uint64_t size, cubert_backend_mem *mem,
                                 cubert_berr *err);
 void cb_host_mem_free(void *device, cubert_backend_mem *mem);
@@ -148,6 +152,9 @@ cubert_status cb_host_copy(void *device, void *stream, uint64_t work, uint64_t d
                            uint64_t size, cubert_berr *err);
 cubert_status cb_host_copy_peer(void *device, void *stream, uint64_t work, uint64_t dst,
                                 void *src_device, uint64_t src, uint64_t size, cubert_berr *err);
+cubert_status cb_host_copy_strided(void *device, void *stream, uint64_t work,
+                                   cubert_backend_direction direction, uint64_t dst, void *src_device,
+                                   uint64_t src, const cubert_backend_strided *layout, cubert_berr *err);
 /* Host buffers (host_transfer.c): placed or page-aligned memory, queued copies. */
 cubert_status cb_host_host_alloc(void *device, cubert_backend_host_mem *mem, cubert_berr *err);
 cubert_status cb_host_host_register(void *device, cubert_backend_host_mem *mem, cubert_berr *err);

@@ -201,6 +201,7 @@ cubert_status cb_host_launch(void *device, void *stream, uint64_t work, void *mo
     return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT,
                            "%s: kernel `%s` takes %" PRIu32 " arguments, %" PRIu32 " given", d->name,
                            m->name, m->nparams, nargs);
+  bool buffers_local = cb_host_buffers_local(d, args, nargs); /* one lock for all buffers */
   for (uint32_t i = 0; i < nargs; i++) {
     const cubert_backend_arg *a = &args[i];
     char what[24] = "argument ";
@@ -218,7 +219,7 @@ cubert_status cb_host_launch(void *device, void *stream, uint64_t work, void *mo
                                d->name, m->name, what, a->scalar ? a->scalar_size : 0,
                                m->scalar_sizes[i]);
     } else if (a->kind == CUBERT_PARAM_BUFFER) {
-      st = cb_host_check_range(d, "launch", what, a->address, a->size, err);
+      if (!buffers_local) st = cb_host_check_range(d, "launch", what, a->address, a->size, err);
     } else if (a->kind == CUBERT_PARAM_PEER_BUFFER) {
       st = cb_host_check_peer_range(d, what, a->address, a->size, err);
     } else {
@@ -229,10 +230,14 @@ cubert_status cb_host_launch(void *device, void *stream, uint64_t work, void *mo
       return st;
   }
 
-  size_t n = nargs;
+  /* One block: the item, a 64-byte slot per scalar (buffers need none: a
+   * 16-buffer launch stays in the allocator's small sizes), the argument
+   * pointers, the sizes, the name. */
+  size_t n = nargs, nscalars = 0;
+  for (size_t i = 0; i < n; i++) nscalars += args[i].kind == CUBERT_PARAM_SCALAR;
   size_t namelen = strlen(m->name) + 1;
   size_t off_slots = align_up(sizeof(launch_item), alignof(scalar_slot));
-  size_t off_args = off_slots + n * sizeof(scalar_slot);
+  size_t off_args = off_slots + nscalars * sizeof(scalar_slot);
   size_t off_sizes = off_args + n * sizeof(void *);
   size_t off_name = off_sizes + n * sizeof(uint64_t);
   unsigned char *block = cb_malloc(off_name + namelen);
@@ -245,10 +250,10 @@ cubert_status cb_host_launch(void *device, void *stream, uint64_t work, void *mo
   uint64_t *sizes = (uint64_t *)(block + off_sizes);
   char *name = (char *)(block + off_name);
   memcpy(name, m->name, namelen);
-  for (size_t i = 0; i < n; i++) {
+  for (size_t i = 0, j = 0; i < n; i++) {
     if (args[i].kind == CUBERT_PARAM_SCALAR) {
-      memcpy(slots[i].bytes, args[i].scalar, args[i].scalar_size);
-      ptrs[i] = slots[i].bytes;
+      memcpy(slots[j].bytes, args[i].scalar, args[i].scalar_size);
+      ptrs[i] = slots[j++].bytes;
       sizes[i] = args[i].scalar_size;
     } else {
       ptrs[i] = (void *)(uintptr_t)args[i].address;

@@ -69,6 +69,19 @@ cubert_status cb_host_check_range(host_device *dev, const char *op, const char *
                          dev->name, op, what, addr, size);
 }
 
+bool cb_host_buffers_local(host_device *dev, const cubert_backend_arg *args, uint32_t nargs) {
+  host_backend *b = dev->backend;
+  bool ok = true;
+  pthread_mutex_lock(&b->lock);
+  for (uint32_t i = 0; i < nargs && ok; i++) {
+    const cubert_backend_arg *a = &args[i];
+    if (a->kind != CUBERT_PARAM_BUFFER || a->size == 0) continue;
+    ok = a->address + a->size >= a->address && range_owner(b, a->address, a->size) == dev->index;
+  }
+  pthread_mutex_unlock(&b->lock);
+  return ok;
+}
+
 /* A peer buffer: memory of a device that `d` enabled peer access to (or its
  * own). Under nothing; takes the backend lock. */
 cubert_status cb_host_check_peer_range(host_device *d, const char *what, uint64_t addr,

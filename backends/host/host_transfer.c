@@ -14,6 +14,7 @@
 
 #include "base/alloc.h"
 #include "backends/host/host_internal.h"
+#include "base/strided.h"
 
 /* ------------------------------------------------------------ transfers */
 
@@ -252,4 +253,82 @@ cubert_status cb_host_read_host(void *device, void *stream, uint64_t work, void 
   if (st != CUBERT_OK)
     return st;
   return enqueue_copy(d, stream, work, (uint64_t)(uintptr_t)dst, src, size, "read into a host buffer", err);
+}
+
+/* A strided transfer: a loop over runs on the stream's worker. A host
+ * source is packed into the item first, so it may be reused on return. */
+typedef struct strided_item {
+  cb_work work;
+  unsigned char *dst;
+  const unsigned char *src;
+  cubert_backend_strided layout;
+  alignas(16) unsigned char data[];
+} strided_item;
+
+static void strided_run(cb_work *w) {
+  strided_item *it = (strided_item *)w;
+  cb_strided_move(it->dst, it->src, &it->layout, it->layout.nruns);
+}
+
+cubert_status cb_host_copy_strided(void *device, void *stream, uint64_t work,
+                                       cubert_backend_direction direction, uint64_t dst,
+                                       void *src_device, uint64_t src,
+                                       const cubert_backend_strided *layout, cubert_berr *err) {
+  host_device *d = device;
+  host_device *sd = direction == CUBERT_BACKEND_PEER_TO_DEVICE ? src_device : d;
+  cubert_status st = cb_host_check_stream(d, stream, "strided copy", err);
+  if (st != CUBERT_OK)
+    return st;
+  if (!sd || sd->backend != d->backend)
+    return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT,
+                           "%s: strided copy: the source device is not of this host backend", d->name);
+  if (!layout || layout->ndims > CUBERT_BACKEND_MAX_DIMS || layout->nruns > cb_strided_runs(layout))
+    return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT, "%s: strided copy: bad layout", d->name);
+  uint64_t src_span, dst_span;
+  cb_strided_spans(layout, &src_span, &dst_span);
+  bool host_src = direction == CUBERT_BACKEND_HOST_TO_DEVICE;
+  bool host_dst = direction == CUBERT_BACKEND_DEVICE_TO_HOST;
+  if (!host_src)
+    st = cb_host_check_range(sd, "strided copy", "source", src, src_span, err);
+  if (st == CUBERT_OK && !host_dst)
+    st = cb_host_check_range(d, "strided copy", "destination", dst, dst_span, err);
+  if (st != CUBERT_OK)
+    return st;
+  if (layout->nruns && ((host_src && !src) || (host_dst && !dst)))
+    return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT, "%s: strided copy: no host buffer", d->name);
+  if (host_dst) {
+    /* like read: the item lives on this stack until its position completed */
+    strided_item it = {{NULL, strided_run, NULL, work}, (unsigned char *)(uintptr_t)dst,
+                       (const unsigned char *)(uintptr_t)src, *layout};
+    host_stream *s = stream;
+    uint64_t position = cb_work_queue_push(&s->queue, &it.work);
+    if (position == 0)
+      return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT, "%s: strided copy: the stream was destroyed",
+                             d->name);
+    cb_work_queue_wait(&s->queue, position);
+    return CUBERT_OK;
+  }
+  uint64_t staged = host_src ? layout->nruns * layout->run : 0;
+  strided_item *it = staged <= SIZE_MAX - sizeof *it ? cb_malloc(sizeof *it + (size_t)staged) : NULL;
+  if (!it)
+    return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no memory for a strided copy", d->name);
+  it->work.run = strided_run;
+  it->work.release = cb_host_free_item;
+  it->work.tag = work;
+  it->dst = (unsigned char *)(uintptr_t)dst;
+  it->src = (const unsigned char *)(uintptr_t)src;
+  it->layout = *layout;
+  if (host_src) {
+    /* pack the source now; the worker then reads the packed copy */
+    cubert_backend_strided pack = *layout;
+    uint64_t pitch = pack.run;
+    for (uint32_t i = pack.ndims; i-- > 0;) {
+      pack.dst_pitch[i] = pitch;
+      pitch *= pack.count[i];
+    }
+    cb_strided_move(it->data, it->src, &pack, layout->nruns);
+    memcpy(it->layout.src_pitch, pack.dst_pitch, sizeof pack.dst_pitch);
+    it->src = it->data;
+  }
+  return cb_host_enqueue(stream, &it->work, "strided copy", err);
 }

@@ -568,7 +568,8 @@ typedef struct cubert_pool_usage {
   uint64_t page_size;     /* 0 for pools of varied page sizes */
   uint64_t pages;
   uint64_t reserved;      /* bytes taken from the driver */
-  uint64_t in_use;        /* bytes handed out */
+  uint64_t in_use;        /* bytes handed out (a block freed and kept for
+                             the next allocation of its size is not) */
   uint64_t high_water;    /* most bytes in use at once */
 } cubert_pool_usage;
 
@@ -692,5 +693,6 @@ CUBERT_API cubert_status cubert_launch(cubert_client *client, const cubert_kerne
 #endif
 
 #include "cubert/kernels.h"
+#include "cubert/strided.h"
 
 #endif

@@ -2,10 +2,13 @@
  *
  * Each built-in has one HIP/CUDA source (compiled by hiprtc/NVRTC) and one
  * host function (the host backend) with the same results, bit for bit.
- * Launch them with any grid and block: every kernel loops grid-stride over n.
+ * Launch them with any grid and block: every kernel loops grid-stride over n;
+ * cubert_builtin_config() gives the configuration that is fast on a device.
  *
  *   FILL_U32        out[i] = value                    (out: write, n: u64, value: u32)
  *   COPY_U32        out[i] = in[i]                    (in: read, out: write, n: u64)
+ *                   16 bytes per access when in and out sit at the same
+ *                   offset modulo 16 (whole allocations do), else 4
  *   SCALE_ADD_F32   y[i] = a * x[i] + y[i]            (x: read, y: read-write, a: f32, n: u64)
  *   SUM_F32         partial[b] = sum of block b's share of x, reduced as a
  *                   tree in shared memory; grid[0] partials; block[0] a power
@@ -50,6 +53,24 @@ typedef enum cubert_builtin {
 CUBERT_API cubert_status cubert_builtin_kernel(cubert_builtin which, cubert_kernel **kernel);
 /* NULL for a value outside the enum. */
 CUBERT_API const cubert_kernel_desc *cubert_builtin_desc(cubert_builtin which);
+
+/* Threads per block, and blocks per compute unit at most, that
+ * cubert_builtin_config() chooses. */
+#define CUBERT_BUILTIN_BLOCK 256u
+#define CUBERT_BUILTIN_BLOCKS_PER_CU 8u
+
+/* A launch configuration for built-in `which` over `n` elements on the
+ * device `info` describes (cubert_runtime_device_info): one dimension,
+ * CUBERT_BUILTIN_BLOCK threads per block, as many blocks as cover n (a copy
+ * covers 4 words per thread: it moves 16 bytes at a time) but at most
+ * CUBERT_BUILTIN_BLOCKS_PER_CU per compute unit (info->multiprocessors; 1
+ * when 0), at least 1; SUM_F32 also gets its shared memory (block * 4
+ * bytes). Any configuration gives the same results (grid-stride); this one
+ * is the fast one: the built-in copy moves data at the copy engine's rate
+ * with it (docs/bench.md). CUBERT_ERR_INVALID_ARGUMENT for a value outside
+ * the enum or a NULL pointer; `config` is written only on success. */
+CUBERT_API cubert_status cubert_builtin_config(cubert_builtin which, const cubert_device_info *info,
+                                               uint64_t n, cubert_launch_config *config);
 
 #ifdef __cplusplus
 }

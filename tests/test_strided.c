@@ -1,0 +1,676 @@
+/* tests/test_strided.c: strided views (cubert/strided.h): validation that
+ * names the dimension at fault, reads, writes and copies on every backend,
+ * and failure accounting exact to the footprint: a failed strided write
+ * taints its footprint and nothing between, as one ledger entry however
+ * many rows; a read is refused only where its footprint meets taint;
+ * partial overwrites both ways repair exactly. The ledger itself is checked
+ * against a byte map under random strided and contiguous sets and clears. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cubert/faultinj.h"
+#include "runtime/internal.h"
+#include "tests/testutil.h"
+
+/* ------------------------------------------------------------ helpers */
+
+static cubert_runtime *fault_rt;
+
+static bool open_host(int i, int min_devices, cb_test_env *env) {
+  if (!cb_test_open(i, min_devices, env)) return false;
+  if (strcmp(env->backend, "host") != 0) {
+    cb_test_skip("no device: fault rules need the host backend (%s)", env->backend);
+    cb_test_close(env);
+    return false;
+  }
+  fault_rt = env->runtime;
+  return true;
+}
+
+static void rule(const char *text) {
+  cubert_faultinj_diag diag;
+  ck_assert_msg(cubert_faultinj_add(fault_rt, text, "test", NULL, &diag) == CUBERT_OK, "%s", diag.message);
+}
+
+/* A rows x cols matrix of u32, element (r, c) = r * 1000 + c + base. */
+static cubert_handle *matrix(cubert_client *c, uint64_t rows, uint64_t cols, uint32_t base) {
+  uint32_t *m = malloc(rows * cols * 4);
+  for (uint64_t r = 0; r < rows; r++)
+    for (uint64_t k = 0; k < cols; k++) m[r * cols + k] = (uint32_t)(r * 1000 + k) + base;
+  cubert_handle *h = NULL;
+  cb_test_ok(cubert_handle_create(c, m, rows * cols * 4, &h));
+  free(m);
+  return h;
+}
+
+/* Columns [c0, c0 + w) of a row-major matrix of `cols` u32 columns. */
+static cubert_view columns(uint64_t rows, uint64_t cols, uint64_t c0, uint64_t w) {
+  cubert_view v = {2, 4, c0, {rows, w}, {cols, 1}};
+  return v;
+}
+
+static cubert_handle *slice(cubert_handle *h, uint64_t from, uint64_t to) {
+  cubert_handle *s = NULL;
+  cb_test_ok(cubert_handle_slice(h, from, cubert_handle_size_in_use(h) - to, &s));
+  return s;
+}
+
+/* How many failures the thread's last error holds. */
+static size_t failures_now(void) {
+  cubert_error *e = cubert_last_error();
+  size_t n = cubert_error_failure_count(e);
+  cubert_error_release(e);
+  return n;
+}
+
+static size_t ledger_entries(cubert_handle *h) {
+  cb_alloc *a = h->alloc;
+  cb_ledger *l = cb_alloc_ledger_lock(a);
+  size_t n = l->n;
+  cb_alloc_ledger_unlock(a);
+  return n;
+}
+
+/* ------------------------------------------------------------ validation */
+
+START_TEST(test_view_check_names_the_dimension_at_fault) {
+  cb_test_env env;
+  if (!cb_test_open(_i, 1, &env)) return;
+  cubert_handle *h = NULL;
+  cb_test_ok(cubert_handle_empty(env.clients[0], 64 * 32 * 4, &h));
+  cubert_view ok = columns(64, 32, 3, 4);
+  cb_test_ok(cubert_view_check(h, &ok));
+  ck_assert_uint_eq(cubert_view_bytes(&ok), 64 * 4 * 4);
+
+  cubert_view past = columns(65, 32, 3, 4); /* one row too many */
+  cb_test_status(cubert_view_check(h, &past), CUBERT_ERR_OUT_OF_RANGE);
+  ck_assert_ptr_nonnull(strstr(cubert_last_error_message(), "dimension 0"));
+  cubert_view wide = columns(64, 32, 30, 3); /* the last row runs off the end */
+  cb_test_status(cubert_view_check(h, &wide), CUBERT_ERR_OUT_OF_RANGE);
+  ck_assert_ptr_nonnull(strstr(cubert_last_error_message(), "dimension 1"));
+  cubert_view zero = {2, 4, 0, {4, 4}, {0, 1}};
+  cb_test_status(cubert_view_check(h, &zero), CUBERT_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_nonnull(strstr(cubert_last_error_message(), "dimension 0: stride 0"));
+  cubert_view overlap = {2, 4, 0, {4, 8}, {4, 1}}; /* rows of 8 every 4 elements */
+  cb_test_status(cubert_view_check(h, &overlap), CUBERT_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_nonnull(strstr(cubert_last_error_message(), "dimension 0"));
+  cubert_view over = {2, 4, 0, {2, 2}, {UINT64_MAX / 2, 1}};
+  cb_test_status(cubert_view_check(h, &over), CUBERT_ERR_OUT_OF_RANGE);
+  ck_assert_ptr_nonnull(strstr(cubert_last_error_message(), "overflow"));
+  cubert_view elem = {1, 3, 0, {4}, {1}};
+  cb_test_status(cubert_view_check(h, &elem), CUBERT_ERR_INVALID_ARGUMENT);
+  cubert_view unaligned = {1, 4, 0, {4}, {1}};
+  cubert_handle *odd = slice(h, 2, 64 * 32 * 4);
+  cb_test_status(cubert_view_check(odd, &unaligned), CUBERT_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_nonnull(strstr(cubert_last_error_message(), "aligned"));
+  cubert_view nine = {9, 4, 0, {1}, {1}};
+  cb_test_status(cubert_view_check(h, &nine), CUBERT_ERR_INVALID_ARGUMENT);
+  /* a refused view changes nothing: no work, no taint */
+  uint32_t buf[4];
+  cb_test_status(cubert_handle_write_strided(env.clients[0], h, &past, buf, cubert_view_bytes(&past)),
+                 CUBERT_ERR_OUT_OF_RANGE);
+  ck_assert_uint_eq(ledger_entries(h), 0);
+  /* a shape with a 0 is valid and moves nothing */
+  cubert_view none = {2, 4, 0, {0, 4}, {32, 1}};
+  cb_test_ok(cubert_handle_write_strided(env.clients[0], h, &none, NULL, 0));
+  cubert_handle_release(odd);
+  cubert_handle_release(h);
+  cb_test_close(&env);
+}
+END_TEST
+
+/* ------------------------------------------------------------ data */
+
+START_TEST(test_column_block_round_trips_and_leaves_the_rest) {
+  cb_test_env env;
+  if (!cb_test_open(_i, 1, &env)) return;
+  cubert_client *c = env.clients[0];
+  enum { R = 64, C = 32, C0 = 5, W = 7 };
+  cubert_handle *h = matrix(c, R, C, 0);
+  cubert_view v = columns(R, C, C0, W);
+  uint32_t in[R * W], out[R * W], all[R * C];
+  for (int i = 0; i < R * W; i++) in[i] = 0xa0000000u + (uint32_t)i;
+  cb_test_ok(cubert_handle_write_strided(c, h, &v, in, sizeof in));
+  cb_test_ok(cubert_handle_read_strided(c, h, &v, out, sizeof out));
+  ck_assert_int_eq(memcmp(in, out, sizeof in), 0);
+  cb_test_ok(cubert_handle_read(c, h, all, sizeof all));
+  for (int r = 0; r < R; r++)
+    for (int k = 0; k < C; k++) {
+      uint32_t want = k >= C0 && k < C0 + W ? in[r * W + k - C0] : (uint32_t)(r * 1000 + k);
+      ck_assert_msg(all[r * C + k] == want, "(%d, %d): %u, want %u", r, k, all[r * C + k], want);
+    }
+  /* a 3-D box: planes of 8 x 8 over the matrix seen as 8 planes of 8 rows */
+  cubert_view box = {3, 4, 2, {4, 3, 5}, {8 * C, C, 1}};
+  uint32_t b[4 * 3 * 5];
+  cb_test_ok(cubert_handle_read_strided(c, h, &box, b, sizeof b));
+  for (int p = 0; p < 4; p++)
+    for (int r = 0; r < 3; r++)
+      for (int k = 0; k < 5; k++) {
+        int row = p * 8 + r, col = 2 + k;
+        ck_assert_uint_eq(b[(p * 3 + r) * 5 + k], all[row * C + col]);
+      }
+  cubert_handle_release(h);
+  cb_test_close(&env);
+}
+END_TEST
+
+START_TEST(test_copy_between_views_transposes_and_refuses_shared_bytes) {
+  cb_test_env env;
+  if (!cb_test_open(_i, 1, &env)) return;
+  cubert_client *c = env.clients[0];
+  enum { R = 16, C = 24 };
+  cubert_handle *a = matrix(c, R, C, 0), *t = NULL;
+  cb_test_ok(cubert_handle_empty(c, R * C * 4, &t));
+  uint32_t zero[R * C] = {0};
+  cb_test_ok(cubert_handle_write(c, t, zero, sizeof zero));
+  /* a's element (r, k) to t's element (k, r): t is C x R */
+  cubert_view src = {2, 4, 0, {R, C}, {C, 1}}, dst = {2, 4, 0, {R, C}, {1, R}};
+  cb_test_ok(cubert_handle_copy_strided(c, a, &src, t, &dst));
+  uint32_t out[R * C];
+  cb_test_ok(cubert_handle_read(c, t, out, sizeof out));
+  for (int r = 0; r < R; r++)
+    for (int k = 0; k < C; k++) ck_assert_uint_eq(out[k * R + r], (uint32_t)(r * 1000 + k));
+  /* in place: even columns onto odd columns interleave without sharing a byte */
+  cubert_view even = {2, 4, 0, {R, C / 2}, {C, 2}}, odd = {2, 4, 1, {R, C / 2}, {C, 2}};
+  cb_test_ok(cubert_handle_copy_strided(c, a, &even, a, &odd));
+  uint32_t m[R * C];
+  cb_test_ok(cubert_handle_read(c, a, m, sizeof m));
+  for (int r = 0; r < R; r++)
+    for (int k = 1; k < C; k += 2) ck_assert_uint_eq(m[r * C + k], (uint32_t)(r * 1000 + k - 1));
+  /* one column onto itself shifted by a row shares bytes: refused */
+  cubert_view c1 = {1, 4, 3, {R - 1}, {C}}, c2 = {1, 4, 3 + C, {R - 1}, {C}};
+  cb_test_status(cubert_handle_copy_strided(c, a, &c1, a, &c2), CUBERT_ERR_INVALID_ARGUMENT);
+  /* shapes must match */
+  cubert_view s3 = {1, 4, 0, {3}, {1}}, s4 = {1, 4, 0, {4}, {1}};
+  cb_test_status(cubert_handle_copy_strided(c, a, &s3, t, &s4), CUBERT_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_nonnull(strstr(cubert_last_error_message(), "dimension 0"));
+  cubert_handle_release(a);
+  cubert_handle_release(t);
+  cb_test_close(&env);
+}
+END_TEST
+
+START_TEST(test_peer_strided_copy_moves_a_column_block) {
+  cb_test_env env;
+  if (!cb_test_open(_i, 2, &env)) return;
+  enum { R = 32, C = 16 };
+  cubert_handle *a = matrix(env.clients[0], R, C, 0), *b = matrix(env.clients[1], R, C, 7);
+  cubert_view v = columns(R, C, 4, 3), w = columns(R, C, 10, 3);
+  cb_test_ok(cubert_handle_copy_strided_peer(env.clients[0], a, &v, env.clients[1], b, &w));
+  uint32_t out[R * C];
+  cb_test_ok(cubert_handle_read(env.clients[1], b, out, sizeof out));
+  for (int r = 0; r < R; r++)
+    for (int k = 0; k < C; k++) {
+      uint32_t want = k >= 10 && k < 13 ? (uint32_t)(r * 1000 + k - 6) : (uint32_t)(r * 1000 + k + 7);
+      ck_assert_uint_eq(out[r * C + k], want);
+    }
+  cubert_handle_release(a);
+  cubert_handle_release(b);
+  cb_test_close(&env);
+}
+END_TEST
+
+/* ------------------------------------------------------------ failures */
+
+START_TEST(test_failed_column_write_taints_exactly_its_footprint) {
+  cb_test_env env;
+  if (!open_host(_i, 1, &env)) return;
+  cubert_client *c = env.clients[0];
+  enum { R = 100, C = 10, C0 = 3, W = 2 };
+  cubert_handle *h = matrix(c, R, C, 0);
+  cubert_view v = columns(R, C, C0, W);
+  uint32_t in[R * W] = {0};
+  rule("write times=1 fault=fail");
+  ck_assert_int_ne(cubert_handle_write_strided(c, h, &v, in, sizeof in), CUBERT_OK);
+  ck_assert_uint_eq(ledger_entries(h), 1); /* one claim, not 100 ranges */
+  /* read back by rows: every row refused, naming exactly the block's bytes */
+  for (uint64_t r = 0; r < R; r++) {
+    cubert_handle *row = slice(h, r * C * 4, (r + 1) * C * 4);
+    uint32_t buf[C];
+    cb_test_status(cubert_handle_read(c, row, buf, sizeof buf), CUBERT_ERR_TAINTED);
+    cubert_error *e = cubert_last_error();
+    ck_assert_uint_eq(cubert_error_failure_count(e), 1);
+    uint64_t s, t;
+    cubert_error_failure(e, 0, &s, &t);
+    ck_assert_uint_eq(s, (r * C + C0) * 4);
+    ck_assert_uint_eq(t, (r * C + C0 + W) * 4);
+    cubert_error_release(e);
+    /* the bytes either side of the block are good */
+    cubert_handle *left = slice(h, r * C * 4, (r * C + C0) * 4), *right = slice(h, (r * C + C0 + W) * 4, (r + 1) * C * 4);
+    cb_test_ok(cubert_handle_check(c, left));
+    cb_test_ok(cubert_handle_check(c, right));
+    cubert_handle_release(left);
+    cubert_handle_release(right);
+    cubert_handle_release(row);
+  }
+  /* a strided read of the neighbouring columns passes between the taint */
+  cubert_view before = columns(R, C, C0 - 1, 1), after = columns(R, C, C0 + W, 1);
+  uint32_t col[R];
+  cb_test_ok(cubert_handle_read_strided(c, h, &before, col, sizeof col));
+  for (int r = 0; r < R; r++) ck_assert_uint_eq(col[r], (uint32_t)(r * 1000 + C0 - 1));
+  cb_test_ok(cubert_handle_read_strided(c, h, &after, col, sizeof col));
+  /* one tainted column inside a read of three: refused, one piece a row */
+  cubert_view three = columns(R, C, C0 - 1, 3);
+  uint32_t t3[R * 3];
+  cb_test_status(cubert_handle_read_strided(c, h, &three, t3, sizeof t3), CUBERT_ERR_TAINTED);
+  ck_assert_uint_eq(failures_now(), R);
+  ck_assert_ptr_nonnull(strstr(cubert_last_error_message(), "strided view"));
+  /* the walk of tainted ranges gives the block row by row */
+  uint64_t from = 0, s = 0, t = 0, n = 0;
+  const cubert_failure *f = NULL;
+  for (;; from = t, n++) {
+    cb_test_ok(cubert_handle_tainted_range(c, h, from, &s, &t, &f));
+    if (!f) break;
+    ck_assert_uint_eq(s, (n * C + C0) * 4);
+    ck_assert_uint_eq(t, (n * C + C0 + W) * 4);
+    cubert_failure_release((cubert_failure *)f);
+  }
+  ck_assert_uint_eq(n, R);
+  /* writing the block again repairs it, whole */
+  cubert_faultinj_clear(fault_rt);
+  cb_test_ok(cubert_handle_write_strided(c, h, &v, in, sizeof in));
+  ck_assert_uint_eq(ledger_entries(h), 0);
+  cubert_handle_release(h);
+  cb_test_close(&env);
+}
+END_TEST
+
+START_TEST(test_million_row_column_is_one_ledger_entry) {
+  cb_test_env env;
+  if (!open_host(_i, 1, &env)) return;
+  cubert_client *c = env.clients[0];
+  const uint64_t R = 1000000, C = 4;
+  cubert_handle *h = NULL;
+  cb_test_ok(cubert_handle_empty(c, R * C * 4, &h));
+  uint32_t fill = 7;
+  cb_test_ok(cubert_handle_fill(c, h, &fill, 4));
+  cubert_view v = columns(R, C, 1, 1);
+  uint32_t *in = calloc(R, 4);
+  rule("write times=1 fault=fail");
+  ck_assert_int_ne(cubert_handle_write_strided(c, h, &v, in, R * 4), CUBERT_OK);
+  ck_assert_uint_eq(ledger_entries(h), 1);
+  cubert_handle *row = slice(h, 500000 * C * 4, 500001 * C * 4);
+  uint32_t buf[4];
+  cb_test_status(cubert_handle_read(c, row, buf, sizeof buf), CUBERT_ERR_TAINTED);
+  cubert_view other = columns(R, C, 2, 1);
+  cb_test_ok(cubert_handle_check_strided(c, h, &other));
+  cubert_handle_release(row);
+  free(in);
+  cubert_handle_release(h);
+  cb_test_close(&env);
+}
+END_TEST
+
+START_TEST(test_contiguous_write_over_a_strided_taint_repairs_exactly) {
+  cb_test_env env;
+  if (!open_host(_i, 1, &env)) return;
+  cubert_client *c = env.clients[0];
+  enum { R = 50, C = 8 };
+  cubert_handle *h = matrix(c, R, C, 0);
+  cubert_view v = columns(R, C, 2, 3);
+  uint32_t in[R * 3] = {0};
+  rule("write times=1 fault=fail");
+  ck_assert_int_ne(cubert_handle_write_strided(c, h, &v, in, sizeof in), CUBERT_OK);
+  /* rows 10..19 written whole, and half of row 30 from byte (30*C+3)*4 */
+  cubert_handle *rows = slice(h, 10 * C * 4, 20 * C * 4);
+  uint32_t ten[10 * C] = {0};
+  cb_test_ok(cubert_handle_write(c, rows, ten, sizeof ten));
+  cubert_handle *half = slice(h, (30 * C + 3) * 4, (30 * C + 8) * 4);
+  uint32_t five[5] = {0};
+  cb_test_ok(cubert_handle_write(c, half, five, sizeof five));
+  ck_assert_uint_le(ledger_entries(h), 4); /* two claims, one cut run */
+  cubert_view block = columns(R, C, 2, 3);
+  uint32_t out[R * 3];
+  cb_test_status(cubert_handle_read_strided(c, h, &block, out, sizeof out), CUBERT_ERR_TAINTED);
+  cubert_error *e = cubert_last_error();
+  /* 50 rows less 10 written; row 30 keeps only byte range (30*C+2)..(30*C+3) */
+  ck_assert_uint_eq(cubert_error_failure_count(e), R - 10);
+  for (size_t i = 0; i < cubert_error_failure_count(e); i++) {
+    uint64_t s, t;
+    cubert_error_failure(e, i, &s, &t);
+    uint64_t r = s / 4 / C;
+    ck_assert(r < 10 || r >= 20);
+    ck_assert_uint_eq(s, (r * C + 2) * 4);
+    ck_assert_uint_eq(t, (r * C + (r == 30 ? 3 : 5)) * 4);
+  }
+  cubert_error_release(e);
+  cubert_view repaired = {2, 4, 10 * C + 2, {10, 3}, {C, 1}};
+  cb_test_ok(cubert_handle_check_strided(c, h, &repaired));
+  cubert_handle_release(rows);
+  cubert_handle_release(half);
+  cubert_handle_release(h);
+  cb_test_close(&env);
+}
+END_TEST
+
+START_TEST(test_strided_write_over_a_contiguous_taint_repairs_exactly) {
+  cb_test_env env;
+  if (!open_host(_i, 1, &env)) return;
+  cubert_client *c = env.clients[0];
+  enum { R = 40, C = 6 };
+  cubert_handle *h = matrix(c, R, C, 0);
+  uint32_t zero[R * C] = {0};
+  rule("write times=1 fault=fail");
+  ck_assert_int_ne(cubert_handle_write(c, h, zero, sizeof zero), CUBERT_OK);
+  cubert_view v = columns(R, C, 1, 2);
+  uint32_t in[R * 2];
+  for (int i = 0; i < R * 2; i++) in[i] = (uint32_t)i;
+  cb_test_ok(cubert_handle_write_strided(c, h, &v, in, sizeof in));
+  ck_assert_uint_le(ledger_entries(h), 3); /* head, one claim of the gaps, tail */
+  uint32_t out[R * 2];
+  cb_test_ok(cubert_handle_read_strided(c, h, &v, out, sizeof out));
+  ck_assert_int_eq(memcmp(in, out, sizeof in), 0);
+  /* everything else still carries the failure: each row's other columns */
+  for (uint64_t r = 0; r < R; r++) {
+    cubert_handle *row = slice(h, r * C * 4, (r + 1) * C * 4);
+    uint32_t buf[C];
+    cb_test_status(cubert_handle_read(c, row, buf, sizeof buf), CUBERT_ERR_TAINTED);
+    cubert_error *e = cubert_last_error();
+    ck_assert_uint_eq(cubert_error_failure_count(e), 2);
+    uint64_t s, t;
+    cubert_error_failure(e, 0, &s, &t);
+    ck_assert_uint_eq(s, r * C * 4);
+    ck_assert_uint_eq(t, (r * C + 1) * 4);
+    cubert_error_failure(e, 1, &s, &t);
+    ck_assert_uint_eq(s, (r * C + 3) * 4);
+    ck_assert_uint_eq(t, (r + 1) * C * 4);
+    cubert_error_release(e);
+    cubert_handle_release(row);
+  }
+  cubert_handle_release(h);
+  cb_test_close(&env);
+}
+END_TEST
+
+START_TEST(test_tainted_strided_source_gives_its_destination_a_child_exactly) {
+  cb_test_env env;
+  if (!open_host(_i, 2, &env)) return;
+  enum { R = 20, C = 5 };
+  cubert_handle *a = matrix(env.clients[0], R, C, 0), *b = matrix(env.clients[1], R, C, 0);
+  cubert_view v = columns(R, C, 1, 1), w = columns(R, C, 3, 1);
+  uint32_t in[R] = {0};
+  rule("write times=1 fault=fail");
+  ck_assert_int_ne(cubert_handle_write_strided(env.clients[0], a, &v, in, sizeof in), CUBERT_OK);
+  /* a copy of column 2 is fine (between the tainted column and the next) */
+  cubert_view two = columns(R, C, 2, 1);
+  cb_test_ok(cubert_handle_copy_strided_peer(env.clients[0], a, &two, env.clients[1], b, &w));
+  /* a copy of column 1 is refused, and b's column 3 carries a child */
+  cb_test_status(cubert_handle_copy_strided_peer(env.clients[0], a, &v, env.clients[1], b, &w), CUBERT_ERR_TAINTED);
+  ck_assert_uint_eq(ledger_entries(b), 1);
+  cb_test_status(cubert_handle_check_strided(env.clients[1], b, &w), CUBERT_ERR_TAINTED);
+  cubert_view rest = {2, 4, 0, {R, 3}, {C, 1}};
+  cb_test_ok(cubert_handle_check_strided(env.clients[1], b, &rest));
+  cubert_handle_release(a);
+  cubert_handle_release(b);
+  cb_test_close(&env);
+}
+END_TEST
+
+START_TEST(test_async_strided_failure_replays_exactly) {
+  cb_test_env env;
+  if (!open_host(_i, 1, &env)) return;
+  cubert_client *c = env.clients[0];
+  enum { R = 30, C = 4 };
+  cubert_handle *h = matrix(c, R, C, 0);
+  cubert_view v = columns(R, C, 2, 1);
+  uint32_t in[R] = {0};
+  rule("write times=1 fault=async");
+  cb_test_ok(cubert_handle_write_strided(c, h, &v, in, sizeof in));
+  ck_assert_int_ne(cubert_sync(c), CUBERT_OK);
+  ck_assert_uint_eq(ledger_entries(h), 1);
+  cubert_view col = columns(R, C, 2, 1), next = columns(R, C, 3, 1);
+  cb_test_status(cubert_handle_check_strided(c, h, &col), CUBERT_ERR_TAINTED);
+  ck_assert_uint_eq(failures_now(), R);
+  cb_test_ok(cubert_handle_check_strided(c, h, &next));
+  cubert_handle_release(h);
+  cb_test_close(&env);
+}
+END_TEST
+
+/* A strided write that stops part way or scribbles fails whole (its whole
+ * footprint tainted), and what it left in memory stays inside the
+ * footprint: the columns beside the block hold their bytes. */
+START_TEST(test_partial_and_scribbled_strided_writes_stay_in_the_footprint) {
+  cb_test_env env;
+  if (!open_host(_i, 1, &env)) return;
+  cubert_client *c = env.clients[0];
+  enum { R = 64, C = 6 };
+  const char *faults[2] = {"write times=1 fault=partial:0.5", "write times=1 fault=scribble:0.5"};
+  for (int f = 0; f < 2; f++) {
+    cubert_handle *h = matrix(c, R, C, 0);
+    cubert_view v = columns(R, C, 2, 2);
+    uint32_t in[R * 2];
+    for (int i = 0; i < R * 2; i++) in[i] = 0xdead0000u + (uint32_t)i;
+    rule(faults[f]);
+    ck_assert_int_ne(cubert_handle_write_strided(c, h, &v, in, sizeof in), CUBERT_OK);
+    cb_test_status(cubert_handle_check_strided(c, h, &v), CUBERT_ERR_TAINTED);
+    ck_assert_uint_eq(failures_now(), R);
+    cubert_view left = columns(R, C, 0, 2), right = columns(R, C, 4, 2);
+    uint32_t l[R * 2], r[R * 2];
+    cb_test_ok(cubert_handle_read_strided(c, h, &left, l, sizeof l));
+    cb_test_ok(cubert_handle_read_strided(c, h, &right, r, sizeof r));
+    int bad = 0;
+    for (int i = 0; i < R; i++)
+      for (int k = 0; k < 2; k++)
+        bad += l[i * 2 + k] != (uint32_t)(i * 1000 + k) || r[i * 2 + k] != (uint32_t)(i * 1000 + 4 + k);
+    ck_assert_msg(bad == 0, "%s: %d elements beside the block changed", faults[f], bad);
+    cubert_handle_release(h);
+  }
+  cb_test_close(&env);
+}
+END_TEST
+
+/* ------------------------------------------------------------ the ledger against a byte map */
+
+#define SPACE 2048
+#define NFAIL 3
+static cubert_failure *model[SPACE];
+
+static void random_pattern(uint64_t (*rnd)(void), cb_pattern *p) {
+  cubert_view v = {0};
+  v.elem_size = 1u << (rnd() % 3);
+  v.ndims = 1 + (uint32_t)(rnd() % 3);
+  uint64_t span = 1;
+  for (uint32_t d = v.ndims; d-- > 0;) {
+    v.shape[d] = 1 + rnd() % 5;
+    v.strides[d] = span + rnd() % 4;
+    span = v.strides[d] * v.shape[d];
+  }
+  v.offset = rnd() % 64;
+  bool empty;
+  char why[256];
+  if (cb_pattern_from_view(&v, 0, SPACE, p, &empty, why, sizeof why) != CUBERT_OK) {
+    /* too large: a single short run instead */
+    cubert_view one = {1, 1, rnd() % (SPACE - 8), {1 + rnd() % 8}, {1}};
+    ck_assert_int_eq(cb_pattern_from_view(&one, 0, SPACE, p, &empty, why, sizeof why), CUBERT_OK);
+  }
+  /* sometimes only part of the runs, as a cut claim would be */
+  uint64_t total = cb_pattern_total(p);
+  if (total > 2 && rnd() % 3 == 0) {
+    p->lo = rnd() % (total / 2);
+    p->hi = p->lo + 1 + rnd() % (total - p->lo);
+  }
+}
+
+static uint64_t state = 88172645463325252ull;
+static uint64_t rnd(void) {
+  state ^= state << 13;
+  state ^= state >> 7;
+  state ^= state << 17;
+  return state;
+}
+
+static void model_pattern(const cb_pattern *p, cubert_failure *f) {
+  for (uint64_t k = p->lo; k < p->hi; k++) {
+    uint64_t o = cb_pattern_off(p, k);
+    for (uint64_t b = o; b < o + p->run; b++) model[b] = f;
+  }
+}
+
+START_TEST(test_ledger_strided_claims_match_a_byte_map) {
+  cubert_failure *fails[NFAIL];
+  for (int i = 0; i < NFAIL; i++) fails[i] = cb_failure_new(CUBERT_ERR_LAUNCH, "test", 0, "host:0", 0, "launch", "k", (uint64_t)i);
+  cb_ledger l;
+  memset(&l, 0, sizeof l);
+  memset(model, 0, sizeof model);
+  size_t most_claims = 0, cut_claims = 0;
+  for (int step = 0; step < 3000; step++) {
+    cubert_failure *f = rnd() % 3 ? fails[rnd() % NFAIL] : NULL;
+    if (rnd() % 2) {
+      cb_pattern p;
+      random_pattern(rnd, &p);
+      if (f)
+        cb_ledger_set_pattern(&l, &p, f);
+      else
+        cb_ledger_clear_pattern(&l, &p);
+      model_pattern(&p, f);
+    } else {
+      uint64_t s = rnd() % SPACE, e = s + 1 + rnd() % 300;
+      if (e > SPACE) e = SPACE;
+      if (f)
+        cb_ledger_set(&l, s, e, f);
+      else
+        cb_ledger_clear(&l, s, e);
+      for (uint64_t b = s; b < e; b++) model[b] = f;
+    }
+    if (l.ns > most_claims) most_claims = l.ns;
+    for (const cb_sclaim *c = l.sroot; c; c = c->left) cut_claims += c->p.lo > 0;
+    /* every byte, through the walk of pieces */
+    cubert_failure *seen[SPACE] = {0};
+    uint64_t s, e;
+    cubert_failure *g;
+    bool ordered = true;
+    for (uint64_t from = 0; cb_ledger_first_piece(&l, from, SPACE, &s, &e, &g); from = e) {
+      ordered = ordered && s < e && s >= from;
+      for (uint64_t b = s; b < e; b++) seen[b] = g;
+    }
+    ck_assert_msg(ordered, "step %d: pieces out of order", step);
+    uint64_t b = 0; /* asserting once: a Check assertion costs a pipe write */
+    while (b < SPACE && seen[b] == model[b]) b++;
+    ck_assert_msg(b == SPACE, "step %d byte %llu: ledger %p, model %p", step, (unsigned long long)b,
+                  b < SPACE ? (void *)seen[b] : NULL, b < SPACE ? (void *)model[b] : NULL);
+    /* a random strided read reports exactly the tainted bytes of its footprint */
+    cb_pattern r;
+    random_pattern(rnd, &r);
+    cb_errb eb;
+    cb_errb_init(&eb, CUBERT_ERR_TAINTED);
+    cb_ledger_report_pattern(&l, &r, &eb);
+    static unsigned char in_read[SPACE];
+    memset(in_read, 0, sizeof in_read);
+    for (uint64_t k = r.lo; k < r.hi; k++) {
+      uint64_t o = cb_pattern_off(&r, k);
+      memset(in_read + o, 1, r.run);
+    }
+    uint64_t reported = 0, want = 0, last = 0, wrong = 0;
+    for (size_t i = 0; i < eb.n; i++) {
+      wrong += eb.entries[i].start < last; /* address order, disjoint */
+      last = eb.entries[i].end;
+      for (uint64_t x = eb.entries[i].start; x < eb.entries[i].end; x++) {
+        wrong += !in_read[x] || eb.entries[i].failure != model[x];
+        reported++;
+      }
+    }
+    for (uint64_t x = 0; x < SPACE; x++) want += in_read[x] && model[x];
+    ck_assert_msg(wrong == 0 && reported == want, "step %d: %llu wrong bytes, %llu reported of %llu", step,
+                  (unsigned long long)wrong, (unsigned long long)reported, (unsigned long long)want);
+    cb_errb_discard(&eb);
+  }
+  ck_assert_uint_ge(most_claims, 5); /* the walk met many strided claims, */
+  ck_assert_uint_gt(cut_claims, 0);   /* some of them cut */
+  cb_ledger_free(&l);
+  for (int i = 0; i < NFAIL; i++) {
+    ck_assert_uint_eq(atomic_load(&fails[i]->refs), 1);
+    cubert_failure_release(fails[i]);
+  }
+}
+END_TEST
+
+START_TEST(test_pattern_first_ge_matches_a_scan) {
+  for (int step = 0; step < 2000; step++) {
+    cb_pattern p;
+    random_pattern(rnd, &p);
+    uint64_t total = cb_pattern_total(&p);
+    uint64_t x = rnd() % (SPACE + 16);
+    uint64_t k = 0;
+    while (k < total && cb_pattern_off(&p, k) < x) k++;
+    ck_assert_uint_eq(cb_pattern_first_ge(&p, x), k);
+  }
+}
+END_TEST
+
+typedef struct marks {
+  unsigned char *bytes;
+  uint64_t last, wrong;
+} marks;
+
+static void mark_piece(void *ctx, uint64_t s, uint64_t e) {
+  marks *m = ctx;
+  m->wrong += s < m->last || s >= e; /* address order, disjoint, not empty */
+  m->last = e;
+  for (uint64_t b = s; b < e; b++) m->bytes[b]++;
+}
+
+/* Two layouts of one pitch (the fast path for column blocks of one matrix)
+ * meet exactly where a byte scan says, pieces in address order. */
+START_TEST(test_pattern_meet_of_one_pitch_matches_a_scan) {
+  static unsigned char in_a[SPACE], in_b[SPACE], got[SPACE];
+  for (int step = 0; step < 3000; step++) {
+    uint64_t P = 2 + rnd() % 40;
+    cb_pattern p[2];
+    for (int i = 0; i < 2; i++) {
+      memset(&p[i], 0, sizeof p[i]);
+      p[i].nd = 1;
+      p[i].pitch[0] = P;
+      p[i].run = 1 + rnd() % (P - 1); /* shorter than the pitch: not merged */
+      p[i].count[0] = 2 + rnd() % 20;
+      p[i].base = rnd() % 200;
+      p[i].lo = rnd() % 2;
+      p[i].hi = p[i].lo + 1 + rnd() % (p[i].count[0] - p[i].lo);
+    }
+    memset(in_a, 0, sizeof in_a);
+    memset(in_b, 0, sizeof in_b);
+    memset(got, 0, sizeof got);
+    model_pattern(&p[0], (cubert_failure *)in_a); /* only whether set matters */
+    for (uint64_t b = 0; b < SPACE; b++) in_a[b] = model[b] != NULL;
+    memset(model, 0, sizeof model);
+    model_pattern(&p[1], (cubert_failure *)in_b);
+    for (uint64_t b = 0; b < SPACE; b++) in_b[b] = model[b] != NULL;
+    memset(model, 0, sizeof model);
+    marks m = {got, 0, 0};
+    bool met = cb_pattern_meet(&p[0], &p[1], mark_piece, &m);
+    uint64_t want = 0, bad = m.wrong;
+    for (uint64_t b = 0; b < SPACE; b++) {
+      want += in_a[b] && in_b[b];
+      bad += got[b] != (in_a[b] && in_b[b]);
+    }
+    ck_assert_msg(bad == 0 && met == (want > 0) && cb_pattern_meet(&p[0], &p[1], NULL, NULL) == met,
+                  "step %d: %llu wrong bytes", step, (unsigned long long)bad);
+  }
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("strided");
+  TCase *tc = tcase_create("views");
+  cb_test_add_backend_loop(tc, test_view_check_names_the_dimension_at_fault);
+  cb_test_add_backend_loop(tc, test_column_block_round_trips_and_leaves_the_rest);
+  cb_test_add_backend_loop(tc, test_copy_between_views_transposes_and_refuses_shared_bytes);
+  cb_test_add_backend_loop(tc, test_peer_strided_copy_moves_a_column_block);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("taint");
+  cb_test_add_backend_loop(tc, test_failed_column_write_taints_exactly_its_footprint);
+  cb_test_add_backend_loop(tc, test_million_row_column_is_one_ledger_entry);
+  cb_test_add_backend_loop(tc, test_contiguous_write_over_a_strided_taint_repairs_exactly);
+  cb_test_add_backend_loop(tc, test_strided_write_over_a_contiguous_taint_repairs_exactly);
+  cb_test_add_backend_loop(tc, test_tainted_strided_source_gives_its_destination_a_child_exactly);
+  cb_test_add_backend_loop(tc, test_async_strided_failure_replays_exactly);
+  cb_test_add_backend_loop(tc, test_partial_and_scribbled_strided_writes_stay_in_the_footprint);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("ledger");
+  tcase_add_test(tc, test_ledger_strided_claims_match_a_byte_map);
+  tcase_add_test(tc, test_pattern_first_ge_matches_a_scan);
+  tcase_add_test(tc, test_pattern_meet_of_one_pitch_matches_a_scan);
+  suite_add_tcase(s, tc);
+  return cb_test_run(s);
+}
