@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,6 +95,68 @@ static const char copy_source[] =
     "    out[j] = in[j];\n"
     "  for (unsigned long long j = head + chunks * 4 + i; j < n; j += stride)\n"
     "    out[j] = in[j];\n"
+    "}\n";
+
+/* The tensor built-ins: the descriptor (cubert_tensor, cubert/strided.h),
+ * element k in row-major order of a tensor's shape (the last dimension
+ * fastest), and a move of n bytes (1, 2, 4, 8 or 16: every element sits at
+ * a multiple of its size, so the typed accesses are aligned). Each thread
+ * takes elements grid-stride and unravels its index; every element is
+ * written once, so the result does not depend on the grid or the order. */
+#define TENSOR_SOURCE                                                                         \
+  "struct cubert_tensor {\n"                                                                  \
+  "  unsigned long long address;\n"                                                           \
+  "  unsigned int rank, elem_size;\n"                                                         \
+  "  unsigned long long shape[8], strides[8];\n"                                              \
+  "};\n"                                                                                      \
+  "struct cubert_value16 { unsigned long long lo, hi; };\n"                                   \
+  "__device__ static unsigned long long cubert_tensor_count(const cubert_tensor &t)\n"        \
+  "{\n"                                                                                       \
+  "  unsigned long long n = t.rank ? 1 : 0;\n"                                                \
+  "  for (unsigned int d = 0; d < t.rank && d < 8; d++)\n"                                    \
+  "    n *= t.shape[d];\n"                                                                    \
+  "  return n;\n"                                                                             \
+  "}\n"                                                                                       \
+  "__device__ static unsigned char *cubert_tensor_at(const cubert_tensor &t, unsigned long long k)\n" \
+  "{\n"                                                                                       \
+  "  unsigned long long off = 0;\n"                                                           \
+  "  for (unsigned int d = t.rank < 8 ? t.rank : 8; d-- > 0;) {\n"                            \
+  "    off += (k % t.shape[d]) * t.strides[d];\n"                                             \
+  "    k /= t.shape[d];\n"                                                                    \
+  "  }\n"                                                                                     \
+  "  return (unsigned char *)t.address + off * t.elem_size;\n"                                \
+  "}\n"                                                                                       \
+  "__device__ static void cubert_move(unsigned char *d, const unsigned char *s, unsigned int n)\n" \
+  "{\n"                                                                                       \
+  "  if (n == 1) *d = *s;\n"                                                                  \
+  "  else if (n == 2) *(unsigned short *)d = *(const unsigned short *)s;\n"                   \
+  "  else if (n == 4) *(unsigned int *)d = *(const unsigned int *)s;\n"                       \
+  "  else if (n == 8) *(unsigned long long *)d = *(const unsigned long long *)s;\n"           \
+  "  else if (n == 16) {\n"                                                                   \
+  "    ((unsigned long long *)d)[0] = ((const unsigned long long *)s)[0];\n"                  \
+  "    ((unsigned long long *)d)[1] = ((const unsigned long long *)s)[1];\n"                  \
+  "  }\n"                                                                                     \
+  "}\n"
+
+static const char copy_strided_source[] =
+    TENSOR_SOURCE
+    "extern \"C\" __global__ void cubert_copy_strided(cubert_tensor in, cubert_tensor out)\n"
+    "{\n" GRID_STRIDE_PROLOGUE
+    "  unsigned long long n = cubert_tensor_count(in), m = cubert_tensor_count(out);\n"
+    "  unsigned int bytes = in.elem_size < out.elem_size ? in.elem_size : out.elem_size;\n"
+    "  if (m < n)\n"
+    "    n = m;\n"
+    "  for (; i < n; i += stride)\n"
+    "    cubert_move(cubert_tensor_at(out, i), cubert_tensor_at(in, i), bytes);\n"
+    "}\n";
+
+static const char fill_strided_source[] =
+    TENSOR_SOURCE
+    "extern \"C\" __global__ void cubert_fill_strided(cubert_tensor out, cubert_value16 value)\n"
+    "{\n" GRID_STRIDE_PROLOGUE
+    "  unsigned long long n = cubert_tensor_count(out);\n"
+    "  for (; i < n; i += stride)\n"
+    "    cubert_move(cubert_tensor_at(out, i), (const unsigned char *)&value, out.elem_size);\n"
     "}\n";
 
 static const char scale_add_source[] =
@@ -324,11 +387,100 @@ static cubert_status host_checksum_u32(const cubert_host_launch *l, char *msg, s
   return CUBERT_OK;
 }
 
+/* ------------------------------------------------------------ tensors */
+
+/* The device source declares the descriptor with the same fields in the
+ * same order (TENSOR_SOURCE): no padding, 144 bytes (cubert/strided.h). */
+_Static_assert(sizeof(cubert_tensor) == 144 && offsetof(cubert_tensor, shape) == 16 &&
+                   offsetof(cubert_tensor, strides) == 80,
+               "cubert_tensor must match the kernels' struct cubert_tensor");
+
+/* Argument `index`, a tensor named `param`: its descriptor, checked for what
+ * the walk needs (a rank of 1 to 8, an element size of 1, 2, 4, 8 or 16;
+ * the runtime made it from a checked view). */
+static cubert_status take_tensor(const cubert_host_launch *l, const char *kernel, uint32_t index,
+                                 const char *param, cubert_tensor *t, char *msg, size_t cap) {
+  if (l->sizes[index] != sizeof *t || !l->args[index])
+    return refuse(msg, cap, CUBERT_ERR_INVALID_ARGUMENT,
+                  "%s: `%s` is %" PRIu64 " bytes, a tensor descriptor is %zu", kernel, param,
+                  l->sizes[index], sizeof *t);
+  memcpy(t, l->args[index], sizeof *t);
+  uint32_t e = t->elem_size;
+  if (t->rank == 0 || t->rank > CUBERT_VIEW_MAX_DIMS || (e != 1 && e != 2 && e != 4 && e != 8 && e != 16))
+    return refuse(msg, cap, CUBERT_ERR_INVALID_ARGUMENT,
+                  "%s: `%s` has rank %" PRIu32 " and %" PRIu32 "-byte elements (rank 1 to 8; 1, 2, 4, "
+                  "8 or 16 bytes)",
+                  kernel, param, t->rank, e);
+  return CUBERT_OK;
+}
+
+/* Elements of `t`, in row-major order of its shape (the kernels' order). */
+typedef struct tensor_walk {
+  const cubert_tensor *t;
+  uint64_t idx[CUBERT_VIEW_MAX_DIMS];
+  uint64_t off; /* elements from element 0 */
+} tensor_walk;
+
+static uint64_t tensor_count(const cubert_tensor *t) {
+  uint64_t n = 1;
+  for (uint32_t d = 0; d < t->rank; d++) n *= t->shape[d];
+  return n;
+}
+
+static unsigned char *walk_at(const tensor_walk *w) {
+  return (unsigned char *)(uintptr_t)w->t->address + w->off * w->t->elem_size;
+}
+
+static void walk_next(tensor_walk *w) {
+  const cubert_tensor *t = w->t;
+  for (uint32_t d = t->rank; d-- > 0;) {
+    w->off += t->strides[d];
+    if (++w->idx[d] < t->shape[d]) return;
+    w->off -= t->shape[d] * t->strides[d];
+    w->idx[d] = 0;
+  }
+}
+
+static cubert_status host_copy_strided(const cubert_host_launch *l, char *msg, size_t cap) {
+  static const char k[] = "cubert_copy_strided";
+  if (!l || l->nargs != 2 || !l->args || !l->sizes)
+    return refuse(msg, cap, CUBERT_ERR_INVALID_ARGUMENT, "%s: 2 arguments expected", k);
+  cubert_tensor in, out;
+  cubert_status st = take_tensor(l, k, 0, "in", &in, msg, cap);
+  if (st == CUBERT_OK) st = take_tensor(l, k, 1, "out", &out, msg, cap);
+  if (st != CUBERT_OK) return st;
+  uint64_t n = tensor_count(&in), m = tensor_count(&out);
+  if (m < n) n = m;
+  size_t bytes = in.elem_size < out.elem_size ? in.elem_size : out.elem_size;
+  tensor_walk r = {&in, {0}, 0}, w = {&out, {0}, 0};
+  for (uint64_t i = 0; i < n; i++, walk_next(&r), walk_next(&w)) memcpy(walk_at(&w), walk_at(&r), bytes);
+  return CUBERT_OK;
+}
+
+static cubert_status host_fill_strided(const cubert_host_launch *l, char *msg, size_t cap) {
+  static const char k[] = "cubert_fill_strided";
+  if (!l || l->nargs != 2 || !l->args || !l->sizes)
+    return refuse(msg, cap, CUBERT_ERR_INVALID_ARGUMENT, "%s: 2 arguments expected", k);
+  cubert_tensor out;
+  cubert_status st = take_tensor(l, k, 0, "out", &out, msg, cap);
+  if (st != CUBERT_OK) return st;
+  if (l->sizes[1] != 16 || !l->args[1])
+    return refuse(msg, cap, CUBERT_ERR_INVALID_ARGUMENT,
+                  "%s: `value` is a %" PRIu64 "-byte scalar, expected 16", k, l->sizes[1]);
+  unsigned char value[16];
+  memcpy(value, l->args[1], sizeof value);
+  uint64_t n = tensor_count(&out);
+  tensor_walk w = {&out, {0}, 0};
+  for (uint64_t i = 0; i < n; i++, walk_next(&w)) memcpy(walk_at(&w), value, out.elem_size);
+  return CUBERT_OK;
+}
+
 /* ------------------------------------------------------------ descriptors */
 
 #define BUF(n, a) {n, CUBERT_PARAM_BUFFER, CUBERT_ACCESS_##a, 0}
 #define PEER(n, a) {n, CUBERT_PARAM_PEER_BUFFER, CUBERT_ACCESS_##a, 0}
 #define SCALAR(n, s) {n, CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, s}
+#define TENSOR(n, a) {n, CUBERT_PARAM_TENSOR, CUBERT_ACCESS_##a, 0}
 
 static const cubert_param fill_params[] = {BUF("out", WRITE), SCALAR("n", 8), SCALAR("value", 4)};
 static const cubert_param copy_params[] = {BUF("in", READ), BUF("out", WRITE), SCALAR("n", 8)};
@@ -341,6 +493,8 @@ static const cubert_param copy_peer_read_params[] = {PEER("in", READ), BUF("out"
                                                      SCALAR("n", 8)};
 static const cubert_param copy_peer_write_params[] = {BUF("in", READ), PEER("out", WRITE),
                                                       SCALAR("n", 8)};
+static const cubert_param copy_strided_params[] = {TENSOR("in", READ), TENSOR("out", WRITE)};
+static const cubert_param fill_strided_params[] = {TENSOR("out", WRITE), SCALAR("value", 16)};
 
 #define COUNT_OF(a) ((uint32_t)(sizeof(a) / sizeof((a)[0])))
 #define DESC(name_, entry_, params_, source_, fn_)                                            \
@@ -362,6 +516,10 @@ static const cubert_kernel_desc builtins[CUBERT_BUILTIN_COUNT] = {
                                            copy_peer_read_params, copy_source, host_copy_u32),
     [CUBERT_BUILTIN_COPY_PEER_WRITE] = DESC("cubert_copy_peer_write", "cubert_copy_u32",
                                             copy_peer_write_params, copy_source, host_copy_u32),
+    [CUBERT_BUILTIN_COPY_STRIDED] = DESC("cubert_copy_strided", "cubert_copy_strided", copy_strided_params,
+                                         copy_strided_source, host_copy_strided),
+    [CUBERT_BUILTIN_FILL_STRIDED] = DESC("cubert_fill_strided", "cubert_fill_strided", fill_strided_params,
+                                         fill_strided_source, host_fill_strided),
 };
 
 const cubert_kernel_desc *cubert_builtin_desc(cubert_builtin which) {

@@ -8,13 +8,22 @@
 
 #include "base/alloc.h"
 #include "runtime/internal.h"
+#include "runtime/pattern.h"
 
 #define CB_MAX_ARGS 256
+
+/* A tensor argument: its footprint (the read or write set) and the
+ * descriptor the kernel gets. */
+typedef struct tensor_arg {
+  cb_pattern pat;
+  cubert_tensor desc;
+} tensor_arg;
 
 typedef struct resolved {
   cb_alloc *alloc;
   uint64_t start, end;
-  bool peer; /* memory of another device, bound through its cell */
+  bool peer;     /* memory of another device, bound through its cell */
+  tensor_arg *t; /* tensors: launch_args' slot */
 } resolved;
 
 static cubert_status check_config(const cb_device *dev, const cubert_kernel *k,
@@ -61,13 +70,47 @@ static const char *kind_name(cubert_param_kind k) {
       return "a peer buffer";
     case CUBERT_PARAM_SCALAR:
       return "a scalar";
+    case CUBERT_PARAM_TENSOR:
+      return "a tensor";
   }
   return "an unknown kind";
 }
 
-/* Checks each argument against its parameter and the device; no lock. */
+/* A tensor argument's footprint and descriptor, its view checked against
+ * the handle (the error names the argument and the dimension). */
+static cubert_status resolve_tensor(const cubert_kernel *k, uint32_t i, const cubert_arg *a, tensor_arg *t) {
+  const cubert_param *p = &k->params[i];
+  const cubert_view *v = a->view;
+  if (!v)
+    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "argument %u (`%s`) of `%s`: tensor view is NULL", i, p->name,
+                   k->name);
+  const cubert_handle *h = a->handle;
+  char why[256];
+  bool empty = false;
+  cubert_status st = cb_pattern_from_view(v, h->start, h->end, &t->pat, &empty, why, sizeof why);
+  if (st)
+    return cb_fail(st, "argument %u (`%s`) of `%s`: tensor view of memory %llu (bytes %llu..%llu): %s", i, p->name,
+                   k->name, (unsigned long long)h->alloc->id, (unsigned long long)h->start,
+                   (unsigned long long)h->end, why);
+  if (empty) {
+    memset(&t->pat, 0, sizeof t->pat);
+    t->pat.run = 1;
+  }
+  memset(&t->desc, 0, sizeof t->desc);
+  t->desc.address = h->alloc->block.address + h->start + v->offset * v->elem_size;
+  t->desc.rank = v->ndims;
+  t->desc.elem_size = v->elem_size;
+  for (uint32_t d = 0; d < v->ndims; d++) {
+    t->desc.shape[d] = v->shape[d];
+    t->desc.strides[d] = v->strides[d];
+  }
+  return CUBERT_OK;
+}
+
+/* Checks each argument against its parameter and the device; no lock.
+ * Tensors take the slots of `tensors` in order. */
 static cubert_status check_args(const cb_device *dev, const cubert_kernel *k, const cubert_arg *args,
-                                uint32_t nargs, resolved *res) {
+                                uint32_t nargs, resolved *res, tensor_arg *tensors) {
   if (nargs != k->nparams)
     return cb_fail(CUBERT_ERR_LAUNCH_CONFIG, "kernel `%s` takes %u argument%s, the launch gives %u", k->name,
                    k->nparams, k->nparams == 1 ? "" : "s", nargs);
@@ -90,13 +133,18 @@ static cubert_status check_args(const cb_device *dev, const cubert_kernel *k, co
       return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "argument %u (`%s`) of `%s`: handle is NULL", i, p->name,
                      k->name);
     cb_alloc *al = a->handle->alloc;
-    res[i] = (resolved){al, a->handle->start, a->handle->end, false};
+    res[i] = (resolved){al, a->handle->start, a->handle->end, false, NULL};
+    if (p->kind == CUBERT_PARAM_TENSOR) {
+      res[i].t = tensors++;
+      cubert_status st = resolve_tensor(k, i, a, res[i].t);
+      if (st) return st;
+    }
     if (al->dev == dev) continue; /* a peer parameter may bind local memory too (cubert.h) */
     char what[160];
     snprintf(what, sizeof what, "argument %u (`%s`) of `%s`", i, p->name, k->name);
     cubert_status st = cb_check_runtime("cubert_launch", what, dev, al);
     if (st) return st;
-    if (p->kind == CUBERT_PARAM_BUFFER)
+    if (p->kind == CUBERT_PARAM_BUFFER || p->kind == CUBERT_PARAM_TENSOR)
       return cb_fail(CUBERT_ERR_WRONG_DEVICE,
                      "argument %u (`%s`) of `%s`: memory %llu belongs to device %d (%s), the launch is on "
                      "device %d (%s); bind memory of another device through a peer-buffer parameter",
@@ -141,19 +189,25 @@ static cubert_status launch_failed(cb_device *dev, cb_work *w, cb_stream *s, con
   return cb_errb_finish(&b);
 }
 
-/* The arguments of one launch, resolved: the memory each binds (res) and what
- * the backend is handed (bargs); on the stack for up to 16 arguments. */
+/* The arguments of one launch, resolved: the memory each binds (res), the
+ * tensors' footprints and descriptors, and what the backend is handed
+ * (bargs); on the stack for up to 16 arguments and 2 tensors. */
 typedef struct launch_args {
   resolved *res;
   cubert_backend_arg *bargs;
+  tensor_arg *tensors;
   resolved res_stack[16];
   cubert_backend_arg bargs_stack[16];
+  tensor_arg tensors_stack[2];
 } launch_args;
 
-static cubert_status launch_args_init(launch_args *la, uint32_t nargs) {
+static cubert_status launch_args_init(launch_args *la, const cubert_kernel *k, uint32_t nargs) {
+  uint32_t nt = 0;
+  for (uint32_t i = 0; i < nargs && i < k->nparams; i++) nt += k->params[i].kind == CUBERT_PARAM_TENSOR;
   la->res = nargs <= 16 ? la->res_stack : cb_calloc(nargs, sizeof *la->res);
   la->bargs = nargs <= 16 ? la->bargs_stack : cb_calloc(nargs, sizeof *la->bargs);
-  if (!la->res || !la->bargs) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+  la->tensors = nt <= 2 ? la->tensors_stack : cb_calloc(nt, sizeof *la->tensors);
+  if (!la->res || !la->bargs || !la->tensors) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   memset(la->res, 0, nargs * sizeof *la->res);
   return CUBERT_OK;
 }
@@ -161,6 +215,7 @@ static cubert_status launch_args_init(launch_args *la, uint32_t nargs) {
 static void launch_args_free(launch_args *la) {
   if (la->res != la->res_stack) cb_free(la->res);
   if (la->bargs != la->bargs_stack) cb_free(la->bargs);
+  if (la->tensors != la->tensors_stack) cb_free(la->tensors);
 }
 
 static cubert_status check_call(const cubert_client *c, const cubert_kernel *k,
@@ -199,9 +254,15 @@ static cb_work *begin_work(cb_device *dev, cb_stream *s, const cubert_kernel *k,
   for (uint32_t i = 0; i < nargs; i++) nb += res[i].alloc != NULL;
   cb_work *w = cb_work_begin(dev, s, "launch", (cubert_kernel *)k, nb);
   if (!w) return NULL;
-  for (uint32_t i = 0, j = 0; i < nargs; i++)
-    if (res[i].alloc)
-      cb_work_bind(w, j++, res[i].alloc, res[i].start, res[i].end, k->params[i].access, k->params[i].name);
+  for (uint32_t i = 0, j = 0; i < nargs; i++) {
+    if (!res[i].alloc) continue;
+    /* a tensor binds its footprint; wanting memory for that, the handle's
+     * view around it (more taint on failure, never less) */
+    if (!res[i].t || !cb_work_bind_pattern(w, j, res[i].alloc, &res[i].t->pat, k->params[i].access,
+                                           k->params[i].name))
+      cb_work_bind(w, j, res[i].alloc, res[i].start, res[i].end, k->params[i].access, k->params[i].name);
+    j++;
+  }
   return w;
 }
 
@@ -223,9 +284,11 @@ static cubert_status skip_if_tainted(cb_device *dev, cb_work *w, const cubert_ke
   cb_errb_init(&in, CUBERT_ERR_TAINTED);
   const cubert_failure *first = NULL;
   const char *first_input = NULL;
-  for (uint32_t i = 0; i < nargs; i++) {
-    if (!res[i].alloc || !(k->params[i].access & CUBERT_ACCESS_READ)) continue;
-    const cubert_failure *f = cb_taint_find(res[i].alloc, res[i].start, res[i].end, res[i].peer, &in);
+  for (uint32_t i = 0, j = 0; i < nargs; i++) {
+    if (!res[i].alloc) continue;
+    const cb_wbind *b = &cb_work_binds(w)[j++]; /* what begin_work bound: a tensor's footprint */
+    if (!(k->params[i].access & CUBERT_ACCESS_READ)) continue;
+    const cubert_failure *f = cb_taint_find_bind(b, res[i].peer, &in);
     if (f && !first) {
       first = f;
       first_input = k->params[i].name;
@@ -265,7 +328,8 @@ static cubert_status order_accesses(cb_device *dev, cb_stream *s, cb_work *w, co
   return CUBERT_OK;
 }
 
-/* What the backend is handed: scalars by value, buffers by address. */
+/* What the backend is handed: scalars by value, buffers by address,
+ * tensors as their descriptor (by value) with the address of element 0. */
 static void backend_args(const cubert_kernel *k, const cubert_arg *args, const resolved *res, uint32_t nargs,
                          cubert_backend_arg *bargs) {
   for (uint32_t i = 0; i < nargs; i++) {
@@ -276,6 +340,10 @@ static void backend_args(const cubert_kernel *k, const cubert_arg *args, const r
     if (k->params[i].kind == CUBERT_PARAM_SCALAR) {
       b->scalar = args[i].scalar;
       b->scalar_size = args[i].scalar_size;
+    } else if (k->params[i].kind == CUBERT_PARAM_TENSOR) {
+      b->address = res[i].t->desc.address;
+      b->scalar = &res[i].t->desc;
+      b->scalar_size = sizeof res[i].t->desc;
     } else {
       cb_shared *sh = res[i].peer ? atomic_load(&res[i].alloc->shared) : NULL;
       b->address = (sh ? sh->address : res[i].alloc->block.address) + res[i].start;
@@ -316,8 +384,8 @@ cubert_status cubert_launch(cubert_client *c, const cubert_kernel *k, const cube
   cubert_status st = check_call(c, k, cfg, args, nargs);
   if (st) return st;
   launch_args la;
-  if (!(st = launch_args_init(&la, nargs)) && !(st = check_config(c->dev, k, cfg)) &&
-      !(st = check_args(c->dev, k, args, nargs, la.res))) {
+  if (!(st = launch_args_init(&la, k, nargs)) && !(st = check_config(c->dev, k, cfg)) &&
+      !(st = check_args(c->dev, k, args, nargs, la.res, la.tensors))) {
     /* the slow part of a first launch (a compile) without the device lock:
      * launches of other kernels go on meanwhile (runtime/module.c) */
     if (!atomic_load(&c->dev->gone)) cb_module_prepare(c->dev, k);

@@ -6,6 +6,7 @@
 
 #include "base/alloc.h"
 #include "backends/host/host_backend.h"
+#include "base/shm.h"
 #include "runtime/fault_state.h"
 #include "runtime/internal.h"
 #include "runtime/parts.h"
@@ -181,6 +182,9 @@ cubert_status cb_runtime_create(const cb_runtime_parts *parts, const cubert_runt
                      options->struct_size);
     memcpy(&o, options, options->struct_size);
   }
+  /* shared segments of this user's processes of the node that ended without
+   * removing them (a SIGKILL): docs/processes.md */
+  (void)cb_shm_sweep();
   const char *list = o.backends ? o.backends : cb_env("CUBERT_BACKENDS");
   cubert_status st = check_backend_list(
       parts, o.backends ? "cubert_runtime_options.backends" : "CUBERT_BACKENDS", list);
@@ -459,7 +463,8 @@ cubert_status cubert_kernel_create(const cubert_kernel_desc *d, cubert_kernel **
       if (p->size == 0 || p->size > 64)
         return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "kernel `%s` parameter %u: scalar size %u (1 to 64)",
                        d->name, i, p->size);
-    } else if (p->kind == CUBERT_PARAM_BUFFER || p->kind == CUBERT_PARAM_PEER_BUFFER) {
+    } else if (p->kind == CUBERT_PARAM_BUFFER || p->kind == CUBERT_PARAM_PEER_BUFFER ||
+               p->kind == CUBERT_PARAM_TENSOR) {
       if (p->access < CUBERT_ACCESS_READ || p->access > CUBERT_ACCESS_READ_WRITE)
         return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "kernel `%s` parameter %u: access %d is not read, write or read-write",
                        d->name, i, (int)p->access);

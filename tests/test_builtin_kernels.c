@@ -75,6 +75,8 @@ START_TEST(descriptors_name_their_entry_and_params) {
       {CUBERT_BUILTIN_CHECKSUM_U32, "cubert_checksum_u32", "cubert_checksum_u32", 3},
       {CUBERT_BUILTIN_COPY_PEER_READ, "cubert_copy_peer_read", "cubert_copy_u32", 3},
       {CUBERT_BUILTIN_COPY_PEER_WRITE, "cubert_copy_peer_write", "cubert_copy_u32", 3},
+      {CUBERT_BUILTIN_COPY_STRIDED, "cubert_copy_strided", "cubert_copy_strided", 2},
+      {CUBERT_BUILTIN_FILL_STRIDED, "cubert_fill_strided", "cubert_fill_strided", 2},
   };
   ck_assert_int_eq(sizeof want / sizeof want[0], CUBERT_BUILTIN_COUNT);
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
@@ -96,7 +98,8 @@ START_TEST(descriptors_name_their_entry_and_params) {
         ck_assert_uint_eq(q->size, 8);
       } else if (strcmp(q->name, "value") == 0 || strcmp(q->name, "a") == 0) {
         ck_assert_int_eq(q->kind, CUBERT_PARAM_SCALAR);
-        ck_assert_uint_eq(q->size, 4);
+        /* the strided fill's value is 16 bytes: any element size */
+        ck_assert_uint_eq(q->size, want[i].which == CUBERT_BUILTIN_FILL_STRIDED ? 16 : 4);
       } else {
         ck_assert_int_ne(q->kind, CUBERT_PARAM_SCALAR);
       }

@@ -4,7 +4,9 @@
  * taints its footprint and nothing between, as one ledger entry however
  * many rows; a read is refused only where its footprint meets taint;
  * partial overwrites both ways repair exactly. The ledger itself is checked
- * against a byte map under random strided and contiguous sets and clears. */
+ * against a byte map under random strided and contiguous sets and clears.
+ * Tensor parameters of kernels (cubert_arg_tensor) carry the same exact
+ * footprints into launches (the "tensors" case). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -650,6 +652,216 @@ START_TEST(test_pattern_meet_of_one_pitch_matches_a_scan) {
 }
 END_TEST
 
+/* ------------------------------------------------------------ tensor parameters
+ *
+ * Tensor parameters (CUBERT_PARAM_TENSOR, cubert_arg_tensor) and the tensor
+ * built-ins COPY_STRIDED and FILL_STRIDED: the kernels give the bytes
+ * cubert's own strided copy gives and touch nothing between a view's
+ * elements; a launch's read and write sets are the views' footprints, so a
+ * failed launch taints exactly the output footprint (one ledger entry) and a
+ * tainted input stops a launch only where the input's footprint meets the
+ * taint; a bad view is refused before anything runs, naming the argument
+ * and the dimension. */
+
+enum { TR = 40, TC = 12 };
+
+static void read_all(cubert_client *c, cubert_handle *h, uint32_t *m) {
+  cb_test_ok(cubert_handle_read(c, h, m, (uint64_t)TR * TC * 4));
+}
+
+static cubert_status launch_copy(cubert_runtime *rt, cubert_client *c, const cubert_handle *src, const cubert_view *sv,
+                                 const cubert_handle *dst, const cubert_view *dv) {
+  cubert_kernel *k = NULL;
+  cb_test_ok(cubert_builtin_kernel(CUBERT_BUILTIN_COPY_STRIDED, &k));
+  cubert_device_info info;
+  cb_test_ok(cubert_runtime_device_info(rt, 0, &info));
+  cubert_launch_config cfg;
+  cb_test_ok(cubert_builtin_config(CUBERT_BUILTIN_COPY_STRIDED, &info, cubert_view_bytes(dv) / dv->elem_size,
+                                   &cfg));
+  cubert_arg args[2] = {cubert_arg_tensor(src, sv), cubert_arg_tensor(dst, dv)};
+  cubert_status st = cubert_launch(c, k, &cfg, args, 2);
+  cubert_kernel_release(k);
+  return st;
+}
+
+static cubert_status launch_fill(cubert_client *c, const cubert_handle *h, const cubert_view *v,
+                                 const unsigned char value[16]) {
+  cubert_kernel *k = NULL;
+  cb_test_ok(cubert_builtin_kernel(CUBERT_BUILTIN_FILL_STRIDED, &k));
+  cubert_launch_config cfg = {{3, 1, 1}, {64, 1, 1}, 0}; /* any shape: grid-stride */
+  cubert_arg args[2] = {cubert_arg_tensor(h, v), cubert_arg_scalar(value, 16)};
+  cubert_status st = cubert_launch(c, k, &cfg, args, 2);
+  cubert_kernel_release(k);
+  return st;
+}
+
+static const unsigned char fill_value[16] = {0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88,
+                                             0x99, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff, 0x01};
+
+/* ------------------------------------------------------------ results */
+
+START_TEST(test_tensor_copy_gives_the_bytes_of_the_strided_copy) {
+  cb_test_env env;
+  if (!cb_test_open(_i, 1, &env)) return;
+  cubert_client *c = env.clients[0];
+  cubert_handle *src = matrix(c, TR, TC, 0), *a = matrix(c, TR, TC, 500000), *b = matrix(c, TR, TC, 500000);
+  /* a column block into other columns */
+  cubert_view sv = columns(TR, TC, 2, 3), dv = columns(TR, TC, 7, 3);
+  cb_test_ok(launch_copy(env.runtime, c, src, &sv, a, &dv));
+  cb_test_ok(cubert_handle_copy_strided(c, src, &sv, b, &dv));
+  /* a transpose of a 3-D block of u16 (dimensions swapped on one side) into
+   * rows 20..24, after the rows the check below reads */
+  cubert_view s3 = {3, 2, 1, {4, 5, 6}, {120, 24, 1}}, d3 = {3, 2, 480, {4, 5, 6}, {1, 4, 20}};
+  cb_test_ok(launch_copy(env.runtime, c, src, &s3, a, &d3));
+  cb_test_ok(cubert_handle_copy_strided(c, src, &s3, b, &d3));
+  uint32_t ma[TR * TC], mb[TR * TC];
+  read_all(c, a, ma);
+  read_all(c, b, mb);
+  ck_assert_int_eq(memcmp(ma, mb, sizeof ma), 0);
+  /* and it moved what it should: element (r, 7 + j) = source (r, 2 + j) */
+  for (uint32_t r = 0; r < 20; r++)
+    for (uint32_t j = 0; j < 3; j++) ck_assert_uint_eq(ma[r * TC + 7 + j], r * 1000 + 2 + j);
+  ck_assert_uint_eq(ma[6], 500006); /* beside the block: untouched */
+  cubert_handle_release(src);
+  cubert_handle_release(a);
+  cubert_handle_release(b);
+  cb_test_close(&env);
+}
+END_TEST
+
+START_TEST(test_tensor_fill_writes_the_footprint_only) {
+  cb_test_env env;
+  if (!cb_test_open(_i, 1, &env)) return;
+  cubert_client *c = env.clients[0];
+  cubert_handle *h = matrix(c, TR, TC, 0);
+  cubert_view v = columns(TR, TC, 4, 2);
+  v.shape[0] = TR / 2;
+  v.strides[0] = 2 * TC; /* every other row */
+  cb_test_ok(launch_fill(c, h, &v, fill_value));
+  uint32_t m[TR * TC], want;
+  memcpy(&want, fill_value, 4);
+  read_all(c, h, m);
+  for (uint32_t r = 0; r < TR; r++)
+    for (uint32_t k = 0; k < TC; k++) {
+      bool in = r % 2 == 0 && k >= 4 && k < 6;
+      ck_assert_uint_eq(m[r * TC + k], in ? want : r * 1000 + k);
+    }
+  /* 16-byte elements take the whole value */
+  cubert_view wide = {1, 16, 1, {3}, {2}};
+  cb_test_ok(launch_fill(c, h, &wide, fill_value));
+  read_all(c, h, m);
+  const unsigned char *bytes = (const unsigned char *)m;
+  ck_assert_int_eq(memcmp(bytes + 16, fill_value, 16), 0);
+  ck_assert_int_eq(memcmp(bytes + 48, fill_value, 16), 0);
+  ck_assert_int_ne(memcmp(bytes + 32, fill_value, 16), 0);
+  cubert_handle_release(h);
+  cb_test_close(&env);
+}
+END_TEST
+
+/* ------------------------------------------------------------ validation */
+
+START_TEST(test_bad_tensor_arguments_are_refused_naming_them) {
+  cb_test_env env;
+  if (!cb_test_open(_i, 1, &env)) return;
+  cubert_client *c = env.clients[0];
+  cubert_handle *h = matrix(c, TR, TC, 0);
+  cubert_kernel *k = NULL;
+  cb_test_ok(cubert_builtin_kernel(CUBERT_BUILTIN_COPY_STRIDED, &k));
+  cubert_launch_config cfg = {{1, 1, 1}, {32, 1, 1}, 0};
+  cubert_view ok = columns(TR, TC, 0, 2), far = columns(TR, TC, 0, 2);
+  far.shape[0] = TR + 1; /* one row past the matrix */
+  cubert_arg args[2] = {cubert_arg_tensor(h, &ok), cubert_arg_tensor(h, NULL)};
+  cb_test_status(cubert_launch(c, k, &cfg, args, 2), CUBERT_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_nonnull(strstr(cubert_last_error_message(), "argument 1 (`out`)"));
+  args[1] = cubert_arg_tensor(h, &far);
+  cb_test_status(cubert_launch(c, k, &cfg, args, 2), CUBERT_ERR_OUT_OF_RANGE);
+  ck_assert_ptr_nonnull(strstr(cubert_last_error_message(), "argument 1 (`out`)"));
+  ck_assert_ptr_nonnull(strstr(cubert_last_error_message(), "dimension 0"));
+  args[1] = cubert_arg_buffer(h);
+  cb_test_status(cubert_launch(c, k, &cfg, args, 2), CUBERT_ERR_LAUNCH_CONFIG);
+  ck_assert_ptr_nonnull(strstr(cubert_last_error_message(), "must be a tensor"));
+  /* nothing ran, nothing was claimed */
+  ck_assert_uint_eq(ledger_entries(h), 0);
+  uint32_t m[TR * TC];
+  read_all(c, h, m);
+  ck_assert_uint_eq(m[TC + 2], 1002);
+  cubert_kernel_release(k);
+  cubert_handle_release(h);
+  cb_test_close(&env);
+}
+END_TEST
+
+/* ------------------------------------------------------------ failures */
+
+START_TEST(test_failed_tensor_launch_taints_exactly_the_footprint) {
+  cb_test_env env;
+  if (!open_host(_i, 1, &env)) return;
+  cubert_client *c = env.clients[0];
+  cubert_handle *h = matrix(c, TR, TC, 0);
+  enum { C0 = 3, W = 2 };
+  cubert_view v = columns(TR, TC, C0, W);
+  rule("launch kernel=cubert_fill_strided times=1 fault=fail");
+  ck_assert_int_ne(launch_fill(c, h, &v, fill_value), CUBERT_OK);
+  ck_assert_uint_eq(ledger_entries(h), 1); /* one strided claim, not TR ranges */
+  cb_test_status(cubert_handle_check_strided(c, h, &v), CUBERT_ERR_TAINTED);
+  for (uint64_t r = 0; r < TR; r++) {
+    cubert_handle *left = slice(h, r * TC * 4, (r * TC + C0) * 4);
+    cubert_handle *right = slice(h, (r * TC + C0 + W) * 4, (r + 1) * TC * 4);
+    cubert_handle *block = slice(h, (r * TC + C0) * 4, (r * TC + C0 + W) * 4);
+    cb_test_ok(cubert_handle_check(c, left));
+    cb_test_ok(cubert_handle_check(c, right));
+    cb_test_status(cubert_handle_check(c, block), CUBERT_ERR_TAINTED);
+    cubert_handle_release(left);
+    cubert_handle_release(right);
+    cubert_handle_release(block);
+  }
+  /* the columns beside it read fine, strided */
+  cubert_view before = columns(TR, TC, C0 - 1, 1);
+  uint32_t col[TR];
+  cb_test_ok(cubert_handle_read_strided(c, h, &before, col, sizeof col));
+  ck_assert_uint_eq(col[TR - 1], (TR - 1) * 1000 + C0 - 1);
+  /* a successful fill of the same view releases exactly it */
+  cb_test_ok(launch_fill(c, h, &v, fill_value));
+  ck_assert_uint_eq(ledger_entries(h), 0);
+  cubert_handle_release(h);
+  cb_test_close(&env);
+}
+END_TEST
+
+START_TEST(test_tainted_tensor_input_skips_only_where_the_footprint_meets_it) {
+  cb_test_env env;
+  if (!open_host(_i, 1, &env)) return;
+  cubert_client *c = env.clients[0];
+  cubert_handle *src = matrix(c, TR, TC, 0), *dst = matrix(c, TR, TC, 500000);
+  cubert_view bad = columns(TR, TC, 5, 1);
+  rule("launch kernel=cubert_fill_strided times=1 fault=fail");
+  ck_assert_int_ne(launch_fill(c, src, &bad, fill_value), CUBERT_OK);
+  /* columns 2..4 interleave with the tainted column 5 but do not meet it:
+   * the copy runs (a bounding range would have met it in every row) */
+  cubert_view clean = columns(TR, TC, 2, 3), out = columns(TR, TC, 0, 3);
+  cb_test_ok(launch_copy(env.runtime, c, src, &clean, dst, &out));
+  uint32_t m[TR * TC];
+  read_all(c, dst, m);
+  for (uint32_t r = 0; r < TR; r++)
+    for (uint32_t j = 0; j < 3; j++) ck_assert_uint_eq(m[r * TC + j], r * 1000 + 2 + j);
+  /* columns 4..6 meet it: not run, the destination footprint carries a
+   * child, the rest of the destination stays good */
+  cubert_view meets = columns(TR, TC, 4, 3), out2 = columns(TR, TC, 6, 3);
+  cb_test_status(launch_copy(env.runtime, c, src, &meets, dst, &out2), CUBERT_ERR_TAINTED);
+  ck_assert_ptr_nonnull(strstr(cubert_last_error_message(), "input `in`"));
+  cb_test_status(cubert_handle_check_strided(c, dst, &out2), CUBERT_ERR_TAINTED);
+  cubert_view rest = columns(TR, TC, 0, 6);
+  cb_test_ok(cubert_handle_check_strided(c, dst, &rest));
+  cubert_view last = columns(TR, TC, 9, 3);
+  cb_test_ok(cubert_handle_check_strided(c, dst, &last));
+  ck_assert_uint_eq(ledger_entries(dst), 1);
+  cubert_handle_release(src);
+  cubert_handle_release(dst);
+  cb_test_close(&env);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("strided");
   TCase *tc = tcase_create("views");
@@ -666,6 +878,13 @@ int main(void) {
   cb_test_add_backend_loop(tc, test_tainted_strided_source_gives_its_destination_a_child_exactly);
   cb_test_add_backend_loop(tc, test_async_strided_failure_replays_exactly);
   cb_test_add_backend_loop(tc, test_partial_and_scribbled_strided_writes_stay_in_the_footprint);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("tensors");
+  cb_test_add_backend_loop(tc, test_tensor_copy_gives_the_bytes_of_the_strided_copy);
+  cb_test_add_backend_loop(tc, test_tensor_fill_writes_the_footprint_only);
+  cb_test_add_backend_loop(tc, test_bad_tensor_arguments_are_refused_naming_them);
+  cb_test_add_backend_loop(tc, test_failed_tensor_launch_taints_exactly_the_footprint);
+  cb_test_add_backend_loop(tc, test_tainted_tensor_input_skips_only_where_the_footprint_meets_it);
   suite_add_tcase(s, tc);
   tc = tcase_create("ledger");
   tcase_add_test(tc, test_ledger_strided_claims_match_a_byte_map);

@@ -323,8 +323,52 @@ static void hip_mem_free(void *device, cubert_backend_mem *mem) {
   cb_hip_device *dev = device;
   if (!mem || !mem->address) return;
   (void)cb_hip_enter(dev, NULL);
-  (void)hipFree(CB_HIP_PTR(mem->address));
+  if (mem->flags & CUBERT_BACKEND_MEM_IMPORTED)
+    (void)hipIpcCloseMemHandle(CB_HIP_PTR(mem->address));
+  else
+    (void)hipFree(CB_HIP_PTR(mem->address));
   mem->address = 0;
+}
+
+/* Memory of another process: a hipIpcMemHandle_t of a whole hipMalloc
+ * (CUBERT_MEMORY_SHAREABLE memory is never a pool's sub-allocation, so the
+ * handle opens to exactly its bytes; the runtime's descriptor carries the
+ * view's offset and size). */
+_Static_assert(sizeof(hipIpcMemHandle_t) <= CUBERT_BACKEND_IPC_SIZE, "hipIpcMemHandle_t does not fit");
+
+static cubert_status hip_mem_export(void *device, const cubert_backend_mem *mem,
+                                    unsigned char ipc[CUBERT_BACKEND_IPC_SIZE], cubert_berr *err) {
+  cb_hip_device *dev = device;
+  cubert_status st = enter_live(dev, err);
+  if (st) return st;
+  hipIpcMemHandle_t h;
+  hipError_t e = hipIpcGetMemHandle(&h, CB_HIP_PTR(mem->address));
+  if (e != hipSuccess)
+    return cb_hip_fail(dev, err, e, CUBERT_ERR_BACKEND, "hipIpcGetMemHandle of %" PRIu64 " bytes on %s", mem->size,
+                       dev->label);
+  memset(ipc, 0, CUBERT_BACKEND_IPC_SIZE);
+  memcpy(ipc, &h, sizeof h);
+  return CUBERT_OK;
+}
+
+static cubert_status hip_mem_import(void *device, const unsigned char ipc[CUBERT_BACKEND_IPC_SIZE], uint64_t size,
+                                    cubert_backend_mem *mem, cubert_berr *err) {
+  cb_hip_device *dev = device;
+  cubert_status st = enter_live(dev, err);
+  if (st) return st;
+  hipIpcMemHandle_t h;
+  memcpy(&h, ipc, sizeof h);
+  void *p = NULL;
+  hipError_t e = hipIpcOpenMemHandle(&p, h, hipIpcMemLazyEnablePeerAccess);
+  if (e != hipSuccess)
+    return cb_hip_fail(dev, err, e, CUBERT_ERR_BACKEND,
+                       "hipIpcOpenMemHandle of %" PRIu64 " bytes on %s (the handle must come from another "
+                       "process: CUDA refuses one of this very process)",
+                       size, dev->label);
+  mem->address = (uint64_t)(uintptr_t)p;
+  mem->size = size;
+  mem->cookie = NULL;
+  return CUBERT_OK;
 }
 
 /* ------------------------------------------------------------ modules */
@@ -528,6 +572,7 @@ cubert_status cb_hip_launch_raw(cb_hip_device *dev, cb_hip_stream *s, cb_hip_mod
 typedef union arg_slot {
   void *pointer;
   unsigned char bytes[MAX_SCALAR];
+  cubert_tensor tensor; /* a tensor's descriptor, by value */
   long double align_;
 } arg_slot;
 
@@ -571,6 +616,14 @@ static cubert_status hip_launch(void *device, void *stream, uint64_t work, void 
         goto out;
       }
       memcpy(slots[i].bytes, a->scalar, a->scalar_size);
+    } else if (a->kind == CUBERT_PARAM_TENSOR) {
+      if (!a->scalar || a->scalar_size != sizeof(cubert_tensor)) {
+        st = cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT,
+                             "`%s` argument %" PRIu32 ": a tensor without its %zu-byte descriptor", m->name, i,
+                             sizeof(cubert_tensor));
+        goto out;
+      }
+      memcpy(&slots[i].tensor, a->scalar, sizeof(cubert_tensor));
     } else {
       slots[i].pointer = CB_HIP_PTR(a->address); /* buffers and peer buffers alike */
     }
@@ -767,6 +820,8 @@ static const cubert_backend_ops hip_ops = {
     .device_close = hip_device_close,
     .mem_alloc = hip_mem_alloc,
     .mem_free = hip_mem_free,
+    .mem_export = hip_mem_export,
+    .mem_import = hip_mem_import,
     .stream_create = cb_hip_stream_create,
     .stream_destroy = cb_hip_stream_destroy,
     .event_record = cb_hip_event_record,

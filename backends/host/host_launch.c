@@ -126,8 +126,10 @@ typedef struct launch_item {
   cubert_host_launch launch;
 } launch_item;
 
+/* A slot holds a scalar or a tensor descriptor (cubert_tensor, by value). */
+#define HOST_SLOT (HOST_MAX_SCALAR > sizeof(cubert_tensor) ? HOST_MAX_SCALAR : sizeof(cubert_tensor))
 typedef struct scalar_slot {
-  alignas(16) unsigned char bytes[HOST_MAX_SCALAR];
+  alignas(16) unsigned char bytes[HOST_SLOT];
 } scalar_slot;
 
 static void launch_run(cb_work *w) {
@@ -218,6 +220,11 @@ cubert_status cb_host_launch(void *device, void *stream, uint64_t work, void *mo
                                "wants %" PRIu32 " bytes",
                                d->name, m->name, what, a->scalar ? a->scalar_size : 0,
                                m->scalar_sizes[i]);
+    } else if (a->kind == CUBERT_PARAM_TENSOR) {
+      if (!a->scalar || a->scalar_size != sizeof(cubert_tensor))
+        return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT,
+                               "%s: kernel `%s`: %s is a tensor without its %zu-byte descriptor", d->name,
+                               m->name, what, sizeof(cubert_tensor));
     } else if (a->kind == CUBERT_PARAM_BUFFER) {
       if (!buffers_local) st = cb_host_check_range(d, "launch", what, a->address, a->size, err);
     } else if (a->kind == CUBERT_PARAM_PEER_BUFFER) {
@@ -230,11 +237,12 @@ cubert_status cb_host_launch(void *device, void *stream, uint64_t work, void *mo
       return st;
   }
 
-  /* One block: the item, a 64-byte slot per scalar (buffers need none: a
+  /* One block: the item, a slot per scalar or tensor (buffers need none: a
    * 16-buffer launch stays in the allocator's small sizes), the argument
    * pointers, the sizes, the name. */
   size_t n = nargs, nscalars = 0;
-  for (size_t i = 0; i < n; i++) nscalars += args[i].kind == CUBERT_PARAM_SCALAR;
+  for (size_t i = 0; i < n; i++)
+    nscalars += args[i].kind == CUBERT_PARAM_SCALAR || args[i].kind == CUBERT_PARAM_TENSOR;
   size_t namelen = strlen(m->name) + 1;
   size_t off_slots = align_up(sizeof(launch_item), alignof(scalar_slot));
   size_t off_args = off_slots + nscalars * sizeof(scalar_slot);
@@ -251,7 +259,7 @@ cubert_status cb_host_launch(void *device, void *stream, uint64_t work, void *mo
   char *name = (char *)(block + off_name);
   memcpy(name, m->name, namelen);
   for (size_t i = 0, j = 0; i < n; i++) {
-    if (args[i].kind == CUBERT_PARAM_SCALAR) {
+    if (args[i].kind == CUBERT_PARAM_SCALAR || args[i].kind == CUBERT_PARAM_TENSOR) {
       memcpy(slots[j].bytes, args[i].scalar, args[i].scalar_size);
       ptrs[i] = slots[j++].bytes;
       sizes[i] = args[i].scalar_size;

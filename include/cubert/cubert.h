@@ -387,6 +387,12 @@ CUBERT_API cubert_status cubert_handle_empty(cubert_client *client, uint64_t siz
  * NVLink or PCIe already honours system-scope atomics). Host backend:
  * accepted, no different (host memory is coherent). */
 #define CUBERT_MEMORY_FINE_GRAINED 1u
+/* Memory other processes of this node may map (cubert_handle_export). A
+ * driver allocation of its own, outside the pools, freed when its last
+ * reference goes. Host backend: a POSIX shared-memory segment (mode 0600, a
+ * name nobody can guess) instead of heap memory. HIP: a hipMalloc of its own,
+ * whose hipIpcGetMemHandle opens to exactly its bytes. docs/processes.md. */
+#define CUBERT_MEMORY_SHAREABLE 2u
 
 /* cubert_handle_empty() with `flags` (CUBERT_MEMORY_*; 0 is
  * cubert_handle_empty). An unknown flag is CUBERT_ERR_INVALID_ARGUMENT; a
@@ -449,6 +455,49 @@ CUBERT_API cubert_status cubert_handle_tainted_range(cubert_client *client,
  * device is refused and taints nothing. */
 CUBERT_API cubert_status cubert_handle_taint(cubert_client *client, cubert_handle *view,
                                              const cubert_failure *failure);
+
+/* ---------------------------------------------------------------------
+ * Memory shared between processes of a node (docs/processes.md)
+ *
+ * An exporter turns a view of memory allocated with CUBERT_MEMORY_SHAREABLE
+ * into a descriptor: fixed-size bytes with no pointers, safe to copy through
+ * any channel (a pipe, a file, an MPI message). Another process of the same
+ * user on the same node imports it as a handle on its own device of the same
+ * backend, seeing exactly the exported bytes. The failures of those bytes
+ * live in a cell both processes map: a write that fails in one process
+ * taints what the other reads (its error names the other process), a
+ * successful write repairs, and a process that died is named by the
+ * survivor's next use of the bytes. */
+#define CUBERT_EXPORT_DESC_SIZE 512
+/* Opaque; versioned, with a checksum. Owned by whoever holds the bytes. It
+ * carries the host, the exporter's pid and uid, the backend, the offset and
+ * size of the view in its allocation, the segment names and a random
+ * 128-bit secret. */
+typedef struct cubert_export_desc {
+  unsigned char bytes[CUBERT_EXPORT_DESC_SIZE];
+} cubert_export_desc;
+
+/* Writes a descriptor of `view` (a handle or slice on the client's device)
+ * into *desc. The allocation must be CUBERT_MEMORY_SHAREABLE (else
+ * CUBERT_ERR_INVALID_ARGUMENT saying so); the first export of an allocation
+ * makes its shared failure cell (later ones reuse it) and moves the taint
+ * the allocation already has into it. The segments are removed when the
+ * allocation is freed or its runtime destroyed; after a SIGKILL the next
+ * cubert runtime of the node removes them (docs/processes.md). A refused
+ * call changes nothing. */
+CUBERT_API cubert_status cubert_handle_export(cubert_client *client, const cubert_handle *view,
+                                              cubert_export_desc *desc);
+/* A new handle on the client's device with exactly the bytes `desc`
+ * describes, in *handle (released with cubert_handle_release; the mapping
+ * goes with its last reference). Refused, with nothing mapped and nothing
+ * tainted, with CUBERT_ERR_INVALID_ARGUMENT naming what was wrong: a
+ * descriptor that is corrupt or truncated (checksum), of an unknown version,
+ * from another host or another user, of memory already freed (stale), or of
+ * another backend than the client's device (wrong device kind). A
+ * descriptor of this very process imports too on the host backend; HIP
+ * (CUDA) refuses to open a handle in the process that made it. */
+CUBERT_API cubert_status cubert_handle_import(cubert_client *client, const cubert_export_desc *desc,
+                                              cubert_handle **handle);
 
 /* A new view of the same memory, `offset_start` bytes further in and
  * `offset_end` bytes shorter at the end, relative to `handle`'s view. */
@@ -589,7 +638,12 @@ typedef enum cubert_param_kind {
                                    CUBERT_ERR_NOT_SHARED), or memory of the
                                    launching device itself, shared or not:
                                    binding it needs no peer access */
-  CUBERT_PARAM_SCALAR = 2
+  CUBERT_PARAM_SCALAR = 2,
+  CUBERT_PARAM_TENSOR = 3       /* a strided view of memory of the launching
+                                   device (cubert_arg_tensor, strided.h): the
+                                   kernel gets a cubert_tensor by value, and
+                                   the launch reads or writes exactly the
+                                   view's footprint */
 } cubert_param_kind;
 
 typedef enum cubert_access {
@@ -601,19 +655,21 @@ typedef enum cubert_access {
 typedef struct cubert_param {
   const char *name;
   cubert_param_kind kind;
-  cubert_access access;   /* buffers */
+  cubert_access access;   /* buffers and tensors */
   uint32_t size;          /* scalars: bytes, 1 to 64 */
 } cubert_param;
 
 /* What a host-backend kernel sees: the launch shape and one pointer per
- * argument (device bytes for buffers, the value's bytes for scalars). */
+ * argument (device bytes for buffers, the value's bytes for scalars, a
+ * cubert_tensor for tensors). */
 typedef struct cubert_host_launch {
   uint32_t grid[3];
   uint32_t block[3];
   uint32_t shared_memory;
   uint32_t nargs;
   void *const *args;
-  const uint64_t *sizes;  /* bytes bound per argument */
+  const uint64_t *sizes;  /* bytes bound per argument (a tensor:
+                             sizeof(cubert_tensor)) */
 } cubert_host_launch;
 
 /* Returns CUBERT_OK or an error with a message written to `message`. */
@@ -651,23 +707,33 @@ CUBERT_API void cubert_kernel_retain(cubert_kernel *kernel);
 CUBERT_API void cubert_kernel_release(cubert_kernel *kernel);
 CUBERT_API const char *cubert_kernel_name(const cubert_kernel *kernel);
 
+struct cubert_view; /* cubert/strided.h */
+
 typedef struct cubert_arg {
   cubert_param_kind kind;
-  const cubert_handle *handle;    /* buffers */
+  const cubert_handle *handle;    /* buffers and tensors */
   const void *scalar;             /* scalars */
   uint32_t scalar_size;
+  const struct cubert_view *view; /* tensors: borrowed for the call */
 } cubert_arg;
 
 static inline cubert_arg cubert_arg_buffer(const cubert_handle *handle) {
-  cubert_arg a = {CUBERT_PARAM_BUFFER, handle, NULL, 0};
+  cubert_arg a = {CUBERT_PARAM_BUFFER, handle, NULL, 0, NULL};
   return a;
 }
 static inline cubert_arg cubert_arg_peer(const cubert_handle *handle) {
-  cubert_arg a = {CUBERT_PARAM_PEER_BUFFER, handle, NULL, 0};
+  cubert_arg a = {CUBERT_PARAM_PEER_BUFFER, handle, NULL, 0, NULL};
   return a;
 }
 static inline cubert_arg cubert_arg_scalar(const void *value, uint32_t size) {
-  cubert_arg a = {CUBERT_PARAM_SCALAR, NULL, value, size};
+  cubert_arg a = {CUBERT_PARAM_SCALAR, NULL, value, size, NULL};
+  return a;
+}
+/* A tensor: the view `view` of `handle` (cubert/strided.h). The view is
+ * checked like cubert_view_check when the launch is made (an error names
+ * the argument and the dimension) and read during cubert_launch only. */
+static inline cubert_arg cubert_arg_tensor(const cubert_handle *handle, const struct cubert_view *view) {
+  cubert_arg a = {CUBERT_PARAM_TENSOR, handle, NULL, 0, view};
   return a;
 }
 
@@ -683,7 +749,10 @@ typedef struct cubert_launch_config {
  * any dimension d, which ROCm refuses; on every backend), claims the write
  * set, then enqueues. A kernel with a tainted input is not
  * run: the call fails with CUBERT_ERR_TAINTED and its outputs carry a child
- * of the input's failure. */
+ * of the input's failure. A tensor argument's read and write sets are its
+ * view's footprint, not the range around it: a tensor input is tainted only
+ * where its footprint meets taint, and a failed launch taints exactly the
+ * footprints of its tensor outputs (docs/failures.md, "Strided views"). */
 CUBERT_API cubert_status cubert_launch(cubert_client *client, const cubert_kernel *kernel,
                                        const cubert_launch_config *config, const cubert_arg *args,
                                        uint32_t nargs);

@@ -18,11 +18,24 @@
  *                                                     (x: read, acc: read-write u64, n: u64)
  *   COPY_PEER_READ  COPY_U32 with `in` a peer buffer  (the destination's device executes)
  *   COPY_PEER_WRITE COPY_U32 with `out` a peer buffer (the source's device executes)
+ *   COPY_STRIDED    element k of out = element k of in, k in row-major order
+ *                   of each tensor's shape (the last dimension fastest), for
+ *                   k below the smaller element count; the first
+ *                   min(in, out) element-size bytes of each element move
+ *                   (same shape and element size: a plain strided copy, the
+ *                   same bytes as cubert_handle_copy_strided)
+ *                                                     (in: tensor read, out: tensor write)
+ *   FILL_STRIDED    every element of out = the first elem_size bytes of value
+ *                                                     (out: tensor write, value: 16 bytes)
+ *   The tensor kernels' n for cubert_builtin_config() is the element count.
+ *   Footprints of in and out that share a byte give results that depend on
+ *   the order (as for any kernel whose input and output alias).
  *
  * Each kernel's name (cubert_kernel_name(), and what a fault rule's kernel=
  * selects) is "cubert_" and the lower-case name: cubert_fill_u32,
  * cubert_copy_u32, cubert_scale_add_f32, cubert_sum_f32, cubert_checksum_u32,
- * cubert_copy_peer_read, cubert_copy_peer_write. docs/guide.md shows them in
+ * cubert_copy_peer_read, cubert_copy_peer_write, cubert_copy_strided,
+ * cubert_fill_strided. docs/guide.md shows them in
  * use.
  *
  * Each built-in kernel is made on first use and kept until the process
@@ -47,6 +60,8 @@ typedef enum cubert_builtin {
   CUBERT_BUILTIN_CHECKSUM_U32,
   CUBERT_BUILTIN_COPY_PEER_READ,
   CUBERT_BUILTIN_COPY_PEER_WRITE,
+  CUBERT_BUILTIN_COPY_STRIDED,
+  CUBERT_BUILTIN_FILL_STRIDED,
   CUBERT_BUILTIN_COUNT
 } cubert_builtin;
 

@@ -46,6 +46,30 @@ typedef struct cubert_view {
   uint64_t strides[CUBERT_VIEW_MAX_DIMS]; /* elements between neighbours in each dimension */
 } cubert_view;
 
+/* What a kernel gets for a tensor parameter (CUBERT_PARAM_TENSOR), by
+ * value: a plain struct of 144 bytes, 8-byte aligned, with no padding, laid
+ * out the same in host C and in device code. Kernel source declares it as
+ *
+ *   struct cubert_tensor {
+ *     unsigned long long address;        // element (0, ..., 0)
+ *     unsigned int rank, elem_size;
+ *     unsigned long long shape[8], strides[8];
+ *   };
+ *
+ * and takes it by value (`cubert_tensor out`). `address` is the device
+ * address of element (0, ..., 0) (host backend: a host pointer); element
+ * (i0, ...) lies at address + sum_d i_d * strides[d] * elem_size. `rank`,
+ * `shape` and `strides` are the view's, in its order (entries past rank are
+ * 0). The built-ins CUBERT_BUILTIN_COPY_STRIDED and FILL_STRIDED take
+ * tensors (cubert/kernels.h). */
+typedef struct cubert_tensor {
+  uint64_t address;
+  uint32_t rank;
+  uint32_t elem_size;
+  uint64_t shape[CUBERT_VIEW_MAX_DIMS];
+  uint64_t strides[CUBERT_VIEW_MAX_DIMS];
+} cubert_tensor;
+
 /* Whether `view` is a valid view of `handle`'s bytes. CUBERT_OK, or:
  *  - CUBERT_ERR_INVALID_ARGUMENT: NULL, ndims 0 or above 8, an element size
  *    other than 1, 2, 4, 8 or 16, a first element not aligned to the element
