@@ -3,13 +3,13 @@
 
 #include <stdlib.h>
 
-static cb_allocator current = {malloc, calloc, realloc, free};
+static cubert_allocator current = {malloc, calloc, realloc, free};
 
-void cb_allocator_set(const cb_allocator *a) {
+void cb_allocator_set(const cubert_allocator *a) {
   if (a && a->malloc_fn && a->calloc_fn && a->realloc_fn && a->free_fn)
     current = *a;
   else
-    current = (cb_allocator){malloc, calloc, realloc, free};
+    current = (cubert_allocator){malloc, calloc, realloc, free};
 }
 
 void *cb_malloc(size_t size) { return current.malloc_fn(size); }

@@ -3,8 +3,10 @@
  * cb_malloc, cb_calloc, cb_realloc and cb_free call the functions last set
  * with cb_allocator_set(), the C library's by default. They behave as
  * their C library namesakes (cb_free(NULL) does nothing; cb_calloc checks
- * count * size for overflow). Today base/ allocates through them; the rest
- * of the library is converted separately (issue 12, item 6).
+ * count * size for overflow; cb_free passes no NULL on). Every host
+ * allocation of the library goes through them, in every layer
+ * (docs/architecture.md, "The allocator", says what does not); the public
+ * setter is cubert_set_allocator() (cubert.h), which checks the table.
  *
  * cb_allocator_set() is not thread-safe against allocations in flight: set
  * the hooks before any other call into the library. Memory must be freed
@@ -14,16 +16,11 @@
 
 #include <stddef.h>
 
-typedef struct cb_allocator {
-  void *(*malloc_fn)(size_t size);
-  void *(*calloc_fn)(size_t count, size_t size);
-  void *(*realloc_fn)(void *ptr, size_t size);
-  void (*free_fn)(void *ptr);
-} cb_allocator;
+#include "cubert/cubert.h"
 
-/* Replaces the hooks; NULL, or a table with any NULL member, restores the C
- * library's. */
-void cb_allocator_set(const cb_allocator *allocator);
+/* Replaces the hooks (cubert_allocator is the public table, cubert.h);
+ * NULL, or a table with any NULL member, restores the C library's. */
+void cb_allocator_set(const cubert_allocator *allocator);
 
 void *cb_malloc(size_t size);
 void *cb_calloc(size_t count, size_t size);

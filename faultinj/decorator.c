@@ -10,6 +10,8 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include "base/alloc.h"
+#include "base/array.h"
 #include "faultinj/decorator.h"
 
 #include <pthread.h>
@@ -289,8 +291,8 @@ static cubert_status defer(fi_device *d, fi_stream *s, uint64_t work, const cb_f
   cb_fi_note(d->b->fi, hit->id, msg);
   pthread_mutex_lock(&d->lock);
   if (d->pcount == d->pcap) {
-    size_t ncap = d->pcap ? d->pcap * 2 : 8;
-    fi_pending *n = realloc(d->pending, ncap * sizeof *n);
+    size_t ncap = 0;
+    fi_pending *n = cb_array_grow(d->pending, d->pcap, d->pcount + 1, sizeof *n, &ncap);
     if (!n) {
       pthread_mutex_unlock(&d->lock);
       /* Cannot remember it: fail at enqueue instead, never lose it. */
@@ -444,14 +446,14 @@ static void fi_close(void *backend) {
   for (int i = 0; i < b->count; i++) nlost += atomic_load(&b->lost[i].flag) != 0;
   if (nlost) cb_fi_lost_add(b->fi, -nlost);
   pthread_mutex_destroy(&b->lock);
-  free(b->lost);
-  free(b);
+  cb_free(b->lost);
+  cb_free(b);
 }
 
 static cubert_status fi_device_open(void *backend, int index, void **device, cubert_device_info *info,
                                     cubert_berr *err) {
   fi_backend *b = backend;
-  fi_device *d = calloc(1, sizeof *d);
+  fi_device *d = cb_calloc(1, sizeof *d);
   if (!d) {
     set_err(err, false, "fault layer: out of memory opening a device");
     return CUBERT_ERR_OUT_OF_MEMORY;
@@ -472,13 +474,13 @@ static cubert_status fi_device_open(void *backend, int index, void **device, cub
                : inject(d, err, &hit, hit.fault == CUBERT_FAULT_DEVICE_LOST, "%s failed", what);
     }
     if (st != CUBERT_OK) {
-      free(d);
+      cb_free(d);
       return st;
     }
   }
   cubert_status st = b->ops->device_open(b->inner, index, &d->inner, info, err);
   if (st != CUBERT_OK) {
-    free(d);
+    cb_free(d);
     return st;
   }
   pthread_mutex_init(&d->lock, NULL);
@@ -492,8 +494,8 @@ static void fi_device_close(void *device) {
   if (d->scribbler) d->ops->module_unload(d->inner, d->scribbler);
   d->ops->device_close(d->inner);
   pthread_mutex_destroy(&d->lock);
-  free(d->pending);
-  free(d);
+  cb_free(d->pending);
+  cb_free(d);
 }
 
 static cubert_status fi_mem_alloc(void *device, uint64_t size, cubert_backend_mem *mem, cubert_berr *err) {
@@ -555,14 +557,14 @@ static cubert_status fi_stream_create(void *device, void **stream, cubert_berr *
   fi_device *d = device;
   cubert_status st;
   if (cb_fi_armed(d->b->armed) && plain_fault(d, NULL, CB_FI_OP_STREAM_CREATE, -1, err, &st)) return st;
-  fi_stream *s = malloc(sizeof *s);
+  fi_stream *s = cb_malloc(sizeof *s);
   if (!s) {
     set_err(err, false, "fault layer: out of memory creating a stream");
     return CUBERT_ERR_OUT_OF_MEMORY;
   }
   st = d->ops->stream_create(d->inner, &s->inner, err);
   if (st != CUBERT_OK) {
-    free(s);
+    cb_free(s);
     return st;
   }
   s->id = ++d->nstreams;
@@ -578,7 +580,7 @@ static void fi_stream_destroy(void *device, void *stream) {
     if (d->pending[i].stream == s) d->pending[i].stream = NULL;
   pthread_mutex_unlock(&d->lock);
   d->ops->stream_destroy(d->inner, s->inner);
-  free(s);
+  cb_free(s);
 }
 
 static cubert_status fi_event_record(void *device, void *stream, void **event, cubert_berr *err) {
@@ -758,7 +760,7 @@ static cubert_status fi_module_load(void *device, const cubert_backend_kernel *k
     }
   }
   size_t len = strlen(name);
-  fi_module *m = malloc(sizeof *m + len + 1);
+  fi_module *m = cb_malloc(sizeof *m + len + 1);
   if (!m) {
     set_err(err, false, "fault layer: out of memory loading a module");
     return CUBERT_ERR_OUT_OF_MEMORY;
@@ -766,7 +768,7 @@ static cubert_status fi_module_load(void *device, const cubert_backend_kernel *k
   memcpy(m->kernel, name, len + 1);
   cubert_status st = d->ops->module_load(d->inner, kernel, &m->inner, err);
   if (st != CUBERT_OK) {
-    free(m);
+    cb_free(m);
     return st;
   }
   *module = m;
@@ -784,7 +786,7 @@ static void fi_module_unload(void *device, void *module) {
   fi_device *d = device;
   fi_module *m = module;
   d->ops->module_unload(d->inner, m->inner);
-  free(m);
+  cb_free(m);
 }
 
 /* The inner launch: peer buffers name their owner by the inner backend's
@@ -797,7 +799,7 @@ static cubert_status forward_launch(fi_device *d, fi_stream *s, uint64_t work, f
   bool wrapped = false;
   for (uint32_t i = 0; i < nargs && !wrapped; i++) wrapped = args[i].owner != NULL;
   if (wrapped) {
-    if (nargs > 16 && !(copy = malloc(nargs * sizeof *copy))) {
+    if (nargs > 16 && !(copy = cb_malloc(nargs * sizeof *copy))) {
       set_err(err, false, "fault layer: out of memory forwarding a launch");
       return CUBERT_ERR_OUT_OF_MEMORY;
     }
@@ -808,7 +810,7 @@ static cubert_status forward_launch(fi_device *d, fi_stream *s, uint64_t work, f
     args = copy;
   }
   cubert_status st = d->ops->launch(d->inner, s->inner, work, m->inner, config, args, nargs, err);
-  if (copy != stack) free(copy);
+  if (copy != stack) cb_free(copy);
   return st;
 }
 
@@ -1006,7 +1008,7 @@ cubert_status cb_faultinj_open(const cubert_backend_ops *inner, cb_fi_state *fi,
     set_err(err, false, "fault layer: the inner backend's ops table is missing or of another ABI");
     return CUBERT_ERR_BACKEND;
   }
-  fi_backend *b = calloc(1, sizeof *b);
+  fi_backend *b = cb_calloc(1, sizeof *b);
   if (!b) {
     set_err(err, false, "fault layer: out of memory opening a backend");
     return CUBERT_ERR_OUT_OF_MEMORY;
@@ -1014,13 +1016,13 @@ cubert_status cb_faultinj_open(const cubert_backend_ops *inner, cb_fi_state *fi,
   int count = 0;
   cubert_status st = inner->open(config, &b->inner, &count, err);
   if (st != CUBERT_OK) {
-    free(b);
+    cb_free(b);
     return st;
   }
-  b->lost = calloc(count > 0 ? (size_t)count : 1, sizeof *b->lost);
+  b->lost = cb_calloc(count > 0 ? (size_t)count : 1, sizeof *b->lost);
   if (!b->lost) {
     inner->close(b->inner);
-    free(b);
+    cb_free(b);
     set_err(err, false, "fault layer: out of memory opening a backend");
     return CUBERT_ERR_OUT_OF_MEMORY;
   }

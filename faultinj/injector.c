@@ -5,6 +5,9 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include "base/alloc.h"
+#include "base/array.h"
+#include "base/str.h"
 #include "faultinj/injector.h"
 
 #include <errno.h>
@@ -48,7 +51,7 @@ struct cb_fi_state {
 };
 
 cb_fi_state *cb_fi_state_new(void) {
-  cb_fi_state *s = calloc(1, sizeof *s);
+  cb_fi_state *s = cb_calloc(1, sizeof *s);
   if (!s) return NULL;
   atomic_init(&s->armed, 0);
   pthread_mutex_init(&s->lock, NULL);
@@ -58,10 +61,10 @@ cb_fi_state *cb_fi_state_new(void) {
 void cb_fi_state_free(cb_fi_state *s) {
   if (!s) return;
   pthread_mutex_destroy(&s->lock);
-  free(s->rules);
-  free(s->ring);
-  free(s->configured_text);
-  free(s);
+  cb_free(s->rules);
+  cb_free(s->ring);
+  cb_free(s->configured_text);
+  cb_free(s);
 }
 
 atomic_int *cb_fi_armed_flag(cb_fi_state *s) { return &s->armed; }
@@ -92,10 +95,10 @@ static cubert_fault_record *log_push(cb_fi_state *g) {
   if (g->count == g->ring_cap && g->ring_cap < CUBERT_FAULTINJ_LOG_CAPACITY) {
     size_t ncap = g->ring_cap ? g->ring_cap * 2 : 64;
     if (ncap > CUBERT_FAULTINJ_LOG_CAPACITY) ncap = CUBERT_FAULTINJ_LOG_CAPACITY;
-    cubert_fault_record *n = malloc(ncap * sizeof *n);
+    cubert_fault_record *n = cb_malloc(ncap * sizeof *n);
     if (n) {
       for (size_t i = 0; i < g->count; i++) n[i] = g->ring[(g->head + i) % g->ring_cap];
-      free(g->ring);
+      cb_free(g->ring);
       g->ring = n;
       g->ring_cap = ncap;
       g->head = 0;
@@ -203,9 +206,8 @@ static void reseed_locked(cb_fi_state *g, uint64_t seed) {
 static cubert_status install_locked(cb_fi_state *g, const cb_fi_parsed *p, bool configured, bool from_env,
                                     uint32_t *first_id) {
   if (g->nrules + p->count > g->cap) {
-    size_t ncap = g->cap ? g->cap : 8;
-    while (ncap < g->nrules + p->count) ncap *= 2;
-    live_rule *n = realloc(g->rules, ncap * sizeof *n);
+    size_t ncap = 0;
+    live_rule *n = cb_array_grow(g->rules, g->cap, g->nrules + p->count, sizeof *n, &ncap);
     if (!n) return CUBERT_ERR_OUT_OF_MEMORY;
     g->rules = n;
     g->cap = ncap;
@@ -243,7 +245,7 @@ static cubert_status add_text(cb_fi_state *g, const char *text, size_t len, cons
   st = install_locked(g, &p, configured, from_env, first_id);
   pthread_mutex_unlock(&g->lock);
   cb_fi_parsed_free(&p);
-  if (st != CUBERT_OK && diag) snprintf(diag->message, sizeof diag->message, "%s: out of memory adding rules", source);
+  if (st != CUBERT_OK && diag) snprintf(diag->message, sizeof diag->message, "%s: out of host memory adding rules", source);
   return st;
 }
 
@@ -264,7 +266,7 @@ static cubert_status read_file(const char *path, char **text, size_t *len, cuber
     return CUBERT_ERR_IO;
   }
   size_t cap = 4096, n = 0;
-  char *buf = malloc(cap);
+  char *buf = cb_malloc(cap);
   cubert_status st = buf ? CUBERT_OK : CUBERT_ERR_OUT_OF_MEMORY;
   while (st == CUBERT_OK) {
     if (n + 1 >= cap) {
@@ -273,7 +275,7 @@ static cubert_status read_file(const char *path, char **text, size_t *len, cuber
         st = CUBERT_ERR_IO;
         break;
       }
-      char *nb = realloc(buf, cap * 2);
+      char *nb = cb_realloc(buf, cap * 2);
       if (!nb) {
         st = CUBERT_ERR_OUT_OF_MEMORY;
         break;
@@ -293,8 +295,8 @@ static cubert_status read_file(const char *path, char **text, size_t *len, cuber
   }
   fclose(f);
   if (st != CUBERT_OK) {
-    if (st == CUBERT_ERR_OUT_OF_MEMORY) diag_plain(diag, path, "out of memory reading the rule file");
-    free(buf);
+    if (st == CUBERT_ERR_OUT_OF_MEMORY) diag_plain(diag, path, "out of host memory reading the rule file");
+    cb_free(buf);
     return st;
   }
   buf[n] = '\0';
@@ -316,7 +318,7 @@ cubert_status cb_fi_state_load(cb_fi_state *g, const char *path, uint32_t *first
   cubert_status st = read_file(path, &text, &len, diag);
   if (st != CUBERT_OK) return st;
   st = add_text(g, text, len, path, false, false, first_id, diag);
-  free(text);
+  cb_free(text);
   return st;
 }
 
@@ -334,9 +336,9 @@ cubert_status cb_fi_state_configure(cb_fi_state *g, const char *text, cubert_fau
   pthread_mutex_unlock(&g->lock);
   if (same) return CUBERT_OK;
 
-  char *copy = strdup(text);
+  char *copy = cb_strdup(text);
   if (!copy) {
-    diag_plain(diag, source, "out of memory");
+    diag_plain(diag, source, "out of host memory copying the rules");
     return CUBERT_ERR_OUT_OF_MEMORY;
   }
   const char *body = text;
@@ -349,17 +351,17 @@ cubert_status cb_fi_state_configure(cb_fi_state *g, const char *text, cubert_fau
     st = read_file(path, &file, &len, diag);
     if (st == CUBERT_OK) {
       st = add_text(g, file, len, path, true, from_env, NULL, diag);
-      free(file);
+      cb_free(file);
     }
   } else {
     st = add_text(g, text, strlen(text), source, true, from_env, NULL, diag);
   }
   if (st != CUBERT_OK) {
-    free(copy);
+    cb_free(copy);
     return st;
   }
   pthread_mutex_lock(&g->lock);
-  free(g->configured_text);
+  cb_free(g->configured_text);
   g->configured_text = copy;
   pthread_mutex_unlock(&g->lock);
   return CUBERT_OK;
@@ -382,7 +384,7 @@ bool cb_fi_state_remove(cb_fi_state *g, uint32_t rule_id) {
 void cb_fi_state_clear(cb_fi_state *g) {
   pthread_mutex_lock(&g->lock);
   remove_if_locked(g, false);
-  free(g->configured_text);
+  cb_free(g->configured_text);
   g->configured_text = NULL;
   pthread_mutex_unlock(&g->lock);
 }
@@ -390,12 +392,12 @@ void cb_fi_state_clear(cb_fi_state *g) {
 void cb_fi_state_reset(cb_fi_state *g) {
   pthread_mutex_lock(&g->lock);
   remove_if_locked(g, false);
-  free(g->configured_text);
+  cb_free(g->configured_text);
   g->configured_text = NULL;
-  free(g->rules);
+  cb_free(g->rules);
   g->rules = NULL;
   g->cap = 0;
-  free(g->ring);
+  cb_free(g->ring);
   g->ring = NULL;
   g->ring_cap = g->head = g->count = 0;
   g->next_rule = 0;

@@ -3,6 +3,8 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include "base/alloc.h"
+#include "base/array.h"
 #include "faultinj/rules.h"
 
 #include <stdarg.h>
@@ -664,11 +666,9 @@ static cubert_status parse_rule(lexer *lx, const token *first, cb_fi_rule *r) {
 
 static cubert_status append(cb_fi_parsed *out, size_t *cap, const cb_fi_rule *r) {
   if (out->count == *cap) {
-    size_t ncap = *cap ? *cap * 2 : 4;
-    cb_fi_rule *n = realloc(out->rules, ncap * sizeof *n);
+    cb_fi_rule *n = cb_array_grow(out->rules, *cap, out->count + 1, sizeof *n, cap);
     if (!n) return CUBERT_ERR_OUT_OF_MEMORY;
     out->rules = n;
-    *cap = ncap;
   }
   out->rules[out->count++] = *r;
   return CUBERT_OK;
@@ -681,9 +681,8 @@ cubert_status cb_fi_parse(const char *text, size_t len, const char *source, cb_f
   if (diag) memset(diag, 0, sizeof *diag);
   if (!text && len) return error_at(&lx, 0, "no text");
   size_t cap = 0;
-  cubert_status st = CUBERT_OK;
-  cb_fi_rule *r = malloc(sizeof *r); /* large: keep it off the stack */
-  if (!r) return CUBERT_ERR_OUT_OF_MEMORY;
+  cb_fi_rule *r = cb_malloc(sizeof *r); /* large: keep it off the stack */
+  cubert_status st = r ? CUBERT_OK : CUBERT_ERR_OUT_OF_MEMORY;
   while (st == CUBERT_OK && lx.i < lx.n) {
     skip_blank(&lx);
     if (lx.i >= lx.n) break;
@@ -721,17 +720,17 @@ cubert_status cb_fi_parse(const char *text, size_t len, const char *source, cb_f
     skip_blank(&lx);
     if (!at_statement_end(&lx)) st = error_at(&lx, lx.i, "expected `;` or the end of the line");
   }
-  free(r);
+  cb_free(r);
   if (st != CUBERT_OK) {
     if (st == CUBERT_ERR_OUT_OF_MEMORY && diag)
-      snprintf(diag->message, sizeof diag->message, "%s: out of memory while parsing", lx.source);
+      snprintf(diag->message, sizeof diag->message, "%s: out of host memory while parsing", lx.source);
     cb_fi_parsed_free(out);
   }
   return st;
 }
 
 void cb_fi_parsed_free(cb_fi_parsed *parsed) {
-  free(parsed->rules);
+  cb_free(parsed->rules);
   memset(parsed, 0, sizeof *parsed);
 }
 

@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "cubert/cubert.h"
 #include "cubert/kernels.h"
 #include "runtime/fail.h" /* cb_fail: a failed public call records its error */
@@ -341,7 +342,7 @@ static cubert_status host_sum_f32(const cubert_host_launch *l, char *msg, size_t
   if ((st = take_buffer(l, k, 0, "x", n, 4, &xv, msg, cap)) != CUBERT_OK ||
       (st = take_buffer(l, k, 1, "partial", blocks, 4, &pv, msg, cap)) != CUBERT_OK)
     return st;
-  float *shared = malloc((size_t)threads * sizeof *shared);
+  float *shared = cb_malloc((size_t)threads * sizeof *shared);
   if (!shared)
     return refuse(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "%s: no host memory for %" PRIu32
                   " threads' shared values", k, threads);
@@ -362,7 +363,7 @@ static cubert_status host_sum_f32(const cubert_host_launch *l, char *msg, size_t
         shared[t] = (float)(shared[t] + shared[t + s]);
     partial[b] = shared[0];
   }
-  free(shared);
+  cb_free(shared);
   return CUBERT_OK;
 }
 

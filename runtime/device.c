@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "runtime/internal.h"
 
 /* ------------------------------------------------------------ allocations */
@@ -16,10 +17,10 @@ static void alloc_free(cb_alloc *a) {
   if (sh) {
     cb_ledger_free(&sh->ledger);
     pthread_mutex_destroy(&sh->lock);
-    free(sh);
+    cb_free(sh);
   }
   cb_ledger_free(&a->ledger);
-  free(a->readers);
+  cb_free(a->readers);
   if (a->xshare) cb_xshare_release(a);
   if (!a->orphan) { /* an orphan's memory and slot went with its runtime */
     cb_block_free(dev, &a->block);
@@ -31,14 +32,14 @@ static void alloc_free(cb_alloc *a) {
     dev->spare = a;
     dev->nspare++;
   } else {
-    free(a);
+    cb_free(a);
   }
   cb_device_unref(dev); /* never the last while the runtime lives */
 }
 
 cb_alloc *cb_alloc_record(cb_device *dev) {
   cb_alloc *a = dev->spare;
-  if (!a) return calloc(1, sizeof *a);
+  if (!a) return cb_calloc(1, sizeof *a);
   dev->spare = a->next_grave;
   dev->nspare--;
   memset(a, 0, sizeof *a);
@@ -50,7 +51,7 @@ void cb_device_ref(cb_device *dev) { atomic_fetch_add(&dev->refs, 1); }
 void cb_device_unref(cb_device *dev) {
   if (atomic_fetch_sub(&dev->refs, 1) != 1) return;
   pthread_mutex_destroy(&dev->lock);
-  free(dev);
+  cb_free(dev);
 }
 
 cubert_status cb_check_runtime(const char *fn, const char *what, const cb_device *dev,
@@ -153,12 +154,12 @@ void cb_device_mark_lost(cb_device *dev, cubert_failure *f) {
 void cb_device_reap_all(cb_device *dev) {
   uint64_t stackf[32];
   uint32_t nfloor = dev->nstreams;
-  uint64_t *floor = nfloor <= 32 ? stackf : malloc(nfloor * sizeof *floor);
+  uint64_t *floor = nfloor <= 32 ? stackf : cb_malloc(nfloor * sizeof *floor);
   for (uint32_t i = 0; floor && i < nfloor; i++) floor[i] = dev->streams[i]->last_work;
   cubert_berr err = {0};
   cubert_status st = dev->ops->sync(dev->bdev, NULL, &err);
   cb_device_reap_floor(dev, st == CUBERT_OK ? floor : NULL, floor ? nfloor : 0);
-  if (floor != stackf) free(floor);
+  if (floor != stackf) cb_free(floor);
   dev->reap_at = dev->npending + CB_RUNTIME_REAP_INTERVAL;
 }
 
@@ -189,7 +190,7 @@ cubert_failure *cb_device_failure(cb_device *dev, cubert_status status, const cu
   char *msg = cb_str_take(&m);
   cubert_failure *f =
       cb_failure_new(status, msg, dev->index, dev->info.name, s ? s->id : 0, operation, kernel, work);
-  free(msg);
+  cb_free(msg);
   /* not the status: a launch refused with DEVICE_LOST because a peer it
    * binds is lost leaves this device working */
   if (f && err && err->sticky) cb_device_mark_lost(dev, f);
@@ -204,11 +205,11 @@ void cb_device_destroy(cb_device *dev) {
   pthread_mutex_lock(&dev->lock);
   cb_device_reap(dev);
   /* everything has completed: drop every record */
-  uint64_t *all = malloc((dev->nstreams + 1) * sizeof *all);
+  uint64_t *all = cb_malloc((dev->nstreams + 1) * sizeof *all);
   if (all) {
     for (uint32_t i = 0; i < dev->nstreams; i++) all[i] = UINT64_MAX;
     cb_work_drop_completed(dev, all);
-    free(all);
+    cb_free(all);
   }
   cb_device_collect(dev);
   pthread_mutex_unlock(&dev->lock);
@@ -238,7 +239,7 @@ void cb_device_free(cb_device *dev) {
   while (dev->spare) { /* no record is parked once `gone` is set */
     cb_alloc *a = dev->spare;
     dev->spare = a->next_grave;
-    free(a);
+    cb_free(a);
   }
   dev->nspare = 0;
   pthread_mutex_unlock(&dev->lock);
@@ -248,21 +249,21 @@ void cb_device_free(cb_device *dev) {
     if (s->event) dev->ops->event_destroy(dev->bdev, s->event);
     dev->ops->stream_destroy(dev->bdev, s->bs);
     for (uint32_t j = 0; j < s->nunreported; j++) cubert_failure_release(s->unreported[j]);
-    free(s->unreported);
-    free(s->waited);
-    free(s);
+    cb_free(s->unreported);
+    cb_free(s->waited);
+    cb_free(s);
   }
-  free(dev->streams);
-  free(dev->pending);
+  cb_free(dev->streams);
+  cb_free(dev->pending);
   if (dev->pool) cb_pool_destroy(dev->pool);
   dev->ops->device_close(dev->bdev);
-  free(dev->slots);
-  free(dev->free_slots);
+  cb_free(dev->slots);
+  cb_free(dev->free_slots);
   if (dev->peer_message) {
-    for (int i = 0; i < dev->rt->ndevices; i++) free(dev->peer_message[i]);
-    free(dev->peer_message);
+    for (int i = 0; i < dev->rt->ndevices; i++) cb_free(dev->peer_message[i]);
+    cb_free(dev->peer_message);
   }
-  free(dev->peer_state);
+  cb_free(dev->peer_state);
   cubert_failure_release(atomic_exchange(&dev->lost, NULL));
   cb_device_unref(dev); /* the runtime's reference */
 }

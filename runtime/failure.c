@@ -11,11 +11,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
+#include "base/array.h"
 #include "runtime/internal.h"
 
 static _Atomic uint64_t next_failure_id = 1;
 
 uint64_t cb_failure_last_id(void) { return atomic_load(&next_failure_id) - 1; }
+
+/* What a failure becomes when its record cannot be allocated: one static
+ * failure, never freed (retain and release leave it alone), so that the
+ * bytes it taints stay tainted and later reads say why. */
+static cubert_failure unrecorded = {
+    .refs = 1,
+    .id = UINT64_MAX,
+    .status = CUBERT_ERR_OUT_OF_MEMORY,
+    .message = (char *)"out of host memory recording a failure: the work that wrote these bytes "
+                       "failed, and what failed is lost",
+    .device = -1,
+    .operation = "work",
+};
 
 static _Atomic int process_rank = -1;
 
@@ -23,7 +38,7 @@ void cubert_set_rank(int rank) { atomic_store(&process_rank, rank < 0 ? -1 : ran
 int cb_failure_rank(void) { return atomic_load(&process_rank); }
 
 cubert_failure *cb_failure_alloc(void) {
-  cubert_failure *f = calloc(1, sizeof *f);
+  cubert_failure *f = cb_calloc(1, sizeof *f);
   if (!f) return NULL;
   atomic_init(&f->refs, 1);
   f->id = atomic_fetch_add(&next_failure_id, 1);
@@ -34,7 +49,7 @@ cubert_failure *cb_failure_new(cubert_status status, const char *message, int de
                                const char *device_name, cubert_stream stream, const char *operation,
                                const char *kernel, uint64_t sequence) {
   cubert_failure *f = cb_failure_alloc();
-  if (!f) return NULL;
+  if (!f) return &unrecorded;
   f->status = status;
   f->message = cb_strdup(message ? message : cubert_status_string(status));
   f->device = device;
@@ -43,14 +58,19 @@ cubert_failure *cb_failure_new(cubert_status status, const char *message, int de
   f->operation = operation ? operation : "work";
   f->kernel = cb_strdup(kernel);
   f->sequence = sequence;
+  if (!f->message || !f->kernel || !f->device_name) {
+    cubert_failure_release(f);
+    return &unrecorded;
+  }
   return f;
 }
 
-static void skip_copy(cubert_skip *dst, const cubert_skip *src) {
+static bool skip_copy(cubert_skip *dst, const cubert_skip *src) {
   dst->kernel = cb_strdup(src->kernel);
   dst->input = cb_strdup(src->input);
   dst->device = src->device;
   dst->sequence = src->sequence;
+  return dst->kernel && dst->input;
 }
 
 cubert_failure *cb_failure_child(const cubert_failure *parent, const char *kernel,
@@ -58,7 +78,7 @@ cubert_failure *cb_failure_child(const cubert_failure *parent, const char *kerne
                                  cubert_stream stream, const char *operation, uint64_t sequence) {
   const cubert_failure *root = parent->root ? parent->root : parent;
   cubert_failure *f = cb_failure_alloc();
-  if (!f) return NULL;
+  if (!f) return &unrecorded;
   cubert_failure_retain(root);
   f->root = (cubert_failure *)root;
   f->parent_id = parent->id;
@@ -82,32 +102,37 @@ cubert_failure *cb_failure_child(const cubert_failure *parent, const char *kerne
     from = keep + 1 - CB_SKIPS_KEPT;
     dropped += from;
   }
-  for (size_t i = from; i < keep; i++) skip_copy(&f->skips[f->nskips++], &parent->skips[i]);
+  bool ok = f->message && f->kernel && f->device_name;
+  for (size_t i = from; ok && i < keep; i++) ok = skip_copy(&f->skips[f->nskips++], &parent->skips[i]);
   cubert_skip me = {kernel && *kernel ? kernel : f->operation, input ? input : "an input", device,
                     sequence};
-  skip_copy(&f->skips[f->nskips++], &me);
+  if (ok) ok = skip_copy(&f->skips[f->nskips++], &me);
   f->dropped = dropped;
+  if (!ok) {
+    cubert_failure_release(f);
+    return &unrecorded;
+  }
   return f;
 }
 
 void cubert_failure_retain(const cubert_failure *failure) {
-  if (failure) atomic_fetch_add(&((cubert_failure *)failure)->refs, 1);
+  if (failure && failure != &unrecorded) atomic_fetch_add(&((cubert_failure *)failure)->refs, 1);
 }
 
 void cubert_failure_release(const cubert_failure *failure) {
   cubert_failure *f = (cubert_failure *)failure;
-  if (!f || atomic_fetch_sub(&f->refs, 1) != 1) return;
-  free(f->message);
-  free(f->kernel);
-  free(f->device_name);
-  free(f->owned_operation);
-  free(f->remote_host);
+  if (!f || f == &unrecorded || atomic_fetch_sub(&f->refs, 1) != 1) return;
+  cb_free(f->message);
+  cb_free(f->kernel);
+  cb_free(f->device_name);
+  cb_free(f->owned_operation);
+  cb_free(f->remote_host);
   for (size_t i = 0; i < f->nskips; i++) {
-    free((char *)f->skips[i].kernel);
-    free((char *)f->skips[i].input);
+    cb_free((char *)f->skips[i].kernel);
+    cb_free((char *)f->skips[i].input);
   }
   cubert_failure_release(f->root);
-  free(f);
+  cb_free(f);
 }
 
 uint64_t cubert_failure_id(const cubert_failure *f) { return f ? f->id : 0; }
@@ -222,11 +247,9 @@ void cb_errb_init(cb_errb *b, cubert_status status) {
 void cb_errb_add(cb_errb *b, const cubert_failure *f, uint64_t start, uint64_t end) {
   if (!f) return;
   if (b->n == b->cap) {
-    size_t cap = b->cap ? b->cap * 2 : 4;
-    cb_err_entry *e = realloc(b->entries, cap * sizeof *e);
+    cb_err_entry *e = cb_array_grow(b->entries, b->cap, b->n + 1, sizeof *e, &b->cap);
     if (!e) return;
     b->entries = e;
-    b->cap = cap;
   }
   cubert_failure_retain(f);
   b->entries[b->n++] = (cb_err_entry){(cubert_failure *)f, start, end};
@@ -241,7 +264,7 @@ static void set_last(cubert_error *e) {
 
 cubert_status cb_errb_finish(cb_errb *b) {
   cubert_status st = b->status;
-  cubert_error *e = calloc(1, sizeof *e);
+  cubert_error *e = cb_calloc(1, sizeof *e);
   if (!e) {
     cb_errb_discard(b);
     set_last(NULL);
@@ -260,7 +283,7 @@ cubert_status cb_errb_finish(cb_errb *b) {
 
 void cb_errb_discard(cb_errb *b) {
   for (size_t i = 0; i < b->n; i++) cubert_failure_release(b->entries[i].failure);
-  free(b->entries);
+  cb_free(b->entries);
   cb_str_free(&b->msg);
   memset(b, 0, sizeof *b);
 }
@@ -313,9 +336,9 @@ void cubert_error_retain(cubert_error *e) {
 void cubert_error_release(cubert_error *e) {
   if (!e || atomic_fetch_sub(&e->refs, 1) != 1) return;
   for (size_t i = 0; i < e->nentries; i++) cubert_failure_release(e->entries[i].failure);
-  free(e->entries);
-  free(e->message);
-  free(e);
+  cb_free(e->entries);
+  cb_free(e->message);
+  cb_free(e);
 }
 
 cubert_status cubert_error_status(const cubert_error *e) {

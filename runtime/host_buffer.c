@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "runtime/internal.h"
 
 struct cubert_host_buffer {
@@ -35,12 +36,12 @@ static cubert_status make(const char *fn, cubert_client *c, void *data, uint64_t
   if (size == 0) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "%s: size is 0", fn);
   if (size > SIZE_MAX) return cb_fail(CUBERT_ERR_OUT_OF_RANGE, "%s: %llu bytes do not fit the address space", fn,
                                       (unsigned long long)size);
-  cubert_host_buffer *b = calloc(1, sizeof *b);
+  cubert_host_buffer *b = cb_calloc(1, sizeof *b);
   if (!b) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   cb_device *dev = c->dev;
   cubert_status st = cb_device_enter(dev);
   if (st) {
-    free(b);
+    cb_free(b);
     return st;
   }
   cubert_berr err = {0};
@@ -49,7 +50,7 @@ static cubert_status make(const char *fn, cubert_client *c, void *data, uint64_t
   st = reg ? dev->ops->host_register(dev->bdev, &b->mem, &err) : dev->ops->host_alloc(dev->bdev, &b->mem, &err);
   cb_device_leave(dev);
   if (st) {
-    free(b);
+    cb_free(b);
     return cb_fail_backend(st, &err, reg ? "registering a host buffer" : "allocating a host buffer", dev->info.name);
   }
   pthread_mutex_init(&b->cell.lock, NULL);
@@ -83,7 +84,7 @@ void cb_host_buffer_free(cb_alloc *a) {
    * gone and the memory with it, or unreachable; free the record only */
   if (!atomic_load(&dev->gone)) dev->ops->host_free(dev->bdev, &b->mem);
   cb_device_unref(dev);
-  free(b);
+  cb_free(b);
 }
 
 void cubert_host_buffer_release(cubert_host_buffer *b) {

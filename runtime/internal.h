@@ -58,6 +58,11 @@ struct cubert_failure {
   uint64_t remote_id;
 };
 
+/* A new failure (a reference the caller owns). Never NULL: when its record
+ * cannot be allocated, a static failure stands for it (status
+ * CUBERT_ERR_OUT_OF_MEMORY, "out of host memory recording a failure ...";
+ * retain and release leave it alone), so that what it taints stays tainted.
+ * The same for cb_failure_child(). */
 cubert_failure *cb_failure_new(cubert_status status, const char *message, int device,
                                const char *device_name, cubert_stream stream, const char *operation, const char *kernel,
                                uint64_t sequence);
@@ -157,11 +162,16 @@ struct cb_sclaim {
  * a balanced tree) and strided claims (a second tree, by bounds), no byte
  * in two entries. set, clear and lookups cost O(log n) plus the entries
  * they touch. All zero is an empty ledger; the struct may be copied to
- * move it. */
+ * move it.
+ *
+ * Out of host memory: a set that cannot allocate its nodes taints the whole
+ * allocation instead (`all`, inside the struct: no allocation), and it
+ * stays tainted until freed: too much taint, never too little. */
 typedef struct cb_ledger {
   cb_taint *root;
   size_t n;      /* entries held, both kinds; 0 means clean, which callers test first */
   uint64_t seed; /* for node priorities */
+  cb_taint all;  /* all.failure set: every byte carries it (root is NULL) */
   cb_sclaim *sroot;
   size_t ns; /* strided claims held (counted in n too) */
 } cb_ledger;
@@ -186,7 +196,7 @@ bool cb_ledger_first_piece(const cb_ledger *l, uint64_t from, uint64_t end, uint
 const cb_taint *cb_ledger_lower(const cb_ledger *l, uint64_t start);
 /* The range after `t` in order, or NULL. */
 const cb_taint *cb_ledger_next(const cb_ledger *l, const cb_taint *t);
-/* First failure overlapping [start, end) or NULL. */
+/* The failure of the first piece overlapping [start, end), or NULL. */
 cubert_failure *cb_ledger_first(const cb_ledger *l, uint64_t start, uint64_t end);
 /* Adds every overlapping range, clipped to [start, end), to the error;
  * returns how many. */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "runtime/internal.h"
 #include "runtime/pattern.h"
 
@@ -203,18 +204,18 @@ typedef struct launch_args {
 static cubert_status launch_args_init(launch_args *la, const cubert_kernel *k, uint32_t nargs) {
   uint32_t nt = 0;
   for (uint32_t i = 0; i < nargs && i < k->nparams; i++) nt += k->params[i].kind == CUBERT_PARAM_TENSOR;
-  la->res = nargs <= 16 ? la->res_stack : calloc(nargs, sizeof *la->res);
-  la->bargs = nargs <= 16 ? la->bargs_stack : calloc(nargs, sizeof *la->bargs);
-  la->tensors = nt <= 2 ? la->tensors_stack : calloc(nt, sizeof *la->tensors);
+  la->res = nargs <= 16 ? la->res_stack : cb_calloc(nargs, sizeof *la->res);
+  la->bargs = nargs <= 16 ? la->bargs_stack : cb_calloc(nargs, sizeof *la->bargs);
+  la->tensors = nt <= 2 ? la->tensors_stack : cb_calloc(nt, sizeof *la->tensors);
   if (!la->res || !la->bargs || !la->tensors) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   memset(la->res, 0, nargs * sizeof *la->res);
   return CUBERT_OK;
 }
 
 static void launch_args_free(launch_args *la) {
-  if (la->res != la->res_stack) free(la->res);
-  if (la->bargs != la->bargs_stack) free(la->bargs);
-  if (la->tensors != la->tensors_stack) free(la->tensors);
+  if (la->res != la->res_stack) cb_free(la->res);
+  if (la->bargs != la->bargs_stack) cb_free(la->bargs);
+  if (la->tensors != la->tensors_stack) cb_free(la->tensors);
 }
 
 static cubert_status check_call(const cubert_client *c, const cubert_kernel *k,

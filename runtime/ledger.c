@@ -22,6 +22,8 @@ static uint64_t next_prio(cb_ledger *l) {
   return z ^ (z >> 31);
 }
 
+static void taint_all(cb_ledger *l, cubert_failure *f);
+
 static cb_taint *node(cb_ledger *l, uint64_t start, uint64_t end, cubert_failure *f) {
   cb_taint *t = cb_malloc(sizeof *t);
   if (!t) return NULL;
@@ -108,7 +110,7 @@ static void cut(cb_ledger *l, uint64_t start, uint64_t end, cb_taint **lo, cb_ta
 }
 
 static void cclear(cb_ledger *l, uint64_t start, uint64_t end) {
-  if (l->n == l->ns || start >= end) return;
+  if (l->n == l->ns || start >= end || l->all.failure) return;
   cb_taint *spare = node(l, 0, 0, NULL);
   cb_taint *lo, *hi;
   if (!spare) {
@@ -123,12 +125,12 @@ static void cclear(cb_ledger *l, uint64_t start, uint64_t end) {
 }
 
 static void cset(cb_ledger *l, uint64_t start, uint64_t end, cubert_failure *f) {
-  if (start >= end || !f) return;
+  if (start >= end || !f || l->all.failure) return;
   cb_taint *t = node(l, start, end, f);
-  cb_taint *spare = node(l, 0, 0, NULL);
-  if (!t || !spare) {
+  cb_taint *spare = t ? node(l, 0, 0, NULL) : NULL;
+  if (!spare) {
     cb_free(t);
-    cb_free(spare);
+    taint_all(l, f);
     return;
   }
   cb_taint *lo, *hi;
@@ -140,6 +142,7 @@ static void cset(cb_ledger *l, uint64_t start, uint64_t end, cubert_failure *f) 
 }
 
 const cb_taint *cb_ledger_lower(const cb_ledger *l, uint64_t start) {
+  if (l->all.failure) return start < l->all.end ? &l->all : NULL;
   const cb_taint *best = NULL;
   for (const cb_taint *t = l->root; t;) {
     if (t->end <= start)
@@ -153,6 +156,7 @@ const cb_taint *cb_ledger_lower(const cb_ledger *l, uint64_t start) {
 }
 
 const cb_taint *cb_ledger_next(const cb_ledger *l, const cb_taint *after) {
+  if (l->all.failure) return NULL;
   const cb_taint *best = NULL;
   for (const cb_taint *t = l->root; t;) {
     if (t->start <= after->start)
@@ -242,9 +246,12 @@ static cb_sclaim *sjoin(cb_sclaim *a, cb_sclaim *b) {
 /* Puts the runs [lo, hi) of `p` with `f` in the strided tree (a reference
  * of its own); nothing when the range is empty or out of memory. */
 static void sinsert(cb_ledger *l, const cb_pattern *p, uint64_t lo, uint64_t hi, cubert_failure *f) {
-  if (lo >= hi) return;
+  if (lo >= hi || l->all.failure) return;
   cb_sclaim *c = cb_malloc(sizeof *c);
-  if (!c) return;
+  if (!c) {
+    taint_all(l, f);
+    return;
+  }
   c->p = *p;
   c->p.lo = lo;
   c->p.hi = hi;
@@ -329,13 +336,13 @@ static void cut_claims(cb_ledger *l, uint64_t s, uint64_t e) {
 }
 
 void cb_ledger_set(cb_ledger *l, uint64_t start, uint64_t end, cubert_failure *f) {
-  if (start >= end || !f) return;
+  if (start >= end || !f || l->all.failure) return;
   if (l->ns) cut_claims(l, start, end);
   cset(l, start, end, f);
 }
 
 void cb_ledger_clear(cb_ledger *l, uint64_t start, uint64_t end) {
-  if (l->n == 0 || start >= end) return;
+  if (l->n == 0 || start >= end || l->all.failure) return;
   if (l->ns) cut_claims(l, start, end);
   cclear(l, start, end);
 }
@@ -368,6 +375,7 @@ static void add_minus(cb_ledger *l, uint64_t a, uint64_t b, const cb_pattern *p,
 }
 
 void cb_ledger_clear_pattern(cb_ledger *l, const cb_pattern *p) {
+  if (l->all.failure) return;
   if (l->n == 0 || p->lo >= p->hi) return;
   uint64_t ps = cb_pattern_start(p), pe = cb_pattern_end(p);
   /* contiguous ranges the footprint meets: out, then back less the footprint */
@@ -425,6 +433,7 @@ void cb_ledger_clear_pattern(cb_ledger *l, const cb_pattern *p) {
 }
 
 void cb_ledger_set_pattern(cb_ledger *l, const cb_pattern *p, cubert_failure *f) {
+  if (l->all.failure) return;
   if (!f || p->lo >= p->hi) return;
   cb_ledger_clear_pattern(l, p);
   if (p->hi - p->lo == 1) {
@@ -470,6 +479,10 @@ static size_t sorted_since(cb_errb *b, size_t before) {
 
 size_t cb_ledger_report(const cb_ledger *l, uint64_t start, uint64_t end, cb_errb *b) {
   if (l->n == 0 || start >= end) return 0;
+  if (l->all.failure) {
+    cb_errb_add(b, l->all.failure, start, end);
+    return 1;
+  }
   size_t before = b->n;
   walk(l->root, start, end, b);
   if (l->ns) {
@@ -558,8 +571,21 @@ static void sdrop(cb_sclaim *t) {
   }
 }
 
+/* Out of memory for a set: the whole allocation carries `f` from now on. */
+static void taint_all(cb_ledger *l, cubert_failure *f) {
+  cubert_failure_retain(f); /* before the drops: they may release its last other reference */
+  drop(l->root);
+  sdrop(l->sroot);
+  l->root = NULL;
+  l->sroot = NULL;
+  l->ns = 0;
+  l->all = (cb_taint){0, UINT64_MAX, f, NULL, NULL, 0};
+  l->n = 1;
+}
+
 void cb_ledger_free(cb_ledger *l) {
   drop(l->root);
   sdrop(l->sroot);
+  cubert_failure_release(l->all.failure);
   memset(l, 0, sizeof *l);
 }

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
+#include "base/array.h"
 #include "runtime/internal.h"
 #include "runtime/limits.h"
 
@@ -37,17 +39,17 @@ cubert_status cb_alloc_adopt(cb_device *dev, uint64_t size, const cb_block *give
     return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   }
   if (!dev->nfree && dev->nslots == dev->capslots) {
-    uint32_t cap = dev->capslots ? dev->capslots * 2 : 64;
-    cb_alloc **v = realloc(dev->slots, cap * sizeof *v);
-    uint32_t *f = v ? realloc(dev->free_slots, cap * sizeof *f) : NULL;
+    size_t cap = 0, fcap = 0;
+    cb_alloc **v = cb_array_grow(dev->slots, dev->capslots, (size_t)dev->nslots + 1, sizeof *v, &cap);
     if (v) dev->slots = v;
-    if (!v || !f) {
-      free(a);
+    uint32_t *f = v ? cb_array_grow(dev->free_slots, dev->capslots, cap, sizeof *f, &fcap) : NULL;
+    if (f) dev->free_slots = f;
+    if (!v || !f || cap > UINT32_MAX) {
+      cb_free(a);
       cb_block_free(dev, &block);
       return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
     }
-    dev->free_slots = f;
-    dev->capslots = cap;
+    dev->capslots = (uint32_t)cap;
   }
   a->slot = dev->nfree ? dev->free_slots[--dev->nfree] : dev->nslots++;
   /* a slot's generation only grows, so a weak binding to an earlier tenant
@@ -67,7 +69,7 @@ cubert_status cb_alloc_adopt(cb_device *dev, uint64_t size, const cb_block *give
 }
 
 static cubert_handle *handle_new(cb_alloc *a, uint64_t start, uint64_t end, cubert_stream stream) {
-  cubert_handle *h = malloc(sizeof *h);
+  cubert_handle *h = cb_malloc(sizeof *h);
   if (!h) return NULL;
   *h = (cubert_handle){a, start, end, stream};
   return h;
@@ -158,7 +160,7 @@ cubert_handle *cubert_handle_clone(const cubert_handle *h) {
 void cubert_handle_release(cubert_handle *h) {
   if (!h) return;
   cb_alloc_unref(h->alloc, CB_HANDLE_ONE, NULL);
-  free(h);
+  cb_free(h);
 }
 
 cubert_status cubert_handle_slice(const cubert_handle *h, uint64_t offset_start, uint64_t offset_end,
@@ -205,7 +207,7 @@ cubert_stream cubert_handle_stream(const cubert_handle *h) { return h ? h->strea
 cubert_status cubert_handle_bind(const cubert_handle *h, cubert_binding **out) {
   if (!h) return NULL_ARG("cubert_handle_bind", "handle");
   if (!out) return NULL_ARG("cubert_handle_bind", "binding");
-  cubert_binding *b = malloc(sizeof *b);
+  cubert_binding *b = cb_malloc(sizeof *b);
   if (!b) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   cb_alloc_ref(h->alloc, CB_BINDING_ONE);
   *b = (cubert_binding){h->alloc, h->start, h->end, h->stream};
@@ -216,7 +218,7 @@ cubert_status cubert_handle_bind(const cubert_handle *h, cubert_binding **out) {
 void cubert_binding_release(cubert_binding *b) {
   if (!b) return;
   cb_alloc_unref(b->alloc, CB_BINDING_ONE, NULL);
-  free(b);
+  cb_free(b);
 }
 
 cubert_claim_key cubert_binding_claim_key(const cubert_binding *b) {
@@ -227,7 +229,7 @@ cubert_claim_key cubert_binding_claim_key(const cubert_binding *b) {
 
 static cubert_status weak_new(cb_alloc *a, uint64_t start, uint64_t end, cubert_stream stream,
                               cubert_weak **out) {
-  cubert_weak *w = malloc(sizeof *w);
+  cubert_weak *w = cb_malloc(sizeof *w);
   if (!w) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   *w = (cubert_weak){a->dev, a->slot, a->gen, a->id, start, end, stream};
   cb_device_ref(a->dev); /* the device record outlives its runtime for it */
@@ -267,7 +269,7 @@ cubert_status cubert_weak_upgrade(const cubert_weak *w, cubert_binding **out) {
   if (!alive)
     return cb_fail(CUBERT_ERR_EXPIRED, "memory %llu of device %d was freed; the weak binding cannot upgrade",
                    (unsigned long long)w->memory_id, dev->index);
-  cubert_binding *b = malloc(sizeof *b);
+  cubert_binding *b = cb_malloc(sizeof *b);
   if (!b) {
     cb_alloc_unref(a, CB_BINDING_ONE, NULL);
     return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
@@ -280,7 +282,7 @@ cubert_status cubert_weak_upgrade(const cubert_weak *w, cubert_binding **out) {
 void cubert_weak_release(cubert_weak *w) {
   if (!w) return;
   cb_device_unref(w->dev);
-  free(w);
+  cb_free(w);
 }
 
 /* ------------------------------------------------------------ checks */
@@ -714,7 +716,7 @@ cubert_status cubert_handle_share(cubert_client *c, cubert_handle *h) {
   cb_alloc *a = h->alloc;
   if ((st = cb_device_enter(owner))) return st;
   if (!atomic_load(&a->shared)) {
-    cb_shared *sh = calloc(1, sizeof *sh);
+    cb_shared *sh = cb_calloc(1, sizeof *sh);
     if (!sh) {
       cb_device_leave(owner);
       return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");

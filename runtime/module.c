@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "runtime/internal.h"
 
 enum { CB_MODULE_EMPTY, CB_MODULE_PREPARING, CB_MODULE_PREPARED, CB_MODULE_LOADED };
@@ -59,7 +60,7 @@ static cb_module *find(cb_device *dev, uint64_t id) {
 static bool reserve(cb_device *dev) {
   if ((dev->nmodules + 1) * 2 <= dev->capmodules) return true;
   size_t cap = dev->capmodules ? dev->capmodules * 2 : 16;
-  cb_module *v = calloc(cap, sizeof *v);
+  cb_module *v = cb_calloc(cap, sizeof *v);
   if (!v) return false;
   cb_module *old = dev->modules;
   size_t oldcap = dev->capmodules;
@@ -67,7 +68,7 @@ static bool reserve(cb_device *dev) {
   dev->capmodules = cap;
   for (size_t i = 0; i < oldcap; i++)
     if (old[i].state != CB_MODULE_EMPTY) v[slot_of(dev, old[i].id)] = old[i];
-  free(old);
+  cb_free(old);
   return true;
 }
 
@@ -126,7 +127,7 @@ void cb_module_close(cb_device *dev) {
   pthread_mutex_lock(&dev->module_lock);
   for (size_t i = 0; i < dev->capmodules; i++)
     if (dev->modules[i].state == CB_MODULE_LOADED) dev->ops->module_unload(dev->bdev, dev->modules[i].module);
-  free(dev->modules);
+  cb_free(dev->modules);
   dev->modules = NULL;
   dev->nmodules = dev->capmodules = 0;
   pthread_mutex_unlock(&dev->module_lock);

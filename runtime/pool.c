@@ -31,6 +31,8 @@
  * only.
  *
  * Device addresses are only ever computed with, never dereferenced. */
+#include "base/alloc.h"
+#include "base/array.h"
 #include "runtime/pool.h"
 
 #include <inttypes.h>
@@ -302,7 +304,7 @@ static void page_release(cb_pool *p, page *pg) {
   c->reserved -= pg->bytes;
   if (pg->pool == POOL_EXCLUSIVE && pg->blocks == 0) idle_unlink(c, pg);
   p->ops->mem_free(p->device, &pg->mem);
-  free(pg);
+  cb_free(pg);
 }
 
 /* Releases the pages of `c` with no block out: all of them (`every`), or
@@ -394,11 +396,14 @@ static cubert_status page_new(cb_pool *p, uint32_t pi, uint64_t need, uint64_t a
                               cubert_berr *err) {
   pool_class *c = &p->pools[pi];
   if (c->npages == c->cap) {
-    uint32_t cap = c->cap ? c->cap * 2 : 8;
-    page **pages = realloc(c->pages, (size_t)cap * sizeof *pages);
-    if (!pages) return oom(p, err, asked, "no host memory for the pool's page table");
+    size_t cap;
+    page **pages = cb_array_grow(c->pages, c->cap, (size_t)c->npages + 1, sizeof *pages, &cap);
+    if (!pages || cap > UINT32_MAX) {
+      if (pages) c->pages = pages; /* grown, but its count would not fit: keep the old one */
+      return oom(p, err, asked, "no host memory for the pool's page table");
+    }
     c->pages = pages;
-    c->cap = cap;
+    c->cap = (uint32_t)cap;
   }
 
   uint64_t bytes = c->page_size ? c->page_size : need;
@@ -426,7 +431,7 @@ static cubert_status page_new(cb_pool *p, uint32_t pi, uint64_t need, uint64_t a
     for (leaves = 1; leaves < words; leaves <<= 1) {
     }
   }
-  page *pg = calloc(1, sizeof *pg + 3 * (size_t)words * sizeof(uint64_t) +
+  page *pg = cb_calloc(1, sizeof *pg + 3 * (size_t)words * sizeof(uint64_t) +
                            2 * (size_t)leaves * sizeof(uint64_t));
   if (!pg) {
     p->ops->mem_free(p->device, &mem);
@@ -468,7 +473,7 @@ static cubert_status page_new(cb_pool *p, uint32_t pi, uint64_t need, uint64_t a
 cubert_status cb_pool_create(const cubert_backend_ops *ops, void *device, uint64_t device_memory,
                              cb_pool **pool) {
   if (!ops || !pool) return CUBERT_ERR_INVALID_ARGUMENT;
-  cb_pool *p = calloc(1, sizeof *p);
+  cb_pool *p = cb_calloc(1, sizeof *p);
   if (!p) return CUBERT_ERR_OUT_OF_MEMORY;
   p->ops = ops;
   p->device = device;
@@ -503,9 +508,9 @@ void cb_pool_destroy(cb_pool *pool) {
   for (int i = 0; i < POOL_COUNT; i++) {
     pool_class *c = &pool->pools[i];
     for (uint32_t j = 0; j < c->npages; j++) page_release(pool, c->pages[j]);
-    free(c->pages);
+    cb_free(c->pages);
   }
-  free(pool);
+  cb_free(pool);
 }
 
 static void hand_out(pool_class *c, page *pg, uint32_t pi, uint64_t address, uint64_t size,
@@ -635,7 +640,7 @@ bool cb_pool_verify(const cb_pool *pool, char *why, size_t len) {
 #define BAD(...)                                \
   do {                                          \
     if (why && len) snprintf(why, len, __VA_ARGS__); \
-    free(tree);                                 \
+    cb_free(tree);                                 \
     return false;                               \
   } while (0)
   if (!pool) BAD("no pool");
@@ -680,7 +685,7 @@ bool cb_pool_verify(const cb_pool *pool, char *why, size_t len) {
         BAD("%s page %u: %u blocks, %u counted", name, i, starts, pg->blocks);
       if (i < c->hint && free_units) BAD("%s: page %u below the hint has room", name, i);
       in_use += (uint64_t)(pg->units - free_units) << pg->shift;
-      tree = calloc(2 * (size_t)pg->leaves, sizeof *tree);
+      tree = cb_calloc(2 * (size_t)pg->leaves, sizeof *tree);
       if (!tree) BAD("no host memory to verify");
       for (uint32_t w = 0; w < pg->words; w++)
         tree[pg->leaves + w] = word_node(pg->used[w], pg->cap);
@@ -689,7 +694,7 @@ bool cb_pool_verify(const cb_pool *pool, char *why, size_t len) {
           tree[n] = join(tree[2 * n], tree[2 * n + 1], half, pg->cap);
       for (uint32_t n = 1; n < 2 * pg->leaves; n++)
         if (tree[n] != pg->tree[n]) BAD("%s page %u: tree node %u stale", name, i, n);
-      free(tree);
+      cb_free(tree);
       tree = NULL;
     }
     for (const page *pg = c->idle_head; pg; pg = pg->idle_next) {

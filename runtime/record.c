@@ -26,6 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/alloc.h"
 #include "base/hash.h"
 #include "runtime/internal.h"
 
@@ -173,7 +174,7 @@ static char *get_str(reader *r, size_t max, const char *what) {
     r->bad = what;
     return NULL;
   }
-  char *s = malloc(n + 1);
+  char *s = cb_malloc(n + 1);
   if (!s) {
     r->bad = "memory (out of host memory)";
     return NULL;

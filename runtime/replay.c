@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
+#include "base/array.h"
 #include "runtime/internal.h"
 
 /* The bytes a replay found bad so far: a ledger per allocation, so strided
@@ -25,11 +27,9 @@ static cb_ledger *bad_ledger(bad_set *s, cb_alloc *a, bool make) {
     if (s->v[i].alloc == a) return &s->v[i].ledger;
   if (!make) return NULL;
   if (s->n == s->cap) {
-    size_t cap = s->cap ? s->cap * 2 : 4;
-    bad_alloc *v = realloc(s->v, cap * sizeof *v);
+    bad_alloc *v = cb_array_grow(s->v, s->cap, s->n + 1, sizeof *v, &s->cap);
     if (!v) return NULL;
     s->v = v;
-    s->cap = cap;
   }
   s->v[s->n] = (bad_alloc){a, {0}};
   s->v[s->n].ledger.seed = (uint64_t)(uintptr_t)a;
@@ -99,7 +99,7 @@ static void stream_unreported(cb_stream *s, cubert_failure *f) {
       memmove(s->unreported, s->unreported + 1, (s->nunreported - 1) * sizeof *s->unreported);
       s->nunreported--;
     } else {
-      cubert_failure **v = realloc(s->unreported, cap * sizeof *v);
+      cubert_failure **v = cb_realloc(s->unreported, cap * sizeof *v);
       if (!v) return;
       s->unreported = v;
       s->capunreported = cap;
@@ -122,7 +122,7 @@ static void apply_async(cb_device *dev, const cubert_async_failure *af) {
   cubert_failure *f = cb_failure_new(af->status, msg, dev->index, dev->info.name, w ? w->stream : 0,
                                      w ? w->operation : "sync",
                                      w && w->kernel ? w->kernel->name : "", af->work);
-  free(msg);
+  cb_free(msg);
   if (!f) return;
   /* work that ran and failed with DEVICE_LOST (a host kernel returning it)
    * lost the device, flagged sticky or not */
@@ -175,7 +175,7 @@ static void apply_async(cb_device *dev, const cubert_async_failure *af) {
     cb_alloc_ledger_unlock(bad.v[i].alloc);
     cb_ledger_free(&bad.v[i].ledger);
   }
-  free(bad.v);
+  cb_free(bad.v);
   cubert_failure_release(f);
 }
 
@@ -187,7 +187,7 @@ void cb_device_reap_floor(cb_device *dev, const uint64_t *floor, uint32_t nfloor
   /* progress first, then failures: a failure is recorded before its work
    * counts as complete, so no completed record loses its failure */
   uint64_t stackp[32];
-  uint64_t *progress = dev->nstreams <= 32 ? stackp : malloc(dev->nstreams * sizeof *progress);
+  uint64_t *progress = dev->nstreams <= 32 ? stackp : cb_malloc(dev->nstreams * sizeof *progress);
   if (!progress) return;
   for (uint32_t i = 0; i < dev->nstreams; i++) {
     progress[i] = dev->ops->progress(dev->bdev, dev->streams[i]->bs);
@@ -200,7 +200,7 @@ void cb_device_reap_floor(cb_device *dev, const uint64_t *floor, uint32_t nfloor
     for (size_t i = 0; i < n; i++) apply_async(dev, &buf[i]);
   } while (n == 8);
   cb_work_drop_completed(dev, progress);
-  if (progress != stackp) free(progress);
+  if (progress != stackp) cb_free(progress);
 }
 
 void cb_device_reap(cb_device *dev) { cb_device_reap_floor(dev, NULL, 0); }

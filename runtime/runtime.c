@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "backends/host/host_backend.h"
 #include "base/shm.h"
 #include "runtime/fault_state.h"
@@ -121,7 +122,7 @@ static void start_placement(cubert_runtime *rt) {
   /* An XML file standing for this machine is not this machine. */
   const char *xml = cb_env("CUBERT_TOPOLOGY");
   const char **ids = NULL;
-  if (rt->ndevices > 0 && !xml && (ids = calloc((size_t)rt->ndevices, sizeof *ids))) {
+  if (rt->ndevices > 0 && !xml && (ids = cb_calloc((size_t)rt->ndevices, sizeof *ids))) {
     for (int i = 0; i < rt->ndevices; i++) {
       const cb_device *dev = rt->devices[i];
       /* host devices take their bus ids from a simulated node only */
@@ -130,17 +131,17 @@ static void start_placement(cubert_runtime *rt) {
     }
   }
   rt->parts->placement_start(rt->placement, ids, ids ? rt->ndevices : 0);
-  free(ids);
+  cb_free(ids);
 }
 
 static cubert_status open_device(cubert_runtime *rt, int b, int i, cb_device **out) {
   cb_backend *be = &rt->backends[b];
-  cb_device *dev = calloc(1, sizeof *dev);
+  cb_device *dev = cb_calloc(1, sizeof *dev);
   if (!dev) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory opening a device");
   cubert_berr err = {0};
   cubert_status st = be->ops->device_open(be->state, i, &dev->bdev, &dev->info, &err);
   if (st) {
-    free(dev);
+    cb_free(dev);
     return cb_fail_backend(st, &err, "opening device", be->inner->name);
   }
   dev->rt = rt;
@@ -162,7 +163,7 @@ static cubert_status open_device(cubert_runtime *rt, int b, int i, cb_device **o
     cb_module_close(dev);
     dev->ops->device_close(dev->bdev);
     pthread_mutex_destroy(&dev->lock);
-    free(dev);
+    cb_free(dev);
     return cb_fail(st, "creating the memory pools of %s", be->inner->name);
   }
   *out = dev;
@@ -213,7 +214,7 @@ cubert_status cb_runtime_create(const cb_runtime_parts *parts, const cubert_runt
   }
   host.peer_deny = o.host_peer_deny ? o.host_peer_deny : cb_env("CUBERT_HOST_PEER_DENY");
 
-  cubert_runtime *rt = calloc(1, sizeof *rt);
+  cubert_runtime *rt = cb_calloc(1, sizeof *rt);
   if (!rt) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory creating the runtime");
   /* From here every failure records its error and goes to `fail`, which
    * destroys the half-built runtime (cubert_runtime_destroy takes any
@@ -286,7 +287,7 @@ cubert_status cb_runtime_create(const cb_runtime_parts *parts, const cubert_runt
     rt->nbackends++;
     if ((st = note_backend(rt, be, count, fallback, err.message))) goto fail;
     if (count <= 0) continue;
-    cb_device **v = realloc(rt->devices, (rt->ndevices + count) * sizeof *v);
+    cb_device **v = cb_realloc(rt->devices, (rt->ndevices + count) * sizeof *v);
     if (!v) {
       st = cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory opening devices");
       goto fail;
@@ -301,8 +302,8 @@ cubert_status cb_runtime_create(const cb_runtime_parts *parts, const cubert_runt
   }
   for (int i = 0; i < rt->ndevices; i++) {
     cb_device *dev = rt->devices[i];
-    dev->peer_state = calloc((size_t)rt->ndevices, 1);
-    dev->peer_message = calloc((size_t)rt->ndevices, sizeof *dev->peer_message);
+    dev->peer_state = cb_calloc((size_t)rt->ndevices, 1);
+    dev->peer_message = cb_calloc((size_t)rt->ndevices, sizeof *dev->peer_message);
     if (!dev->peer_state || !dev->peer_message) {
       st = cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory opening devices");
       goto fail;
@@ -335,10 +336,10 @@ void cubert_runtime_destroy(cubert_runtime *rt) {
   if (rt->topology) rt->parts->topology_destroy(rt->topology);
   for (int i = 0; i < rt->ndevices; i++) cb_device_destroy(rt->devices[i]);
   for (int i = 0; i < rt->ndevices; i++) cb_device_free(rt->devices[i]);
-  free(rt->devices);
+  cb_free(rt->devices);
   for (int b = 0; b < rt->nbackends; b++) {
     rt->backends[b].ops->close(rt->backends[b].state);
-    free(rt->backends[b].note);
+    cb_free(rt->backends[b].note);
   }
   if (rt->placement) rt->parts->placement_destroy(rt->placement); /* after close: no backend thread is left */
   if (rt->faultinj) {
@@ -351,7 +352,7 @@ void cubert_runtime_destroy(cubert_runtime *rt) {
     rt->parts->faults_free(rt->faultinj);
   }
   if (rt->host_bus_ids) rt->parts->node_bus_ids_free(rt->host_bus_ids, rt->nhost_bus_ids);
-  free(rt);
+  cb_free(rt);
 }
 
 int cubert_runtime_device_count(const cubert_runtime *rt) { return rt ? rt->ndevices : 0; }
@@ -407,7 +408,7 @@ cubert_status cubert_client_create(cubert_runtime *rt, int device, cubert_client
   cubert_status st = get_device(rt, device, &dev);
   if (st) return st;
   if (!out) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_client_create: client is NULL");
-  cubert_client *c = calloc(1, sizeof *c);
+  cubert_client *c = cb_calloc(1, sizeof *c);
   if (!c) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory creating a client");
   c->rt = rt;
   c->dev = dev;
@@ -415,7 +416,7 @@ cubert_status cubert_client_create(cubert_runtime *rt, int device, cubert_client
   return CUBERT_OK;
 }
 
-void cubert_client_destroy(cubert_client *c) { free(c); }
+void cubert_client_destroy(cubert_client *c) { cb_free(c); }
 int cubert_client_device(const cubert_client *c) { return c ? c->dev->index : -1; }
 
 /* ------------------------------------------------------------ kernels */
@@ -430,18 +431,18 @@ void cubert_kernel_retain(cubert_kernel *k) {
 void cubert_kernel_release(cubert_kernel *k) {
   if (!k || atomic_fetch_sub(&k->refs, 1) != 1) return;
   cb_module_forget(k); /* its modules go with it (runtime/module.c) */
-  for (uint32_t i = 0; i < k->nparams; i++) free((char *)k->params[i].name);
-  free(k->params);
+  for (uint32_t i = 0; i < k->nparams; i++) cb_free((char *)k->params[i].name);
+  cb_free(k->params);
   for (uint32_t i = 0; i < k->nobjects; i++) {
-    free((char *)k->objects[i].arch);
-    free((void *)k->objects[i].data);
+    cb_free((char *)k->objects[i].arch);
+    cb_free((void *)k->objects[i].data);
   }
-  free(k->objects);
-  free(k->name);
-  free(k->entry);
-  free(k->source);
-  free(k->options);
-  free(k);
+  cb_free(k->objects);
+  cb_free(k->name);
+  cb_free(k->entry);
+  cb_free(k->source);
+  cb_free(k->options);
+  cb_free(k);
 }
 
 const char *cubert_kernel_name(const cubert_kernel *k) { return k ? k->name : ""; }
@@ -474,7 +475,7 @@ cubert_status cubert_kernel_create(const cubert_kernel_desc *d, cubert_kernel **
   for (uint32_t i = 0; i < d->nobjects; i++)
     if (!d->objects[i].arch || !d->objects[i].data || !d->objects[i].size)
       return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "kernel `%s` code object %u lacks an arch or bytes", d->name, i);
-  cubert_kernel *k = calloc(1, sizeof *k);
+  cubert_kernel *k = cb_calloc(1, sizeof *k);
   if (!k) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory creating a kernel");
   atomic_init(&k->refs, 1);
   atomic_init(&k->cached, false);
@@ -485,27 +486,32 @@ cubert_status cubert_kernel_create(const cubert_kernel_desc *d, cubert_kernel **
   k->options = cb_strdup_or_null(d->compile_options);
   k->host_fn = d->host_fn;
   k->source_hash = d->source ? cubert_hash64(d->source, strlen(d->source)) : 0;
-  k->nparams = d->nparams;
-  k->params = d->nparams ? calloc(d->nparams, sizeof *k->params) : NULL;
-  k->nobjects = d->nobjects;
-  k->objects = d->nobjects ? calloc(d->nobjects, sizeof *k->objects) : NULL;
-  bool ok = k->name && k->entry && (!d->nparams || k->params) && (!d->nobjects || k->objects);
+  k->params = d->nparams ? cb_calloc(d->nparams, sizeof *k->params) : NULL;
+  k->objects = d->nobjects ? cb_calloc(d->nobjects, sizeof *k->objects) : NULL;
+  bool ok = k->name && k->entry && (!d->source || k->source) && (!d->compile_options || k->options) &&
+            (!d->nparams || k->params) && (!d->nobjects || k->objects);
+  /* counts only over what exists, so that the release below frees a prefix */
   for (uint32_t i = 0; ok && i < d->nparams; i++) {
     k->params[i] = d->params[i];
     char buf[24];
     snprintf(buf, sizeof buf, "#%u", i);
     k->params[i].name = cb_strdup(d->params[i].name ? d->params[i].name : buf);
+    k->nparams = i + 1;
+    ok = k->params[i].name != NULL;
     if (k->params[i].kind != CUBERT_PARAM_SCALAR && (k->params[i].access & CUBERT_ACCESS_WRITE))
       k->has_write = true;
   }
   for (uint32_t i = 0; ok && i < d->nobjects; i++) {
-    void *bytes = malloc(d->objects[i].size);
-    if (!bytes) {
+    void *bytes = cb_malloc(d->objects[i].size);
+    char *arch = bytes ? cb_strdup(d->objects[i].arch) : NULL;
+    if (!arch) {
+      cb_free(bytes);
       ok = false;
       break;
     }
     memcpy(bytes, d->objects[i].data, d->objects[i].size);
-    k->objects[i] = (cubert_code_object){cb_strdup(d->objects[i].arch), bytes, d->objects[i].size};
+    k->objects[i] = (cubert_code_object){arch, bytes, d->objects[i].size};
+    k->nobjects = i + 1;
   }
   if (!ok) {
     cubert_kernel_release(k);

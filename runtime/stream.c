@@ -5,30 +5,32 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
+#include "base/array.h"
 #include "runtime/internal.h"
 
 static cb_stream *stream_new(cb_device *dev, cubert_berr *err, cubert_status *st) {
   void *bs = NULL;
   *st = dev->ops->stream_create(dev->bdev, &bs, err);
   if (*st != CUBERT_OK) return NULL;
-  cb_stream *s = calloc(1, sizeof *s);
+  cb_stream *s = cb_calloc(1, sizeof *s);
   if (!s) {
     dev->ops->stream_destroy(dev->bdev, bs);
-    free(s);
+    cb_free(s);
     *st = CUBERT_ERR_OUT_OF_MEMORY;
     return NULL;
   }
   if (dev->nstreams == dev->capstreams) {
-    uint32_t cap = dev->capstreams ? dev->capstreams * 2 : 8;
-    cb_stream **v = realloc(dev->streams, cap * sizeof *v);
-    if (!v) {
+    size_t cap = 0;
+    cb_stream **v = cb_array_grow(dev->streams, dev->capstreams, (size_t)dev->nstreams + 1, sizeof *v, &cap);
+    if (v) dev->streams = v;
+    if (!v || cap > UINT32_MAX) {
       dev->ops->stream_destroy(dev->bdev, bs);
-      free(s);
+      cb_free(s);
       *st = CUBERT_ERR_OUT_OF_MEMORY;
       return NULL;
     }
-    dev->streams = v;
-    dev->capstreams = cap;
+    dev->capstreams = (uint32_t)cap;
   }
   s->bs = bs;
   dev->streams[dev->nstreams++] = s;
@@ -97,7 +99,7 @@ cubert_stream cubert_client_stream(const cubert_client *c) {
 static cubert_status wait_for(cb_device *dev, cb_stream *s, uint32_t pid, uint64_t w, cb_errb *e) {
   cb_stream *p = dev->streams[pid - 1];
   if (s->nwaited < dev->nstreams) {
-    uint64_t *v = realloc(s->waited, dev->nstreams * sizeof *v);
+    uint64_t *v = cb_realloc(s->waited, dev->nstreams * sizeof *v);
     if (!v) return cb_errb_set(e, CUBERT_ERR_OUT_OF_MEMORY, "ordering streams: out of host memory");
     memset(v + s->nwaited, 0, (dev->nstreams - s->nwaited) * sizeof *v);
     s->waited = v;

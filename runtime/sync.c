@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "runtime/internal.h"
 
 static cubert_status sync_impl(cubert_client *c, uint32_t stream_id, bool all) {
@@ -26,7 +27,7 @@ static cubert_status sync_impl(cubert_client *c, uint32_t stream_id, bool all) {
   void *bs = s ? s->bs : NULL;
   /* what the sync waits for: everything enqueued on the stream(s) so far */
   uint32_t nfloor = dev->nstreams;
-  uint64_t *floor = calloc(nfloor ? nfloor : 1, sizeof *floor);
+  uint64_t *floor = cb_calloc(nfloor ? nfloor : 1, sizeof *floor);
   for (uint32_t i = 0; floor && i < nfloor; i++)
     if (!s || dev->streams[i] == s) floor[i] = dev->streams[i]->last_work;
   cb_device_leave(dev);
@@ -38,7 +39,7 @@ static cubert_status sync_impl(cubert_client *c, uint32_t stream_id, bool all) {
     cubert_failure_release(f);
   }
   cb_device_reap_floor(dev, st == CUBERT_OK ? floor : NULL, nfloor);
-  free(floor);
+  cb_free(floor);
   if (st != CUBERT_OK && !atomic_load(&dev->lost)) {
     /* the wait itself failed: say so; failures found stay for the next sync */
     pthread_mutex_unlock(&dev->lock);

@@ -4,17 +4,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "runtime/internal.h"
 
 cubert_status cubert_timer_record(cubert_client *c, cubert_timer **out) {
   if (!c) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_timer_record: client is NULL");
   if (!out) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_timer_record: timer is NULL");
   cb_device *dev = c->dev;
-  cubert_timer *tm = malloc(sizeof *tm);
+  cubert_timer *tm = cb_malloc(sizeof *tm);
   if (!tm) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "cubert_timer_record: out of host memory");
   cubert_status st = cb_device_enter(dev);
   if (st) {
-    free(tm);
+    cb_free(tm);
     return st;
   }
   cb_stream *s;
@@ -32,7 +33,7 @@ cubert_status cubert_timer_record(cubert_client *c, cubert_timer **out) {
   }
   cb_device_leave(dev);
   if (st) {
-    free(tm);
+    cb_free(tm);
     return st;
   }
   *out = tm;
@@ -65,6 +66,6 @@ void cubert_timer_release(cubert_timer *t) {
     if (t->next) t->next->prev = t->prev;
   }
   pthread_mutex_unlock(&dev->lock);
-  free(t);
+  cb_free(t);
   cb_device_unref(dev);
 }

@@ -5,19 +5,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
+#include "base/array.h"
 #include "runtime/internal.h"
 
 cb_work *cb_work_begin(cb_device *dev, cb_stream *s, const char *operation, cubert_kernel *k,
                        uint32_t nbinds) {
   if (dev->npending == dev->cappending) {
-    size_t cap = dev->cappending ? dev->cappending * 2 : 64;
-    cb_work *v = realloc(dev->pending, cap * sizeof *v);
+    cb_work *v = cb_array_grow(dev->pending, dev->cappending, dev->npending + 1, sizeof *v, &dev->cappending);
     if (!v) return NULL;
     dev->pending = v;
-    dev->cappending = cap;
   }
   cb_wbind *heap = NULL;
-  if (nbinds > CB_WBIND_INLINE && !(heap = calloc(nbinds, sizeof *heap))) return NULL;
+  if (nbinds > CB_WBIND_INLINE && !(heap = cb_calloc(nbinds, sizeof *heap))) return NULL;
   cb_work *w = &dev->pending[dev->npending++];
   memset(w, 0, sizeof *w);
   w->work = ++dev->next_work;
@@ -43,7 +43,7 @@ bool cb_work_bind_pattern(cb_work *w, uint32_t i, cb_alloc *a, const cb_pattern 
     cb_work_bind(w, i, a, 0, 0, access, name);
     return true;
   }
-  cb_pattern *copy = malloc(sizeof *copy);
+  cb_pattern *copy = cb_malloc(sizeof *copy);
   if (!copy) return false;
   *copy = *p;
   cb_work_bind(w, i, a, cb_pattern_start(p), cb_pattern_end(p), access, name);
@@ -55,9 +55,9 @@ static void work_release(cb_device *dev, cb_work *w) {
   cb_wbind *b = cb_work_binds(w);
   for (uint32_t i = 0; i < w->nb; i++) {
     if (b[i].alloc) cb_alloc_unref(b[i].alloc, CB_BINDING_ONE, dev);
-    free(b[i].pat);
+    cb_free(b[i].pat);
   }
-  free(w->heap);
+  cb_free(w->heap);
   cubert_kernel_release(w->kernel);
 }
 
@@ -100,11 +100,12 @@ void cb_work_mark_uses(cb_device *dev, cb_work *w) {
       while (j < a->nreaders && a->readers[j].stream != w->stream) j++;
       if (j == a->nreaders) {
         if (a->nreaders == a->capreaders) {
-          uint32_t cap = a->capreaders ? a->capreaders * 2 : 2;
-          struct cb_reader *v = realloc(a->readers, cap * sizeof *v);
-          if (!v) continue; /* cannot remember it: sync before rewriting (docs) */
-          a->readers = v;
-          a->capreaders = cap;
+          size_t cap = 0;
+          struct cb_reader *v =
+              cb_array_grow(a->readers, a->capreaders, (size_t)a->nreaders + 1, sizeof *v, &cap);
+          if (v) a->readers = v;
+          if (!v || cap > UINT32_MAX) continue; /* cannot remember it: sync before rewriting (docs) */
+          a->capreaders = (uint32_t)cap;
         }
         a->nreaders++;
         a->readers[j].stream = w->stream;

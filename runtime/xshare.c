@@ -23,6 +23,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "base/alloc.h"
 #include "base/hash.h"
 #include "base/shm.h"
 #include "runtime/internal.h"
@@ -213,7 +214,7 @@ static void leave(cb_xshare *x) {
     cb_xcell_unlock(&x->seg->cell);
   }
   munmap(x->seg, sizeof(xseg));
-  free(x);
+  cb_free(x);
 }
 
 void cb_xshare_release(cb_alloc *a) {
@@ -226,7 +227,7 @@ void cb_xshare_release(cb_alloc *a) {
   atomic_store(&x->seg->dead, 1);
   shm_unlink(x->name);
   munmap(x->seg, sizeof(xseg));
-  free(x);
+  cb_free(x);
 }
 
 /* ------------------------------------------------------------ export */
@@ -234,12 +235,12 @@ void cb_xshare_release(cb_alloc *a) {
 /* The exporter's segment for `a`, made on its first export (caller holds
  * the device lock); the taint `a` has moves into its cell. */
 static cubert_status share_begin(cb_alloc *a) {
-  cb_xshare *x = calloc(1, sizeof *x);
+  cb_xshare *x = cb_calloc(1, sizeof *x);
   if (!x) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   char why[256];
   void *map = NULL;
   if (cb_shm_create(sizeof(xseg), x->name, &map, why, sizeof why)) {
-    free(x);
+    cb_free(x);
     return cb_fail(CUBERT_ERR_BACKEND, "cubert_handle_export: memory %llu: %s", (unsigned long long)a->id, why);
   }
   xseg *seg = map;
@@ -251,7 +252,7 @@ static cubert_status share_begin(cb_alloc *a) {
   if (st) {
     munmap(map, sizeof(xseg));
     shm_unlink(x->name);
-    free(x);
+    cb_free(x);
     return cb_fail(st, "cubert_handle_export: memory %llu: %s", (unsigned long long)a->id, why);
   }
   seg->owner = (int64_t)getpid();
@@ -396,7 +397,7 @@ static cubert_status join(const xdesc *d, cb_xshare **out) {
     if (!seg->importers[i] || !alive(seg->importers[i])) slot = i;
   if (slot >= 0) seg->importers[slot] = (int64_t)getpid();
   cb_xcell_unlock(&seg->cell);
-  cb_xshare *x = slot >= 0 ? calloc(1, sizeof *x) : NULL;
+  cb_xshare *x = slot >= 0 ? cb_calloc(1, sizeof *x) : NULL;
   if (!x) {
     if (slot >= 0) {
       (void)cb_xcell_lock(&seg->cell, NULL);

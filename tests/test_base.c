@@ -137,7 +137,7 @@ static void *count_realloc(void *p, size_t n) { counted++; return realloc(p, n);
 static void *fail_realloc(void *p, size_t n) { (void)p; (void)n; return NULL; }
 
 START_TEST(base_allocates_through_the_hooks) {
-  cb_allocator a = {count_malloc, count_calloc, count_realloc, free};
+  cubert_allocator a = {count_malloc, count_calloc, count_realloc, free};
   cb_allocator_set(&a);
   counted = 0;
   char *s = cb_strdup("hooked");
@@ -147,7 +147,7 @@ START_TEST(base_allocates_through_the_hooks) {
   cb_free(s);
   cb_free(v);
   /* a failing allocator: the array is refused, the builder keeps what it had */
-  cb_allocator failing = {count_malloc, count_calloc, fail_realloc, free};
+  cubert_allocator failing = {count_malloc, count_calloc, fail_realloc, free};
   cb_allocator_set(&failing);
   ck_assert_ptr_null(cb_array_grow(NULL, 0, 3, sizeof *v, &ncap));
   cb_str b = {0};

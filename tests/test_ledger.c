@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "runtime/internal.h"
 #include "tests/testutil.h"
 
@@ -66,12 +67,23 @@ static void check_model(const cb_ledger *l) {
     ck_assert_msg(seen[b] == model[b], "byte %u: ledger %p, model %p", b, (void *)seen[b], (void *)model[b]);
 }
 
-/* first() and report() over a random window match the model. */
+/* The failure of the first range overlapping [s, e), through the walk
+ * reads use (cb_ledger_report); NULL when the window is clean. */
+static cubert_failure *first_in(const cb_ledger *l, uint64_t s, uint64_t e) {
+  cb_errb eb;
+  cb_errb_init(&eb, CUBERT_ERR_TAINTED);
+  cb_ledger_report(l, s, e, &eb);
+  cubert_failure *f = eb.n ? eb.entries[0].failure : NULL;
+  cb_errb_discard(&eb); /* the ledger still holds f */
+  return f;
+}
+
+/* The first failure and report() over a random window match the model. */
 static void check_window(const cb_ledger *l) {
   uint64_t s = next_rand() % SPACE, e = s + next_rand() % (SPACE - s + 1);
   cubert_failure *want = NULL;
   for (uint64_t b = s; b < e && !want; b++) want = model[b];
-  ck_assert_ptr_eq(cb_ledger_first(l, s, e), want);
+  ck_assert_ptr_eq(first_in(l, s, e), want);
   cb_errb eb;
   cb_errb_init(&eb, CUBERT_ERR_TAINTED);
   size_t found = cb_ledger_report(l, s, e, &eb);
@@ -134,12 +146,40 @@ START_TEST(test_ledger_stays_shallow_when_ranges_arrive_at_the_front) {
    * many removes them */
   cb_ledger_clear(&l, 16, 32);
   ck_assert_uint_eq(l.n, n + 1);
-  ck_assert_ptr_eq(cb_ledger_first(&l, 16, 32), NULL);
-  ck_assert_ptr_eq(cb_ledger_first(&l, 0, 16), fails[0]);
-  ck_assert_ptr_eq(cb_ledger_first(&l, 32, 33), fails[0]);
+  ck_assert_ptr_eq(first_in(&l, 16, 32), NULL);
+  ck_assert_ptr_eq(first_in(&l, 0, 16), fails[0]);
+  ck_assert_ptr_eq(first_in(&l, 32, 33), fails[0]);
   cb_ledger_clear(&l, 0, 128 * 1000);
   ck_assert_uint_eq(l.n, n - 1000);
   ck_assert_uint_eq(cb_ledger_lower(&l, 0)->start, 128 * 1000);
+  cb_ledger_free(&l);
+  drop_failures();
+}
+END_TEST
+
+static void *no_malloc(size_t size) {
+  (void)size;
+  return NULL;
+}
+
+/* A set that cannot allocate its nodes taints the whole allocation with its
+ * failure, and nothing clears that: too much taint, never too little. */
+START_TEST(test_ledger_out_of_memory_taints_everything_and_keeps_it) {
+  make_failures();
+  cb_ledger l = {0};
+  cb_ledger_set(&l, 64, 128, fails[0]);
+  cb_allocator_set(&(cubert_allocator){no_malloc, calloc, realloc, free});
+  cb_ledger_set(&l, 256, 320, fails[1]);
+  cb_allocator_set(NULL);
+  ck_assert_uint_eq(l.n, 1);
+  ck_assert_ptr_eq(first_in(&l, 0, 1), fails[1]);          /* bytes never written to: tainted too */
+  ck_assert_ptr_eq(first_in(&l, 64, 65), fails[1]);
+  const cb_taint *t = cb_ledger_lower(&l, 1000);
+  ck_assert_ptr_nonnull(t);
+  ck_assert_ptr_null(cb_ledger_next(&l, t));
+  cb_ledger_clear(&l, 0, UINT64_MAX); /* a write cannot repair what the ledger lost */
+  cb_ledger_set(&l, 0, 8, fails[2]);
+  ck_assert_ptr_eq(first_in(&l, 0, 8), fails[1]);
   cb_ledger_free(&l);
   drop_failures();
 }
@@ -151,6 +191,7 @@ static Suite *suite(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_ledger_matches_a_byte_model);
   tcase_add_test(tc, test_ledger_stays_shallow_when_ranges_arrive_at_the_front);
+  tcase_add_test(tc, test_ledger_out_of_memory_taints_everything_and_keeps_it);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -1,5 +1,7 @@
 /* topology/host_node.c: simulated nodes (embedded or from a file), hwloc
  * loading with cubert's filters, and PCI bus id helpers. */
+#include "base/alloc.h"
+#include "base/str.h"
 #include "topology/host_node.h"
 
 #include <dlfcn.h>
@@ -76,7 +78,7 @@ static cubert_status read_file(const char *path, char **out, char *msg, size_t c
   if (S_ISDIR(sb.st_mode)) return cb_msgf(msg, cap, CUBERT_ERR_IO, "%s is a directory, not an XML file", path);
   FILE *f = fopen(path, "rb");
   if (!f) return cb_msgf(msg, cap, CUBERT_ERR_IO, "cannot open %s: %s", path, strerror(errno));
-  char *buf = malloc(XML_MAX_BYTES + 1);
+  char *buf = cb_malloc(XML_MAX_BYTES + 1);
   if (!buf) {
     fclose(f);
     return cb_msgf(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory reading %s", path);
@@ -85,7 +87,7 @@ static cubert_status read_file(const char *path, char **out, char *msg, size_t c
   bool err = ferror(f);
   fclose(f);
   if (err || n > XML_MAX_BYTES) {
-    free(buf);
+    cb_free(buf);
     return cb_msgf(msg, cap, err ? CUBERT_ERR_IO : CUBERT_ERR_PARSE,
                 err ? "cannot read %s" : "%s is larger than 64 MiB: not a topology", path);
   }
@@ -134,12 +136,12 @@ cubert_status cb_hwloc_load(const char *xml_path, const char *xml_buffer, const 
   }
   if (!label) label = "XML buffer";
   if (xml_buffer && (st = precheck_xml(xml_buffer, label, message, message_capacity))) {
-    free(owned);
+    cb_free(owned);
     return st;
   }
   hwloc_topology_t t;
   if (hwloc_topology_init(&t) != 0) {
-    free(owned);
+    cb_free(owned);
     return cb_msgf(message, message_capacity, CUBERT_ERR_OUT_OF_MEMORY, "hwloc_topology_init failed");
   }
   /* hwloc_topology_init loaded the PCI plugin and libpciaccess; unloaded at
@@ -156,7 +158,7 @@ cubert_status cb_hwloc_load(const char *xml_path, const char *xml_buffer, const 
     if (len + 1 > (size_t)1 << 30 || hwloc_topology_set_xmlbuffer(t, xml_buffer, (int)len + 1) != 0) {
       int e = errno;
       hwloc_topology_destroy(t);
-      free(owned);
+      cb_free(owned);
       return cb_msgf(message, message_capacity, CUBERT_ERR_PARSE,
                   "%s: hwloc 2.9 cannot read this XML (%s); it must be a well-formed hwloc XML "
                   "version 2.0 file (try `lstopo --input` on it)",
@@ -166,7 +168,7 @@ cubert_status cb_hwloc_load(const char *xml_path, const char *xml_buffer, const 
   if (hwloc_topology_load(t) != 0) {
     int e = errno;
     hwloc_topology_destroy(t);
-    free(owned);
+    cb_free(owned);
     if (xml_buffer)
       return cb_msgf(message, message_capacity, CUBERT_ERR_PARSE,
                   "%s: hwloc 2.9 could not load this XML topology (%s); it must be a well-formed "
@@ -175,7 +177,7 @@ cubert_status cb_hwloc_load(const char *xml_path, const char *xml_buffer, const 
     return cb_msgf(message, message_capacity, CUBERT_ERR_BACKEND,
                 "hwloc could not load this machine's topology: %s", strerror(e));
   }
-  free(owned);
+  cb_free(owned);
   *topology = t;
   return CUBERT_OK;
 }
@@ -193,11 +195,11 @@ cubert_status cb_hwloc_gpu_bus_ids(hwloc_topology_t topology, char ***bus_ids, i
   int n = 0;
   for (hwloc_obj_t o = hwloc_get_next_pcidev(topology, NULL); o; o = hwloc_get_next_pcidev(topology, o))
     n += cb_pci_is_gpu(o);
-  hwloc_obj_t *objs = calloc((size_t)n + 1, sizeof *objs);
-  char **ids = calloc((size_t)n + 1, sizeof *ids);
+  hwloc_obj_t *objs = cb_calloc((size_t)n + 1, sizeof *objs);
+  char **ids = cb_calloc((size_t)n + 1, sizeof *ids);
   if (!objs || !ids) {
-    free(objs);
-    free(ids);
+    cb_free(objs);
+    cb_free(ids);
     return cb_msgf(message, message_capacity, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   }
   int k = 0;
@@ -207,15 +209,15 @@ cubert_status cb_hwloc_gpu_bus_ids(hwloc_topology_t topology, char ***bus_ids, i
   for (int i = 0; i < n; i++) {
     cb_pci_addr a = {objs[i]->attr->pcidev.domain, objs[i]->attr->pcidev.bus,
                      objs[i]->attr->pcidev.dev, objs[i]->attr->pcidev.func};
-    ids[i] = malloc(16);
+    ids[i] = cb_malloc(16);
     if (!ids[i]) {
       cb_host_node_free(ids, i);
-      free(objs);
+      cb_free(objs);
       return cb_msgf(message, message_capacity, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
     }
     cb_pci_format(&a, ids[i], 16);
   }
-  free(objs);
+  cb_free(objs);
   *bus_ids = ids;
   *count = n;
   return CUBERT_OK;
@@ -234,9 +236,9 @@ const char *cb_host_node_names(void) { return "frontier, mi300x, pcie"; }
 
 void cb_node_source_free(cb_node_source *source) {
   if (!source) return;
-  free(source->xml_path);
-  free(source->kfd_dir);
-  free(source->name);
+  cb_free(source->xml_path);
+  cb_free(source->kfd_dir);
+  cb_free(source->name);
   memset(source, 0, sizeof *source);
 }
 
@@ -246,7 +248,7 @@ cubert_status cb_node_resolve(const char *spec, cb_node_source *source, char *me
   if (!spec || !*spec)
     return cb_msgf(message, message_capacity, CUBERT_ERR_INVALID_ARGUMENT,
                 "empty node name (one of %s, or the path of an hwloc XML file)", cb_host_node_names());
-  source->name = strdup(spec);
+  source->name = cb_strdup(spec);
   if (!source->name) return cb_msgf(message, message_capacity, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   source->embedded = cb_host_node_find(spec);
   if (source->embedded) return CUBERT_OK;
@@ -262,13 +264,13 @@ cubert_status cb_node_resolve(const char *spec, cb_node_source *source, char *me
     return cb_msgf(message, message_capacity, CUBERT_ERR_IO, "cannot open node file %s: %s", spec,
                 strerror(e));
   }
-  source->xml_path = strdup(spec);
+  source->xml_path = cb_strdup(spec);
   /* frontier.xml -> frontier-kfd/ beside it. */
   size_t len = strlen(spec);
   size_t stem = (len > 4 && !strcmp(spec + len - 4, ".xml")) ? len - 4 : len;
-  char *kfd = malloc(stem + 5);
+  char *kfd = cb_malloc(stem + 5);
   if (!source->xml_path || !kfd) {
-    free(kfd);
+    cb_free(kfd);
     cb_node_source_free(source);
     return cb_msgf(message, message_capacity, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   }
@@ -277,7 +279,7 @@ cubert_status cb_node_resolve(const char *spec, cb_node_source *source, char *me
   if (stat(kfd, &sb) == 0 && S_ISDIR(sb.st_mode))
     source->kfd_dir = kfd;
   else
-    free(kfd);
+    cb_free(kfd);
   return CUBERT_OK;
 }
 
@@ -320,6 +322,6 @@ cubert_status cb_host_node_bus_ids(const char *spec, char ***bus_ids, int *count
 
 void cb_host_node_free(char **bus_ids, int count) {
   if (!bus_ids) return;
-  for (int i = 0; i < count; i++) free(bus_ids[i]);
-  free(bus_ids);
+  for (int i = 0; i < count; i++) cb_free(bus_ids[i]);
+  cb_free(bus_ids);
 }

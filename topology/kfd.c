@@ -1,6 +1,8 @@
 /* topology/kfd.c: reads the KFD topology (topology/kfd.h) from a directory
  * or a pack, through one small file-access interface so that both go through
  * the same parser. */
+#include "base/alloc.h"
+#include "base/str.h"
 #include "topology/kfd.h"
 
 #include <ctype.h>
@@ -63,7 +65,7 @@ static cubert_status pack_parse(const char *label, const char *pack, size_t size
     const char *line = pack + at;
     const char *nl = memchr(line, '\n', size - at);
     if (size - at < 3 || memcmp(line, "@@ ", 3) != 0 || !nl) {
-      free(v);
+      cb_free(v);
       return cb_msgf(msg, cap, CUBERT_ERR_PARSE, "%s: byte %zu: expected \"@@ <path> <bytes>\"",
                   label, at);
     }
@@ -76,14 +78,14 @@ static cubert_status pack_parse(const char *label, const char *pack, size_t size
     char *end = NULL;
     unsigned long long len = sp ? strtoull(sp + 1, &end, 10) : 0;
     if (!sp || end != nl || sp == line + 3 || len > size - (size_t)(nl + 1 - pack)) {
-      free(v);
+      cb_free(v);
       return cb_msgf(msg, cap, CUBERT_ERR_PARSE, "%s: byte %zu: bad entry header \"%.*s\"", label,
                   at, (int)(nl - line), line);
     }
     if (n == vcap) {
       pack_entry *nv = cb_array_grow(v, vcap, n + 1, sizeof *nv, &vcap);
       if (!nv) {
-        free(v);
+        cb_free(v);
         return cb_msgf(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory reading %s", label);
       }
       v = nv;
@@ -111,7 +113,7 @@ static char *fs_read(const kfd_fs *fs, const char *rel, bool *missing, cubert_st
     for (size_t i = 0; i < fs->nentries; i++) {
       const pack_entry *e = &fs->entries[i];
       if (e->path_len == rl && memcmp(e->path, rel, rl) == 0) {
-        char *s = malloc(e->size + 1);
+        char *s = cb_malloc(e->size + 1);
         if (!s) {
           *st = cb_msgf(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory reading %s", rel);
           return NULL;
@@ -126,7 +128,7 @@ static char *fs_read(const kfd_fs *fs, const char *rel, bool *missing, cubert_st
   }
   char path[4096];
   snprintf(path, sizeof path, "%s/%s", fs->root, rel);
-  char *s = malloc(KFD_MAX_FILE + 1);
+  char *s = cb_malloc(KFD_MAX_FILE + 1);
   if (!s) {
     *st = cb_msgf(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory reading %s", path);
     return NULL;
@@ -134,7 +136,7 @@ static char *fs_read(const kfd_fs *fs, const char *rel, bool *missing, cubert_st
   size_t n = 0;
   int e = reader->read(reader->ctx, path, s, KFD_MAX_FILE, &n);
   if (e) {
-    free(s);
+    cb_free(s);
     if (e == ENOENT) {
       *missing = true;
       return NULL;
@@ -191,7 +193,7 @@ static cubert_status fs_list(const kfd_fs *fs, const char *rel, int **out, int *
       if ((size_t)n == vcap) {
         int *nv = cb_array_grow(v, vcap, vcap + 1, sizeof *nv, &vcap);
         if (!nv) {
-          free(v);
+          cb_free(v);
           return cb_msgf(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
         }
         v = nv;
@@ -218,7 +220,7 @@ static cubert_status fs_list(const kfd_fs *fs, const char *rel, int **out, int *
       if ((size_t)n == vcap) {
         int *nv = cb_array_grow(v, vcap, vcap + 1, sizeof *nv, &vcap);
         if (!nv) {
-          free(v);
+          cb_free(v);
           closedir(d);
           return cb_msgf(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
         }
@@ -319,7 +321,7 @@ static cubert_status read_props(const kfd_fs *fs, const char *rel, props *p, cha
     return cb_msgf(msg, cap, CUBERT_ERR_PARSE, "%s is missing", w);
   }
   st = props_parse(fs, rel, text, p, msg, cap);
-  free(text);
+  cb_free(text);
   return st;
 }
 
@@ -342,11 +344,11 @@ static cubert_status need(const kfd_fs *fs, const char *rel, const props *p, con
 
 void cb_kfd_free(cb_kfd *kfd) {
   if (!kfd) return;
-  for (int i = 0; i < kfd->nnodes; i++) free(kfd->nodes[i].links);
-  free(kfd->nodes);
-  free(kfd->refused);
-  free(kfd->source);
-  free(kfd);
+  for (int i = 0; i < kfd->nnodes; i++) cb_free(kfd->nodes[i].links);
+  cb_free(kfd->nodes);
+  cb_free(kfd->refused);
+  cb_free(kfd->source);
+  cb_free(kfd);
 }
 
 static cubert_status load_node(const kfd_fs *fs, int id, cb_kfd_node *node, char *msg, size_t cap) {
@@ -370,7 +372,7 @@ static cubert_status load_node(const kfd_fs *fs, int id, cb_kfd_node *node, char
   node->gpu_id = strtoull(text, &end, 10);
   while (end && isspace((unsigned char)*end)) end++;
   bool bad = end == text || !end || *end || errno;
-  free(text);
+  cb_free(text);
   if (bad) {
     char w[4200];
     where(fs, rel, w, sizeof w);
@@ -397,9 +399,9 @@ static cubert_status load_node(const kfd_fs *fs, int id, cb_kfd_node *node, char
   bool exists;
   if ((st = fs_list(fs, rel, &links, &nlinks, &exists, msg, cap))) return st;
   if (nlinks) {
-    node->links = calloc((size_t)nlinks, sizeof *node->links);
+    node->links = cb_calloc((size_t)nlinks, sizeof *node->links);
     if (!node->links) {
-      free(links);
+      cb_free(links);
       return cb_msgf(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
     }
   }
@@ -426,7 +428,7 @@ static cubert_status load_node(const kfd_fs *fs, int id, cb_kfd_node *node, char
     props_get(&p, "max_bandwidth", &l->max_bandwidth);
     node->nlinks++;
   }
-  free(links);
+  cb_free(links);
   return st;
 }
 
@@ -436,24 +438,24 @@ static cubert_status load(const kfd_fs *fs, bool missing_ok, cb_kfd **out, char 
   cubert_status st = fs_list(fs, KFD_NODES, &ids, &n, &exists, msg, cap);
   if (st) return st;
   if (!exists && !missing_ok) {
-    free(ids);
+    cb_free(ids);
     char w[4200];
     where(fs, KFD_NODES, w, sizeof w);
     return cb_msgf(msg, cap, CUBERT_ERR_IO, "%s: no such directory (not a KFD topology)", w);
   }
-  cb_kfd *k = calloc(1, sizeof *k);
-  if (!k || (n && !(k->nodes = calloc((size_t)n, sizeof *k->nodes)))) {
-    free(ids);
-    free(k);
+  cb_kfd *k = cb_calloc(1, sizeof *k);
+  if (!k || (n && !(k->nodes = cb_calloc((size_t)n, sizeof *k->nodes)))) {
+    cb_free(ids);
+    cb_free(k);
     return cb_msgf(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   }
-  if (!st && n && !(k->refused = calloc((size_t)n, sizeof *k->refused)))
+  if (!st && n && !(k->refused = cb_calloc((size_t)n, sizeof *k->refused)))
     st = cb_msgf(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   for (int i = 0; i < n && !st; i++) {
     cb_kfd_node *node = &k->nodes[k->nnodes];
     st = load_node(fs, ids[i], node, msg, cap);
     if (st == CB_KFD_REFUSED) { /* outside our device cgroup: skipped */
-      free(node->links);
+      cb_free(node->links);
       memset(node, 0, sizeof *node);
       k->refused[k->nrefused++] = ids[i];
       st = CUBERT_OK;
@@ -461,7 +463,7 @@ static cubert_status load(const kfd_fs *fs, bool missing_ok, cb_kfd **out, char 
     }
     k->nnodes++;
   }
-  free(ids);
+  cb_free(ids);
   /* Links to refused nodes lead where nothing can be read: dropped. */
   for (int i = 0; i < k->nnodes && !st && k->nrefused; i++) {
     cb_kfd_node *node = &k->nodes[i];
@@ -481,11 +483,11 @@ static cubert_status load(const kfd_fs *fs, bool missing_ok, cb_kfd **out, char 
                   k->nodes[i].links[j].node_to);
       }
   if (!st) {
-    k->source = strdup(fs->root ? fs->root : fs->label);
+    k->source = cb_strdup(fs->root ? fs->root : fs->label);
     if (!k->source) st = cb_msgf(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   }
   if (st) {
-    if (k->nodes && k->nnodes < n) free(k->nodes[k->nnodes].links); /* the node that failed */
+    if (k->nodes && k->nnodes < n) cb_free(k->nodes[k->nnodes].links); /* the node that failed */
     cb_kfd_free(k);
     return st;
   }
@@ -514,7 +516,7 @@ cubert_status cb_kfd_load_pack(const char *name, const char *pack, size_t size, 
   cubert_status st = pack_parse(label, pack, size, &fs.entries, &fs.nentries, message, message_capacity);
   if (st) return st;
   st = load(&fs, false, kfd, message, message_capacity);
-  free(fs.entries);
+  cb_free(fs.entries);
   return st;
 }
 
@@ -554,7 +556,7 @@ cubert_status cb_kfd_unpack(const char *pack, size_t size, const char *dir, char
     if (fclose(f) != 0 || w != v[i].size)
       st = cb_msgf(message, message_capacity, CUBERT_ERR_IO, "cannot write %s", path);
   }
-  free(v);
+  cb_free(v);
   return st;
 }
 

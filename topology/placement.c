@@ -1,5 +1,6 @@
 /* topology/placement.c: the placement hooks the runtime gives its backends
  * (place_thread, place_alloc, place_free; placement.h). */
+#include "base/alloc.h"
 #include "topology/placement.h"
 
 #include <pthread.h>
@@ -40,10 +41,10 @@ struct cb_placement {
 };
 
 cb_placement *cb_placement_new(void) {
-  cb_placement *p = calloc(1, sizeof *p);
+  cb_placement *p = cb_calloc(1, sizeof *p);
   if (!p) return NULL;
   if (pthread_mutex_init(&p->lock, NULL)) {
-    free(p);
+    cb_free(p);
     return NULL;
   }
   for (int b = 0; b < CB_PLACEMENT_BACKENDS; b++) p->slots[b].owner = p;
@@ -75,8 +76,8 @@ void cb_placement_start_ids(cb_placement *p, const char *const *bus_ids, int cou
   if (!p || atomic_load(&p->state) != PLACE_IDLE) return;
   int state = PLACE_NONE;
   if (count > 0 && bus_ids) {
-    p->map = malloc((size_t)count * sizeof *p->map);
-    p->bus_ids = calloc((size_t)count, sizeof *p->bus_ids);
+    p->map = cb_malloc((size_t)count * sizeof *p->map);
+    p->bus_ids = cb_calloc((size_t)count, sizeof *p->bus_ids);
     if (p->map && p->bus_ids) {
       p->ndevices = count;
       for (int i = 0; i < count; i++) {
@@ -196,9 +197,9 @@ const cubert_topology *cb_placement_topology(const cb_placement *p) {
 void cb_placement_destroy(cb_placement *p) {
   if (!p) return;
   cubert_topology_destroy(atomic_load(&p->topology));
-  for (int i = 0; i < p->nbus_ids; i++) free(p->bus_ids[i]);
-  free(p->bus_ids);
-  free(p->map);
+  for (int i = 0; i < p->nbus_ids; i++) cb_free(p->bus_ids[i]);
+  cb_free(p->bus_ids);
+  cb_free(p->map);
   pthread_mutex_destroy(&p->lock);
-  free(p);
+  cb_free(p);
 }

@@ -5,6 +5,7 @@
  * XML file standing for it). Each device is found by its PCI bus id in its
  * machine; every pair is classified once, at creation, so queries are
  * lookups. docs/topology.md states the rules implemented in classify(). */
+#include "base/alloc.h"
 #include "cubert/topology.h"
 
 #include <errno.h>
@@ -111,28 +112,28 @@ void cubert_topology_destroy(cubert_topology *t) {
   if (!t) return;
   for (int i = 0; i < t->n; i++) {
     dev *d = &t->devs[i];
-    free(d->name);
-    free(d->pci_name);
-    free(d->bus_id);
-    free(d->cpuset_text);
-    free(d->numa);
+    cb_free(d->name);
+    cb_free(d->pci_name);
+    cb_free(d->bus_id);
+    cb_free(d->cpuset_text);
+    cb_free(d->numa);
     hwloc_bitmap_free(d->cpuset);
     hwloc_bitmap_free(d->nodeset);
   }
-  free(t->devs);
+  cb_free(t->devs);
   for (int m = 0; m < t->nmachines; m++) {
     if (t->machines[m].topo) hwloc_topology_destroy(t->machines[m].topo);
     cb_kfd_free(t->machines[m].kfd);
-    free(t->machines[m].source);
+    cb_free(t->machines[m].source);
   }
-  free(t->pairs);
-  free(t->notes);
-  free(t);
+  cb_free(t->pairs);
+  cb_free(t->notes);
+  cb_free(t);
 }
 
 static void add_note(cubert_topology *t, const char *text) {
   size_t old = t->notes ? strlen(t->notes) : 0;
-  char *n = realloc(t->notes, old + strlen(text) + 3);
+  char *n = cb_realloc(t->notes, old + strlen(text) + 3);
   if (!n) return; /* a note lost to OOM is not worth failing for */
   if (old) memcpy(n + old, "; ", 3), old += 2;
   else n[0] = 0;
@@ -153,7 +154,7 @@ static cubert_status add_machine(cubert_topology *t, hwloc_topology_t topo, cb_k
   m->topo = topo;
   m->kfd = kfd;
   m->simulated = simulated;
-  m->source = strdup(source);
+  m->source = cb_strdup(source);
   t->nmachines++;
   if (!m->source) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   m->numa_count = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE);
@@ -188,8 +189,8 @@ static cubert_status place_device(cubert_topology *t, int i, int mi, const char 
     d->pci = hwloc_get_pcidev_by_busid(m->topo, a.domain, a.bus, a.dev, a.fn);
     char norm[20];
     cb_pci_format(&a, norm, sizeof norm);
-    free(d->bus_id);
-    if (!(d->bus_id = strdup(norm))) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+    cb_free(d->bus_id);
+    if (!(d->bus_id = cb_strdup(norm))) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   } else if (bus_id && *bus_id) {
     return cb_fail(CUBERT_ERR_INVALID_ARGUMENT,
                    "device %d: '%s' is not a PCI bus id (expected DDDD:BB:DD.F, e.g. 0000:c1:00.0)",
@@ -198,18 +199,18 @@ static cubert_status place_device(cubert_topology *t, int i, int mi, const char 
   const char *pci_name = d->pci ? hwloc_obj_get_info_by_name(d->pci, "PCIDevice") : NULL;
   d->pci_name = cb_strdup(pci_name);
   if (name && *name)
-    d->name = strdup(name);
+    d->name = cb_strdup(name);
   else if (pci_name)
-    d->name = strdup(pci_name);
+    d->name = cb_strdup(pci_name);
   else {
     char buf[32];
     snprintf(buf, sizeof buf, "device %d", i);
-    d->name = strdup(buf);
+    d->name = cb_strdup(buf);
   }
   if (!d->pci_name || !d->name) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   if (m->kfd) d->kfd_node = cb_kfd_find_bus(m->kfd, d->bus_id);
   if (!d->pci) {
-    d->cpuset_text = strdup("");
+    d->cpuset_text = cb_strdup("");
     return d->cpuset_text ? CUBERT_OK : cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   }
   if (d->pci->attr->pcidev.vendor_id == 0x10de) d->nvidia = true;
@@ -218,8 +219,10 @@ static cubert_status place_device(cubert_topology *t, int i, int mi, const char 
   d->cpuset = hwloc_bitmap_dup(anchor->cpuset);
   d->nodeset = hwloc_bitmap_alloc();
   if (!d->cpuset || !d->nodeset) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
-  if (hwloc_bitmap_list_asprintf(&d->cpuset_text, d->cpuset) < 0 || !d->cpuset_text)
-    return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+  char *text = NULL; /* hwloc's, from the C library: copied so that all of ours is cb_free'd */
+  if (hwloc_bitmap_list_asprintf(&text, d->cpuset) >= 0 && text) d->cpuset_text = cb_strdup(text);
+  free(text);
+  if (!d->cpuset_text) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   hwloc_obj_t pkg = hwloc_get_ancestor_obj_by_type(m->topo, HWLOC_OBJ_PACKAGE, anchor);
   if (!pkg && anchor->type == HWLOC_OBJ_PACKAGE) pkg = anchor;
   /* Attached above the packages (a VM, firmware without locality): with one
@@ -230,7 +233,7 @@ static cubert_status place_device(cubert_topology *t, int i, int mi, const char 
   /* Local NUMA nodes: those whose locality contains the device's (on
    * Frontier a GCD hangs under an L3, smaller than its NUMA node). */
   unsigned cap = (unsigned)(m->numa_count > 0 ? m->numa_count : 1), nr = cap;
-  hwloc_obj_t *nodes = calloc(cap, sizeof *nodes);
+  hwloc_obj_t *nodes = cb_calloc(cap, sizeof *nodes);
   if (!nodes) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   struct hwloc_location loc;
   loc.type = HWLOC_LOCATION_TYPE_OBJECT;
@@ -239,9 +242,9 @@ static cubert_status place_device(cubert_topology *t, int i, int mi, const char 
                                     HWLOC_LOCAL_NUMANODE_FLAG_LARGER_LOCALITY) != 0)
     nr = 0;
   if (nr > cap) nr = cap; /* hwloc says how many there would have been */
-  d->numa = calloc(nr ? nr : 1, sizeof *d->numa);
+  d->numa = cb_calloc(nr ? nr : 1, sizeof *d->numa);
   if (!d->numa) {
-    free(nodes);
+    cb_free(nodes);
     return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   }
   for (unsigned k = 0; k < nr; k++) {
@@ -249,7 +252,7 @@ static cubert_status place_device(cubert_topology *t, int i, int mi, const char 
     hwloc_bitmap_set(d->nodeset, nodes[k]->os_index);
   }
   d->nnuma = (int)nr;
-  free(nodes);
+  cb_free(nodes);
   return CUBERT_OK;
 }
 
@@ -363,11 +366,11 @@ static int kfd_link_count(const cb_kfd_link *kl) {
  * hops; a weight of 0 counts as 1). Results indexed like kfd->nodes. */
 static cubert_status xgmi_paths(const cb_kfd *kfd, const cb_kfd_node *from, int *hops, int *weight) {
   int n = kfd->nnodes;
-  bool *done = calloc((size_t)n, sizeof *done);
-  long *cost = calloc((size_t)n, sizeof *cost);
+  bool *done = cb_calloc((size_t)n, sizeof *done);
+  long *cost = cb_calloc((size_t)n, sizeof *cost);
   if (!done || !cost) {
-    free(done);
-    free(cost);
+    cb_free(done);
+    cb_free(cost);
     return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   }
   for (int i = 0; i < n; i++) {
@@ -400,27 +403,27 @@ static cubert_status xgmi_paths(const cb_kfd *kfd, const cb_kfd_node *from, int 
       }
     }
   }
-  free(done);
-  free(cost);
+  cb_free(done);
+  cb_free(cost);
   return CUBERT_OK;
 }
 
 static cubert_status classify_all(cubert_topology *t, const drv_link *drv) {
   int n = t->n;
-  t->pairs = calloc((size_t)n * (size_t)(n ? n : 1), sizeof *t->pairs);
+  t->pairs = cb_calloc((size_t)n * (size_t)(n ? n : 1), sizeof *t->pairs);
   if (!t->pairs) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   for (int a = 0; a < n; a++) {
     const dev *da = &t->devs[a];
     const machine *m = &t->machines[da->machine];
     int *hops = NULL, *weight = NULL;
     if (m->kfd && da->kfd_node) {
-      hops = calloc((size_t)m->kfd->nnodes, sizeof *hops);
-      weight = calloc((size_t)m->kfd->nnodes, sizeof *weight);
+      hops = cb_calloc((size_t)m->kfd->nnodes, sizeof *hops);
+      weight = cb_calloc((size_t)m->kfd->nnodes, sizeof *weight);
       cubert_status st = (!hops || !weight) ? cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory")
                                             : xgmi_paths(m->kfd, da->kfd_node, hops, weight);
       if (st) {
-        free(hops);
-        free(weight);
+        cb_free(hops);
+        cb_free(weight);
         return st;
       }
     }
@@ -466,8 +469,8 @@ static cubert_status classify_all(cubert_topology *t, const drv_link *drv) {
       }
       classify_pci(da, db, out);
     }
-    free(hops);
-    free(weight);
+    cb_free(hops);
+    cb_free(weight);
   }
   return CUBERT_OK;
 }
@@ -476,9 +479,9 @@ static cubert_status classify_all(cubert_topology *t, const drv_link *drv) {
 
 static cubert_status alloc_topology(int n, cubert_topology **out) {
   if (n < 0 || n > 4096) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "topology: %d devices", n);
-  cubert_topology *t = calloc(1, sizeof *t);
-  if (!t || !(t->devs = calloc((size_t)(n ? n : 1), sizeof *t->devs))) {
-    free(t);
+  cubert_topology *t = cb_calloc(1, sizeof *t);
+  if (!t || !(t->devs = cb_calloc((size_t)(n ? n : 1), sizeof *t->devs))) {
+    cb_free(t);
     return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   }
   t->n = n;
@@ -594,11 +597,11 @@ static cubert_status create_from(const cubert_topology_source *source, const cub
     ids = (const char *const *)gpus;
   }
   if (!st && n > 0) {
-    dev *devs = calloc((size_t)n, sizeof *devs);
+    dev *devs = cb_calloc((size_t)n, sizeof *devs);
     if (!devs)
       st = cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
     else {
-      free(t->devs);
+      cb_free(t->devs);
       t->devs = devs;
     }
   }
@@ -609,14 +612,14 @@ static cubert_status create_from(const cubert_topology_source *source, const cub
   cb_host_node_free(gpus, gpus ? n : 0);
   drv_link *drv = NULL;
   if (!st && driver && n > 0) {
-    if (!(drv = calloc((size_t)n * (size_t)n, sizeof *drv)))
+    if (!(drv = cb_calloc((size_t)n * (size_t)n, sizeof *drv)))
       st = cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
     for (size_t k = 0; drv && k < (size_t)n * (size_t)n; k++)
       if (driver[k].type >= 0) drv[k] = (drv_link){true, driver[k].type, driver[k].hops, driver[k].links};
   }
   if (!st) map_partitions(t);
   if (!st) st = classify_all(t, drv);
-  free(drv);
+  cb_free(drv);
   if (st) {
     cubert_topology_destroy(t);
     return st;
@@ -630,7 +633,7 @@ cubert_status cubert_topology_create(cubert_runtime *runtime, const char *xml_pa
     return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_topology_create: %s is NULL",
                    runtime ? "topology" : "runtime");
   int n = cubert_runtime_device_count(runtime);
-  cubert_device_info *info = calloc((size_t)(n > 0 ? n : 1), sizeof *info);
+  cubert_device_info *info = cb_calloc((size_t)(n > 0 ? n : 1), sizeof *info);
   if (!info) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   cubert_topology *t = NULL;
   drv_link *drv = NULL;
@@ -651,7 +654,7 @@ cubert_status cubert_topology_create(cubert_runtime *runtime, const char *xml_pa
   }
   /* What the driver says of each pair of real devices of one backend. */
   if (!st && n > 1) {
-    drv = calloc((size_t)n * (size_t)n, sizeof *drv);
+    drv = cb_calloc((size_t)n * (size_t)n, sizeof *drv);
     if (!drv) st = cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   }
   bool unknown_nvlink = false;
@@ -674,8 +677,8 @@ cubert_status cubert_topology_create(cubert_runtime *runtime, const char *xml_pa
                 "NVIDIA pairs show their PCIe class");
   if (!st) map_partitions(t);
   if (!st) st = classify_all(t, drv);
-  free(drv);
-  free(info);
+  cb_free(drv);
+  cb_free(info);
   if (st) {
     cubert_topology_destroy(t);
     return st;
@@ -894,19 +897,19 @@ cubert_status cubert_topology_write_node(const char *node, const char *dir) {
   if (mkdir(dir, 0777) != 0 && errno != EEXIST)
     return cb_fail(CUBERT_ERR_IO, "cannot create directory %s: %s", dir, strerror(errno));
   size_t len = strlen(dir) + strlen(node) + 16;
-  char *path = malloc(len);
+  char *path = cb_malloc(len);
   if (!path) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   snprintf(path, len, "%s/%s.xml", dir, node);
   FILE *f = fopen(path, "wb");
   if (!f) {
     cubert_status st = cb_fail(CUBERT_ERR_IO, "cannot create %s: %s", path, strerror(errno));
-    free(path);
+    cb_free(path);
     return st;
   }
   size_t w = fwrite(e->xml, 1, e->xml_size, f);
   if (fclose(f) != 0 || w != e->xml_size) {
     cubert_status st = cb_fail(CUBERT_ERR_IO, "cannot write %s", path);
-    free(path);
+    cb_free(path);
     return st;
   }
   cubert_status st = CUBERT_OK;
@@ -915,6 +918,6 @@ cubert_status cubert_topology_write_node(const char *node, const char *dir) {
     char msg[MSG] = "";
     if ((st = cb_kfd_unpack(e->kfd_pack, e->kfd_pack_size, path, msg, sizeof msg))) st = cb_fail(st, "%s", msg);
   }
-  free(path);
+  cb_free(path);
   return st;
 }

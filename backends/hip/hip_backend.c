@@ -30,6 +30,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/alloc.h"
 #include "backends/hip/hip_compile.h"
 #include "backends/hip/hip_internal.h"
 
@@ -134,7 +135,7 @@ static cubert_status hip_open(const cubert_backend_config *config, void **backen
     return cubert_berr_set(err, CUBERT_ERR_BACKEND, "hipGetDeviceCount: %s", desc);
   }
   if (count < 0) count = 0;
-  cb_hip_backend *b = calloc(1, sizeof *b);
+  cb_hip_backend *b = cb_calloc(1, sizeof *b);
   if (!b) return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory opening HIP");
   b->device_count = count;
   /* the runtime's placement, for host memory near a device (both or none) */
@@ -158,12 +159,12 @@ static void hip_close(void *backend) {
   if (!b) return;
   for (cb_hip_code *c = b->codes, *next; c; c = next) {
     next = c->next;
-    free(c->key_text);
-    free(c->data);
-    free(c);
+    cb_free(c->key_text);
+    cb_free(c->data);
+    cb_free(c);
   }
   pthread_mutex_destroy(&b->compile_lock);
-  free(b);
+  cb_free(b);
 }
 
 /* ------------------------------------------------------------ devices */
@@ -175,9 +176,9 @@ static void device_free(cb_hip_device *dev) {
   pthread_mutex_destroy(&dev->peer_lock);
   pthread_mutex_destroy(&dev->fill_lock);
   pthread_mutex_destroy(&dev->pipe_lock);
-  free(dev->failures);
-  free(dev->peer_enabled);
-  free(dev);
+  cb_free(dev->failures);
+  cb_free(dev->peer_enabled);
+  cb_free(dev);
 }
 
 static cubert_status hip_device_open(void *backend, int index, void **device,
@@ -186,11 +187,11 @@ static cubert_status hip_device_open(void *backend, int index, void **device,
   if (index < 0 || index >= b->device_count)
     return cubert_berr_set(err, CUBERT_ERR_NO_DEVICE, "hip device %d does not exist (%d devices)",
                            index, b->device_count);
-  cb_hip_device *dev = calloc(1, sizeof *dev);
-  bool *peers = calloc((size_t)b->device_count, sizeof *peers);
+  cb_hip_device *dev = cb_calloc(1, sizeof *dev);
+  bool *peers = cb_calloc((size_t)b->device_count, sizeof *peers);
   if (!dev || !peers) {
-    free(dev);
-    free(peers);
+    cb_free(dev);
+    cb_free(peers);
     return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory opening hip device %d", index);
   }
   dev->backend = b;
@@ -378,27 +379,27 @@ static cubert_status hip_mem_import(void *device, const unsigned char ipc[CUBERT
 static cubert_status load_image(cb_hip_device *dev, const void *image, size_t size,
                                 const char *kname, const char *entry, uint32_t nparams,
                                 cb_hip_module **out, cubert_berr *err) {
-  cb_hip_module *m = calloc(1, sizeof *m);
-  void *copy = malloc(size);
+  cb_hip_module *m = cb_calloc(1, sizeof *m);
+  void *copy = cb_malloc(size);
   if (!m || !copy) {
-    free(m);
-    free(copy);
+    cb_free(m);
+    cb_free(copy);
     return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory loading `%s`", kname);
   }
   memcpy(copy, image, size);
   m->image = copy;
   hipError_t e = hipModuleLoadData(&m->module, copy);
   if (e != hipSuccess) {
-    free(copy);
-    free(m);
+    cb_free(copy);
+    cb_free(m);
     return cb_hip_fail(dev, err, e, CUBERT_ERR_COMPILE, "loading the code of kernel `%s` on %s", kname,
                        dev->label);
   }
   e = hipModuleGetFunction(&m->function, m->module, entry);
   if (e != hipSuccess) {
     (void)hipModuleUnload(m->module);
-    free(m->image);
-    free(m);
+    cb_free(m->image);
+    cb_free(m);
     cubert_status st = cb_hip_fail(dev, err, e, CUBERT_ERR_COMPILE,
                                    "kernel `%s`: no entry `%s` in its code for %s", kname, entry,
                                    dev->arch);
@@ -429,7 +430,7 @@ static cubert_status code_for(cb_hip_device *dev, const cubert_backend_kernel *k
   cb_hip_backend *b = dev->backend;
   const char *entry = k->entry ? k->entry : k->name;
   size_t cap = 256 + strlen(entry) + (k->options ? strlen(k->options) : 0);
-  char *key = malloc(cap);
+  char *key = cb_malloc(cap);
   if (!key) return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   size_t srclen = strlen(k->source);
   uint64_t srchash = k->source_hash ? k->source_hash : cubert_hash64(k->source, srclen);
@@ -438,7 +439,7 @@ static cubert_status code_for(cb_hip_device *dev, const cubert_backend_kernel *k
   uint64_t h = cubert_hash64(key, strlen(key));
   cb_hip_code *c = code_find(b, h, key);
   if (c && !(flags & CB_HIP_COMPILE_REBUILD)) {
-    free(key);
+    cb_free(key);
     *out = c;
     *from_disk = false;
     return CUBERT_OK;
@@ -449,24 +450,24 @@ static cubert_status code_for(cb_hip_device *dev, const cubert_backend_kernel *k
   cubert_status st = cb_hip_compile(dev->arch, k, flags, &data, &size, from_disk, err);
   pthread_mutex_lock(&b->compile_lock);
   if (st != CUBERT_OK) {
-    free(key);
+    cb_free(key);
     return st;
   }
   c = code_find(b, h, key); /* another thread may have put it there meanwhile */
   if (c && !(flags & CB_HIP_COMPILE_REBUILD)) {
-    free(data); /* theirs is the same code */
-    free(key);
+    cb_free(data); /* theirs is the same code */
+    cb_free(key);
     *out = c;
     return CUBERT_OK;
   }
   if (c) { /* a rebuild replaces the entry's code */
-    free(c->data);
-    free(key);
+    cb_free(c->data);
+    cb_free(key);
   } else {
-    c = calloc(1, sizeof *c);
+    c = cb_calloc(1, sizeof *c);
     if (!c) {
-      free(key);
-      free(data);
+      cb_free(key);
+      cb_free(data);
       return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
     }
     c->key = h;
@@ -547,8 +548,8 @@ static void hip_module_unload(void *device, void *module) {
   if (!m) return;
   (void)cb_hip_enter(device, NULL);
   (void)hipModuleUnload(m->module);
-  free(m->image);
-  free(m);
+  cb_free(m->image);
+  cb_free(m);
 }
 
 /* ------------------------------------------------------------ launch */
@@ -591,11 +592,11 @@ static cubert_status hip_launch(void *device, void *stream, uint64_t work, void 
   arg_slot *slots = stack_slots;
   void **params = stack_params;
   if (nargs > STACK_ARGS) {
-    slots = malloc(nargs * sizeof *slots);
-    params = malloc(nargs * sizeof *params);
+    slots = cb_malloc(nargs * sizeof *slots);
+    params = cb_malloc(nargs * sizeof *params);
     if (!slots || !params) {
-      free(slots);
-      free(params);
+      cb_free(slots);
+      cb_free(params);
       cb_hip_mark_work(s, work, "launch");
       return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory for %" PRIu32 " arguments", nargs);
     }
@@ -632,8 +633,8 @@ static cubert_status hip_launch(void *device, void *stream, uint64_t work, void 
                          nargs ? params : NULL, err);
 out:
   cb_hip_mark_work(s, work, "launch");
-  if (slots != stack_slots) free(slots);
-  if (params != stack_params) free(params);
+  if (slots != stack_slots) cb_free(slots);
+  if (params != stack_params) cb_free(params);
   return st;
 }
 

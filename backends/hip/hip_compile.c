@@ -19,6 +19,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/alloc.h"
+#include "base/str.h"
 #include "backends/hip/hip_compile.h"
 #include "backends/hip/hip_internal.h"
 #include "backends/hip/hip_testing.h"
@@ -177,18 +179,18 @@ static void *cache_read(const char *path, const char *key, size_t *size) {
   if (memcmp(h.magic, CACHE_MAGIC, 8) != 0 || h.format != CACHE_FORMAT || h.key_size != key_size ||
       h.code_size == 0 || (uint64_t)st.st_size != sizeof h + key_size + h.code_size)
     goto out;
-  stored_key = malloc(key_size + 1);
-  code = malloc(h.code_size);
+  stored_key = cb_malloc(key_size + 1);
+  code = cb_malloc(h.code_size);
   if (!stored_key || !code || !read_all(fd, stored_key, key_size) ||
       memcmp(stored_key, key, key_size) != 0 || !read_all(fd, code, h.code_size) ||
       cubert_hash64(code, h.code_size) != h.code_hash) {
-    free(code);
+    cb_free(code);
     code = NULL;
     goto out;
   }
   *size = h.code_size;
 out:
-  free(stored_key);
+  cb_free(stored_key);
   close(fd);
   return code;
 }
@@ -279,7 +281,7 @@ static void tidy_log(const char *log, char *out, size_t cap) {
 static cubert_status compile(const char *arch, const char *target, const cubert_backend_kernel *k,
                              void **code, size_t *size, cubert_berr *err) {
   const char *name = k->name ? k->name : "kernel";
-  char *opts = k->options ? strdup(k->options) : NULL;
+  char *opts = k->options ? cb_strdup(k->options) : NULL;
   if (k->options && !opts)
     return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory compiling `%s`", name);
   const char *argv[MAX_OPTIONS];
@@ -288,7 +290,7 @@ static cubert_status compile(const char *arch, const char *target, const cubert_
   for (char *save = NULL, *t = opts ? strtok_r(opts, " \t\n", &save) : NULL; t;
        t = strtok_r(NULL, " \t\n", &save)) {
     if (argc == MAX_OPTIONS) {
-      free(opts);
+      cb_free(opts);
       return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT,
                              "kernel `%s`: more than %d compile options", name, MAX_OPTIONS - 1);
     }
@@ -311,7 +313,7 @@ static cubert_status compile(const char *arch, const char *target, const cubert_
   r = hiprtcCompileProgram(prog, argc, argv);
   size_t log_size = 0;
   if (hiprtcGetProgramLogSize(prog, &log_size) == HIPRTC_SUCCESS && log_size > 1 &&
-      (log = malloc(log_size + 1)) != NULL) {
+      (log = cb_malloc(log_size + 1)) != NULL) {
     if (hiprtcGetProgramLog(prog, log) != HIPRTC_SUCCESS) log[0] = '\0';
     log[log_size] = '\0';
   }
@@ -329,13 +331,13 @@ static cubert_status compile(const char *arch, const char *target, const cubert_
                          name, arch, hiprtcGetErrorString(r));
     goto out;
   }
-  void *buf = malloc(n);
+  void *buf = cb_malloc(n);
   if (!buf) {
     st = cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory for %zu bytes of code", n);
     goto out;
   }
   if ((r = hiprtcGetCode(prog, buf)) != HIPRTC_SUCCESS) {
-    free(buf);
+    cb_free(buf);
     st = cubert_berr_set(err, CUBERT_ERR_COMPILE, "kernel `%s` for %s: hiprtcGetCode: %s", name,
                          arch, hiprtcGetErrorString(r));
     goto out;
@@ -345,8 +347,8 @@ static cubert_status compile(const char *arch, const char *target, const cubert_
 out:
   if (prog) hiprtcDestroyProgram(&prog);
   pthread_mutex_unlock(&rtc_lock);
-  free(log);
-  free(opts);
+  cb_free(log);
+  cb_free(opts);
   return st;
 }
 
@@ -370,7 +372,7 @@ cubert_status cb_hip_compile(const char *arch, const cubert_backend_kernel *k, u
   uint64_t srchash = k->source_hash ? k->source_hash : cubert_hash64(k->source, srclen);
   const char *append = options_append();
   size_t keycap = 512 + strlen(entry) + (k->options ? strlen(k->options) : 0) + strlen(append);
-  char *key = malloc(keycap);
+  char *key = cb_malloc(keycap);
   if (!key) return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   snprintf(key, keycap,
            "cubert hip module\nplatform=%s\ntarget=%s\nruntime=%d\nrtc=%d.%d\ncomgr=%zu.%zu\n"
@@ -397,7 +399,7 @@ cubert_status cb_hip_compile(const char *arch, const cubert_backend_kernel *k, u
   if (use_cache && !(flags & CB_HIP_COMPILE_REBUILD)) {
     void *cached = cache_read(path, key, size);
     if (cached) {
-      free(key);
+      cb_free(key);
       *code = cached;
       if (from_cache) *from_cache = true;
       return CUBERT_OK;
@@ -408,6 +410,6 @@ cubert_status cb_hip_compile(const char *arch, const cubert_backend_kernel *k, u
     if (use_cache) cache_write(dir, path, key, *code, *size);
     if (from_cache) *from_cache = false;
   }
-  free(key);
+  cb_free(key);
   return st;
 }

@@ -39,6 +39,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/alloc.h"
 #include "backends/hip/hip_internal.h"
 #include "base/env.h"
 
@@ -93,7 +94,7 @@ static uint64_t env_size(const char *text, uint64_t fallback) {
 
 static void *worker(void *p) {
   worker_arg a = *(worker_arg *)p;
-  free(p);
+  cb_free(p);
   copier *c = a.c;
   cb_hip_backend *b = c->dev->backend;
   if (b->place_thread) b->place_thread(b->place_ctx, c->dev->index);
@@ -122,13 +123,13 @@ static void copier_start(copier *c, cb_hip_device *dev, int threads) {
   pthread_mutex_init(&c->lock, NULL);
   pthread_cond_init(&c->go, NULL);
   pthread_cond_init(&c->done, NULL);
-  c->threads = threads > 0 ? calloc((size_t)threads, sizeof *c->threads) : NULL;
+  c->threads = threads > 0 ? cb_calloc((size_t)threads, sizeof *c->threads) : NULL;
   for (int i = 0; c->threads && i < threads; i++) {
-    worker_arg *a = malloc(sizeof *a);
+    worker_arg *a = cb_malloc(sizeof *a);
     if (!a) break;
     *a = (worker_arg){c, i + 1};
     if (pthread_create(&c->threads[i], NULL, worker, a) != 0) {
-      free(a);
+      cb_free(a);
       break;
     }
     c->n++;
@@ -141,7 +142,7 @@ static void copier_stop(copier *c) {
   pthread_cond_broadcast(&c->go);
   pthread_mutex_unlock(&c->lock);
   for (int i = 0; i < c->n; i++) pthread_join(c->threads[i], NULL);
-  free(c->threads);
+  cb_free(c->threads);
   pthread_cond_destroy(&c->go);
   pthread_cond_destroy(&c->done);
   pthread_mutex_destroy(&c->lock);
@@ -214,16 +215,16 @@ static void pipe_free(cb_hip_device *dev, cb_hip_pipe *p) {
     (void)hipHostFree(p->buf);
   }
   copier_stop(&p->cp);
-  free(p->peers);
-  free(p);
+  cb_free(p->peers);
+  cb_free(p);
 }
 
 /* The device's pipeline, made on first use; NULL when it cannot be (then
  * never tried again). The device is current; caller holds pipe_lock. */
 static cb_hip_pipe *pipe_get(cb_hip_device *dev) {
   if (dev->pipe || dev->pipe_failed) return dev->pipe;
-  cb_hip_pipe *p = calloc(1, sizeof *p);
-  peer_side **peers = calloc((size_t)dev->backend->device_count + 1, sizeof *peers);
+  cb_hip_pipe *p = cb_calloc(1, sizeof *p);
+  peer_side **peers = cb_calloc((size_t)dev->backend->device_count + 1, sizeof *peers);
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   int threads = (int)env_size(cb_env("CUBERT_HIP_COPY_THREADS"), 0);
   if (!threads) threads = cores >= 4 ? (int)(cores / 2 < 8 ? cores / 2 : 8) : 1;
@@ -252,8 +253,8 @@ fail_events:
   dev->pipe_failed = true;
   return NULL;
 fail:
-  free(peers);
-  free(p);
+  cb_free(peers);
+  cb_free(p);
   dev->pipe_failed = true;
   return NULL;
 }
@@ -270,7 +271,7 @@ void cb_hip_pipe_teardown(cb_hip_device *dev) {
     (void)hipStreamSynchronize(ps->stream);
     for (int k = 0; k < p->nchunks; k++) (void)hipEventDestroy(ps->filled[k]);
     (void)hipStreamDestroy(ps->stream);
-    free(ps);
+    cb_free(ps);
   }
   (void)hipGetLastError();
   (void)cb_hip_enter(dev, NULL);
@@ -383,11 +384,11 @@ bool cb_hip_pipe_read(cb_hip_device *dev, cb_hip_stream *s, void *dst, uint64_t 
 static peer_side *peer_get(cb_hip_pipe *p, cb_hip_device *from) {
   if (from->index < 0 || from->index >= p->npeers) return NULL;
   if (p->peers[from->index]) return p->peers[from->index];
-  peer_side *ps = calloc(1, sizeof *ps);
+  peer_side *ps = cb_calloc(1, sizeof *ps);
   if (!ps) return NULL;
   if (hipStreamCreateWithFlags(&ps->stream, hipStreamNonBlocking) != hipSuccess) {
     (void)hipGetLastError();
-    free(ps);
+    cb_free(ps);
     return NULL;
   }
   for (int k = 0; k < p->nchunks; k++)
@@ -395,7 +396,7 @@ static peer_side *peer_get(cb_hip_pipe *p, cb_hip_device *from) {
       (void)hipGetLastError();
       while (k--) (void)hipEventDestroy(ps->filled[k]);
       (void)hipStreamDestroy(ps->stream);
-      free(ps);
+      cb_free(ps);
       return NULL;
     }
   p->peers[from->index] = ps;

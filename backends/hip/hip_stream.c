@@ -69,6 +69,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "backends/hip/hip_internal.h"
 
 #define MARK_EVERY 32u
@@ -105,7 +106,7 @@ void cb_hip_push_failure(cb_hip_device *dev, uint64_t work, cubert_status status
   pthread_mutex_lock(&dev->fail_lock);
   if (dev->nfailures == dev->cap_failures) {
     size_t cap = dev->cap_failures ? dev->cap_failures * 2 : 16;
-    cubert_async_failure *p = cap <= FAILURES_MAX ? realloc(dev->failures, cap * sizeof *p) : NULL;
+    cubert_async_failure *p = cap <= FAILURES_MAX ? cb_realloc(dev->failures, cap * sizeof *p) : NULL;
     if (p) {
       dev->failures = p;
       dev->cap_failures = cap;
@@ -308,20 +309,20 @@ cubert_status cb_hip_stream_create(void *device, void **stream, cubert_berr *err
   cb_hip_device *dev = device;
   cubert_status st;
   if ((st = cb_hip_check_lost(dev, err)) || (st = cb_hip_enter(dev, err))) return st;
-  cb_hip_stream *s = calloc(1, sizeof *s);
-  cb_hip_mark *marks = calloc(MARK_CAPACITY, sizeof *marks);
-  hipEvent_t *spare = calloc(MARK_CAPACITY, sizeof *spare);
+  cb_hip_stream *s = cb_calloc(1, sizeof *s);
+  cb_hip_mark *marks = cb_calloc(MARK_CAPACITY, sizeof *marks);
+  hipEvent_t *spare = cb_calloc(MARK_CAPACITY, sizeof *spare);
   if (!s || !marks || !spare) {
-    free(s);
-    free(marks);
-    free(spare);
+    cb_free(s);
+    cb_free(marks);
+    cb_free(spare);
     return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory creating a stream");
   }
   hipError_t e = hipStreamCreateWithFlags(&s->stream, hipStreamNonBlocking);
   if (e != hipSuccess) {
-    free(s);
-    free(marks);
-    free(spare);
+    cb_free(s);
+    cb_free(marks);
+    cb_free(spare);
     return cb_hip_fail(dev, err, e, CUBERT_ERR_BACKEND, "hipStreamCreateWithFlags on %s", dev->label);
   }
   pthread_mutex_init(&s->lock, NULL);
@@ -352,9 +353,9 @@ static void stream_free(cb_hip_device *dev, cb_hip_stream *s) {
   pthread_mutex_unlock(&s->lock);
   (void)hipStreamDestroy(s->stream);
   pthread_mutex_destroy(&s->lock);
-  free(s->marks);
-  free(s->spare);
-  free(s);
+  cb_free(s->marks);
+  cb_free(s->spare);
+  cb_free(s);
 }
 
 void cb_hip_stream_destroy(void *device, void *stream) {
@@ -524,7 +525,7 @@ static cb_hip_staging *staging_take(cb_hip_device *dev) {
   }
   pthread_mutex_unlock(&dev->staging_lock);
   if (st) return st;
-  st = calloc(1, sizeof *st);
+  st = cb_calloc(1, sizeof *st);
   bool ok = st && staging_alloc(dev, st);
   if (ok && hipEventCreateWithFlags(&st->done[0], hipEventDisableTiming) != hipSuccess) ok = false;
   if (ok && hipEventCreateWithFlags(&st->done[1], hipEventDisableTiming) != hipSuccess) {
@@ -533,7 +534,7 @@ static cb_hip_staging *staging_take(cb_hip_device *dev) {
   }
   if (!ok) {
     if (st) staging_release(dev, st);
-    free(st);
+    cb_free(st);
     pthread_mutex_lock(&dev->staging_lock);
     dev->nstaging--;
     pthread_mutex_unlock(&dev->staging_lock);
@@ -575,7 +576,7 @@ void cb_hip_stream_teardown(cb_hip_device *dev) {
     hipEventDestroy(st->done[0]);
     hipEventDestroy(st->done[1]);
     staging_release(dev, st);
-    free(st);
+    cb_free(st);
     st = next;
   }
 }

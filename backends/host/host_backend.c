@@ -45,6 +45,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/alloc.h"
 #include "backends/host/host_internal.h"
 
 /* ------------------------------------------------------------ config */
@@ -110,11 +111,11 @@ static void device_close_impl(void *device);
 
 static void backend_free(host_backend *b) {
   pthread_mutex_destroy(&b->lock);
-  free(b->deny);
-  free(b->bus_ids);
-  free(b->devices);
-  free(b->allocs);
-  free(b);
+  cb_free(b->deny);
+  cb_free(b->bus_ids);
+  cb_free(b->devices);
+  cb_free(b->allocs);
+  cb_free(b);
 }
 
 static cubert_status host_open(const cubert_backend_config *config, void **backend,
@@ -138,7 +139,7 @@ static cubert_status host_open(const cubert_backend_config *config, void **backe
                            "host backend: host_pci_bus_id_count is %d",
                            o->pci_bus_id_count);
 
-  host_backend *b = calloc(1, sizeof *b);
+  host_backend *b = cb_calloc(1, sizeof *b);
   if (!b)
     return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "host backend: no memory for the backend");
   size_t nn = (size_t)n;
@@ -148,22 +149,22 @@ static cubert_status host_open(const cubert_backend_config *config, void **backe
   b->place_ctx = config->place_ctx;
   b->place_alloc = config->place_alloc;
   b->place_free = config->place_free;
-  b->deny = calloc(nn * nn + 1, sizeof *b->deny);
-  b->bus_ids = calloc(nn + 1, sizeof *b->bus_ids);
-  b->devices = calloc(nn + 1, sizeof *b->devices);
+  b->deny = cb_calloc(nn * nn + 1, sizeof *b->deny);
+  b->bus_ids = cb_calloc(nn + 1, sizeof *b->bus_ids);
+  b->devices = cb_calloc(nn + 1, sizeof *b->devices);
   if (!b->deny || !b->bus_ids || !b->devices) {
-    free(b->deny);
-    free(b->bus_ids);
-    free(b->devices);
-    free(b);
+    cb_free(b->deny);
+    cb_free(b->bus_ids);
+    cb_free(b->devices);
+    cb_free(b);
     return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "host backend: no memory for %d devices", n);
   }
   int rc = pthread_mutex_init(&b->lock, NULL);
   if (rc) {
-    free(b->deny);
-    free(b->bus_ids);
-    free(b->devices);
-    free(b);
+    cb_free(b->deny);
+    cb_free(b->bus_ids);
+    cb_free(b->devices);
+    cb_free(b);
     return cubert_berr_set(err, CUBERT_ERR_BACKEND, "host backend: mutex: %s", strerror(rc));
   }
 
@@ -212,11 +213,11 @@ static cubert_status host_device_open(void *backend, int index, void **device,
   if (index < 0 || index >= b->ndevices)
     return cubert_berr_set(err, CUBERT_ERR_NO_DEVICE, "host backend: no device %d (%d devices)",
                            index, b->ndevices);
-  host_device *d = calloc(1, sizeof *d);
-  bool *peers = calloc((size_t)b->ndevices, sizeof *peers);
+  host_device *d = cb_calloc(1, sizeof *d);
+  bool *peers = cb_calloc((size_t)b->ndevices, sizeof *peers);
   if (!d || !peers) {
-    free(d);
-    free(peers);
+    cb_free(d);
+    cb_free(peers);
     return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "host:%d: no memory for the device", index);
   }
   d->backend = b;
@@ -227,8 +228,8 @@ static cubert_status host_device_open(void *backend, int index, void **device,
   if (rc == 0 && (rc = pthread_mutex_init(&d->fail_lock, NULL)) != 0)
     pthread_mutex_destroy(&d->lock);
   if (rc) {
-    free(peers);
-    free(d);
+    cb_free(peers);
+    cb_free(d);
     return cubert_berr_set(err, CUBERT_ERR_BACKEND, "host:%d: mutex: %s", index, strerror(rc));
   }
 
@@ -240,8 +241,8 @@ static cubert_status host_device_open(void *backend, int index, void **device,
   if (busy) {
     pthread_mutex_destroy(&d->fail_lock);
     pthread_mutex_destroy(&d->lock);
-    free(peers);
-    free(d);
+    cb_free(peers);
+    cb_free(d);
     return cubert_berr_set(err, CUBERT_ERR_BUSY, "host:%d is already open", index);
   }
 
@@ -285,7 +286,7 @@ static void device_close_impl(void *device) {
   size_t kept = 0;
   for (size_t i = 0; i < b->nallocs; i++) {
     if (b->allocs[i].device == d->index)
-      free((void *)(uintptr_t)b->allocs[i].address);
+      cb_free((void *)(uintptr_t)b->allocs[i].address); /* device memory: aligned_alloc */
     else
       b->allocs[kept++] = b->allocs[i];
   }
@@ -300,10 +301,10 @@ static void device_close_impl(void *device) {
   }
   pthread_mutex_destroy(&d->fail_lock);
   pthread_mutex_destroy(&d->lock);
-  free(d->failures);
-  free(d->streams);
-  free(d->peer_enabled);
-  free(d);
+  cb_free(d->failures);
+  cb_free(d->streams);
+  cb_free(d->peer_enabled);
+  cb_free(d);
 }
 
 /* ------------------------------------------------------------ the table */

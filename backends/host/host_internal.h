@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "base/alloc.h"
 #include "backends/host/work_queue.h"
 #include "backends/backend.h"
 #include "backends/host/host_backend.h"
@@ -101,7 +102,7 @@ typedef struct host_module {
 static inline uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 /* A work item's release when the item is one malloc'd block. */
-static inline void cb_host_free_item(cb_work *w) { free(w); }
+static inline void cb_host_free_item(cb_work *w) { cb_free(w); }
                                      
                                      /* host_memory.c */
                                      cubert_status cb_host_check_range(host_device *dev, const char *op, const char *what, uint64_t addr,

@@ -13,6 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/alloc.h"
+#include "base/str.h"
 #include "backends/host/host_internal.h"
 #include "backends/host/host_testing.h"
 
@@ -55,20 +57,20 @@ cubert_status cb_host_module_load(void *device, const cubert_backend_kernel *ker
     return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT,
                            "%s: kernel `%s`: %" PRIu32 " parameters but no list", d->name,
                            kernel->name, kernel->nparams);
-  host_module *m = calloc(1, sizeof *m);
+  host_module *m = cb_calloc(1, sizeof *m);
   size_t nparams = kernel->nparams;
   if (m) {
-    m->name = strdup(kernel->name);
-    m->kinds = calloc(nparams + 1, sizeof *m->kinds);
-    m->scalar_sizes = calloc(nparams + 1, sizeof *m->scalar_sizes);
+    m->name = cb_strdup(kernel->name);
+    m->kinds = cb_calloc(nparams + 1, sizeof *m->kinds);
+    m->scalar_sizes = cb_calloc(nparams + 1, sizeof *m->scalar_sizes);
   }
   if (!m || !m->name || !m->kinds || !m->scalar_sizes) {
     if (m) {
-      free(m->name);
-      free(m->kinds);
-      free(m->scalar_sizes);
+      cb_free(m->name);
+      cb_free(m->kinds);
+      cb_free(m->scalar_sizes);
     }
-    free(m);
+    cb_free(m);
     return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no memory to load kernel `%s`",
                            d->name, kernel->name);
   }
@@ -92,10 +94,10 @@ cubert_status cb_host_module_load(void *device, const cubert_backend_kernel *ker
 
 void cb_host_module_free(host_module *m) {
   atomic_fetch_sub(&live_modules, 1);
-  free(m->name);
-  free(m->kinds);
-  free(m->scalar_sizes);
-  free(m);
+  cb_free(m->name);
+  cb_free(m->kinds);
+  cb_free(m->scalar_sizes);
+  cb_free(m);
 }
 
 void cb_host_module_unload(void *device, void *module) {
@@ -246,7 +248,7 @@ cubert_status cb_host_launch(void *device, void *stream, uint64_t work, void *mo
   size_t off_args = off_slots + nscalars * sizeof(scalar_slot);
   size_t off_sizes = off_args + n * sizeof(void *);
   size_t off_name = off_sizes + n * sizeof(uint64_t);
-  unsigned char *block = malloc(off_name + namelen);
+  unsigned char *block = cb_malloc(off_name + namelen);
   if (!block)
     return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no memory to launch `%s`", d->name,
                            m->name);

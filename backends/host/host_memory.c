@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "base/alloc.h"
 #include "backends/host/host_internal.h"
 #include "base/shm.h"
 
@@ -137,18 +138,21 @@ static cubert_status place(host_device *d, uint64_t size, const char *import, cu
   d->memory_used += size; /* reserved before the slow part, outside the lock */
   pthread_mutex_unlock(&b->lock);
 
+  /* The simulated device's memory, not the library's bookkeeping: it comes
+   * from the C library (aligned, and counted against the device's size),
+   * never from the allocator hooks (base/alloc.h). */
   void *p = NULL;
   host_shm *shm = NULL;
   char why[192] = "";
   if (size <= SIZE_MAX - HOST_ALIGN) {
     size_t length = (size_t)align_up(size, HOST_ALIGN);
     if (import || (mem->flags & CUBERT_BACKEND_MEM_SHAREABLE)) {
-      shm = calloc(1, sizeof *shm);
+      shm = cb_calloc(1, sizeof *shm);
       int rc = !shm ? -1
                : import ? cb_shm_open(import, length, &p, why, sizeof why)
                         : cb_shm_create(length, shm->name, &p, why, sizeof why);
       if (rc) {
-        free(shm);
+        cb_free(shm);
         shm = NULL;
         p = NULL;
       } else {
@@ -177,7 +181,7 @@ static cubert_status place(host_device *d, uint64_t size, const char *import, cu
     if (shm) {
       munmap(p, shm->length);
       if (shm->owner) shm_unlink(shm->name);
-      free(shm);
+      cb_free(shm);
     } else {
       free(p);
     }
@@ -250,9 +254,9 @@ void cb_host_mem_free(void *device, cubert_backend_mem *mem) {
     host_shm *shm = mem->cookie;
     munmap((void *)(uintptr_t)mem->address, shm->length);
     if (shm->owner) shm_unlink(shm->name);
-    free(shm);
+    cb_free(shm);
   } else {
-    free((void *)(uintptr_t)mem->address);
+    free((void *)(uintptr_t)mem->address); /* device memory: aligned_alloc */
   }
 }
 

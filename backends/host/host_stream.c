@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/alloc.h"
 #include "backends/host/host_internal.h"
 
 /* ------------------------------------------------------------ helpers */
@@ -19,7 +20,7 @@
 static void stream_unref(host_stream *s) {
   if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) == 1) {
     cb_work_queue_destroy(&s->queue);
-    free(s);
+    cb_free(s);
   }
 }
 
@@ -73,7 +74,7 @@ void cb_host_record_failure(host_device *dev, uint64_t work, cubert_status statu
 
 cubert_status cb_host_stream_create(void *device, void **stream, cubert_berr *err) {
   host_device *d = device;
-  host_stream *s = calloc(1, sizeof *s);
+  host_stream *s = cb_calloc(1, sizeof *s);
   if (!s)
     return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no memory for a stream", d->name);
   s->device = d;
@@ -85,7 +86,7 @@ cubert_status cb_host_stream_create(void *device, void **stream, cubert_berr *er
     host_stream **grown = cb_array_grow(d->streams, d->cap_streams, d->nstreams + 1, sizeof *grown, &cap);
     if (!grown) {
       pthread_mutex_unlock(&d->lock);
-      free(s);
+      cb_free(s);
       return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no memory for a stream", d->name);
     }
     d->streams = grown;
@@ -94,7 +95,7 @@ cubert_status cb_host_stream_create(void *device, void **stream, cubert_berr *er
   int rc = cb_work_queue_start_with(&s->queue, d->backend->place_thread, d->backend->place_ctx, d->index);
   if (rc) {
     pthread_mutex_unlock(&d->lock);
-    free(s);
+    cb_free(s);
     return cubert_berr_set(err, rc == EAGAIN ? CUBERT_ERR_OUT_OF_MEMORY : CUBERT_ERR_BACKEND,
                            "%s: cannot start a stream's worker thread: %s", d->name, strerror(rc));
   }
@@ -131,7 +132,7 @@ cubert_status cb_host_event_record(void *device, void *stream, void **event, cub
   cubert_status st = cb_host_check_stream(d, stream, "event record", err);
   if (st != CUBERT_OK)
     return st;
-  host_event *e = malloc(sizeof *e);
+  host_event *e = cb_malloc(sizeof *e);
   if (!e)
     return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no memory for an event", d->name);
   e->stream = stream;
@@ -155,7 +156,7 @@ static void wait_run(cb_work *w) {
 static void wait_release(cb_work *w) {
   wait_item *it = (wait_item *)w;
   stream_unref(it->target);
-  free(it);
+  cb_free(it);
 }
 
 cubert_status cb_host_stream_wait(void *device, void *stream, void *event, cubert_berr *err) {
@@ -170,7 +171,7 @@ cubert_status cb_host_stream_wait(void *device, void *stream, void *event, cuber
    * other host devices work too, as HIP events do across devices. */
   if (e->stream == stream || cb_work_queue_completed(&e->stream->queue) >= e->position)
     return CUBERT_OK;
-  wait_item *it = malloc(sizeof *it);
+  wait_item *it = cb_malloc(sizeof *it);
   if (!it)
     return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no memory for a stream wait", d->name);
   it->work.run = wait_run;
@@ -187,7 +188,7 @@ void cb_host_event_destroy(void *device, void *event) {
   if (!e)
     return;
   stream_unref(e->stream);
-  free(e);
+  cb_free(e);
 }
 
 /* ------------------------------------------------------------ waiting */
@@ -206,12 +207,12 @@ cubert_status cb_host_sync(void *device, void *stream, cubert_berr *err) {
    * device lock, so enqueuers and stream creation are not held up. */
   pthread_mutex_lock(&d->lock);
   size_t n = d->nstreams;
-  host_stream **snap = malloc((n + 1) * sizeof *snap);
-  uint64_t *ends = malloc((n + 1) * sizeof *ends);
+  host_stream **snap = cb_malloc((n + 1) * sizeof *snap);
+  uint64_t *ends = cb_malloc((n + 1) * sizeof *ends);
   if (!snap || !ends) {
     pthread_mutex_unlock(&d->lock);
-    free(snap);
-    free(ends);
+    cb_free(snap);
+    cb_free(ends);
     return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: sync: no memory", d->name);
   }
   for (size_t i = 0; i < n; i++) {
@@ -224,8 +225,8 @@ cubert_status cb_host_sync(void *device, void *stream, cubert_berr *err) {
     cb_work_queue_wait(&snap[i]->queue, ends[i]);
     stream_unref(snap[i]);
   }
-  free(snap);
-  free(ends);
+  cb_free(snap);
+  cb_free(ends);
   return CUBERT_OK;
 }
 
@@ -277,7 +278,7 @@ typedef struct host_timer {
 static void timer_unref(host_timer *t) {
   if (atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) == 1) {
     stream_unref(t->stream);
-    free(t);
+    cb_free(t);
   }
 }
 
@@ -291,7 +292,7 @@ cubert_status cb_host_timer_record(void *device, void *stream, void **timer,
   cubert_status st = cb_host_check_stream(d, stream, "timer record", err);
   if (st != CUBERT_OK)
     return st;
-  host_timer *t = calloc(1, sizeof *t);
+  host_timer *t = cb_calloc(1, sizeof *t);
   if (!t)
     return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no memory for a timer", d->name);
   t->work.run = timer_run;
@@ -303,7 +304,7 @@ cubert_status cb_host_timer_record(void *device, void *stream, void **timer,
   t->position = cb_work_queue_push(&t->stream->queue, &t->work);
   if (t->position == 0) {
     stream_unref(t->stream);
-    free(t);
+    cb_free(t);
     return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT,
                            "%s: timer record: the stream was destroyed", d->name);
   }

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/alloc.h"
 #include "backends/host/host_internal.h"
 #include "base/strided.h"
 
@@ -39,7 +40,7 @@ cubert_status cb_host_write(void *device, void *stream, uint64_t work, uint64_t 
     return st;
   if (size && !src)
     return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT, "%s: write: no source", d->name);
-  write_item *it = size <= SIZE_MAX - sizeof *it ? malloc(sizeof *it + (size_t)size) : NULL;
+  write_item *it = size <= SIZE_MAX - sizeof *it ? cb_malloc(sizeof *it + (size_t)size) : NULL;
   if (!it)
     return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY,
                            "%s: write: no host memory to stage %" PRIu64 " bytes", d->name, size);
@@ -133,7 +134,7 @@ cubert_status cb_host_fill(void *device, void *stream, uint64_t work, uint64_t d
   st = cb_host_check_range(d, "fill", "destination", dst, size, err);
   if (st != CUBERT_OK)
     return st;
-  fill_item *it = malloc(sizeof *it);
+  fill_item *it = cb_malloc(sizeof *it);
   if (!it)
     return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no memory for a fill", d->name);
   it->work.run = fill_run;
@@ -148,7 +149,7 @@ cubert_status cb_host_fill(void *device, void *stream, uint64_t work, uint64_t d
 
 static cubert_status enqueue_copy(host_device *d, host_stream *s, uint64_t work, uint64_t dst,
                                   uint64_t src, uint64_t size, const char *op, cubert_berr *err) {
-  copy_item *it = malloc(sizeof *it);
+  copy_item *it = cb_malloc(sizeof *it);
   if (!it)
     return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no memory for a %s", d->name, op);
   it->work.run = copy_run;
@@ -229,7 +230,7 @@ void cb_host_host_free(void *device, cubert_backend_host_mem *mem) {
   if (mem->cookie)
     d->backend->place_free(d->backend->place_ctx, mem->ptr, (size_t)mem->size);
   else
-    free(mem->ptr);
+    free(mem->ptr); /* pinned host memory: aligned_alloc, as device memory */
 }
 
 cubert_status cb_host_write_host(void *device, void *stream, uint64_t work, uint64_t dst, const void *src,
@@ -308,7 +309,7 @@ cubert_status cb_host_copy_strided(void *device, void *stream, uint64_t work,
     return CUBERT_OK;
   }
   uint64_t staged = host_src ? layout->nruns * layout->run : 0;
-  strided_item *it = staged <= SIZE_MAX - sizeof *it ? malloc(sizeof *it + (size_t)staged) : NULL;
+  strided_item *it = staged <= SIZE_MAX - sizeof *it ? cb_malloc(sizeof *it + (size_t)staged) : NULL;
   if (!it)
     return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no memory for a strided copy", d->name);
   it->work.run = strided_run;

@@ -68,6 +68,44 @@ typedef uint64_t cubert_stream;
 /* "0.1.0"; static. */
 CUBERT_API const char *cubert_version(void);
 
+/* ---------------------------------------------------------------- allocator */
+
+/* The functions cubert allocates its host memory with; each behaves as its
+ * C library namesake (calloc_fn checks count * size for overflow, free_fn is
+ * never called with NULL). */
+typedef struct cubert_allocator {
+  void *(*malloc_fn)(size_t size);
+  void *(*calloc_fn)(size_t count, size_t size);
+  void *(*realloc_fn)(void *ptr, size_t size);
+  void (*free_fn)(void *ptr);
+} cubert_allocator;
+
+/* Makes every later host allocation of the library go through `allocator`
+ * (copied; NULL restores the C library's). Every object, string and array
+ * the library keeps, in every layer and backend, comes from these
+ * functions. What does not: the memory of the host backend's simulated
+ * devices (the device's, counted against its size) and of the host buffers
+ * it allocates (page-aligned, as a GPU's pinned memory); what hwloc and
+ * jansson allocate inside themselves; and the string cubert_topology_json()
+ * returns (jansson's: free() it). The built-in kernels come from these
+ * functions too, but are made once, on first use, and kept until the
+ * process ends (kernels.h). A table with a NULL member:
+ * CUBERT_ERR_INVALID_ARGUMENT and nothing changes.
+ *
+ * When an allocation fails, the call that needed it fails with
+ * CUBERT_ERR_OUT_OF_MEMORY and a message that says "out of host memory" and
+ * what was being allocated, changes nothing, and leaks nothing; work already
+ * enqueued keeps its account: a failure whose record cannot be allocated is
+ * still a failure (its bytes stay tainted, with a static failure of status
+ * CUBERT_ERR_OUT_OF_MEMORY), and a taint with no memory for its range
+ * taints the whole allocation (docs/architecture.md, "The allocator").
+ *
+ * Not thread-safe: call it before any other cubert call, or while no other
+ * thread is in the library and nothing allocated by the previous functions
+ * is alive (no runtime, handle, error, failure, kernel or topology: memory is
+ * freed with the functions that made it). */
+CUBERT_API cubert_status cubert_set_allocator(const cubert_allocator *allocator);
+
 /* ---------------------------------------------------------------- errors */
 
 /* The error of this thread's most recent failed call, as a new reference the

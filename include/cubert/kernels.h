@@ -38,6 +38,9 @@
  * cubert_fill_strided. docs/guide.md shows them in
  * use.
  *
+ * Each built-in kernel is made on first use and kept until the process
+ * ends (through the allocator set then, cubert_set_allocator()).
+ *
  * Ownership: cubert_builtin_kernel() returns a new reference; descriptors
  * from cubert_builtin_desc() are static. */
 #ifndef CUBERT_KERNELS_H

@@ -1,0 +1,278 @@
+/* tests/test_alloc_fail.c: every host allocation of the library can fail
+ * cleanly (issue 12, item 6; docs/architecture.md, "The allocator").
+ *
+ * A counting allocator (cubert_set_allocator) fails the Nth allocation, for
+ * every N from 1 until a run of the program below never reaches its Nth
+ * allocation. The program is small but crosses every layer: a runtime on the
+ * host backend (topology, backend, fault layer), clients, handles, a write
+ * and reads, a built-in kernel's launch, a fault rule, a failed launch that
+ * taints, a tainted read and its error, share and a peer copy, teardown.
+ *
+ * For each N: nothing crashes (ASan in CI watches too); the first call that
+ * does not return what it returns without the fault returns
+ * CUBERT_ERR_OUT_OF_MEMORY with a message about memory (or CUBERT_ERR_TAINTED
+ * / a sync's failure whose root failure is out of memory, when the
+ * allocation was the work's own, on a backend thread), or the failure was
+ * absorbed and the program ran to its end with the right results; teardown
+ * then works; and every block the library took is back (the allocator
+ * counts live blocks).
+ *
+ * Each run is on its own thread, so that the thread's last error is freed
+ * when it exits, before the blocks are counted. Host backend only (the
+ * runtime's own allocations are the same on every backend). */
+#include <check.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cubert/cubert.h"
+#include "cubert/faultinj.h"
+#include "cubert/kernels.h"
+#include "tests/testutil.h"
+
+/* ------------------------------------------------------------ the allocator */
+
+static atomic_long calls;   /* allocations asked for since the run began */
+static atomic_long fail_at; /* the one to fail (1-based); 0: none */
+static atomic_bool failed;  /* the run reached it */
+static atomic_long live;    /* blocks given out and not yet freed */
+
+static bool take_turn(void) {
+  long n = atomic_fetch_add(&calls, 1) + 1;
+  if (n == atomic_load(&fail_at)) {
+    atomic_store(&failed, true);
+    return false;
+  }
+  return true;
+}
+
+static void *t_malloc(size_t size) {
+  void *p = take_turn() ? malloc(size) : NULL;
+  if (p) atomic_fetch_add(&live, 1);
+  return p;
+}
+
+static void *t_calloc(size_t count, size_t size) {
+  void *p = take_turn() ? calloc(count, size) : NULL;
+  if (p) atomic_fetch_add(&live, 1);
+  return p;
+}
+
+static void *t_realloc(void *ptr, size_t size) {
+  if (!ptr) return t_malloc(size); /* a new block */
+  return take_turn() ? realloc(ptr, size) : NULL;
+}
+
+static void t_free(void *ptr) {
+  ck_assert_ptr_nonnull(ptr); /* the hooks promise never to pass NULL */
+  atomic_fetch_sub(&live, 1);
+  free(ptr);
+}
+
+static const cubert_allocator counting = {t_malloc, t_calloc, t_realloc, t_free};
+
+/* ------------------------------------------------------------ the program */
+
+#define WORDS 64
+
+typedef struct run {
+  long n;           /* the allocation that fails */
+  int deviated;     /* the step that did not return what it should; 0: none */
+  cubert_status st; /* what it returned */
+  char what[160];   /* its call */
+  char message[512];
+  bool message_ok;  /* the message says what the failure was about */
+} run;
+
+/* The root failure of the thread's last error is out of host memory. */
+static bool root_is_oom(void) {
+  cubert_error *e = cubert_last_error();
+  const cubert_failure *f = cubert_error_failure(e, 0, NULL, NULL);
+  bool oom = f && cubert_failure_status(cubert_failure_root(f)) == CUBERT_ERR_OUT_OF_MEMORY;
+  cubert_error_release(e);
+  return oom;
+}
+
+/* Records the first step whose status is not `expected` and leaves the
+ * program (to its teardown). */
+#define STEP(r, step, call, expected)                                                \
+  do {                                                                              \
+    cubert_status st_ = (call);                                                     \
+    if (st_ != (expected)) {                                                        \
+      note((r), (step), #call, st_);                                                \
+      goto teardown;                                                                \
+    }                                                                               \
+  } while (0)
+
+static void note(run *r, int step, const char *what, cubert_status st) {
+  r->deviated = step;
+  r->st = st;
+  snprintf(r->what, sizeof r->what, "%s", what);
+  cubert_error *e = cubert_last_error();
+  snprintf(r->message, sizeof r->message, "%s", cubert_error_message(e));
+  if (st == CUBERT_ERR_OUT_OF_MEMORY)
+    /* the error record itself may be the allocation that failed: then there
+     * is no last error, and the status alone says it */
+    r->message_ok = !e || strstr(r->message, "memory") != NULL;
+  else if (st == CUBERT_ERR_TAINTED || st == CUBERT_ERR_LAUNCH || st == CUBERT_ERR_COPY)
+    r->message_ok = e && root_is_oom();
+  cubert_error_release(e);
+}
+
+static cubert_status launch_fill(cubert_client *c, cubert_kernel *k, cubert_handle *out, uint32_t v) {
+  uint64_t n = WORDS;
+  cubert_arg a[3] = {cubert_arg_buffer(out), cubert_arg_scalar(&n, 8), cubert_arg_scalar(&v, 4)};
+  cubert_launch_config cfg = {{1, 1, 1}, {64, 1, 1}, 0};
+  return cubert_launch(c, k, &cfg, a, 3);
+}
+
+static bool all_words(const uint32_t *w, uint32_t v) {
+  for (int i = 0; i < WORDS; i++)
+    if (w[i] != v) return false;
+  return true;
+}
+
+static void *program(void *arg) {
+  run *r = arg;
+  cubert_runtime *rt = NULL;
+  cubert_client *c0 = NULL, *c1 = NULL;
+  cubert_kernel *k = NULL, *own = NULL;
+  cubert_handle *x = NULL, *y = NULL, *z = NULL;
+  uint32_t in[WORDS], out[WORDS];
+  for (int i = 0; i < WORDS; i++) in[i] = 0xC0DE0000u + (uint32_t)i;
+
+  cubert_runtime_options o;
+  cb_test_options("host", &o);
+  o.host_devices = 2;
+  o.host_memory = 1u << 20;
+  STEP(r, 1, cubert_runtime_create(&o, &rt), CUBERT_OK);
+  STEP(r, 2, cubert_client_create(rt, 0, &c0), CUBERT_OK);
+  STEP(r, 3, cubert_client_create(rt, 1, &c1), CUBERT_OK);
+  STEP(r, 4, cubert_handle_create(c0, in, sizeof in, &x), CUBERT_OK);
+  STEP(r, 5, cubert_handle_empty(c0, sizeof in, &y), CUBERT_OK);
+  STEP(r, 6, cubert_handle_write(c0, x, in, sizeof in), CUBERT_OK);
+  STEP(r, 7, cubert_handle_read(c0, x, out, sizeof out), CUBERT_OK);
+  ck_assert_msg(memcmp(in, out, sizeof in) == 0, "N=%ld: x read back wrong", r->n);
+  STEP(r, 8, cubert_builtin_kernel(CUBERT_BUILTIN_FILL_U32, &k), CUBERT_OK);
+  cubert_kernel_desc d = *cubert_builtin_desc(CUBERT_BUILTIN_FILL_U32);
+  d.name = "t_own_fill"; /* a kernel of the program's own: made and freed in each run */
+  STEP(r, 8, cubert_kernel_create(&d, &own), CUBERT_OK);
+  STEP(r, 9, launch_fill(c0, own, y, 7), CUBERT_OK);
+  STEP(r, 10, cubert_handle_read(c0, y, out, sizeof out), CUBERT_OK);
+  ck_assert_msg(all_words(out, 7), "N=%ld: the fill wrote wrong words", r->n);
+  cubert_faultinj_diag diag;
+  STEP(r, 11, cubert_faultinj_add(rt, "launch times=1 fault=fail", "test", NULL, &diag), CUBERT_OK);
+  STEP(r, 12, launch_fill(c0, k, y, 9), CUBERT_ERR_LAUNCH);
+  STEP(r, 13, cubert_handle_read(c0, y, out, sizeof out), CUBERT_ERR_TAINTED);
+  {
+    cubert_error *e = cubert_last_error();
+    /* the refusal names the failed launch, or says that its failure could
+     * not be recorded (unless recording the error was the allocation that
+     * failed: then it is not there at all) */
+    bool named = !e || (cubert_error_failure_count(e) == 1 &&
+                        (strstr(cubert_error_message(e), "cubert_fill_u32") || root_is_oom()));
+    if (!e) ck_assert_msg(atomic_load(&failed), "N=%ld: a tainted read left no error", r->n);
+    ck_assert_msg(named, "N=%ld: the tainted read says \"%s\"", r->n, cubert_error_message(e));
+    cubert_error_release(e);
+  }
+  STEP(r, 14, cubert_handle_share(c0, x), CUBERT_OK);
+  STEP(r, 15, cubert_handle_empty(c1, sizeof in, &z), CUBERT_OK);
+  STEP(r, 16, cubert_handle_copy_peer(c0, x, c1, z), CUBERT_OK);
+  STEP(r, 17, cubert_handle_read(c1, z, out, sizeof out), CUBERT_OK);
+  ck_assert_msg(memcmp(in, out, sizeof in) == 0, "N=%ld: the peer copy read back wrong", r->n);
+  STEP(r, 18, cubert_sync_device(c0), CUBERT_OK);
+  STEP(r, 19, cubert_sync_device(c1), CUBERT_OK);
+
+teardown:
+  cubert_kernel_release(own);
+  cubert_kernel_release(k);
+  cubert_handle_release(z);
+  cubert_handle_release(y);
+  cubert_handle_release(x);
+  cubert_client_destroy(c1);
+  cubert_client_destroy(c0);
+  cubert_runtime_destroy(rt);
+  return NULL;
+}
+
+/* ------------------------------------------------------------ the test */
+
+START_TEST(test_every_failed_allocation_fails_one_call_cleanly_and_leaks_nothing) {
+  ck_assert_int_eq(cubert_set_allocator(&counting), CUBERT_OK);
+  /* The built-in kernels are made once per process and kept (kernels.h):
+   * made here, they are the blocks every run leaves behind. */
+  cubert_kernel *warm = NULL;
+  ck_assert_int_eq(cubert_builtin_kernel(CUBERT_BUILTIN_FILL_U32, &warm), CUBERT_OK);
+  cubert_kernel_release(warm);
+  const long kept = atomic_load(&live);
+  ck_assert_int_gt(kept, 0);
+  /* $CB_ALLOC_FAIL_N=N runs that N alone and says what happened (to follow
+   * one failure in a debugger) */
+  const char *only = getenv("CB_ALLOC_FAIL_N");
+  long n = only ? atol(only) : 1, deviations = 0, absorbed = 0;
+  for (;; n++) {
+    run r = {.n = n};
+    atomic_store(&calls, 0);
+    atomic_store(&failed, false);
+    atomic_store(&fail_at, n);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, program, &r), 0);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    atomic_store(&fail_at, 0);
+    if (!atomic_load(&failed)) {
+      ck_assert_msg(r.deviated == 0, "N=%ld (never reached): step %d %s returned %s: %s", n,
+                    r.deviated, r.what, cubert_status_name(r.st), r.message);
+      ck_assert_int_eq(atomic_load(&live), kept);
+      break;
+    }
+    if (r.deviated) {
+      deviations++;
+      ck_assert_msg(r.message_ok,
+                    "N=%ld: step %d %s returned %s without saying it was out of host memory: \"%s\"",
+                    n, r.deviated, r.what, cubert_status_name(r.st), r.message);
+    } else {
+      absorbed++;
+    }
+    if (only) {
+      printf("N=%ld: step %d %s returned %s: %s; %ld blocks live\n", n, r.deviated, r.what,
+             cubert_status_name(r.st), r.message, (long)atomic_load(&live) - kept);
+      return;
+    }
+    ck_assert_msg(atomic_load(&live) == kept, "N=%ld: %ld blocks leaked (step %d %s returned %s: %s)", n,
+                  (long)atomic_load(&live) - kept, r.deviated, r.what, cubert_status_name(r.st), r.message);
+  }
+  ck_assert_int_eq(cubert_set_allocator(NULL), CUBERT_OK);
+  printf("%ld allocations failed one at a time: %ld failed a call, %ld were absorbed\n", n - 1,
+         deviations, absorbed);
+  ck_assert_int_gt(n, 100); /* the program allocates: the hooks are in use */
+}
+END_TEST
+
+START_TEST(test_an_allocator_with_a_missing_function_is_refused_and_changes_nothing) {
+  cubert_allocator partial = counting;
+  partial.free_fn = NULL;
+  ck_assert_int_eq(cubert_set_allocator(&partial), CUBERT_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_nonnull(strstr(cubert_last_error_message(), "cubert_set_allocator"));
+  ck_assert_int_eq(cubert_set_allocator(&counting), CUBERT_OK);
+  atomic_store(&calls, 0);
+  ck_assert_int_eq(cubert_set_allocator(&partial), CUBERT_ERR_INVALID_ARGUMENT);
+  ck_assert_int_gt(atomic_load(&calls), 0); /* the error was recorded through the counting hooks */
+  ck_assert_int_eq(cubert_set_allocator(NULL), CUBERT_OK);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("alloc_fail");
+  TCase *tc = tcase_create("alloc_fail");
+  tcase_set_timeout(tc, 300);
+  tcase_add_test(tc, test_every_failed_allocation_fails_one_call_cleanly_and_leaks_nothing);
+  tcase_add_test(tc, test_an_allocator_with_a_missing_function_is_refused_and_changes_nothing);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failures = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failures ? EXIT_FAILURE : EXIT_SUCCESS;
+}
