@@ -64,7 +64,7 @@ static int campaign(int argc, char **argv) {
   cb_fi_campaign_config_init(&c);
   const char *json = NULL;
   uint64_t min_faults = 0;
-  for (int i = 0; i < argc; i++) {
+  for (int i = 0; i < argc; i += 2) { /* every option takes a value */
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     bool ok = v != NULL;
     if (!strcmp(a, "--seed")) ok = ok && parse_u64(v, &c.seed);
@@ -78,7 +78,6 @@ static int campaign(int argc, char **argv) {
       if (rank == 0) usage(stderr);
       return 2;
     }
-    i++;
   }
   if (!c.programs) {
     if (rank == 0) fprintf(stderr, "cubert-mpi campaign: --programs is needed (every rank must know the programs)\n");
