@@ -108,6 +108,15 @@ typedef struct cubert_backend_mem {
  * with hipExtMallocWithFlags(hipDeviceMallocFinegrained); a backend whose
  * memory is always so (the host backend) ignores the flag. */
 #define CUBERT_BACKEND_MEM_FINE_GRAINED 1u
+/* Memory other processes of the node may map (CUBERT_MEMORY_SHAREABLE):
+ * mem_export describes it. */
+#define CUBERT_BACKEND_MEM_SHAREABLE 2u
+/* Set by the runtime on memory that mem_import mapped, when it hands it to
+ * mem_free (which then unmaps, never frees what another process owns). */
+#define CUBERT_BACKEND_MEM_IMPORTED 4u
+/* Bytes of a backend's description of shareable memory (a POSIX shm name on
+ * the host backend, a hipIpcMemHandle_t on HIP). */
+#define CUBERT_BACKEND_IPC_SIZE 128
 
 /* Page-locked host memory of a host buffer (cubert_host_buffer). `ptr` and
  * `size` are the bytes; `cookie` and `registered` are the backend's own
@@ -303,6 +312,16 @@ typedef struct cubert_backend_ops {
                               const void *src, uint64_t size, cubert_berr *err);
   cubert_status (*read_host)(void *device, void *stream, uint64_t work, void *dst, uint64_t src,
                              uint64_t size, cubert_berr *err);
+  /* Memory shared between processes (optional; NULL: the backend cannot).
+   * mem_export writes into `ipc` what another process needs to map the
+   * whole of `mem` (allocated with CUBERT_BACKEND_MEM_SHAREABLE); mem_import
+   * maps, on `device`, the `size` bytes of such a description made by
+   * another process, filling mem->address, size and cookie; the runtime
+   * later hands it to mem_free with CUBERT_BACKEND_MEM_IMPORTED set. */
+  cubert_status (*mem_export)(void *device, const cubert_backend_mem *mem,
+                              unsigned char ipc[CUBERT_BACKEND_IPC_SIZE], cubert_berr *err);
+  cubert_status (*mem_import)(void *device, const unsigned char ipc[CUBERT_BACKEND_IPC_SIZE],
+                              uint64_t size, cubert_backend_mem *mem, cubert_berr *err);
 } cubert_backend_ops;
 
 /* The backends compiled in. cubert_backend_hip() returns NULL when cubert was

@@ -20,7 +20,7 @@
 #            platform against the HIP 6.2 headers of ../shared/rocm-6.2-headers
 #            ($CUBERT_ROCM6_HEADERS overrides) and against Debian's 5.2;
 #            skipped when the 6.2 headers are absent
-#   campaign, breakrule, mutate, fuzz: see their functions below
+#   campaign, mpi, breakrule, mutate, fuzz: see their functions below
 # `bash ci/test.sh gcc install` runs only the stages named. Every stage runs
 # even after another failed; the summary says which failed; exit 1 if any.
 # Builds go to $CUBERT_CI_BUILD (default build-ci/); $CUBERT_JOBS sets -j (2).
@@ -32,7 +32,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$CB_ROOT" || exit 1
 
 BUILD=${CUBERT_CI_BUILD:-$CB_ROOT/build-ci}
-ALL_STAGES=(deps lint layers gcc clang asan tsan buildtypes install rocm6 campaign breakrule mutate fuzz)
+ALL_STAGES=(deps lint layers gcc clang asan tsan buildtypes install rocm6 campaign mpi breakrule mutate fuzz)
 if [ "$#" -gt 0 ]; then STAGES=("$@"); else STAGES=("${ALL_STAGES[@]}"); fi
 for s in "${STAGES[@]}"; do
   case " ${ALL_STAGES[*]} " in *" $s "*) ;; *) echo "ci: unknown stage '$s' (stages: ${ALL_STAGES[*]})" >&2; exit 2 ;; esac
@@ -348,6 +348,60 @@ stage_campaign() {
     -DCUBERT_HIP=ON -DCUBERT_HIP_PLATFORM=amd || return 1
   env -u CUBERT_FAULTS CUBERT_BACKENDS=host "$BUILD/gcc/cli/cubert" faultinj campaign \
     --seed 20261129 --faults 100000 --node frontier --json "$BUILD/campaign.json"
+}
+
+# mpirun as CI needs it: 4 ranks on 2 cores, as root where CI runs so, on
+# the host backend with no fault rules from the environment.
+mpirun_host() {
+  local root=()
+  [ "$(id -u)" -eq 0 ] && root=(--allow-run-as-root)
+  env -u CUBERT_FAULTS -u CUBERT_MPI_FAULTS CUBERT_BACKENDS=host mpirun --oversubscribe "${root[@]}" "$@"
+}
+
+# The MPI component (docs/cluster.md) on the host backend, 4 ranks: its
+# tests (ctest -L mpi: taint across ranks exactly, injected transport
+# faults, bad input; the campaign on 1 and 4 ranks; the bench smoke), then a
+# campaign of 16,000 programs (more than 100,000 faults) sharded over 4
+# ranks, which must pass and give the same counts as on 1 rank, and the
+# consumer built against the installed component (cmake and pkg-config).
+# (CUBERT_CI_MPI_PROGRAMS and CUBERT_CI_MPI_MIN_FAULTS shrink it for a quick try.)
+MPI_CAMPAIGN=(campaign --seed 20261201 --programs "${CUBERT_CI_MPI_PROGRAMS:-16000}"
+              --min-faults "${CUBERT_CI_MPI_MIN_FAULTS:-100000}" --node frontier)
+stage_mpi() {
+  local dir=$BUILD/gcc out=$BUILD/mpi prefix=$BUILD/mpi/prefix rc=0 n c1 c4
+  cb_build "$dir" -DCMAKE_C_COMPILER=gcc -DCUBERT_WERROR=ON \
+    -DCUBERT_HIP=ON -DCUBERT_HIP_PLATFORM=amd -DCUBERT_MPI=ON || return 1
+  rm -rf "$out"
+  mkdir -p "$out"
+  ctest --test-dir "$dir" -L mpi --output-on-failure --no-tests=error --timeout 300 || rc=1
+  for n in 1 4; do
+    echo "ci: cubert-mpi ${MPI_CAMPAIGN[*]} on $n rank(s)"
+    mpirun_host -n "$n" "$dir/mpi/tool/cubert-mpi" "${MPI_CAMPAIGN[@]}" --json "$out/campaign-$n.json" |
+      tee "$out/campaign-$n.txt" || rc=1
+  done
+  c1=$(grep '^counts:' "$out/campaign-1.txt")
+  c4=$(grep '^counts:' "$out/campaign-4.txt")
+  if [ -n "$c1" ] && [ "$c1" = "$c4" ]; then
+    echo "ci: the same counts and verdict on 1 and 4 ranks"
+  else
+    echo "ci: the campaign's counts differ between 1 and 4 ranks"
+    rc=1
+  fi
+  mpirun_host -n 4 "$dir/mpi/tool/cubert-mpi" bench --quick --csv "$out/bench.csv" --json "$out/bench.json" |
+    tee "$out/bench.txt" || rc=1
+  grep -q '^validation: passed' "$out/bench.txt" || { echo "ci: bench mpi did not validate"; rc=1; }
+
+  echo "ci: examples/consumer_mpi against the installed component (CMake package and pkg-config)"
+  cmake --install "$dir" --prefix "$prefix" >/dev/null || return 1
+  cp -r examples/consumer_mpi "$out/make"
+  cmake -S examples/consumer_mpi -B "$out/cmake" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" &&
+    cmake --build "$out/cmake" &&
+    PKG_CONFIG_PATH=$(dirname "$(find "$prefix" -name cubert-mpi.pc | head -n 1)") \
+      make -C "$out/make" consumer_mpi || rc=1
+  for n in "$out/cmake/consumer_mpi" "$out/make/consumer_mpi"; do
+    [ -x "$n" ] && mpirun_host -n 2 "$n" || rc=1
+  done
+  return "$rc"
 }
 
 # Proof the checker bites: with one taint rule switched off (transitive

@@ -517,6 +517,22 @@ static void fi_mem_free(void *device, cubert_backend_mem *mem) {
   d->ops->mem_free(d->inner, mem);
 }
 
+static cubert_status fi_mem_export(void *device, const cubert_backend_mem *mem,
+                                   unsigned char ipc[CUBERT_BACKEND_IPC_SIZE], cubert_berr *err) {
+  fi_device *d = device;
+  if (!d->ops->mem_export)
+    return cubert_berr_set(err, CUBERT_ERR_UNSUPPORTED, "backend %s shares no memory between processes", d->ops->name);
+  return d->ops->mem_export(d->inner, mem, ipc, err);
+}
+
+static cubert_status fi_mem_import(void *device, const unsigned char ipc[CUBERT_BACKEND_IPC_SIZE], uint64_t size,
+                                   cubert_backend_mem *mem, cubert_berr *err) {
+  fi_device *d = device;
+  if (!d->ops->mem_import)
+    return cubert_berr_set(err, CUBERT_ERR_UNSUPPORTED, "backend %s shares no memory between processes", d->ops->name);
+  return d->ops->mem_import(d->inner, ipc, size, mem, err);
+}
+
 /* A plain failure for calls that only fail or lose the device. */
 static bool plain_fault(fi_device *d, fi_stream *s, uint32_t op, int peer, cubert_berr *err, cubert_status *st) {
   if (lost(d->b, d->local, true, err)) {
@@ -930,8 +946,9 @@ static void fi_timer_destroy(void *device, void *timer) {
 /* Every slot is decorated: a slot added to backend.h after timer_destroy
  * stops the build here rather than leave a NULL in the table. */
 _Static_assert(sizeof(cubert_backend_ops) ==
-                   offsetof(cubert_backend_ops, read_host) +
-                       sizeof(cubert_status (*)(void *, void *, uint64_t, void *, uint64_t, uint64_t, cubert_berr *)),
+                   offsetof(cubert_backend_ops, mem_import) +
+                       sizeof(cubert_status (*)(void *, const unsigned char *, uint64_t, cubert_backend_mem *,
+                                                cubert_berr *)),
                "backend.h has a slot the fault layer does not decorate");
 
 static const cubert_backend_ops fi_ops = {
@@ -943,6 +960,8 @@ static const cubert_backend_ops fi_ops = {
     .device_close = fi_device_close,
     .mem_alloc = fi_mem_alloc,
     .mem_free = fi_mem_free,
+    .mem_export = fi_mem_export,
+    .mem_import = fi_mem_import,
     .stream_create = fi_stream_create,
     .stream_destroy = fi_stream_destroy,
     .event_record = fi_event_record,

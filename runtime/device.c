@@ -20,6 +20,7 @@ static void alloc_free(cb_alloc *a) {
   }
   cb_ledger_free(&a->ledger);
   free(a->readers);
+  if (a->xshare) cb_xshare_release(a);
   if (!a->orphan) { /* an orphan's memory and slot went with its runtime */
     cb_block_free(dev, &a->block);
     dev->slots[a->slot] = NULL;
@@ -223,7 +224,8 @@ void cb_device_free(cb_device *dev) {
   for (uint32_t i = 0; i < dev->nslots; i++) {
     cb_alloc *a = dev->slots[i];
     if (!a) continue;
-    if (a->block.pool == CB_BLOCK_DEDICATED) cb_block_free(dev, &a->block); /* not the pools' */
+    if (a->xshare) cb_xshare_release(a); /* before its memory goes */
+    if (CB_BLOCK_OWN(&a->block)) cb_block_free(dev, &a->block); /* not the pools' */
     a->orphan = true;
   }
   /* timers the program still holds: their backend objects go now */

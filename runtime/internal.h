@@ -238,6 +238,8 @@ struct cb_alloc {
   cb_alloc *next_grave;
   bool orphan; /* its runtime was destroyed first: the device memory went
                   with it, the record lives on for its references */
+  struct cb_xshare *xshare; /* exported or imported (xshare.c): set once,
+                               under the device lock, before it is shared */
   bool host;   /* the ledger of a host buffer (host_buffer.c), not device
                   memory: `dev` is the device it was placed near, `shared`
                   its own cell; never in a slot, never ordered by streams */
@@ -444,11 +446,40 @@ void cb_device_collect(cb_device *dev);
  * allocation of its own (mem_alloc with CUBERT_BACKEND_MEM_FINE_GRAINED),
  * marked with pool CB_BLOCK_DEDICATED and its cookie in `page`.
  * cb_block_free gives either back. Caller holds dev->lock. */
-#define CB_MEMORY_FLAGS CUBERT_MEMORY_FINE_GRAINED
+#define CB_MEMORY_FLAGS (CUBERT_MEMORY_FINE_GRAINED | CUBERT_MEMORY_SHAREABLE)
 #define CB_BLOCK_DEDICATED UINT32_MAX
+/* CUBERT_MEMORY_SHAREABLE: a driver allocation of its own that other
+ * processes may map; imported from another process (runtime/xshare.c) */
+#define CB_BLOCK_SHAREABLE (UINT32_MAX - 1)
+#define CB_BLOCK_IMPORTED (UINT32_MAX - 2)
+/* a block of its own (not the pools') */
+#define CB_BLOCK_OWN(b) ((b)->pool >= CB_BLOCK_IMPORTED)
+/* The backend's description of a block of its own (for mem_free,
+ * mem_export). */
+void cb_block_mem(const cb_block *block, cubert_backend_mem *mem);
 cubert_status cb_block_alloc(cb_device *dev, uint64_t size, uint32_t flags, cb_block *block,
                              cubert_berr *err);
 void cb_block_free(cb_device *dev, const cb_block *block);
+/* runtime/memory.c: an allocation record for `block` (consumed: freed on
+ * failure); caller holds dev->lock. cb_handle_adopt: the same, entered
+ * through `c`, with a handle of view [start, end). */
+cubert_status cb_alloc_adopt(cb_device *dev, uint64_t size, const cb_block *block, cb_alloc **out);
+cubert_status cb_handle_adopt(cubert_client *c, uint64_t size, const cb_block *block, uint64_t start, uint64_t end,
+                              cb_alloc **alloc, cubert_handle **out);
+
+/* runtime/xshare.c: memory shared with other processes (docs/processes.md).
+ * An exported or imported allocation has `xshare`: the failure cell both
+ * processes map is the truth about its taint. cb_xshare_report adds the
+ * failures of [start, end) to `report` (and taints the whole allocation,
+ * once, when the other process died or freed it); cb_xshare_settle sets or
+ * clears [start, end) after a write; cb_xshare_release lets go (alloc_free,
+ * device teardown). */
+void cb_xshare_report(cb_alloc *a, uint64_t start, uint64_t end, cb_errb *report);
+void cb_xshare_settle(cb_alloc *a, uint64_t start, uint64_t end, const cubert_failure *f);
+void cb_xshare_release(cb_alloc *a);
+/* For tests: the cell of an exported or imported handle's memory, NULL for
+ * other memory (a struct cb_xcell, runtime/xcell.h). */
+struct cb_xcell *cb_xshare_cell(const cubert_handle *h);
 
 /* The ledger of an allocation, locked for use; caller holds dev->lock if it
  * is the owner. Pair with cb_alloc_ledger_unlock. */

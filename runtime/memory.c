@@ -26,6 +26,11 @@ static cubert_status alloc_new(cb_device *dev, uint64_t size, uint32_t flags, cb
       return cb_fail(st, "device %d (%s): %s", dev->index, dev->info.name, err.message);
     return cb_fail_backend(st, &err, "allocating memory", dev->info.name);
   }
+  return cb_alloc_adopt(dev, size, &block, out);
+}
+
+cubert_status cb_alloc_adopt(cb_device *dev, uint64_t size, const cb_block *given, cb_alloc **out) {
+  cb_block block = *given;
   cb_alloc *a = cb_alloc_record(dev);
   if (!a) {
     cb_block_free(dev, &block);
@@ -68,13 +73,36 @@ static cubert_handle *handle_new(cb_alloc *a, uint64_t start, uint64_t end, cube
   return h;
 }
 
+cubert_status cb_handle_adopt(cubert_client *c, uint64_t size, const cb_block *block, uint64_t start, uint64_t end,
+                              cb_alloc **alloc, cubert_handle **out) {
+  cb_device *dev = c->dev;
+  cubert_status st = cb_device_enter(dev);
+  if (st) return st;
+  cb_stream *s = NULL;
+  cb_alloc *a = NULL;
+  if ((st = cb_client_stream(c, &s))) cb_block_free(dev, block);
+  if (st || (st = cb_alloc_adopt(dev, size, block, &a))) { /* the block is gone either way */
+    cb_device_leave(dev);
+    return st;
+  }
+  cb_device_leave(dev);
+  cubert_handle *h = handle_new(a, start, end, s->id);
+  if (!h) {
+    cb_alloc_unref(a, CB_HANDLE_ONE, NULL);
+    return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+  }
+  *alloc = a;
+  *out = h;
+  return CUBERT_OK;
+}
+
 static cubert_status empty_with(const char *fn, cubert_client *c, uint64_t size, uint32_t flags,
                                 cubert_handle **out) {
   if (!c) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "%s: client is NULL", fn);
   if (!out) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "%s: handle is NULL", fn);
   if (size == 0) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "%s: size is 0", fn);
   if (flags & ~CB_MEMORY_FLAGS)
-    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "%s: unknown flags 0x%x (known: CUBERT_MEMORY_FINE_GRAINED)", fn,
+    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "%s: unknown flags 0x%x (known: CUBERT_MEMORY_FINE_GRAINED, CUBERT_MEMORY_SHAREABLE)", fn,
                    (unsigned)(flags & ~CB_MEMORY_FLAGS));
   cb_device *dev = c->dev;
   cubert_status st = cb_device_enter(dev);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "backends/host/host_backend.h"
+#include "base/shm.h"
 #include "runtime/fault_state.h"
 #include "runtime/internal.h"
 #include "runtime/parts.h"
@@ -180,6 +181,9 @@ cubert_status cb_runtime_create(const cb_runtime_parts *parts, const cubert_runt
                      options->struct_size);
     memcpy(&o, options, options->struct_size);
   }
+  /* shared segments of this user's processes of the node that ended without
+   * removing them (a SIGKILL): docs/processes.md */
+  (void)cb_shm_sweep();
   const char *list = o.backends ? o.backends : cb_env("CUBERT_BACKENDS");
   cubert_status st = check_backend_list(
       parts, o.backends ? "cubert_runtime_options.backends" : "CUBERT_BACKENDS", list);

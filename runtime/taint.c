@@ -21,6 +21,9 @@ const cubert_failure *cb_taint_find(cb_alloc *a, uint64_t start, uint64_t end, b
   if (lost) {
     /* a lost owner's memory is bad as a whole, tainted or not */
     cb_errb_add(report, lost, start, end);
+  } else if (a->xshare) {
+    /* shared with other processes: the cell they all map is the truth */
+    cb_xshare_report(a, start, end, report);
   } else {
     cb_ledger *l = cb_alloc_ledger_lock(a);
     if (l->n) cb_ledger_report(l, start, end, report);
@@ -118,5 +121,6 @@ void cb_taint_settle(cb_device *dev, cb_work *w, cubert_failure *f) {
     else
       cb_ledger_clear(l, b->start, b->end);
     cb_alloc_ledger_unlock(b->alloc);
+    if (b->alloc->xshare) cb_xshare_settle(b->alloc, b->start, b->end, f);
   }
 }

@@ -1,7 +1,7 @@
 /* runtime/xcell.h: the failure cell of memory shared between processes
- * (internal; issue 13, items 3 and 4). Not wired to export/import yet:
- * docs/processes.md is to say how memory crosses; this is the part both
- * processes map, tested on its own (tests/test_xcell.c).
+ * (internal; issue 13, items 3 and 4). runtime/xshare.c keeps one in the
+ * segment of each exported allocation (docs/processes.md); tested on its own
+ * in tests/test_xcell.c and through export/import in tests/test_processes.c.
  *
  * A cell lives in memory the caller maps MAP_SHARED in every process that
  * uses the allocation. It holds the allocation's tainted ranges, range-exact,

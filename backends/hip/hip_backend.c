@@ -322,8 +322,52 @@ static void hip_mem_free(void *device, cubert_backend_mem *mem) {
   cb_hip_device *dev = device;
   if (!mem || !mem->address) return;
   (void)cb_hip_enter(dev, NULL);
-  (void)hipFree(CB_HIP_PTR(mem->address));
+  if (mem->flags & CUBERT_BACKEND_MEM_IMPORTED)
+    (void)hipIpcCloseMemHandle(CB_HIP_PTR(mem->address));
+  else
+    (void)hipFree(CB_HIP_PTR(mem->address));
   mem->address = 0;
+}
+
+/* Memory of another process: a hipIpcMemHandle_t of a whole hipMalloc
+ * (CUBERT_MEMORY_SHAREABLE memory is never a pool's sub-allocation, so the
+ * handle opens to exactly its bytes; the runtime's descriptor carries the
+ * view's offset and size). */
+_Static_assert(sizeof(hipIpcMemHandle_t) <= CUBERT_BACKEND_IPC_SIZE, "hipIpcMemHandle_t does not fit");
+
+static cubert_status hip_mem_export(void *device, const cubert_backend_mem *mem,
+                                    unsigned char ipc[CUBERT_BACKEND_IPC_SIZE], cubert_berr *err) {
+  cb_hip_device *dev = device;
+  cubert_status st = enter_live(dev, err);
+  if (st) return st;
+  hipIpcMemHandle_t h;
+  hipError_t e = hipIpcGetMemHandle(&h, CB_HIP_PTR(mem->address));
+  if (e != hipSuccess)
+    return cb_hip_fail(dev, err, e, CUBERT_ERR_BACKEND, "hipIpcGetMemHandle of %" PRIu64 " bytes on %s", mem->size,
+                       dev->label);
+  memset(ipc, 0, CUBERT_BACKEND_IPC_SIZE);
+  memcpy(ipc, &h, sizeof h);
+  return CUBERT_OK;
+}
+
+static cubert_status hip_mem_import(void *device, const unsigned char ipc[CUBERT_BACKEND_IPC_SIZE], uint64_t size,
+                                    cubert_backend_mem *mem, cubert_berr *err) {
+  cb_hip_device *dev = device;
+  cubert_status st = enter_live(dev, err);
+  if (st) return st;
+  hipIpcMemHandle_t h;
+  memcpy(&h, ipc, sizeof h);
+  void *p = NULL;
+  hipError_t e = hipIpcOpenMemHandle(&p, h, hipIpcMemLazyEnablePeerAccess);
+  if (e != hipSuccess)
+    return cb_hip_fail(dev, err, e, CUBERT_ERR_BACKEND,
+                       "hipIpcOpenMemHandle of %" PRIu64 " bytes on %s (the handle must come from another "
+                       "process: CUDA refuses one of this very process)",
+                       size, dev->label);
+  mem->address = (uint64_t)(uintptr_t)p;
+  mem->size = size;
+  mem->cookie = NULL;
+  return CUBERT_OK;
 }
 
 /* ------------------------------------------------------------ modules */
@@ -775,6 +819,8 @@ static const cubert_backend_ops hip_ops = {
     .device_close = hip_device_close,
     .mem_alloc = hip_mem_alloc,
     .mem_free = hip_mem_free,
+    .mem_export = hip_mem_export,
+    .mem_import = hip_mem_import,
     .stream_create = cb_hip_stream_create,
     .stream_destroy = cb_hip_stream_destroy,
     .event_record = cb_hip_event_record,

@@ -115,6 +115,10 @@ bool cb_host_buffers_local(host_device *dev, const cubert_backend_arg *args, uin
 cubert_status cb_host_mem_alloc(void *device, uint64_t size, cubert_backend_mem *mem,
                                 cubert_berr *err);
 void cb_host_mem_free(void *device, cubert_backend_mem *mem);
+cubert_status cb_host_mem_export(void *device, const cubert_backend_mem *mem,
+                                 unsigned char ipc[CUBERT_BACKEND_IPC_SIZE], cubert_berr *err);
+cubert_status cb_host_mem_import(void *device, const unsigned char ipc[CUBERT_BACKEND_IPC_SIZE], uint64_t size,
+                                 cubert_backend_mem *mem, cubert_berr *err);
 cubert_status cb_host_peer_can_access(void *device, void *peer, bool *can, cubert_berr *err);
 cubert_status cb_host_peer_enable(void *device, void *peer, cubert_berr *err);
 cubert_status cb_host_link_info(void *device, void *peer, cubert_backend_link *link,

@@ -11,9 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "backends/host/host_internal.h"
+#include "base/shm.h"
 
 /* ------------------------------------------------------------ address checks */
 
@@ -107,9 +109,18 @@ cubert_status cb_host_check_peer_range(host_device *d, const char *what, uint64_
 
 /* ------------------------------------------------------------ memory */
 
-cubert_status cb_host_mem_alloc(void *device, uint64_t size, cubert_backend_mem *mem,
-                                cubert_berr *err) {
-  host_device *d = device;
+/* A shareable allocation's or an import's segment (mem->cookie). */
+typedef struct host_shm {
+  char name[CB_SHM_NAME];
+  size_t length; /* bytes mapped */
+  bool owner;    /* made here: removed (shm_unlink) when freed */
+} host_shm;
+
+/* Gets `size` bytes for the device: heap memory; a new shared segment
+ * (CUBERT_BACKEND_MEM_SHAREABLE); or, with `import`, the segment of that
+ * name. Accounts and tracks them like any allocation. */
+static cubert_status place(host_device *d, uint64_t size, const char *import, cubert_backend_mem *mem,
+                           cubert_berr *err) {
   host_backend *b = d->backend;
   if (size == 0)
     return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT, "%s: allocation of 0 bytes", d->name);
@@ -127,8 +138,28 @@ cubert_status cb_host_mem_alloc(void *device, uint64_t size, cubert_backend_mem 
   pthread_mutex_unlock(&b->lock);
 
   void *p = NULL;
-  if (size <= SIZE_MAX - HOST_ALIGN)
-    p = aligned_alloc(HOST_ALIGN, (size_t)align_up(size, HOST_ALIGN));
+  host_shm *shm = NULL;
+  char why[192] = "";
+  if (size <= SIZE_MAX - HOST_ALIGN) {
+    size_t length = (size_t)align_up(size, HOST_ALIGN);
+    if (import || (mem->flags & CUBERT_BACKEND_MEM_SHAREABLE)) {
+      shm = calloc(1, sizeof *shm);
+      int rc = !shm ? -1
+               : import ? cb_shm_open(import, length, &p, why, sizeof why)
+                        : cb_shm_create(length, shm->name, &p, why, sizeof why);
+      if (rc) {
+        free(shm);
+        shm = NULL;
+        p = NULL;
+      } else {
+        if (import) snprintf(shm->name, sizeof shm->name, "%s", import);
+        shm->length = length;
+        shm->owner = !import;
+      }
+    } else {
+      p = aligned_alloc(HOST_ALIGN, length);
+    }
+  }
 
   pthread_mutex_lock(&b->lock);
   host_alloc *grown = b->allocs;
@@ -143,7 +174,16 @@ cubert_status cb_host_mem_alloc(void *device, uint64_t size, cubert_backend_mem 
   if (!p || !grown) {
     d->memory_used -= size;
     pthread_mutex_unlock(&b->lock);
-    free(p);
+    if (shm) {
+      munmap(p, shm->length);
+      if (shm->owner) shm_unlink(shm->name);
+      free(shm);
+    } else {
+      free(p);
+    }
+    if (why[0])
+      return cubert_berr_set(err, import ? CUBERT_ERR_INVALID_ARGUMENT : CUBERT_ERR_OUT_OF_MEMORY, "%s: %s", d->name,
+                             why);
     return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY,
                            "%s: out of memory: the host has no %" PRIu64 " bytes to give", d->name,
                            size);
@@ -157,8 +197,36 @@ cubert_status cb_host_mem_alloc(void *device, uint64_t size, cubert_backend_mem 
 
   mem->address = addr;
   mem->size = size;
-  mem->cookie = p;
+  mem->cookie = shm ? (void *)shm : p;
   return CUBERT_OK;
+}
+
+cubert_status cb_host_mem_alloc(void *device, uint64_t size, cubert_backend_mem *mem,
+                                cubert_berr *err) {
+  return place(device, size, NULL, mem, err);
+}
+
+cubert_status cb_host_mem_export(void *device, const cubert_backend_mem *mem,
+                                 unsigned char ipc[CUBERT_BACKEND_IPC_SIZE], cubert_berr *err) {
+  host_device *d = device;
+  if (!(mem->flags & CUBERT_BACKEND_MEM_SHAREABLE) || !mem->cookie)
+    return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT, "%s: memory not allocated shareable", d->name);
+  const host_shm *shm = mem->cookie;
+  memset(ipc, 0, CUBERT_BACKEND_IPC_SIZE);
+  memcpy(ipc, shm->name, strlen(shm->name));
+  return CUBERT_OK;
+}
+
+cubert_status cb_host_mem_import(void *device, const unsigned char ipc[CUBERT_BACKEND_IPC_SIZE], uint64_t size,
+                                 cubert_backend_mem *mem, cubert_berr *err) {
+  host_device *d = device;
+  char name[CB_SHM_NAME];
+  memcpy(name, ipc, sizeof name);
+  name[sizeof name - 1] = '\0';
+  if (!cb_shm_name_ok(name))
+    return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT, "%s: the description names no cubert segment",
+                           d->name);
+  return place(d, size, name, mem, err);
 }
 
 void cb_host_mem_free(void *device, cubert_backend_mem *mem) {
@@ -177,8 +245,15 @@ void cb_host_mem_free(void *device, cubert_backend_mem *mem) {
   pthread_mutex_unlock(&b->lock);
   /* An address this device never handed out is ignored: freeing it could
    * only corrupt the host heap. */
-  if (found)
+  if (!found) return;
+  if (mem->flags & (CUBERT_BACKEND_MEM_SHAREABLE | CUBERT_BACKEND_MEM_IMPORTED)) {
+    host_shm *shm = mem->cookie;
+    munmap((void *)(uintptr_t)mem->address, shm->length);
+    if (shm->owner) shm_unlink(shm->name);
+    free(shm);
+  } else {
     free((void *)(uintptr_t)mem->address);
+  }
 }
 
 /* ------------------------------------------------------------ peers */

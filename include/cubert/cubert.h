@@ -349,6 +349,12 @@ CUBERT_API cubert_status cubert_handle_empty(cubert_client *client, uint64_t siz
  * NVLink or PCIe already honours system-scope atomics). Host backend:
  * accepted, no different (host memory is coherent). */
 #define CUBERT_MEMORY_FINE_GRAINED 1u
+/* Memory other processes of this node may map (cubert_handle_export). A
+ * driver allocation of its own, outside the pools, freed when its last
+ * reference goes. Host backend: a POSIX shared-memory segment (mode 0600, a
+ * name nobody can guess) instead of heap memory. HIP: a hipMalloc of its own,
+ * whose hipIpcGetMemHandle opens to exactly its bytes. docs/processes.md. */
+#define CUBERT_MEMORY_SHAREABLE 2u
 
 /* cubert_handle_empty() with `flags` (CUBERT_MEMORY_*; 0 is
  * cubert_handle_empty). An unknown flag is CUBERT_ERR_INVALID_ARGUMENT; a
@@ -411,6 +417,49 @@ CUBERT_API cubert_status cubert_handle_tainted_range(cubert_client *client,
  * device is refused and taints nothing. */
 CUBERT_API cubert_status cubert_handle_taint(cubert_client *client, cubert_handle *view,
                                              const cubert_failure *failure);
+
+/* ---------------------------------------------------------------------
+ * Memory shared between processes of a node (docs/processes.md)
+ *
+ * An exporter turns a view of memory allocated with CUBERT_MEMORY_SHAREABLE
+ * into a descriptor: fixed-size bytes with no pointers, safe to copy through
+ * any channel (a pipe, a file, an MPI message). Another process of the same
+ * user on the same node imports it as a handle on its own device of the same
+ * backend, seeing exactly the exported bytes. The failures of those bytes
+ * live in a cell both processes map: a write that fails in one process
+ * taints what the other reads (its error names the other process), a
+ * successful write repairs, and a process that died is named by the
+ * survivor's next use of the bytes. */
+#define CUBERT_EXPORT_DESC_SIZE 512
+/* Opaque; versioned, with a checksum. Owned by whoever holds the bytes. It
+ * carries the host, the exporter's pid and uid, the backend, the offset and
+ * size of the view in its allocation, the segment names and a random
+ * 128-bit secret. */
+typedef struct cubert_export_desc {
+  unsigned char bytes[CUBERT_EXPORT_DESC_SIZE];
+} cubert_export_desc;
+
+/* Writes a descriptor of `view` (a handle or slice on the client's device)
+ * into *desc. The allocation must be CUBERT_MEMORY_SHAREABLE (else
+ * CUBERT_ERR_INVALID_ARGUMENT saying so); the first export of an allocation
+ * makes its shared failure cell (later ones reuse it) and moves the taint
+ * the allocation already has into it. The segments are removed when the
+ * allocation is freed or its runtime destroyed; after a SIGKILL the next
+ * cubert runtime of the node removes them (docs/processes.md). A refused
+ * call changes nothing. */
+CUBERT_API cubert_status cubert_handle_export(cubert_client *client, const cubert_handle *view,
+                                              cubert_export_desc *desc);
+/* A new handle on the client's device with exactly the bytes `desc`
+ * describes, in *handle (released with cubert_handle_release; the mapping
+ * goes with its last reference). Refused, with nothing mapped and nothing
+ * tainted, with CUBERT_ERR_INVALID_ARGUMENT naming what was wrong: a
+ * descriptor that is corrupt or truncated (checksum), of an unknown version,
+ * from another host or another user, of memory already freed (stale), or of
+ * another backend than the client's device (wrong device kind). A
+ * descriptor of this very process imports too on the host backend; HIP
+ * (CUDA) refuses to open a handle in the process that made it. */
+CUBERT_API cubert_status cubert_handle_import(cubert_client *client, const cubert_export_desc *desc,
+                                              cubert_handle **handle);
 
 /* A new view of the same memory, `offset_start` bytes further in and
  * `offset_end` bytes shorter at the end, relative to `handle`'s view. */

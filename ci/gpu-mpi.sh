@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# ci/gpu-mpi.sh: the MPI component on the GPU machine (issue 14 item 7):
+# two ranks sharing its one GPU, through HIP's NVIDIA platform.
+#
+# Before (on the Debian machine), beside .gpu-kit (ci/gpu-kit.sh):
+#   bash ../shared/gpu/mpi-kit.sh .mpi-kit     # Debian's Open MPI, relocatable
+# On the GPU machine, from the repository:
+#   OUT=/some/dir bash ci/gpu-mpi.sh
+#
+# Steps: configure build-gpu-mpi/ (-DCUBERT_HIP=ON -DCUBERT_HIP_PLATFORM=nvidia
+# -DCUBERT_MPI=ON, MPI from .mpi-kit), build the MPI suite and cubert-mpi,
+# run tests/mpi/test_mpi_transfer with 2 ranks on the HIP backend (both on
+# device 0), then `cubert-mpi bench` with 2 ranks (device buffers through
+# cubert beside raw MPI on host buffers), and a short sharded campaign.
+# Writes 5 files to $OUT: summary.txt, build.log, tests.log, bench.txt,
+# bench.json. Exit status: non-zero when any step failed.
+#
+# Trying the script's logic where there is no GPU: CUBERT_GPU_MPI_BACKEND=host
+# (no .gpu-kit needed; the system's MPI is used when .mpi-kit is absent).
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root" || exit 1
+out=${OUT:?set OUT to the folder for the results}
+mkdir -p "$out"
+backend=${CUBERT_GPU_MPI_BACKEND:-hip}
+build=${CUBERT_GPU_MPI_BUILD:-$root/build-gpu-mpi}
+jobs=${CUBERT_JOBS:-$(nproc 2>/dev/null || echo 4)}
+rc=0
+summary() { echo "$*" | tee -a "$out/summary.txt"; }
+: >"$out/summary.txt"
+summary "ci/gpu-mpi.sh on $(hostname) at $(date -u +%FT%TZ), backend $backend"
+
+platform=()
+if [ "$backend" = hip ]; then
+  if [ ! -f .gpu-kit/kit.env ]; then
+    summary "no .gpu-kit/kit.env: build it first (bash ci/gpu-kit.sh ../shared/gpu/kit.sh)"
+    exit 2
+  fi
+  # shellcheck source=/dev/null
+  source .gpu-kit/kit.env
+  platform=(-DCUBERT_HIP=ON -DCUBERT_HIP_PLATFORM=nvidia)
+  command -v nvidia-smi >/dev/null && nvidia-smi -L | tee -a "$out/summary.txt"
+else
+  platform=(-DCUBERT_HIP=OFF)
+fi
+if [ -f .mpi-kit/env.sh ]; then
+  # shellcheck source=/dev/null
+  source .mpi-kit/env.sh
+elif [ "$backend" = hip ]; then
+  summary "no .mpi-kit/env.sh: build it first (bash ../shared/gpu/mpi-kit.sh .mpi-kit)"
+  exit 2
+fi
+mpicc=$(command -v mpicc) || { summary "no mpicc on PATH"; exit 2; }
+mpirun=$(command -v orterun || command -v mpirun)
+summary "MPI: $mpicc ($("$mpirun" --version 2>/dev/null | head -n 1))"
+# run_ranks ARGS...: mpirun with ARGS on $backend, no fault rules from the
+# environment, 10 minutes at most.
+run_ranks() {
+  local root_flag=()
+  [ "$(id -u)" -eq 0 ] && root_flag=(--allow-run-as-root)
+  timeout 600 env -u CUBERT_FAULTS -u CUBERT_MPI_FAULTS CUBERT_BACKENDS="$backend" \
+    "$mpirun" --oversubscribe "${root_flag[@]}" "$@"
+}
+
+if cmake -S "$root" -B "$build" -G Ninja "${platform[@]}" -DCUBERT_MPI=ON -DMPI_C_COMPILER="$mpicc" \
+     -DCUBERT_BUILD_BENCH=OFF >"$out/build.log" 2>&1 &&
+   cmake --build "$build" --parallel "$jobs" --target test_mpi_transfer cubert_mpi_tool >>"$out/build.log" 2>&1; then
+  summary "build: ok"
+else
+  summary "build: FAILED (build.log)"
+  tail -n 30 "$out/build.log"
+  exit 1
+fi
+
+# The suite: taint across ranks exactly, injected transport faults, bad
+# input; 2 ranks, each with its client on device 0 of $backend.
+if CUBERT_MPI_TEST_BACKEND=$backend CK_VERBOSITY=verbose \
+     run_ranks -n 2 "$build/tests/mpi/test_mpi_transfer" >"$out/tests.log" 2>&1; then
+  summary "tests (2 ranks, $backend): $(grep -m1 '%: Checks' "$out/tests.log")"
+else
+  summary "tests (2 ranks, $backend): FAILED (tests.log)"
+  grep -E ':[FE]:|skipped' "$out/tests.log" | head -n 20 | tee -a "$out/summary.txt"
+  rc=1
+fi
+
+# Bandwidth and latency between the two ranks; device buffers through
+# cubert beside raw MPI on host buffers.
+if run_ranks -n 2 "$build/mpi/tool/cubert-mpi" bench --sizes 8,4K,64K,1M,16M,64M --iters 10 \
+     --json "$out/bench.json" >"$out/bench.txt" 2>&1; then
+  summary "bench (2 ranks): $(grep -m1 '^validation' "$out/bench.txt")"
+else
+  summary "bench (2 ranks): FAILED (bench.txt)"
+  rc=1
+fi
+grep -E '^(pair|0-1| +latency|GPU-aware)' "$out/bench.txt" | tee -a "$out/summary.txt"
+
+# A campaign sharded over the 2 ranks (the harness's programs run on the
+# host backend: the campaign's devices are simulated ones).
+if run_ranks -n 2 "$build/mpi/tool/cubert-mpi" campaign --seed 20261201 --programs 400 \
+     >>"$out/tests.log" 2>&1; then
+  summary "campaign (2 ranks): $(grep -m1 '^verdict' "$out/tests.log")"
+else
+  summary "campaign (2 ranks): FAILED (tests.log)"
+  rc=1
+fi
+summary "overall: $([ "$rc" -eq 0 ] && echo PASS || echo FAIL)"
+exit "$rc"

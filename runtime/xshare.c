@@ -1,0 +1,453 @@
+/* runtime/xshare.c: memory shared between processes of a node
+ * (cubert_handle_export, cubert_handle_import; docs/processes.md).
+ *
+ * The exporter's first export of an allocation makes a segment of its own
+ * (base/shm.h: mode 0600, a random name) holding the allocation's failure
+ * cell (runtime/xcell.h), a random secret, the exporter's pid and the pids
+ * of the importers. From then on, in every process that maps it, the cell is
+ * the truth about the allocation's taint: a write settles into it
+ * (cb_xshare_settle), a read, copy or launch consults it (cb_xshare_report).
+ * A process that died is noticed there: the lock's owner died (EOWNERDEAD),
+ * the exporter freed the memory (the segment's `dead`) or ended, an
+ * importer ended without letting go; the whole allocation is then tainted
+ * with a failure naming that process, once, and a successful write repairs.
+ * The exporter removes the segment's name when the allocation is freed (or
+ * its runtime destroyed); the backend does the same for the memory's own
+ * segment. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "base/hash.h"
+#include "base/shm.h"
+#include "runtime/internal.h"
+#include "runtime/xcell.h"
+
+#define DESC_MAGIC 0x44584243u /* "CBXD" */
+#define DESC_VERSION 1u
+#define SEG_MAGIC 0x47535843u /* "CXSG" */
+#define SEG_VERSION 1u
+#define IMPORTERS 16
+
+/* The descriptor's bytes (native layout: it never leaves the node). */
+typedef struct xdesc {
+  uint32_t magic, version;
+  uint64_t checksum; /* FNV-1a 64 of all CUBERT_EXPORT_DESC_SIZE bytes, this field 0 */
+  char host[64];
+  char boot[40]; /* /proc/sys/kernel/random/boot_id */
+  int64_t pid;
+  uint32_t uid;
+  uint32_t flags;
+  char backend[16];
+  uint64_t offset, size, alloc_size;
+  uint64_t memory; /* the exporter's memory id, for messages */
+  unsigned char secret[16];
+  char cell[CB_SHM_NAME];
+  unsigned char ipc[CUBERT_BACKEND_IPC_SIZE];
+} xdesc;
+_Static_assert(sizeof(xdesc) <= CUBERT_EXPORT_DESC_SIZE, "descriptor layout too big");
+
+/* The segment every process maps. */
+typedef struct xseg {
+  uint32_t magic, version;
+  unsigned char secret[16];
+  int64_t owner;
+  uint64_t size;
+  _Atomic uint32_t dead;        /* the exporter freed the memory */
+  int64_t importers[IMPORTERS]; /* under the cell's lock; 0: free */
+  cb_xcell cell;
+} xseg;
+
+typedef struct cb_xshare {
+  xseg *seg;
+  char name[CB_SHM_NAME];
+  bool owner;
+  bool mourned; /* this process already put the exporter's end into the cell */
+} cb_xshare;
+
+/* ------------------------------------------------------------ helpers */
+
+static void host_id(char host[64], char boot[40]) {
+  memset(host, 0, 64);
+  memset(boot, 0, 40);
+  if (gethostname(host, 63) != 0) strcpy(host, "?");
+  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (f) {
+    if (!fgets(boot, 40, f)) boot[0] = '\0';
+    fclose(f);
+  }
+  boot[strcspn(boot, "\n")] = '\0';
+}
+
+static uint64_t desc_sum(const cubert_export_desc *d) {
+  cubert_export_desc c = *d;
+  memset(c.bytes + offsetof(xdesc, checksum), 0, sizeof(uint64_t));
+  return cb_fnv1a64(c.bytes, sizeof c.bytes);
+}
+
+/* Alive, and not a zombie waiting for its parent. */
+static bool alive(int64_t pid) {
+  if (pid <= 0) return false;
+  if (kill((pid_t)pid, 0) != 0 && errno != EPERM) return false;
+  char path[64], buf[256];
+  snprintf(path, sizeof path, "/proc/%lld/stat", (long long)pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return true;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  const char *p = strrchr(buf, ')');
+  return !(p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'));
+}
+
+/* Under the cell's lock: the whole allocation now carries a failure saying
+ * `message` (a process was lost). */
+static void taint_all(cb_alloc *a, cubert_status status, const char *message) {
+  cubert_failure *f =
+      cb_failure_new(status, message, a->dev->index, a->dev->info.name, 0, "share", NULL, 0);
+  cubert_failure_record rec;
+  if (f && cubert_failure_export(f, &rec) == CUBERT_OK) cb_xcell_set(&a->xshare->seg->cell, 0, a->size, &rec);
+  cubert_failure_release(f);
+}
+
+/* Under the cell's lock: notices processes that were lost (see the top). */
+static void mourn(cb_alloc *a, int64_t died) {
+  cb_xshare *x = a->xshare;
+  xseg *seg = x->seg;
+  char msg[256];
+  if (died) {
+    snprintf(msg, sizeof msg,
+             "process %lld died while it updated the failure cell of memory shared between processes "
+             "(memory %llu here): its last update of these bytes was lost",
+             (long long)died, (unsigned long long)a->id);
+    taint_all(a, CUBERT_ERR_DEVICE_LOST, msg);
+  }
+  if (!x->owner) {
+    if (died && died == seg->owner) x->mourned = true; /* named above */
+    if (x->mourned) return;
+    if (atomic_load(&seg->dead)) {
+      snprintf(msg, sizeof msg, "process %lld freed the memory it exported (memory %llu here)",
+               (long long)seg->owner, (unsigned long long)a->id);
+      taint_all(a, CUBERT_ERR_EXPIRED, msg);
+      x->mourned = true;
+    } else if (!alive(seg->owner)) {
+      snprintf(msg, sizeof msg, "process %lld, which exported this memory (memory %llu here), has ended",
+               (long long)seg->owner, (unsigned long long)a->id);
+      taint_all(a, CUBERT_ERR_DEVICE_LOST, msg);
+      x->mourned = true;
+    }
+    return;
+  }
+  for (int i = 0; i < IMPORTERS; i++) {
+    if (seg->importers[i] && seg->importers[i] == died) seg->importers[i] = 0; /* named above */
+    if (!seg->importers[i] || alive(seg->importers[i])) continue;
+    snprintf(msg, sizeof msg,
+             "process %lld, which imported this memory (memory %llu), ended without letting it go",
+             (long long)seg->importers[i], (unsigned long long)a->id);
+    taint_all(a, CUBERT_ERR_DEVICE_LOST, msg);
+    seg->importers[i] = 0;
+  }
+}
+
+/* ------------------------------------------------------------ taint */
+
+void cb_xshare_report(cb_alloc *a, uint64_t start, uint64_t end, cb_errb *report) {
+  cb_xcell *cell = &a->xshare->seg->cell;
+  int64_t died = 0;
+  if (cb_xcell_lock(cell, &died)) {
+    cubert_failure *f = cb_failure_new(CUBERT_ERR_BACKEND, "the failure cell of memory shared between processes cannot be locked",
+                                       a->dev->index, a->dev->info.name, 0, "share", NULL, 0);
+    cb_errb_add(report, f, start, end);
+    cubert_failure_release(f);
+    return;
+  }
+  mourn(a, died);
+  uint64_t from = start, rs, re;
+  const cubert_failure_record *rec;
+  pid_t self = getpid();
+  while (from < end && cb_xcell_first(cell, from, end, &rs, &re, &rec)) {
+    const cubert_failure *f = NULL;
+    if (cubert_failure_import(rec, &f) == CUBERT_OK) {
+      cubert_remote_origin o;
+      cubert_failure_remote(f, &o);
+      const cubert_failure *local = NULL;
+      if (o.pid == self) { /* this process's own failure: the one in its ledger, with its chain */
+        cb_ledger *l = cb_alloc_ledger_lock(a);
+        local = l->n ? cb_ledger_first(l, rs, re) : NULL;
+        if (local) cubert_failure_retain(local);
+        cb_alloc_ledger_unlock(a);
+      }
+      cb_errb_add(report, local ? local : f, rs, re);
+      cubert_failure_release(local);
+      cubert_failure_release(f);
+    }
+    from = re;
+  }
+  cb_xcell_unlock(cell);
+}
+
+void cb_xshare_settle(cb_alloc *a, uint64_t start, uint64_t end, const cubert_failure *f) {
+  cb_xcell *cell = &a->xshare->seg->cell;
+  cubert_failure_record rec;
+  if (f && cubert_failure_export(f, &rec) != CUBERT_OK) return;
+  int64_t died = 0;
+  if (cb_xcell_lock(cell, &died)) return;
+  mourn(a, died);
+  if (f)
+    cb_xcell_set(cell, start, end, &rec);
+  else
+    cb_xcell_clear(cell, start, end);
+  cb_xcell_unlock(cell);
+}
+
+/* An importer lets go: out of the segment's importers, unmapped. */
+static void leave(cb_xshare *x) {
+  if (!cb_xcell_lock(&x->seg->cell, NULL)) {
+    for (int i = 0; i < IMPORTERS; i++)
+      if (x->seg->importers[i] == (int64_t)getpid()) x->seg->importers[i] = 0;
+    cb_xcell_unlock(&x->seg->cell);
+  }
+  munmap(x->seg, sizeof(xseg));
+  free(x);
+}
+
+void cb_xshare_release(cb_alloc *a) {
+  cb_xshare *x = a->xshare;
+  a->xshare = NULL;
+  if (!x->owner) {
+    leave(x);
+    return;
+  }
+  atomic_store(&x->seg->dead, 1);
+  shm_unlink(x->name);
+  munmap(x->seg, sizeof(xseg));
+  free(x);
+}
+
+/* ------------------------------------------------------------ export */
+
+/* The exporter's segment for `a`, made on its first export (caller holds
+ * the device lock); the taint `a` has moves into its cell. */
+static cubert_status share_begin(cb_alloc *a) {
+  cb_xshare *x = calloc(1, sizeof *x);
+  if (!x) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+  char why[256];
+  void *map = NULL;
+  if (cb_shm_create(sizeof(xseg), x->name, &map, why, sizeof why)) {
+    free(x);
+    return cb_fail(CUBERT_ERR_BACKEND, "cubert_handle_export: memory %llu: %s", (unsigned long long)a->id, why);
+  }
+  xseg *seg = map;
+  cubert_status st = cb_xcell_init(&seg->cell, a->size, why, sizeof why);
+  if (!st && getrandom(seg->secret, sizeof seg->secret, 0) != (ssize_t)sizeof seg->secret) {
+    snprintf(why, sizeof why, "getrandom: %s", strerror(errno));
+    st = CUBERT_ERR_BACKEND;
+  }
+  if (st) {
+    munmap(map, sizeof(xseg));
+    shm_unlink(x->name);
+    free(x);
+    return cb_fail(st, "cubert_handle_export: memory %llu: %s", (unsigned long long)a->id, why);
+  }
+  seg->owner = (int64_t)getpid();
+  seg->size = a->size;
+  seg->version = SEG_VERSION;
+  seg->magic = SEG_MAGIC;
+  x->seg = seg;
+  x->owner = true;
+  /* the taint it has so far, into the cell */
+  cb_ledger *l = cb_alloc_ledger_lock(a);
+  for (const cb_taint *t = cb_ledger_lower(l, 0); t; t = cb_ledger_next(l, t)) {
+    cubert_failure_record rec;
+    if (cubert_failure_export(t->failure, &rec) == CUBERT_OK) cb_xcell_set(&seg->cell, t->start, t->end, &rec);
+  }
+  cb_alloc_ledger_unlock(a);
+  a->xshare = x;
+  return CUBERT_OK;
+}
+
+cubert_status cubert_handle_export(cubert_client *c, const cubert_handle *h, cubert_export_desc *desc) {
+#define fn "cubert_handle_export"
+  if (!c) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, fn ": client is NULL");
+  if (!h) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, fn ": view is NULL");
+  if (!desc) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, fn ": descriptor is NULL");
+  cb_alloc *a = h->alloc;
+  cubert_status st = cb_check_runtime(fn, "the view", c->dev, a);
+  if (st) return st;
+  cb_device *dev = c->dev;
+  if (a->dev != dev)
+    return cb_fail(CUBERT_ERR_WRONG_DEVICE, fn ": the view (memory %llu) belongs to device %d, the client to device %d",
+                   (unsigned long long)a->id, a->dev->index, dev->index);
+  if (h->start >= h->end || h->end > a->size)
+    return cb_fail(CUBERT_ERR_OUT_OF_RANGE, fn ": the view's bytes %llu..%llu lie outside memory %llu (%llu bytes)",
+                   (unsigned long long)h->start, (unsigned long long)h->end, (unsigned long long)a->id,
+                   (unsigned long long)a->size);
+  if (a->block.pool == CB_BLOCK_IMPORTED)
+    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT,
+                   fn ": memory %llu was imported from another process: hand on the descriptor it came with",
+                   (unsigned long long)a->id);
+  if (a->block.pool != CB_BLOCK_SHAREABLE)
+    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT,
+                   fn ": memory %llu was not allocated shareable: allocate it with cubert_handle_empty_with(client, "
+                   "size, CUBERT_MEMORY_SHAREABLE, &handle) to export it",
+                   (unsigned long long)a->id);
+  if ((st = cb_device_enter(dev))) return st;
+  if (!a->xshare && (st = share_begin(a))) {
+    cb_device_leave(dev);
+    return st;
+  }
+  xdesc d;
+  memset(&d, 0, sizeof d);
+  cubert_backend_mem mem;
+  cb_block_mem(&a->block, &mem);
+  cubert_berr err = {0};
+  if ((st = dev->ops->mem_export(dev->bdev, &mem, d.ipc, &err))) {
+    cb_device_leave(dev);
+    return cb_fail_backend(st, &err, "exporting memory", dev->info.name);
+  }
+  d.magic = DESC_MAGIC;
+  d.version = DESC_VERSION;
+  host_id(d.host, d.boot);
+  d.pid = (int64_t)getpid();
+  d.uid = (uint32_t)geteuid();
+  snprintf(d.backend, sizeof d.backend, "%s", dev->info.backend);
+  d.offset = h->start;
+  d.size = h->end - h->start;
+  d.alloc_size = a->size;
+  d.memory = a->id;
+  memcpy(d.secret, a->xshare->seg->secret, sizeof d.secret);
+  memcpy(d.cell, a->xshare->name, sizeof d.cell);
+  cb_device_leave(dev);
+  memset(desc, 0, sizeof *desc);
+  memcpy(desc->bytes, &d, sizeof d);
+  uint64_t sum = desc_sum(desc);
+  memcpy(desc->bytes + offsetof(xdesc, checksum), &sum, sizeof sum);
+  return CUBERT_OK;
+#undef fn
+}
+
+/* ------------------------------------------------------------ import */
+
+#define REFUSE(...) cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_handle_import: " __VA_ARGS__)
+
+/* The descriptor's own checks: nothing opened yet. */
+static cubert_status check_desc(const cubert_export_desc *desc, const cb_device *dev, xdesc *d) {
+  memcpy(d, desc->bytes, sizeof *d);
+  if (d->magic != DESC_MAGIC) return REFUSE("not a descriptor made by cubert_handle_export");
+  if (d->version != DESC_VERSION)
+    return REFUSE("descriptor version %u is unknown to this cubert (it reads version %u)", d->version, DESC_VERSION);
+  uint64_t sum;
+  memcpy(&sum, desc->bytes + offsetof(xdesc, checksum), sizeof sum);
+  if (sum != desc_sum(desc))
+    return REFUSE("the descriptor is corrupt or truncated (its checksum does not match its bytes)");
+  d->host[sizeof d->host - 1] = d->boot[sizeof d->boot - 1] = d->backend[sizeof d->backend - 1] = '\0';
+  d->cell[sizeof d->cell - 1] = '\0';
+  char host[64], boot[40];
+  host_id(host, boot);
+  if (strcmp(host, d->host) != 0 || strcmp(boot, d->boot) != 0)
+    return REFUSE("the descriptor comes from host %s (boot %s), this is host %s (boot %s): memory is shared only "
+                  "between processes of one node",
+                  d->host, d->boot, host, boot);
+  if (d->uid != (uint32_t)geteuid())
+    return REFUSE("the descriptor was made by user %u, this process runs as user %u: memory is shared only between "
+                  "processes of one user",
+                  d->uid, (unsigned)geteuid());
+  if (strcmp(d->backend, dev->info.backend) != 0)
+    return REFUSE("the descriptor is of %s memory; device %d (%s) is a %s device", d->backend, dev->index,
+                  dev->info.name, dev->info.backend);
+  if (!d->size || d->offset > d->alloc_size || d->size > d->alloc_size - d->offset)
+    return REFUSE("the descriptor's bytes %llu..+%llu do not fit its memory of %llu bytes",
+                  (unsigned long long)d->offset, (unsigned long long)d->size, (unsigned long long)d->alloc_size);
+  if (!cb_shm_name_ok(d->cell)) return REFUSE("the descriptor names no cubert segment");
+  return CUBERT_OK;
+}
+
+/* Opens the exporter's segment and enters this process in it. */
+static cubert_status join(const xdesc *d, cb_xshare **out) {
+  char why[256];
+  void *map = NULL;
+  if (cb_shm_open(d->cell, sizeof(xseg), &map, why, sizeof why))
+    return REFUSE("memory %llu of process %lld is no longer exported (stale descriptor): %s",
+                  (unsigned long long)d->memory, (long long)d->pid, why);
+  xseg *seg = map;
+  cubert_status st = CUBERT_OK;
+  if (seg->magic != SEG_MAGIC || seg->version != SEG_VERSION || !cb_xcell_valid(&seg->cell) ||
+      memcmp(seg->secret, d->secret, sizeof d->secret) != 0 || seg->owner != d->pid)
+    st = REFUSE("the segment %s does not match the descriptor (not the memory it described)", d->cell);
+  else if (atomic_load(&seg->dead))
+    st = REFUSE("process %lld freed memory %llu since it exported it (stale descriptor)", (long long)d->pid,
+                (unsigned long long)d->memory);
+  else if (!alive(d->pid))
+    st = REFUSE("process %lld, which exported memory %llu, has ended", (long long)d->pid,
+                (unsigned long long)d->memory);
+  else if (cb_xcell_lock(&seg->cell, NULL))
+    st = REFUSE("the failure cell of memory %llu cannot be locked", (unsigned long long)d->memory);
+  if (st) {
+    munmap(map, sizeof(xseg));
+    return st;
+  }
+  int slot = -1;
+  for (int i = 0; i < IMPORTERS && slot < 0; i++)
+    if (!seg->importers[i] || !alive(seg->importers[i])) slot = i;
+  if (slot >= 0) seg->importers[slot] = (int64_t)getpid();
+  cb_xcell_unlock(&seg->cell);
+  cb_xshare *x = slot >= 0 ? calloc(1, sizeof *x) : NULL;
+  if (!x) {
+    if (slot >= 0) {
+      (void)cb_xcell_lock(&seg->cell, NULL);
+      seg->importers[slot] = 0;
+      cb_xcell_unlock(&seg->cell);
+    }
+    munmap(map, sizeof(xseg));
+    return slot < 0 ? cb_fail(CUBERT_ERR_BUSY, "cubert_handle_import: memory %llu has %d importers already",
+                              (unsigned long long)d->memory, IMPORTERS)
+                    : cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+  }
+  x->seg = seg;
+  memcpy(x->name, d->cell, sizeof x->name);
+  *out = x;
+  return CUBERT_OK;
+}
+
+cubert_status cubert_handle_import(cubert_client *c, const cubert_export_desc *desc, cubert_handle **out) {
+  if (!c) return REFUSE("client is NULL");
+  if (!desc) return REFUSE("descriptor is NULL");
+  if (!out) return REFUSE("handle is NULL");
+  cb_device *dev = c->dev;
+  xdesc d;
+  cubert_status st = check_desc(desc, dev, &d);
+  cb_xshare *x = NULL;
+  if (st || (st = join(&d, &x))) return st;
+  cubert_backend_mem mem;
+  memset(&mem, 0, sizeof mem);
+  cubert_berr err = {0};
+  if ((st = cb_device_enter(dev))) {
+    leave(x);
+    return st;
+  }
+  st = dev->ops->mem_import(dev->bdev, d.ipc, d.alloc_size, &mem, &err);
+  cb_device_leave(dev);
+  if (st) {
+    leave(x);
+    return cb_fail_backend(st, &err, "importing memory of another process", dev->info.name);
+  }
+  cb_block block = {mem.address, d.alloc_size, mem.cookie, CB_BLOCK_IMPORTED};
+  cb_alloc *a = NULL;
+  cubert_handle *h = NULL;
+  if ((st = cb_handle_adopt(c, d.alloc_size, &block, d.offset, d.offset + d.size, &a, &h))) {
+    leave(x);
+    return st;
+  }
+  a->xshare = x; /* nobody else knows `a` yet */
+  *out = h;
+  return CUBERT_OK;
+}
+
+cb_xcell *cb_xshare_cell(const cubert_handle *h) {
+  return h && h->alloc->xshare ? &h->alloc->xshare->seg->cell : NULL;
+}

@@ -1,0 +1,349 @@
+/* tests/test_processes.c: memory shared between real processes
+ * (cubert_handle_export/import, docs/processes.md). The other process is
+ * tests/xproc_child.c, spawned fresh with a runtime of its own. On each
+ * backend of the loop (host; HIP where a device is present: two processes
+ * on one GPU, as CUDA refuses an IPC handle in the process that made it):
+ * the exported bytes and only they arrive; taint crosses both ways and a
+ * write repairs; a process that is killed is named by the survivor's next
+ * read; bad descriptors open nothing; no segment is left in /dev/shm. */
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/shm.h"
+#include "tests/testutil.h"
+
+extern char **environ;
+
+typedef struct child {
+  pid_t pid;
+  FILE *out;  /* its stdout */
+  int in;     /* its stdin (write end) */
+} child;
+
+static void hex(const cubert_export_desc *d, char *out) {
+  for (size_t i = 0; i < sizeof d->bytes; i++) sprintf(out + 2 * i, "%02x", d->bytes[i]);
+}
+
+static child spawn(const char *backend, const char *op, const char *arg, const char *byte) {
+  int out[2], in[2];
+  ck_assert_int_eq(pipe(out), 0);
+  ck_assert_int_eq(pipe(in), 0);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+  posix_spawn_file_actions_addclose(&fa, out[0]);
+  posix_spawn_file_actions_addclose(&fa, in[1]);
+  char *argv[] = {(char *)CB_XPROC_CHILD, (char *)backend, (char *)op, (char *)arg, (char *)byte, NULL};
+  child c = {0};
+  ck_assert_int_eq(posix_spawn(&c.pid, CB_XPROC_CHILD, &fa, NULL, argv, environ), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  close(out[1]);
+  close(in[0]);
+  c.out = fdopen(out[0], "r");
+  c.in = in[1];
+  return c;
+}
+
+/* Its exit status after it ends; its output in `text`. */
+static int finish(child *c, char *text, size_t cap) {
+  size_t n = fread(text, 1, cap - 1, c->out);
+  text[n] = '\0';
+  fclose(c->out);
+  close(c->in);
+  int ws = 0;
+  ck_assert_int_eq(waitpid(c->pid, &ws, 0), c->pid);
+  return WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+}
+
+static void kill_child(child *c) {
+  kill(c->pid, SIGKILL);
+  int ws;
+  ck_assert_int_eq(waitpid(c->pid, &ws, 0), c->pid);
+  fclose(c->out);
+  close(c->in);
+}
+
+static int run(const char *backend, const char *op, const cubert_export_desc *d, int byte, char *text, size_t cap) {
+  char h[2 * CUBERT_EXPORT_DESC_SIZE + 1], b[8];
+  hex(d, h);
+  snprintf(b, sizeof b, "%d", byte);
+  child c = spawn(backend, op, h, b);
+  return finish(&c, text, cap);
+}
+
+/* Segments in /dev/shm made by process `pid`. */
+static int segments_of(pid_t pid) {
+  DIR *dir = opendir("/dev/shm");
+  if (!dir) return 0;
+  char prefix[64];
+  snprintf(prefix, sizeof prefix, "cubert.%lld.", (long long)pid);
+  int n = 0;
+  for (struct dirent *e; (e = readdir(dir));) n += !strncmp(e->d_name, prefix, strlen(prefix));
+  closedir(dir);
+  return n;
+}
+
+/* A shareable handle of 256 bytes: 0..63 hold 1, 64..191 hold 2, 192.. 3;
+ * the slice 64..192 in *slice. */
+static cubert_handle *make(cubert_client *c, cubert_handle **slice) {
+  cubert_handle *h = NULL;
+  cb_test_ok(cubert_handle_empty_with(c, 256, CUBERT_MEMORY_SHAREABLE, &h));
+  unsigned char bytes[256];
+  for (int i = 0; i < 256; i++) bytes[i] = i < 64 ? 1 : i < 192 ? 2 : 3;
+  cb_test_ok(cubert_handle_write(c, h, bytes, sizeof bytes));
+  cb_test_ok(cubert_sync(c)); /* the other process orders nothing after our streams */
+  cb_test_ok(cubert_handle_slice(h, 64, 64, slice));
+  return h;
+}
+
+static cubert_export_desc exported(cubert_client *c, const cubert_handle *view) {
+  cubert_export_desc d;
+  cb_test_ok(cubert_handle_export(c, view, &d));
+  return d;
+}
+
+START_TEST(test_exported_bytes_arrive_both_ways) {
+  cb_test_env env;
+  if (!cb_test_open(_i, 1, &env)) return;
+  cubert_client *c = env.clients[0];
+  cubert_handle *slice = NULL, *h = make(c, &slice);
+  cubert_export_desc d = exported(c, slice);
+  char text[4096];
+  ck_assert_msg(run(env.backend, "read", &d, 2, text, sizeof text) == 0, "%s", text); /* exactly the slice */
+  ck_assert_int_eq(run(env.backend, "write", &d, 9, text, sizeof text), 0);
+  unsigned char back[256];
+  cb_test_ok(cubert_handle_read(c, h, back, sizeof back));
+  for (int i = 0; i < 256; i++) ck_assert_int_eq(back[i], i < 64 ? 1 : i < 192 ? 9 : 3);
+  cubert_handle_release(slice);
+  cubert_handle_release(h);
+  ck_assert_int_eq(segments_of(getpid()), 0); /* freed: names gone */
+  cb_test_close(&env);
+}
+END_TEST
+
+START_TEST(test_taint_crosses_both_ways_and_a_write_repairs) {
+  cb_test_env env;
+  if (!cb_test_open(_i, 1, &env)) return;
+  cubert_client *c = env.clients[0];
+  cubert_handle *slice = NULL, *h = make(c, &slice);
+  cubert_export_desc d = exported(c, slice);
+  char text[4096];
+  /* importer -> owner: the child's failed transfer taints what we read */
+  ck_assert_int_eq(run(env.backend, "taint", &d, 0, text, sizeof text), 0);
+  unsigned char back[128];
+  cb_test_status(cubert_handle_read(c, slice, back, sizeof back), CUBERT_ERR_TAINTED);
+  const char *m = cubert_last_error_message();
+  ck_assert_msg(strstr(m, "the child's transfer failed") && strstr(m, "from process "), "%s", m);
+  cubert_handle *head = NULL;
+  cb_test_ok(cubert_handle_slice(h, 0, 192, &head)); /* bytes 0..64: untouched */
+  unsigned char first[64];
+  cb_test_ok(cubert_handle_read(c, head, first, sizeof first));
+  /* the owner's write repairs, for both */
+  unsigned char seven = 7;
+  cb_test_ok(cubert_handle_fill(c, slice, &seven, 1));
+  cb_test_ok(cubert_sync(c));
+  ck_assert_msg(run(env.backend, "read", &d, 7, text, sizeof text) == 0, "%s", text);
+  /* owner -> importer: our failure is what the child is refused with */
+  const cubert_failure *f = NULL;
+  cb_test_ok(cubert_failure_create(c, CUBERT_ERR_LAUNCH, "the owner's kernel failed", &f));
+  cb_test_ok(cubert_handle_taint(c, slice, f));
+  cubert_failure_release(f);
+  ck_assert_int_eq(run(env.backend, "read", &d, 7, text, sizeof text), 3);
+  char pid[32];
+  snprintf(pid, sizeof pid, "process %lld", (long long)getpid());
+  ck_assert_msg(strstr(text, "CUBERT_ERR_TAINTED") || strstr(text, "ERR_TAINTED"), "%s", text);
+  ck_assert_msg(strstr(text, "the owner's kernel failed") && strstr(text, pid), "%s", text);
+  /* the importer's write repairs it for us */
+  ck_assert_int_eq(run(env.backend, "write", &d, 5, text, sizeof text), 0);
+  cb_test_ok(cubert_handle_read(c, slice, back, sizeof back));
+  ck_assert_int_eq(back[0], 5);
+  cubert_handle_release(head);
+  cubert_handle_release(slice);
+  cubert_handle_release(h);
+  cb_test_close(&env);
+}
+END_TEST
+
+START_TEST(test_a_killed_importer_is_named) {
+  cb_test_env env;
+  if (!cb_test_open(_i, 1, &env)) return;
+  cubert_client *c = env.clients[0];
+  cubert_handle *slice = NULL, *h = make(c, &slice);
+  cubert_export_desc d = exported(c, slice);
+  char hx[2 * CUBERT_EXPORT_DESC_SIZE + 1], line[64] = "";
+  hex(&d, hx);
+  child k = spawn(env.backend, "hold", hx, "0");
+  ck_assert_ptr_nonnull(fgets(line, sizeof line, k.out));
+  ck_assert_str_eq(line, "ready\n");
+  pid_t lost = k.pid;
+  kill_child(&k);
+  unsigned char back[256];
+  cb_test_status(cubert_handle_read(c, h, back, sizeof back), CUBERT_ERR_TAINTED);
+  char want[64];
+  snprintf(want, sizeof want, "process %lld", (long long)lost);
+  ck_assert_msg(strstr(cubert_last_error_message(), want), "%s", cubert_last_error_message());
+  /* told once; a write repairs */
+  cb_test_ok(cubert_handle_write(c, h, back, sizeof back));
+  cb_test_ok(cubert_handle_read(c, h, back, sizeof back));
+  cubert_handle_release(slice);
+  cubert_handle_release(h);
+  cb_test_close(&env);
+}
+END_TEST
+
+START_TEST(test_a_process_killed_holding_the_cell_is_named) {
+  cb_test_env env;
+  if (!cb_test_open(_i, 1, &env)) return;
+  cubert_client *c = env.clients[0];
+  cubert_handle *slice = NULL, *h = make(c, &slice);
+  cubert_export_desc d = exported(c, slice);
+  char text[4096];
+  ck_assert_int_eq(run(env.backend, "die-locked", &d, 0, text, sizeof text), 128 + SIGKILL);
+  ck_assert_str_eq(text, "locked\n");
+  /* the lock is the dead child's: the next use neither hangs nor reads a torn cell */
+  unsigned char back[128];
+  cb_test_status(cubert_handle_read(c, slice, back, sizeof back), CUBERT_ERR_TAINTED);
+  ck_assert_msg(strstr(cubert_last_error_message(), "died while it updated the failure cell"), "%s",
+                cubert_last_error_message());
+  cb_test_ok(cubert_handle_write(c, slice, back, sizeof back)); /* repairs */
+  cb_test_ok(cubert_handle_read(c, slice, back, sizeof back));
+  cubert_handle_release(slice);
+  cubert_handle_release(h);
+  cb_test_close(&env);
+}
+END_TEST
+
+START_TEST(test_a_killed_exporter_is_named_and_its_segments_swept) {
+  cb_test_env env;
+  if (!cb_test_open(_i, 1, &env)) return;
+  cubert_client *c = env.clients[0];
+  child k = spawn(env.backend, "export", "4096", "4");
+  char line[2 * CUBERT_EXPORT_DESC_SIZE + 8] = "";
+  ck_assert_ptr_nonnull(fgets(line, sizeof line, k.out));
+  cubert_export_desc d;
+  ck_assert_uint_eq(strlen(line), 2 * sizeof d.bytes + 1);
+  for (size_t i = 0; i < sizeof d.bytes; i++) {
+    unsigned v;
+    ck_assert_int_eq(sscanf(line + 2 * i, "%2x", &v), 1);
+    d.bytes[i] = (unsigned char)v;
+  }
+  cubert_handle *h = NULL;
+  cb_test_ok(cubert_handle_import(c, &d, &h));
+  ck_assert_uint_eq(cubert_handle_size_in_use(h), 4096);
+  unsigned char back[4096];
+  cb_test_ok(cubert_handle_read(c, h, back, sizeof back));
+  ck_assert_int_eq(back[4095], 4);
+  pid_t lost = k.pid;
+  ck_assert_int_gt(segments_of(lost), 0);
+  kill_child(&k); /* SIGKILL: it removes nothing */
+  cb_test_status(cubert_handle_read(c, h, back, sizeof back), CUBERT_ERR_TAINTED);
+  char want[64];
+  snprintf(want, sizeof want, "process %lld", (long long)lost);
+  ck_assert_msg(strstr(cubert_last_error_message(), want) && strstr(cubert_last_error_message(), "ended"), "%s",
+                cubert_last_error_message());
+  cubert_handle_release(h);
+  /* the next runtime of the node removes what the killed process left */
+  ck_assert_int_gt(segments_of(lost), 0);
+  cubert_runtime *rt = NULL;
+  cubert_runtime_options o;
+  cb_test_options("host", &o);
+  cb_test_ok(cubert_runtime_create(&o, &rt));
+  cubert_runtime_destroy(rt);
+  ck_assert_int_eq(segments_of(lost), 0);
+  /* and its descriptor opens nothing now */
+  cb_test_status(cubert_handle_import(c, &d, &h), CUBERT_ERR_INVALID_ARGUMENT);
+  cb_test_close(&env);
+}
+END_TEST
+
+START_TEST(test_bad_descriptors_open_nothing) {
+  cb_test_env env;
+  if (!cb_test_open(_i, 1, &env)) return;
+  cubert_client *c = env.clients[0];
+  /* memory not allocated shareable */
+  cubert_handle *plain = NULL, *out = NULL;
+  cb_test_ok(cubert_handle_empty(c, 64, &plain));
+  cubert_export_desc d;
+  cb_test_status(cubert_handle_export(c, plain, &d), CUBERT_ERR_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(cubert_last_error_message(), "CUBERT_MEMORY_SHAREABLE"), "%s", cubert_last_error_message());
+  cubert_handle_release(plain);
+  cubert_handle *slice = NULL, *h = make(c, &slice);
+  cb_test_ok(cubert_handle_export(c, slice, &d));
+  char text[4096];
+  /* corrupt: one byte flipped */
+  cubert_export_desc bad = d;
+  bad.bytes[100] ^= 0x40;
+  cb_test_status(cubert_handle_import(c, &bad, &out), CUBERT_ERR_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(cubert_last_error_message(), "checksum"), "%s", cubert_last_error_message());
+  ck_assert_int_eq(run(env.backend, "import", &bad, 0, text, sizeof text), 3);
+  ck_assert_msg(strstr(text, "checksum"), "%s", text);
+  /* truncated: the tail lost */
+  bad = d;
+  memset(bad.bytes + 200, 0, sizeof bad.bytes - 200);
+  ck_assert_int_eq(run(env.backend, "import", &bad, 0, text, sizeof text), 3);
+  ck_assert_msg(strstr(text, "corrupt or truncated"), "%s", text);
+  /* not a descriptor */
+  memset(&bad, 0xab, sizeof bad);
+  cb_test_status(cubert_handle_import(c, &bad, &out), CUBERT_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_null(out);
+  /* another user, another host: root can play both in the child */
+  if (geteuid() == 0) {
+    ck_assert_int_eq(run(env.backend, "import-nobody", &d, 0, text, sizeof text), 3);
+    ck_assert_msg(strstr(text, "runs as user 65534"), "%s", text);
+    ck_assert_int_eq(run(env.backend, "import-elsewhere", &d, 0, text, sizeof text), 3);
+    ck_assert_msg(strstr(text, "comes from host"), "%s", text);
+  } else {
+    cb_test_skip("other user and other host: the child needs root to play them");
+  }
+  /* the wrong kind of device: host memory on a GPU */
+  if (!strcmp(env.backend, "host")) {
+    int gpus = 0;
+    cubert_runtime *hip = NULL;
+    cubert_runtime_options o;
+    cb_test_options("hip", &o);
+    if (cb_test_backend_built("hip") && cubert_runtime_create(&o, &hip) == CUBERT_OK) {
+      gpus = cubert_runtime_device_count(hip);
+      cubert_runtime_destroy(hip);
+    }
+    if (gpus) {
+      ck_assert_int_eq(run("hip", "import", &d, 0, text, sizeof text), 3);
+      ck_assert_msg(strstr(text, "is of host memory"), "%s", text);
+    } else {
+      cb_test_skip("no device (hip, for importing host memory on a GPU)");
+    }
+  }
+  /* nothing was tainted by any of it */
+  unsigned char back[128];
+  cb_test_ok(cubert_handle_read(c, slice, back, sizeof back));
+  /* stale: the memory freed since */
+  cubert_handle_release(slice);
+  cubert_handle_release(h);
+  ck_assert_int_eq(run(env.backend, "import", &d, 0, text, sizeof text), 3);
+  ck_assert_msg(strstr(text, "stale"), "%s", text);
+  cb_test_close(&env);
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("processes");
+  TCase *tc = tcase_create("processes");
+  cb_test_add_backend_loop(tc, test_exported_bytes_arrive_both_ways);
+  cb_test_add_backend_loop(tc, test_taint_crosses_both_ways_and_a_write_repairs);
+  cb_test_add_backend_loop(tc, test_a_killed_importer_is_named);
+  cb_test_add_backend_loop(tc, test_a_process_killed_holding_the_cell_is_named);
+  cb_test_add_backend_loop(tc, test_a_killed_exporter_is_named_and_its_segments_swept);
+  cb_test_add_backend_loop(tc, test_bad_descriptors_open_nothing);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return cb_test_run(suite()); }
