@@ -829,6 +829,35 @@ START_TEST(test_failed_tensor_launch_taints_exactly_the_footprint) {
 }
 END_TEST
 
+/* A launch found failed at a fence, and one whose fault scribbles: the
+ * output footprint is tainted exactly (replayed at the fence), and the
+ * columns beside it keep their bytes and their good verdict. */
+START_TEST(test_async_and_scribbled_tensor_launches_stay_in_the_footprint) {
+  cb_test_env env;
+  if (!open_host(_i, 1, &env)) return;
+  cubert_client *c = env.clients[0];
+  const char *faults[2] = {"launch kernel=cubert_fill_strided times=1 fault=async",
+                           "launch kernel=cubert_fill_strided times=1 fault=scribble:0.5"};
+  for (int f = 0; f < 2; f++) {
+    cubert_handle *h = matrix(c, TR, TC, 0);
+    cubert_view v = columns(TR, TC, 4, 2), next = columns(TR, TC, 6, 1);
+    rule(faults[f]);
+    cubert_status st = launch_fill(c, h, &v, fill_value);
+    if (st == CUBERT_OK) st = cubert_sync(c);
+    ck_assert_msg(st != CUBERT_OK, "%s: no failure", faults[f]);
+    ck_assert_uint_eq(ledger_entries(h), 1);
+    cb_test_status(cubert_handle_check_strided(c, h, &v), CUBERT_ERR_TAINTED);
+    cb_test_ok(cubert_handle_check_strided(c, h, &next));
+    uint32_t col[TR];
+    cb_test_ok(cubert_handle_read_strided(c, h, &next, col, sizeof col));
+    for (uint32_t r = 0; r < TR; r++) ck_assert_uint_eq(col[r], r * 1000 + 6);
+    cubert_faultinj_clear(fault_rt);
+    cubert_handle_release(h);
+  }
+  cb_test_close(&env);
+}
+END_TEST
+
 START_TEST(test_tainted_tensor_input_skips_only_where_the_footprint_meets_it) {
   cb_test_env env;
   if (!open_host(_i, 1, &env)) return;
@@ -885,6 +914,7 @@ int main(void) {
   cb_test_add_backend_loop(tc, test_bad_tensor_arguments_are_refused_naming_them);
   cb_test_add_backend_loop(tc, test_failed_tensor_launch_taints_exactly_the_footprint);
   cb_test_add_backend_loop(tc, test_tainted_tensor_input_skips_only_where_the_footprint_meets_it);
+  cb_test_add_backend_loop(tc, test_async_and_scribbled_tensor_launches_stay_in_the_footprint);
   suite_add_tcase(s, tc);
   tc = tcase_create("ledger");
   tcase_add_test(tc, test_ledger_strided_claims_match_a_byte_map);
