@@ -239,6 +239,46 @@ START_TEST(test_model_checksum_matches_the_kernel) {
 }
 END_TEST
 
+START_TEST(test_model_strided_pieces_taint_and_repair_exactly) {
+  cb_fim m;
+  cb_fim_init(&m, 2);
+  int x = alloc_u32(&m, 0, 256, 7), y = alloc_u32(&m, 1, 256, 1);
+  /* columns 2..4 of 4 rows of 16 u32 (64 bytes a row) */
+  cb_fim_view col[4], cy[4];
+  for (int i = 0; i < 4; i++) {
+    col[i] = view(x, (uint64_t)i * 64 + 8, (uint64_t)i * 64 + 16);
+    cy[i] = view(y, (uint64_t)i * 64 + 8, (uint64_t)i * 64 + 16);
+  }
+  cb_fim_hit h = hit(&m, 1, CUBERT_FAULT_PARTIAL, "write", CUBERT_ERR_COPY, 0);
+  cb_fim_outcome o = cb_fim_write_pieces(&m, 1, 0, col, 4, NULL, one(&h));
+  ck_assert_int_eq(o.status, CUBERT_ERR_COPY);
+  for (int i = 0; i < 4; i++) ck_assert_uint_eq(cb_fim_taint_of(&m, col[i]), cb_fim_bit(h.cause));
+  /* the bytes between the pieces keep their value and stay clean */
+  ck_assert_uint_eq(cb_fim_taint_of(&m, view(x, 16, 72)), 0);
+  ck_assert_uint_eq(u32_at(&m, x, 16), 7);
+  ck_assert_uint_eq(u32_at(&m, x, 68), 7);
+  /* a peer copy from the tainted columns: refused, exactly the destination pieces carry it */
+  o = cb_fim_copy_pieces(&m, 2, 1, col, cy, 4, none);
+  ck_assert_int_eq(o.status, CUBERT_ERR_TAINTED);
+  ck_assert_uint_eq(cb_fim_taint_of(&m, cy[3]), cb_fim_bit(h.cause));
+  ck_assert_uint_eq(cb_fim_taint_of(&m, view(y, 16, 72)), 0);
+  /* a contiguous write over the first two rows repairs their pieces only */
+  uint8_t data[128];
+  memset(data, 3, sizeof data);
+  ck_assert_int_eq(cb_fim_write(&m, 3, 0, view(x, 0, 128), data, none).status, CUBERT_OK);
+  ck_assert_uint_eq(cb_fim_taint_of(&m, col[1]), 0);
+  ck_assert_uint_eq(cb_fim_taint_of(&m, col[2]), cb_fim_bit(h.cause));
+  /* a strided write repairs its pieces, packed data in order */
+  uint8_t packed[32];
+  for (int i = 0; i < 32; i++) packed[i] = (uint8_t)i;
+  ck_assert_int_eq(cb_fim_write_pieces(&m, 4, 0, col, 4, packed, none).status, CUBERT_OK);
+  ck_assert_uint_eq(cb_fim_taint_of(&m, col[3]), 0);
+  ck_assert_uint_eq(m.allocs[x].bytes[3 * 64 + 8], 24);
+  ck_assert_uint_eq(u32_at(&m, x, 3 * 64 + 16), 7);
+  cb_fim_free(&m);
+}
+END_TEST
+
 START_TEST(test_model_cause_of_message) {
   cb_fim m;
   cb_fim_init(&m, 1);
@@ -548,6 +588,7 @@ int main(void) {
   tcase_add_test(model, test_model_stream_sync_reports_its_own_streams_failures);
   tcase_add_test(model, test_model_device_lost);
   tcase_add_test(model, test_model_checksum_matches_the_kernel);
+  tcase_add_test(model, test_model_strided_pieces_taint_and_repair_exactly);
   tcase_add_test(model, test_model_cause_of_message);
   suite_add_tcase(s, model);
   TCase *bites = tcase_create("bites");

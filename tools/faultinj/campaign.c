@@ -151,6 +151,8 @@ static void maybe_fault(gen *g, cb_fi_step *s) {
   case CB_FI_WRITE:
   case CB_FI_FILL:
   case CB_FI_COPY:
+  case CB_FI_SWRITE:
+  case CB_FI_SCOPY:
     f = data[pick_weighted(g, data_w, 5)];
     break;
   case CB_FI_ALLOC:
@@ -171,7 +173,8 @@ static void maybe_fault(gen *g, cb_fi_step *s) {
   }
   if (lost) {
     /* work may also lose its device when it runs, found at the next fence */
-    bool work = s->kind == CB_FI_LAUNCH || s->kind == CB_FI_WRITE || s->kind == CB_FI_FILL || s->kind == CB_FI_COPY;
+    bool work = s->kind == CB_FI_LAUNCH || s->kind == CB_FI_WRITE || s->kind == CB_FI_FILL || s->kind == CB_FI_COPY ||
+                s->kind == CB_FI_SWRITE || s->kind == CB_FI_SCOPY;
     f = work && chance(g, 0.5) ? CUBERT_FAULT_ASYNC_DEVICE_LOST : CUBERT_FAULT_DEVICE_LOST;
     g->lost_used = true;
   }
@@ -277,15 +280,63 @@ static cb_fi_step *launch(gen *g, cb_fim_kernel k, int role, int a0, int a1) {
   return s;
 }
 
+/* A strided step over view `v`: a write from host, a read checked against
+ * the model, or a copy to a view of the same size (on another device
+ * sometimes); a 2-D shape of 4-byte elements that fits the view. */
+static void gen_strided(gen *g, int v, int multi) {
+  uint32_t elems = (uint32_t)(g->v[v].size / 4);
+  uint32_t pitch = 1 + below(g, elems < 16 ? elems : 16);
+  uint32_t width = 1 + below(g, pitch);
+  uint32_t maxrows = (elems - width) / pitch + 1;
+  if (maxrows > 8) maxrows = 8;
+  uint32_t rows = 1 + below(g, maxrows);
+  uint32_t room = elems - ((rows - 1) * pitch + width);
+  uint64_t off = below(g, room + 1);
+  uint32_t what = below(g, 10);
+  cb_fi_step *s;
+  if (what < 5) {
+    s = add(g, CB_FI_SWRITE);
+    if (!s) return;
+    if (chance(g, 0.5)) {
+      s->pattern = true;
+      s->seed = rnd(g) % 100000;
+    } else {
+      s->value = (uint32_t)rnd(g);
+    }
+  } else if (what < 8) {
+    int role = multi && chance(g, 0.4) ? other_role(g, g->v[v].role) : g->v[v].role;
+    int d = ensure_view(g, role, g->v[v].size, v);
+    if (d < 0 || !g->v[v].alive || g->v[d].alloc == g->v[v].alloc) return;
+    s = add(g, CB_FI_SCOPY);
+    if (!s) return;
+    s->view2 = g->v[d].slot;
+    s->device = role;
+  } else {
+    s = add(g, CB_FI_SCHECK);
+    if (!s) return;
+  }
+  s->view = g->v[v].slot;
+  if (s->kind != CB_FI_SCOPY) s->device = g->v[v].role;
+  s->rows = rows;
+  s->width = width;
+  s->pitch = pitch;
+  s->offset = off;
+  if (s->kind != CB_FI_SCHECK) {
+    s->stream = stream(g);
+    maybe_fault(g, s);
+  }
+}
+
 static void gen_step(gen *g) {
   enum { FILLK, COPYK, CHECKSUM, PEER_READ, PEER_WRITE, COPY, COPY_PEER, WRITE, FILL, SLICE, SHARE, RELEASE,
-         NEW, SYNC, NKINDS };
-  static const int w[NKINDS] = {10, 12, 5, 8, 8, 8, 6, 6, 5, 5, 3, 4, 4, 6};
+         NEW, SYNC, STRIDED, NKINDS };
+  static const int w[NKINDS] = {10, 12, 5, 8, 8, 8, 6, 6, 5, 5, 3, 4, 4, 6, 8};
   int kind = pick_weighted(g, w, NKINDS);
   int multi = g->cfg->devices >= 2;
   if (!multi && (kind == PEER_READ || kind == PEER_WRITE || kind == COPY_PEER)) kind = COPYK;
   int v = any_view(g);
   if (v < 0 && kind != SYNC) kind = NEW;
+  if (kind == STRIDED && g->v[v].size < 16) kind = WRITE;
   switch (kind) {
   case FILLK:
     launch(g, CB_FIM_FILL_U32, g->v[v].role, v, -1);
@@ -395,6 +446,9 @@ static void gen_step(gen *g) {
     new_buffer(g, dev, size, with_data);
     break;
   }
+  case STRIDED:
+    gen_strided(g, v, multi);
+    break;
   case SYNC: {
     cb_fi_step *s = add(g, CB_FI_SYNC);
     if (!s) break;
@@ -484,6 +538,13 @@ void cb_fi_program_normalize(cb_fi_program *p) {
       break;
     case CB_FI_COPY:
       ok = DEF(s->view) && DEF(s->view2) && v[s->view].size == v[s->view2].size;
+      break;
+    case CB_FI_SWRITE:
+    case CB_FI_SCHECK:
+      ok = DEF(s->view);
+      break;
+    case CB_FI_SCOPY:
+      ok = DEF(s->view) && DEF(s->view2) && v[s->view].alloc != v[s->view2].alloc;
       break;
     case CB_FI_LAUNCH:
       for (uint32_t k = 0; ok && k < cb_fim_kernel_buffers(s->kernel); k++) {

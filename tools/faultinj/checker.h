@@ -80,6 +80,11 @@ typedef enum cb_fi_step_kind {
   CB_FI_FAULT,         /* fault RULES                               cubert_faultinj_add */
   CB_FI_CLEAR_FAULTS,  /* clear-faults                              cubert_faultinj_clear */
   CB_FI_EXPECT,        /* expect ...                                checked, not run */
+  /* strided steps: SHAPE is `rows R width W pitch P at OFF`, a 2-D view of
+   * 4-byte elements (cubert_view {2, 4, OFF, {R, W}, {P, 1}}), R <= 16 */
+  CB_FI_SWRITE,        /* swrite V SHAPE (u32 X | pattern S)        cubert_handle_write_strided */
+  CB_FI_SCHECK,        /* scheck V SHAPE: read back, against the model  cubert_handle_read_strided */
+  CB_FI_SCOPY,         /* scopy S to D SHAPE   cubert_handle_copy_strided / cubert_handle_copy_strided_peer */
   CB_FI_STEP_KIND_COUNT
 } cb_fi_step_kind;
 
@@ -104,7 +109,8 @@ typedef struct cb_fi_step {
   int view2;             /* copy: the destination; slice: the parent */
   int args[2];           /* launch: views of the kernel's buffer parameters */
   cb_fim_kernel kernel;
-  uint64_t size, offset;
+  uint64_t size, offset;  /* strided steps: offset in elements */
+  uint32_t rows, width, pitch; /* strided steps: the SHAPE */
   uint32_t value;        /* u32 value, fill pattern, launch value=, fail tag */
   bool pattern;          /* data is a pseudo-random pattern of `seed` (else `value` repeated) */
   uint64_t seed;

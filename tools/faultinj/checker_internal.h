@@ -122,10 +122,17 @@ void cb_fir_view_set(run *r, int slot, cubert_handle *h, int alloc, uint64_t sta
 void cb_fir_prelude(run *r, int device, const touch *t, size_t n, bool *cross);
 bool cb_fir_use_stream(run *r, int device, int stream);
 uint32_t cb_fir_step_fault(run *r, const cb_fi_step *s, int device, bool peer_copy);
+/* The prelude of a copy from `src` to `dst` (either kind): the devices, the
+ * syncs a cross-device step needs, the step's stream on both; false when a
+ * stream could not be had (the step is not run). */
+bool cb_fir_copy_prelude(run *r, const cb_fi_step *s, const run_view *src, const run_view *dst, int *sd, int *dd,
+                         bool *cross);
 void cb_fir_step_fault_done(run *r, uint32_t id);
 void cb_fir_check_all(run *r);
 
 /* run_steps.c */
 void cb_fir_exec_step(run *r, const cb_fi_step *s);
+/* swrite, scheck, scopy (run_strided.c). */
+void cb_fir_exec_strided(run *r, const cb_fi_step *s);
 
 #endif

@@ -290,21 +290,73 @@ static bool apply_hit(cb_fim *m, int device, const cb_fim_hit *h, cb_fim_record 
   return true;
 }
 
-cb_fim_outcome cb_fim_write(cb_fim *m, int step, int device, cb_fim_view v, const void *data,
-                            cb_fim_hits hits) {
+cb_fim_outcome cb_fim_write_pieces(cb_fim *m, int step, int device, const cb_fim_view *pieces, size_t n,
+                                   const void *packed, cb_fim_hits hits) {
   if (m->dev[device].lost_cause >= 0) return lost_outcome(m, device);
   const cb_fim_hit *h = hit_op(hits, "write");
   if (!h) h = hit_op(hits, "fill");
   if (!h) h = hit_lost(hits);
   if (!h) h = hit_order(hits);
   cb_fim_record *r = record_push(m, device, step);
-  record_range(m, device, r, v, CUBERT_ACCESS_WRITE);
+  for (size_t i = 0; i < n; i++) record_range(m, device, r, pieces[i], CUBERT_ACCESS_WRITE);
   cb_fim_outcome o = outcome(CUBERT_OK, 0);
   bool async, scribble;
-  if (apply_hit(m, device, h, r, &v, 1, &o, &async, &scribble)) return o;
-  cb_fim_set_bytes(m, v, data);
-  cb_fim_taint(m, v, 0);
-  if (scribble) cb_fim_forget(m, v);
+  if (apply_hit(m, device, h, r, pieces, (uint32_t)n, &o, &async, &scribble)) return o;
+  const uint8_t *at = packed;
+  for (size_t i = 0; i < n; i++) {
+    if (at) {
+      cb_fim_set_bytes(m, pieces[i], at);
+      at += pieces[i].end - pieces[i].start;
+    }
+    cb_fim_taint(m, pieces[i], 0);
+    if (scribble) cb_fim_forget(m, pieces[i]);
+  }
+  if (async) {
+    pending_push(m, device, h->cause, h->status, h->fault == CUBERT_FAULT_ASYNC_DEVICE_LOST);
+    o.pending = true;
+  }
+  return o;
+}
+
+cb_fim_outcome cb_fim_write(cb_fim *m, int step, int device, cb_fim_view v, const void *data,
+                            cb_fim_hits hits) {
+  return cb_fim_write_pieces(m, step, device, &v, 1, data, hits);
+}
+
+cb_fim_outcome cb_fim_copy_pieces(cb_fim *m, int step, int device, const cb_fim_view *src, const cb_fim_view *dst,
+                                  size_t n, cb_fim_hits hits) {
+  if (!n) return outcome(CUBERT_OK, 0);
+  int sdev = m->allocs[src[0].alloc].device;
+  cb_fim_mask lost = 0;
+  if (sdev != device && m->dev[sdev].lost_cause >= 0) lost |= cb_fim_bit(m->dev[sdev].lost_cause);
+  if (m->dev[device].lost_cause >= 0) lost |= cb_fim_bit(m->dev[device].lost_cause);
+  if (lost) return outcome(CUBERT_ERR_DEVICE_LOST, lost);
+  cb_fim_record *r = record_push(m, device, step);
+  for (size_t i = 0; i < n; i++) record_range(m, device, r, src[i], CUBERT_ACCESS_READ);
+  for (size_t i = 0; i < n; i++) record_range(m, device, r, dst[i], CUBERT_ACCESS_WRITE);
+  /* rule 2: a copy from a tainted source is refused, its destination
+   * carries a child of the source's failure */
+  cb_fim_mask in = 0;
+  for (size_t i = 0; i < n; i++) in |= cb_fim_taint_of(m, src[i]);
+  if (in) {
+    for (size_t i = 0; i < n; i++) cb_fim_taint(m, dst[i], in);
+    if (r) r->failed = true;
+    return outcome(CUBERT_ERR_TAINTED, in);
+  }
+  const cb_fim_hit *h = hit_op(hits, sdev == device ? "copy" : "copy_peer");
+  if (!h) h = hit_lost(hits);
+  if (!h) h = hit_order(hits);
+  cb_fim_outcome o = outcome(CUBERT_OK, 0);
+  bool async, scribble;
+  if (apply_hit(m, device, h, r, dst, (uint32_t)n, &o, &async, &scribble)) return o;
+  for (size_t i = 0; i < n; i++) {
+    cb_fim_alloc *sa = &m->allocs[src[i].alloc], *da = &m->allocs[dst[i].alloc];
+    uint64_t len = src[i].end - src[i].start;
+    memmove(da->bytes + dst[i].start, sa->bytes + src[i].start, len);
+    memmove(da->known + dst[i].start, sa->known + src[i].start, len);
+    cb_fim_taint(m, dst[i], 0);
+    if (scribble) cb_fim_forget(m, dst[i]);
+  }
   if (async) {
     pending_push(m, device, h->cause, h->status, h->fault == CUBERT_FAULT_ASYNC_DEVICE_LOST);
     o.pending = true;
@@ -314,39 +366,7 @@ cb_fim_outcome cb_fim_write(cb_fim *m, int step, int device, cb_fim_view v, cons
 
 cb_fim_outcome cb_fim_copy(cb_fim *m, int step, int device, cb_fim_view src, cb_fim_view dst,
                            cb_fim_hits hits) {
-  int sdev = m->allocs[src.alloc].device;
-  cb_fim_mask lost = 0;
-  if (sdev != device && m->dev[sdev].lost_cause >= 0) lost |= cb_fim_bit(m->dev[sdev].lost_cause);
-  if (m->dev[device].lost_cause >= 0) lost |= cb_fim_bit(m->dev[device].lost_cause);
-  if (lost) return outcome(CUBERT_ERR_DEVICE_LOST, lost);
-  cb_fim_record *r = record_push(m, device, step);
-  record_range(m, device, r, src, CUBERT_ACCESS_READ);
-  record_range(m, device, r, dst, CUBERT_ACCESS_WRITE);
-  /* rule 2: a copy from a tainted source is refused, its destination
-   * carries a child of the source's failure */
-  cb_fim_mask in = cb_fim_taint_of(m, src);
-  if (in) {
-    cb_fim_taint(m, dst, in);
-    r->failed = true;
-    return outcome(CUBERT_ERR_TAINTED, in);
-  }
-  const cb_fim_hit *h = hit_op(hits, sdev == device ? "copy" : "copy_peer");
-  if (!h) h = hit_lost(hits);
-  if (!h) h = hit_order(hits);
-  cb_fim_outcome o = outcome(CUBERT_OK, 0);
-  bool async, scribble;
-  if (apply_hit(m, device, h, r, &dst, 1, &o, &async, &scribble)) return o;
-  cb_fim_alloc *sa = &m->allocs[src.alloc], *da = &m->allocs[dst.alloc];
-  uint64_t n = src.end - src.start;
-  memmove(da->bytes + dst.start, sa->bytes + src.start, n);
-  memmove(da->known + dst.start, sa->known + src.start, n);
-  cb_fim_taint(m, dst, 0);
-  if (scribble) cb_fim_forget(m, dst);
-  if (async) {
-    pending_push(m, device, h->cause, h->status, h->fault == CUBERT_FAULT_ASYNC_DEVICE_LOST);
-    o.pending = true;
-  }
-  return o;
+  return cb_fim_copy_pieces(m, step, device, &src, &dst, 1, hits);
 }
 
 /* ------------------------------------------------------------ kernels */

@@ -62,7 +62,10 @@ typedef struct cb_fim_range {
   uint8_t access;      /* cubert_access */
 } cb_fim_range;
 
-#define CB_FIM_RANGES 4
+/* Ranges per work record: a strided step records one per piece of its
+ * footprint (CB_FIM_MAX_PIECES per side). */
+#define CB_FIM_MAX_PIECES 16
+#define CB_FIM_RANGES (2 * CB_FIM_MAX_PIECES)
 
 /* Work enqueued on a device since its last full sync. */
 typedef struct cb_fim_record {
@@ -186,6 +189,18 @@ cb_fim_outcome cb_fim_write(cb_fim *m, int step, int device, cb_fim_view v, cons
  * `device`, the destination's. */
 cb_fim_outcome cb_fim_copy(cb_fim *m, int step, int device, cb_fim_view src, cb_fim_view dst,
                            cb_fim_hits hits);
+
+/* Strided footprints (cubert/strided.h): the model holds a footprint as
+ * its contiguous pieces (allocation bytes, in element order, at most
+ * CB_FIM_MAX_PIECES), so a strided write taints or repairs exactly those
+ * bytes. cubert_handle_write_strided: `packed` holds the pieces' bytes one
+ * after another. */
+cb_fim_outcome cb_fim_write_pieces(cb_fim *m, int step, int device, const cb_fim_view *pieces, size_t n,
+                                   const void *packed, cb_fim_hits hits);
+/* cubert_handle_copy_strided(_peer): piece i of `src` to piece i of `dst`
+ * (same lengths), executed by `device`, the destination's. */
+cb_fim_outcome cb_fim_copy_pieces(cb_fim *m, int step, int device, const cb_fim_view *src, const cb_fim_view *dst,
+                                  size_t n, cb_fim_hits hits);
 
 typedef enum cb_fim_kernel {
   CB_FIM_FILL_U32 = 0,     /* out = value */

@@ -152,7 +152,10 @@ const char *cb_fi_step_fault_op(const cb_fi_program *p, const cb_fi_step *s, cub
     return "write";
   case CB_FI_FILL:
     return "fill";
+  case CB_FI_SWRITE:
+    return "write";
   case CB_FI_COPY:
+  case CB_FI_SCOPY:
     return "copy"; /* or copy_peer: the runner picks by the views' devices */
   case CB_FI_LAUNCH:
     return fault == CUBERT_FAULT_COMPILE ? "compile" : "launch";
@@ -168,6 +171,11 @@ static void format_data(sbuf *b, const cb_fi_step *s) {
     cb_fi_sb_printf(b, " pattern %" PRIu64, s->seed);
   else
     cb_fi_sb_printf(b, " u32 0x%08" PRIx32, s->value);
+}
+
+static void format_shape(sbuf *b, const cb_fi_step *s) {
+  cb_fi_sb_printf(b, " rows %" PRIu32 " width %" PRIu32 " pitch %" PRIu32 " at %" PRIu64, s->rows, s->width, s->pitch,
+                  s->offset);
 }
 
 static void format_step(sbuf *b, const cb_fi_program *p, const cb_fi_step *s) {
@@ -199,6 +207,19 @@ static void format_step(sbuf *b, const cb_fi_program *p, const cb_fi_step *s) {
       cb_fi_sb_printf(b, " %s=%s", cb_fim_kernel_param(s->kernel, i), cb_fi_view_name(p, s->args[i]));
     if (s->kernel == CB_FIM_FILL_U32 || s->kernel == CB_FIM_FAIL_U32 || s->kernel == CB_FIM_SLEEP_U32)
       cb_fi_sb_printf(b, " value=%" PRIu32, s->value);
+    break;
+  case CB_FI_SWRITE:
+    cb_fi_sb_printf(b, "swrite %s", cb_fi_view_name(p, s->view));
+    format_shape(b, s);
+    format_data(b, s);
+    break;
+  case CB_FI_SCHECK:
+    cb_fi_sb_printf(b, "scheck %s", cb_fi_view_name(p, s->view));
+    format_shape(b, s);
+    break;
+  case CB_FI_SCOPY:
+    cb_fi_sb_printf(b, "scopy %s to %s", cb_fi_view_name(p, s->view), cb_fi_view_name(p, s->view2));
+    format_shape(b, s);
     break;
   case CB_FI_SHARE:
     cb_fi_sb_printf(b, "share %s", cb_fi_view_name(p, s->view));
@@ -260,7 +281,8 @@ static void format_step(sbuf *b, const cb_fi_program *p, const cb_fi_step *s) {
     break;
   }
   bool streamed = s->kind == CB_FI_ALLOC || s->kind == CB_FI_CREATE || s->kind == CB_FI_WRITE ||
-                  s->kind == CB_FI_FILL || s->kind == CB_FI_COPY || s->kind == CB_FI_LAUNCH;
+                  s->kind == CB_FI_FILL || s->kind == CB_FI_COPY || s->kind == CB_FI_LAUNCH ||
+                  s->kind == CB_FI_SWRITE || s->kind == CB_FI_SCOPY;
   if (streamed && s->stream > 1) cb_fi_sb_printf(b, " stream %d", s->stream);
   if (s->has_fault) {
     cb_fi_sb_printf(b, " ! %s", cubert_fault_kind_name(s->fault));

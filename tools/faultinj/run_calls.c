@@ -277,7 +277,7 @@ uint32_t cb_fir_step_fault(run *r, const cb_fi_step *s, int device, bool peer_co
   if (!s->has_fault) return 0;
   const char *op = cb_fi_step_fault_op(r->p, s, s->fault);
   if (!op) return 0;
-  if (s->kind == CB_FI_COPY && peer_copy) op = "copy_peer";
+  if ((s->kind == CB_FI_COPY || s->kind == CB_FI_SCOPY) && peer_copy) op = "copy_peer";
   char frac[40] = "";
   if (s->fraction > 0 && (s->fault == CUBERT_FAULT_SCRIBBLE || s->fault == CUBERT_FAULT_PARTIAL ||
                           s->fault == CUBERT_FAULT_ASYNC_SCRIBBLE)) {
@@ -295,6 +295,16 @@ uint32_t cb_fir_step_fault(run *r, const cb_fi_step *s, int device, bool peer_co
     return 0;
   }
   return id;
+}
+
+bool cb_fir_copy_prelude(run *r, const cb_fi_step *s, const run_view *src, const run_view *dst, int *sd, int *dd,
+                         bool *cross) {
+  *sd = cb_fir_device_of(r, src);
+  *dd = cb_fir_device_of(r, dst);
+  touch t[2] = {{src->alloc, false}, {dst->alloc, true}};
+  cb_fir_prelude(r, *dd, t, 2, cross);
+  if (!cb_fir_use_stream(r, *dd, s->stream)) return false;
+  return *sd == *dd || cb_fir_use_stream(r, *sd, s->stream);
 }
 
 void cb_fir_step_fault_done(run *r, uint32_t id) {

@@ -170,12 +170,9 @@ static void step_copy(run *r, const cb_fi_step *s) {
     cb_fir_trace(r, "    skipped: the views do not exist, differ in size or overlap\n");
     return;
   }
-  int sd = cb_fir_device_of(r, src), dd = cb_fir_device_of(r, dst);
-  touch t[2] = {{src->alloc, false}, {dst->alloc, true}};
+  int sd, dd;
   bool cross;
-  cb_fir_prelude(r, dd, t, 2, &cross);
-  if (!cb_fir_use_stream(r, dd, s->stream)) return;
-  if (sd != dd && !cb_fir_use_stream(r, sd, s->stream)) return;
+  if (!cb_fir_copy_prelude(r, s, src, dst, &sd, &dd, &cross)) return;
   uint32_t rule = cb_fir_step_fault(r, s, dd, sd != dd);
   cubert_status st = sd == dd ? cubert_handle_copy(r->clients[dd], src->h, dst->h)
                               : cubert_handle_copy_peer(r->clients[sd], src->h, r->clients[dd], dst->h);
@@ -601,6 +598,11 @@ void cb_fir_exec_step(run *r, const cb_fi_step *s) {
     break;
   case CB_FI_EXPECT:
     step_expect(r, s);
+    break;
+  case CB_FI_SWRITE:
+  case CB_FI_SCHECK:
+  case CB_FI_SCOPY:
+    cb_fir_exec_strided(r, s);
     break;
   default:
     break;

@@ -270,6 +270,8 @@ static bool fault_allowed(cb_fi_step_kind k, cubert_fault_kind f) {
   case CB_FI_WRITE:
   case CB_FI_FILL:
   case CB_FI_COPY:
+  case CB_FI_SWRITE:
+  case CB_FI_SCOPY:
     return f != CUBERT_FAULT_OOM && f != CUBERT_FAULT_COMPILE;
   case CB_FI_LAUNCH:
     return f != CUBERT_FAULT_OOM && f != CUBERT_FAULT_PARTIAL;
@@ -482,6 +484,67 @@ static void step_copy(parser *P, cb_fi_step *s, const tok *t, int n) {
   s->view2 = b;
   s->device = P->vs[b].role;
   parse_tail(P, s, t, 4, n, true, true);
+}
+
+/* SHAPE from token i: `rows R width W pitch P at OFF` (4-byte elements);
+ * checked to fit view `v`. Returns the next token index, -1 on error. */
+static int parse_shape(parser *P, cb_fi_step *s, const tok *t, int i, int n, int v) {
+  static const char *const words[] = {"rows", "width", "pitch", "at"};
+  uint64_t x[4];
+  for (int k = 0; k < 4; k++, i += 2) {
+    if (i + 1 >= n || !tok_is(&t[i], words[k])) {
+      perr(P, i < n ? t[i].col : t[0].col, "expected `%s` (SHAPE: rows R width W pitch P at OFF, in 4-byte elements)",
+           words[k]);
+      return -1;
+    }
+    if (!need_u64(P, &t[i + 1], words[k], k == 3 ? UINT32_MAX : UINT32_MAX, &x[k])) return -1;
+  }
+  if (!x[0] || x[0] > CB_FIM_MAX_PIECES || !x[1] || (x[0] > 1 && x[2] < x[1])) {
+    perr(P, t[0].col, "shape: rows 1..%d, width at least 1, pitch at least width", CB_FIM_MAX_PIECES);
+    return -1;
+  }
+  uint64_t last = x[3] + (x[0] - 1) * x[2] + x[1];
+  if (last * 4 > P->vs[v].size) {
+    perr(P, t[0].col, "shape ends at byte %" PRIu64 ", past `%s` (%" PRIu64 " bytes)", last * 4, P->cur->views[v],
+         P->vs[v].size);
+    return -1;
+  }
+  s->rows = (uint32_t)x[0];
+  s->width = (uint32_t)x[1];
+  s->pitch = (uint32_t)x[2];
+  s->offset = x[3];
+  return i;
+}
+
+static void step_strided(parser *P, cb_fi_step *s, const tok *t, int n) {
+  /* swrite V SHAPE DATA / scheck V SHAPE / scopy S to D SHAPE */
+  static const char *const usage[] = {"swrite V SHAPE (u32 X | pattern S)", "scheck V SHAPE", "scopy SRC to DST SHAPE"};
+  int which = s->kind == CB_FI_SWRITE ? 0 : s->kind == CB_FI_SCHECK ? 1 : 2;
+  if (n < (which == 2 ? 12 : 10)) {
+    perr(P, t[0].col, "%s (SHAPE: rows R width W pitch P at OFF)", usage[which]);
+    return;
+  }
+  int v = old_view(P, &t[1]);
+  if (v < 0) return;
+  s->view = v;
+  s->device = P->vs[v].role;
+  int i = 2;
+  if (which == 2) {
+    if (!expect_word(P, t, 2, n, "to")) return;
+    int d = old_view(P, &t[3]);
+    if (d < 0) return;
+    if (P->vs[d].alloc == P->vs[v].alloc) {
+      perr(P, t[3].col, "scopy between views of one allocation is not supported here");
+      return;
+    }
+    s->view2 = d;
+    s->device = P->vs[d].role;
+    i = 4;
+    if (parse_shape(P, s, t, i, n, d) < 0) return;
+  }
+  if ((i = parse_shape(P, s, t, i, n, v)) < 0) return;
+  if (which == 0 && (i = parse_data(P, s, t, i, n)) < 0) return;
+  parse_tail(P, s, t, i, n, which != 1, which != 1);
 }
 
 static void step_launch(parser *P, cb_fi_step *s, const tok *t, int n) {
@@ -832,7 +895,8 @@ static const struct {
     {"write", CB_FI_WRITE},     {"fill", CB_FI_FILL},       {"copy", CB_FI_COPY},
     {"launch", CB_FI_LAUNCH},   {"share", CB_FI_SHARE},     {"release", CB_FI_RELEASE},
     {"sync", CB_FI_SYNC},       {"fault", CB_FI_FAULT},     {"clear-faults", CB_FI_CLEAR_FAULTS},
-    {"expect", CB_FI_EXPECT},
+    {"expect", CB_FI_EXPECT},   {"swrite", CB_FI_SWRITE},   {"scheck", CB_FI_SCHECK},
+    {"scopy", CB_FI_SCOPY},
 };
 
 static bool is_header(const tok *t) {
@@ -896,7 +960,7 @@ static void statement(parser *P, const char *line, size_t len) {
   if (kind < 0) {
     perr(P, t[0].col,
          "unknown statement `%.*s` (alloc, create, slice, write, fill, copy, launch, share, release, sync, fault, "
-         "clear-faults, expect, end)",
+         "clear-faults, expect, swrite, scheck, scopy, end)",
          t[0].len, t[0].p);
     return;
   }
@@ -957,6 +1021,11 @@ static void statement(parser *P, const char *line, size_t len) {
     break;
   case CB_FI_EXPECT:
     step_expect(P, s, t, n);
+    break;
+  case CB_FI_SWRITE:
+  case CB_FI_SCHECK:
+  case CB_FI_SCOPY:
+    step_strided(P, s, t, n);
     break;
   default:
     break;
