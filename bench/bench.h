@@ -4,6 +4,7 @@
  *
  *   cli_bench.c     cb_cli_bench: `cubert bench peer|runtime|plot`
  *   bench_peer.c    peer bandwidth: matrix, size sweep, latency
+ *   bench_strided.c strided copies (2-D, 3-D) beside hipMemcpy2D/3DAsync
  *   bench_runtime.c the runtime's own costs: pools, launch path, ledger,
  *                   fault layer
  *   bench_kernels.c kernels the bench launches through cubert and compiles
@@ -262,11 +263,18 @@ cubert_status cb_bench_raw_launch_loop(cb_bench_raw *raw, int dev, int nbuffers,
  * malloc+free); host-timed ns per pair. */
 cubert_status cb_bench_raw_alloc_loop(cb_bench_raw *raw, int dev, uint64_t size, uint32_t count,
                                       double *ns);
+/* `count` pitched copies (backends/hip/hip_raw.h, cb_hip_raw_pitched: 2-D
+ * when depth is 0, else 3-D): hipMemcpy2DAsync/hipMemcpy3DAsync timed with
+ * hipEvents on HIP; a memcpy per row, host-timed, on the host backend. */
+struct cb_hip_raw_pitched;
+cubert_status cb_bench_raw_pitched(cb_bench_raw *raw, int dev, const struct cb_hip_raw_pitched *p,
+                                   uint32_t count, double *ms);
 
 /* ------------------------------------------------------------ commands */
 
 int cb_bench_peer_main(int argc, char **argv);
 int cb_bench_runtime_main(int argc, char **argv);
 int cb_bench_plot_main(int argc, char **argv);
+int cb_bench_strided_main(int argc, char **argv);
 
 #endif
