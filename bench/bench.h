@@ -28,6 +28,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "cli/options.h"
 #include "cubert/cubert.h"
 
 /* ------------------------------------------------------------ helpers */
@@ -54,6 +55,33 @@ void cb_bench_progress(bool quiet, int step, int total, const char *fmt, ...)
 #endif
     ;
 void cb_bench_progress_done(bool quiet);
+
+/* A note (printf format) appended to `notes`, a JSON array. */
+void cb_bench_note(json_t *notes, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* The options of the one-device benchmarks (bench runtime, bench strided). */
+typedef struct cb_bench_basic_opts {
+  int reps, warmup;
+  bool quick, quiet;
+  const char *backend; /* "hip", "host" or NULL (hip when it has devices) */
+  cb_cli_output json, csv;
+} cb_bench_basic_opts;
+
+/* Parses --reps, --warmup, --backend hip|host, --json, --csv, --quick and
+ * --quiet for `cubert <command>` (cli/options.h conventions) and opens the
+ * outputs; reps default to 3 with --quick, else 5; warmup to 1. Returns
+ * CB_CLI_PARSED when the command should run, else its exit status. */
+int cb_bench_parse_basic(const char *command, void (*usage)(FILE *out), int argc, char **argv,
+                         cb_bench_basic_opts *o);
+
+/* The device a one-device benchmark measures: the first of `backend`, or
+ * (NULL) the first HIP device, else the first host device. Its runtime
+ * index, its info in *info; -1 after a message on stderr naming `command`. */
+int cb_bench_pick_device(cubert_runtime *rt, const char *backend, const char *command, cubert_device_info *info);
 
 /* ------------------------------------------------------------ statistics */
 

@@ -22,7 +22,6 @@
  * on the host: every byte of the footprint holds the pattern, every byte
  * of the destination allocation outside it is still zero. */
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,12 +33,7 @@
 #include "cubert/kernels.h"
 #include "cubert/strided.h"
 
-typedef struct sopts {
-  int reps, warmup;
-  bool quick, quiet;
-  const char *backend;
-  cb_cli_output json, csv;
-} sopts;
+typedef cb_bench_basic_opts sopts;
 
 /* One layout: a view of u32/f32 elements and the allocation it lies in. */
 typedef struct layout {
@@ -77,18 +71,6 @@ typedef struct sctx {
 } sctx;
 
 static uint32_t pattern_at(uint64_t i) { return (uint32_t)(i * 0x9E3779B1u + 0x7F4A7C15u) ^ (uint32_t)(i >> 5); }
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 2, 3)))
-#endif
-static void note(sctx *c, const char *fmt, ...) {
-  char buf[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  json_array_append_new(c->notes, json_string(buf));
-}
 
 /* ------------------------------------------------------------ layouts */
 
@@ -287,7 +269,7 @@ static void measure(sctx *c, int t) {
         if (!ok) {
           c->failed++;
           all_ok = false;
-          note(c, "check failed: %s %s (%s): the bytes read back are not the pattern", c->l->name, test_name[t],
+          cb_bench_note(c->notes, "check failed: %s %s (%s): the bytes read back are not the pattern", c->l->name, test_name[t],
                raw ? "raw" : "cubert");
         }
       }
@@ -349,7 +331,7 @@ static bool setup_layout(sctx *c, const layout *l) {
   c->packed_in = malloc(c->nbytes);
   c->offs = malloc(n * sizeof *c->offs);
   if (!c->pattern || !c->whole || !c->packed || !c->packed_in || !c->offs) {
-    note(c, "%s: out of host memory", l->name);
+    cb_bench_note(c->notes, "%s: out of host memory", l->name);
     return false;
   }
   for (uint64_t i = 0; i < total; i++) c->pattern[i] = pattern_at(i);
@@ -361,7 +343,7 @@ static bool setup_layout(sctx *c, const layout *l) {
   if (!st) st = cubert_handle_write(c->client, c->src, c->pattern, l->alloc);
   if (!st) st = cubert_sync(c->client);
   if (st) {
-    note(c, "%s: cubert: %s", l->name, cubert_last_error_message());
+    cb_bench_note(c->notes, "%s: cubert: %s", l->name, cubert_last_error_message());
     return false;
   }
   if (c->raw) {
@@ -369,7 +351,7 @@ static bool setup_layout(sctx *c, const layout *l) {
     if (!st) st = cb_bench_raw_alloc(c->raw, c->raw_dev, l->alloc, &c->raw_dst);
     if (!st) st = cb_bench_raw_upload(c->raw, c->raw_dev, c->raw_src, c->pattern, l->alloc);
     if (st) {
-      note(c, "%s: no raw baseline: %s", l->name, cb_bench_raw_error(c->raw));
+      cb_bench_note(c->notes, "%s: no raw baseline: %s", l->name, cb_bench_raw_error(c->raw));
       cb_bench_raw_free(c->raw, c->raw_dev, c->raw_src);
       cb_bench_raw_free(c->raw, c->raw_dev, c->raw_dst);
       c->raw_src = c->raw_dst = 0;
@@ -424,18 +406,7 @@ static void usage(FILE *out) {
 }
 
 static int parse(int argc, char **argv, sopts *o) {
-  o->reps = -1;
-  o->warmup = -1;
-  const cb_cli_opt opts[] = {CB_INT("reps", &o->reps, 1, 10000),  CB_INT("warmup", &o->warmup, 0, 10000),
-                             CB_CHOICE("backend", &o->backend, "hip|host"), CB_OUTPUT("json", &o->json),
-                             CB_OUTPUT("csv", &o->csv),              CB_FLAG("quick", 0, &o->quick),
-                             CB_FLAG("quiet", 0, &o->quiet),         CB_END};
-  const cb_cli_spec spec = {"bench strided", usage, opts, 0, 0, NULL};
-  int first, rc = cb_cli_parse(&spec, argc, argv, &first);
-  if (rc != CB_CLI_PARSED) return rc;
-  if (o->reps < 0) o->reps = o->quick ? 3 : 5;
-  if (o->warmup < 0) o->warmup = 1;
-  return cb_cli_open_outputs(&spec) ? CB_CLI_PARSED : CB_CLI_FAILED;
+  return cb_bench_parse_basic("bench strided", usage, argc, argv, o);
 }
 
 static bool open_device(sctx *c) {
@@ -446,23 +417,8 @@ static bool open_device(sctx *c) {
     fprintf(stderr, "cubert bench strided: cubert_runtime_create: %s\n", cubert_last_error_message());
     return false;
   }
-  int total = cubert_runtime_device_count(c->rt);
-  c->dev = -1;
-  for (int pass = 0; pass < 2 && c->dev < 0; pass++)
-    for (int d = 0; d < total && c->dev < 0; d++) {
-      cubert_device_info info;
-      if (cubert_runtime_device_info(c->rt, d, &info)) continue;
-      const char *want = c->o.backend ? c->o.backend : pass ? "host" : "hip";
-      if (strcmp(info.backend, want) == 0) {
-        c->dev = d;
-        c->info = info;
-      }
-    }
-  if (c->dev < 0) {
-    fprintf(stderr, "cubert bench strided: no %s device (CUBERT_BACKENDS or --backend choose them)\n",
-            c->o.backend ? c->o.backend : "hip or host");
-    return false;
-  }
+  c->dev = cb_bench_pick_device(c->rt, c->o.backend, "bench strided", &c->info);
+  if (c->dev < 0) return false;
   c->o.backend = c->info.backend;
   c->raw_dev = c->info.backend_index;
   if (cubert_client_create(c->rt, c->dev, &c->client) ||
@@ -472,7 +428,7 @@ static bool open_device(sctx *c) {
   }
   if (cb_bench_raw_open(c->info.backend, &c->raw)) {
     c->raw = NULL;
-    note(c, "no raw baseline: the raw %s calls are not available", c->info.backend);
+    cb_bench_note(c->notes, "no raw baseline: the raw %s calls are not available", c->info.backend);
   }
   return true;
 }
