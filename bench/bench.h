@@ -4,6 +4,7 @@
  *
  *   cli_bench.c     cb_cli_bench: `cubert bench peer|runtime|plot`
  *   bench_peer.c    peer bandwidth: matrix, size sweep, latency
+ *   bench_strided.c strided copies (2-D, 3-D) beside hipMemcpy2D/3DAsync
  *   bench_runtime.c the runtime's own costs: pools, launch path, ledger,
  *                   fault layer
  *   bench_kernels.c kernels the bench launches through cubert and compiles
@@ -27,6 +28,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "cli/options.h"
 #include "cubert/cubert.h"
 
 /* ------------------------------------------------------------ helpers */
@@ -53,6 +55,33 @@ void cb_bench_progress(bool quiet, int step, int total, const char *fmt, ...)
 #endif
     ;
 void cb_bench_progress_done(bool quiet);
+
+/* A note (printf format) appended to `notes`, a JSON array. */
+void cb_bench_note(json_t *notes, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* The options of the one-device benchmarks (bench runtime, bench strided). */
+typedef struct cb_bench_basic_opts {
+  int reps, warmup;
+  bool quick, quiet;
+  const char *backend; /* "hip", "host" or NULL (hip when it has devices) */
+  cb_cli_output json, csv;
+} cb_bench_basic_opts;
+
+/* Parses --reps, --warmup, --backend hip|host, --json, --csv, --quick and
+ * --quiet for `cubert <command>` (cli/options.h conventions) and opens the
+ * outputs; reps default to 3 with --quick, else 5; warmup to 1. Returns
+ * CB_CLI_PARSED when the command should run, else its exit status. */
+int cb_bench_parse_basic(const char *command, void (*usage)(FILE *out), int argc, char **argv,
+                         cb_bench_basic_opts *o);
+
+/* The device a one-device benchmark measures: the first of `backend`, or
+ * (NULL) the first HIP device, else the first host device. Its runtime
+ * index, its info in *info; -1 after a message on stderr naming `command`. */
+int cb_bench_pick_device(cubert_runtime *rt, const char *backend, const char *command, cubert_device_info *info);
 
 /* ------------------------------------------------------------ statistics */
 
@@ -262,11 +291,18 @@ cubert_status cb_bench_raw_launch_loop(cb_bench_raw *raw, int dev, int nbuffers,
  * malloc+free); host-timed ns per pair. */
 cubert_status cb_bench_raw_alloc_loop(cb_bench_raw *raw, int dev, uint64_t size, uint32_t count,
                                       double *ns);
+/* `count` pitched copies (backends/hip/hip_raw.h, cb_hip_raw_pitched: 2-D
+ * when depth is 0, else 3-D): hipMemcpy2DAsync/hipMemcpy3DAsync timed with
+ * hipEvents on HIP; a memcpy per row, host-timed, on the host backend. */
+struct cb_hip_raw_pitched;
+cubert_status cb_bench_raw_pitched(cb_bench_raw *raw, int dev, const struct cb_hip_raw_pitched *p,
+                                   uint32_t count, double *ms);
 
 /* ------------------------------------------------------------ commands */
 
 int cb_bench_peer_main(int argc, char **argv);
 int cb_bench_runtime_main(int argc, char **argv);
 int cb_bench_plot_main(int argc, char **argv);
+int cb_bench_strided_main(int argc, char **argv);
 
 #endif

@@ -12,11 +12,50 @@
 
 #include "base/env.h"
 #include "bench/bench.h"
+#include "cli/commands.h"
 
 double cb_bench_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void cb_bench_note(json_t *notes, const char *fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  json_array_append_new(notes, json_string(buf));
+}
+
+int cb_bench_parse_basic(const char *command, void (*usage)(FILE *out), int argc, char **argv,
+                         cb_bench_basic_opts *o) {
+  o->reps = -1;
+  o->warmup = -1;
+  const cb_cli_opt opts[] = {CB_INT("reps", &o->reps, 1, 10000),  CB_INT("warmup", &o->warmup, 0, 10000),
+                             CB_CHOICE("backend", &o->backend, "hip|host"), CB_OUTPUT("json", &o->json),
+                             CB_OUTPUT("csv", &o->csv),              CB_FLAG("quick", 0, &o->quick),
+                             CB_FLAG("quiet", 0, &o->quiet),         CB_END};
+  const cb_cli_spec spec = {command, usage, opts, 0, 0, NULL};
+  int first, rc = cb_cli_parse(&spec, argc, argv, &first);
+  if (rc != CB_CLI_PARSED) return rc;
+  if (o->reps < 0) o->reps = o->quick ? 3 : 5;
+  if (o->warmup < 0) o->warmup = 1;
+  return cb_cli_open_outputs(&spec) ? CB_CLI_PARSED : CB_CLI_FAILED;
+}
+
+int cb_bench_pick_device(cubert_runtime *rt, const char *backend, const char *command, cubert_device_info *info) {
+  int total = cubert_runtime_device_count(rt);
+  for (int pass = 0; pass < 2; pass++)
+    for (int d = 0; d < total; d++) {
+      if (cubert_runtime_device_info(rt, d, info)) continue;
+      if (strcmp(info->backend, backend ? backend : pass ? "host" : "hip") == 0) return d;
+    }
+  fprintf(stderr, "cubert %s: no %s device in the backends opened:", command, backend ? backend : "hip or host");
+  for (int i = 0; i < cubert_runtime_backend_count(rt); i++) fprintf(stderr, " %s", cubert_runtime_backend_name(rt, i));
+  fprintf(stderr, " (CUBERT_BACKENDS or --backend choose them)\n");
+  return -1;
 }
 
 /* ------------------------------------------------------------ sizes */

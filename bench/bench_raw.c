@@ -280,3 +280,19 @@ cubert_status cb_bench_raw_alloc_loop(cb_bench_raw *r, int dev, uint64_t size, u
   *ns = (cb_bench_now() - t0) * 1e9 / (count ? count : 1);
   return CUBERT_OK;
 }
+
+cubert_status cb_bench_raw_pitched(cb_bench_raw *r, int dev, const cb_hip_raw_pitched *p, uint32_t count,
+                                   double *ms) {
+  if (!r->host) return hip(r, cb_hip_raw_pitched_run(r->hip, dev, p, count, ms));
+  uint64_t slices = p->depth ? p->depth : 1;
+  uint64_t dslice = p->dst_pitch * (p->depth ? p->dst_rows : 0), sslice = p->src_pitch * (p->depth ? p->src_rows : 0);
+  char *dst = host_ptr(p->dst);
+  const char *src = host_ptr(p->src);
+  double t0 = cb_bench_now();
+  for (uint32_t k = 0; k < count; k++)
+    for (uint64_t z = 0; z < slices; z++)
+      for (uint64_t y = 0; y < p->height; y++)
+        memcpy(dst + z * dslice + y * p->dst_pitch, src + z * sslice + y * p->src_pitch, p->width);
+  *ms = (cb_bench_now() - t0) * 1e3;
+  return CUBERT_OK;
+}

@@ -45,12 +45,7 @@
 #define LEDGER_SLICES 2048u
 #define LEDGER_TAINTED 1000u
 
-typedef struct ropts {
-  int reps, warmup;
-  bool quick, quiet;
-  const char *backend;
-  cb_cli_output json, csv;
-} ropts;
+typedef cb_bench_basic_opts ropts;
 
 typedef struct rctx {
   ropts o;
@@ -1071,18 +1066,7 @@ static void usage(FILE *out) {
 }
 
 static int parse(int argc, char **argv, ropts *o) {
-  o->reps = -1;
-  o->warmup = -1;
-  const cb_cli_opt opts[] = {CB_INT("reps", &o->reps, 1, 10000),  CB_INT("warmup", &o->warmup, 0, 10000),
-                             CB_CHOICE("backend", &o->backend, "hip|host"), CB_OUTPUT("json", &o->json),
-                             CB_OUTPUT("csv", &o->csv),              CB_FLAG("quick", 0, &o->quick),
-                             CB_FLAG("quiet", 0, &o->quiet),         CB_END};
-  const cb_cli_spec spec = {"bench runtime", usage, opts, 0, 0, NULL};
-  int first, rc = cb_cli_parse(&spec, argc, argv, &first);
-  if (rc != CB_CLI_PARSED) return rc;
-  if (o->reps < 0) o->reps = o->quick ? 3 : 5;
-  if (o->warmup < 0) o->warmup = 1;
-  return cb_cli_open_outputs(&spec) ? CB_CLI_PARSED : CB_CLI_FAILED;
+  return cb_bench_parse_basic("bench runtime", usage, argc, argv, o);
 }
 
 static json_t *document(rctx *c, json_t *target_list) {
@@ -1109,25 +1093,8 @@ static int run(rctx *c) {
     fprintf(stderr, "cubert bench runtime: cubert_runtime_create: %s\n", cubert_last_error_message());
     return 1;
   }
-  const char *want = c->o.backend;
-  int total = cubert_runtime_device_count(c->rt);
-  c->dev = -1;
-  for (int pass = 0; pass < 2 && c->dev < 0; pass++)
-    for (int d = 0; d < total && c->dev < 0; d++) {
-      cubert_device_info info;
-      if (cubert_runtime_device_info(c->rt, d, &info)) continue;
-      if (want ? strcmp(info.backend, want) == 0 : strcmp(info.backend, pass ? "host" : "hip") == 0) {
-        c->dev = d;
-        c->info = info;
-      }
-    }
-  if (c->dev < 0) {
-    fprintf(stderr, "cubert bench runtime: no %s device in the backends opened:", want ? want : "hip or host");
-    for (int i = 0; i < cubert_runtime_backend_count(c->rt); i++)
-      fprintf(stderr, " %s", cubert_runtime_backend_name(c->rt, i));
-    fprintf(stderr, " (CUBERT_BACKENDS or --backend choose them)\n");
-    return 1;
-  }
+  c->dev = cb_bench_pick_device(c->rt, c->o.backend, "bench runtime", &c->info);
+  if (c->dev < 0) return 1;
   c->o.backend = c->info.backend;
   c->raw_dev = c->info.backend_index;
   if ((st = cubert_client_create(c->rt, c->dev, &c->client))) {

@@ -22,6 +22,8 @@ static void usage(FILE *out) {
           "  runtime   the runtime's own costs: pool allocation against hipMalloc, the\n"
           "            launch path against hipModuleLaunchKernel, the ledger with tainted\n"
           "            ranges, the fault layer present against absent\n"
+          "  strided   strided copies (2-D, 3-D; cubert_handle_*_strided and the\n"
+          "            built-in cubert_copy_strided) beside hipMemcpy2D/3DAsync\n"
           "  numa      host<->device bandwidth from host memory on each NUMA node, the\n"
           "            device's local node(s) marked\n"
           "  plot      draw the SVG pictures of a saved `bench peer --json` run:\n"
@@ -72,6 +74,7 @@ int cb_bench_plot_main(int argc, char **argv) {
 static const cb_cli_command benchmarks[] = {
     {"peer", cb_bench_peer_main, "peer bandwidth and latency (the default)"},
     {"runtime", cb_bench_runtime_main, "the runtime's own costs"},
+    {"strided", cb_bench_strided_main, "strided copies beside hipMemcpy2D/3DAsync"},
     {"numa", cb_bench_numa_main, "host<->device bandwidth per NUMA node"},
     {"plot", cb_bench_plot_main, "the SVG pictures of a saved run"},
 };
@@ -90,7 +93,7 @@ int cb_cli_bench(int argc, char **argv) {
   }
   const cb_cli_command *b = cb_cli_find(benchmarks, sizeof benchmarks / sizeof benchmarks[0], what);
   if (b) return b->run(argc - 1, argv + 1);
-  fprintf(stderr, "cubert bench: unknown benchmark '%s' (peer, runtime, numa or plot)\n", what);
+  fprintf(stderr, "cubert bench: unknown benchmark '%s' (peer, runtime, strided, numa or plot)\n", what);
   usage(stderr);
   return CB_CLI_USAGE;
 }

@@ -79,3 +79,7 @@ cubert_status cb_hip_raw_alloc_loop(cb_hip_raw *raw, int dev, uint64_t size, uin
                                     double *ns) {
   return CUBERT_ERR_UNSUPPORTED;
 }
+cubert_status cb_hip_raw_pitched_run(cb_hip_raw *raw, int dev, const cb_hip_raw_pitched *p, uint32_t count,
+                                     double *ms) {
+  return CUBERT_ERR_UNSUPPORTED;
+}

@@ -1,7 +1,7 @@
 # bench/smoke.cmake: the bench_smoke test. -DCLI=cubert -DOUT=dir -DSVG=bool
-# Runs `cubert bench peer --quick` and `cubert bench runtime --quick` on the
-# host backend and checks what they claim: exit status 0, "validation:
-# passed", every result of the JSON validated (none false), the CSV header,
+# Runs `cubert bench peer --quick`, `cubert bench runtime --quick` and
+# `cubert bench strided --quick` on the host backend and checks what they
+# claim: exit status 0, "validation: passed", every result of the JSON validated (none false), the CSV header,
 # and the SVG pictures (also redrawn by `cubert bench plot`).
 file(REMOVE_RECURSE "${OUT}")
 file(MAKE_DIRECTORY "${OUT}")
@@ -112,4 +112,18 @@ if(NOT last_out MATCHES "validation: passed")
   message(FATAL_ERROR "bench runtime: no 'validation: passed' in:\n${last_out}")
 endif()
 check_json("${OUT}/runtime.json" "cubert bench runtime")
+run_cli(strided bench strided --quick --quiet --json "${OUT}/strided.json" --csv "${OUT}/strided.csv")
+if(NOT last_out MATCHES "validation: passed")
+  message(FATAL_ERROR "bench strided: no 'validation: passed' in:\n${last_out}")
+endif()
+check_json("${OUT}/strided.json" "cubert bench strided")
+file(READ "${OUT}/strided.json" strided_doc)
+string(JSON nres LENGTH "${strided_doc}" results)
+if(NOT nres EQUAL 12)
+  message(FATAL_ERROR "strided.json: ${nres} results, expected 3 layouts x 4 tests")
+endif()
+string(JSON raw_type TYPE "${strided_doc}" results 11 raw)
+if(NOT raw_type STREQUAL "OBJECT")
+  message(FATAL_ERROR "strided.json: the last row has no raw figure (the host baseline is memcpy per row)")
+endif()
 message(STATUS "bench_smoke: passed")

@@ -11,21 +11,23 @@
 # Stages: system, configure (-DCUBERT_HIP=ON -DCUBERT_HIP_PLATFORM=nvidia,
 # Release, no tests, into build-bench-gpu/), build, peer (`cubert bench peer`,
 # sizes 1 KiB..1 GiB: device-to-device, host transfers, latency, and the
-# pairs when there are two GPUs), runtime (`cubert bench runtime`). Both
-# benchmarks run with CUBERT_BACKENDS=hip and a time limit each, so the
-# whole run stays near 7 minutes (the build takes 1-2 of them; the pinned
+# pairs when there are two GPUs), runtime (`cubert bench runtime`), strided
+# (`cubert bench strided`: strided copies beside hipMemcpy2D/3DAsync, a few
+# seconds). The benchmarks run with CUBERT_BACKENDS=hip and a time limit
+# each, so the whole run stays near 7 minutes (the build takes 1-2 of them; the pinned
 # rows of issue 15 add to `bench peer`, not yet timed there: its limit is 330 s).
 #
-# $OUT (default build-bench-gpu/out) gets at most 8 files, no folders:
-# build.log (system, configure, build), bench.log (both benchmarks' output
-# and progress), peer.json, peer.csv, runtime.json, runtime.csv, and
+# $OUT (default build-bench-gpu/out) gets at most 10 files, no folders:
+# build.log (system, configure, build), bench.log (the benchmarks' output
+# and progress), peer.json, peer.csv, runtime.json, runtime.csv,
+# strided.json, strided.csv, and
 # peer-matrix.svg + peer-sweep.svg when cairo is on this machine (it usually
 # is not: draw them on the Debian machine with `cubert bench plot peer.json
 # peer`).
 # Environment: CUBERT_BENCH_BUILD (default build-bench-gpu), CUBERT_JOBS
 # (default: the machine's cores), CUBERT_BENCH_PEER_ARGS (extra arguments of
 # `bench peer`, e.g. "--sizes 4K..256M"), CUBERT_BENCH_PEER_LIMIT (s, 330),
-# CUBERT_BENCH_RUNTIME_LIMIT (s, 120).
+# CUBERT_BENCH_RUNTIME_LIMIT (s, 120), CUBERT_BENCH_STRIDED_LIMIT (s, 60).
 # shellcheck disable=SC2317 # the stage functions run through cb_stage
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -40,6 +42,7 @@ mkdir -p "$out"
 tool=$build/cli/cubert
 peer_limit=${CUBERT_BENCH_PEER_LIMIT:-330}
 runtime_limit=${CUBERT_BENCH_RUNTIME_LIMIT:-120}
+strided_limit=${CUBERT_BENCH_STRIDED_LIMIT:-60}
 
 kit=$root/.gpu-kit
 if [ ! -f "$kit/kit.env" ]; then
@@ -108,6 +111,14 @@ stage_runtime() {
   return "$rc"
 }
 
+stage_strided() {
+  CUBERT_BACKENDS=hip timeout "$strided_limit" "$tool" bench strided \
+    --json "$out/strided.json" --csv "$out/strided.csv" >>"$out/bench.log" 2>&1
+  local rc=$?
+  [ "$rc" -eq 124 ] && echo "bench-h200: bench strided ran past ${strided_limit} s" | tee -a "$out/bench.log"
+  return "$rc"
+}
+
 : >"$out/build.log"
 : >"$out/bench.log"
 if cb_stage system stage_system && cb_stage configure stage_configure && cb_stage build stage_build; then
@@ -115,10 +126,13 @@ if cb_stage system stage_system && cb_stage configure stage_configure && cb_stag
   cb_stage peer stage_peer
   echo "==== cubert bench runtime ====" >>"$out/bench.log"
   cb_stage runtime stage_runtime
+  echo "==== cubert bench strided ====" >>"$out/bench.log"
+  cb_stage strided stage_strided
   grep -E '^(validation|  [a-z].*(met|figure))' "$out/bench.log"
 else
   cb_stage_skip peer "configure or build failed"
   cb_stage_skip runtime "configure or build failed"
+  cb_stage_skip strided "configure or build failed"
 fi
 cb_summary 2>&1 | tee -a "$out/bench.log"
 rc=${PIPESTATUS[0]}

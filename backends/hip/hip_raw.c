@@ -586,3 +586,60 @@ cubert_status cb_hip_raw_alloc_loop(cb_hip_raw *r, int dev, uint64_t size, uint3
   *ns = (now() - t0) * 1e9 / (count ? count : 1);
   return CUBERT_OK;
 }
+
+/* ------------------------------------------------------------ pitched copies */
+
+/* HIP's NVIDIA headers name CUDA's 3-D parameters without a tag and build
+ * the pointers with C++-only helpers: C fills the members (as
+ * hip_strided.c does). */
+#if RAW_NVIDIA
+typedef struct cudaMemcpy3DParms raw_3d_parms;
+#else
+typedef hipMemcpy3DParms raw_3d_parms;
+#endif
+
+static hipError_t pitched_enqueue(const cb_hip_raw_pitched *p, hipStream_t s) {
+  hipMemcpyKind kind = p->op == CB_HIP_RAW_H2D   ? hipMemcpyHostToDevice
+                       : p->op == CB_HIP_RAW_D2H ? hipMemcpyDeviceToHost
+                                                 : hipMemcpyDeviceToDevice;
+  if (p->depth == 0)
+    return hipMemcpy2DAsync(PTR(p->dst), (size_t)p->dst_pitch, PTR(p->src), (size_t)p->src_pitch,
+                            (size_t)p->width, (size_t)p->height, kind, s);
+  raw_3d_parms q;
+  memset(&q, 0, sizeof q);
+  q.srcPtr.ptr = PTR(p->src);
+  q.srcPtr.pitch = (size_t)p->src_pitch;
+  q.srcPtr.xsize = (size_t)p->width;
+  q.srcPtr.ysize = (size_t)p->src_rows;
+  q.dstPtr.ptr = PTR(p->dst);
+  q.dstPtr.pitch = (size_t)p->dst_pitch;
+  q.dstPtr.xsize = (size_t)p->width;
+  q.dstPtr.ysize = (size_t)p->dst_rows;
+  q.extent.width = (size_t)p->width;
+  q.extent.height = (size_t)p->height;
+  q.extent.depth = (size_t)p->depth;
+  q.kind = kind;
+  return hipMemcpy3DAsync(&q, s);
+}
+
+cubert_status cb_hip_raw_pitched_run(cb_hip_raw *r, int dev, const cb_hip_raw_pitched *p, uint32_t count,
+                                     double *ms) {
+  cubert_status st = enter(r, dev);
+  if (st) return st;
+  raw_dev *v = &r->dev[dev];
+  const char *what = p->depth ? "hipMemcpy3DAsync" : "hipMemcpy2DAsync";
+  hipError_t e = hipEventRecord(v->start[0], v->stream[0]);
+  for (uint32_t k = 0; k < count && e == hipSuccess; k++) e = pitched_enqueue(p, v->stream[0]);
+  if (e == hipSuccess) e = hipEventRecord(v->end[0], v->stream[0]);
+  float f = 0;
+  if (e == hipSuccess) e = hipEventSynchronize(v->end[0]);
+  if (e == hipSuccess) e = hipEventElapsedTime(&f, v->start[0], v->end[0]);
+  if (e != hipSuccess) {
+    (void)hipStreamSynchronize(v->stream[0]);
+    return fail(r, e, CUBERT_ERR_COPY,
+                "raw HIP: %s of %" PRIu64 " x %" PRIu64 " x %" PRIu64 " bytes on device %d", what, p->width,
+                p->height, p->depth ? p->depth : 1, dev);
+  }
+  *ms = f;
+  return CUBERT_OK;
+}

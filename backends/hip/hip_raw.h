@@ -98,6 +98,22 @@ cubert_status cb_hip_raw_launch_loop(cb_hip_raw *raw, int dev, int nbuffers,
  * (hipDeviceAttributeWallClockRate): CUBERT_ERR_UNSUPPORTED on NVIDIA and
  * on HIP before 6.0, whose headers lack the attribute. */
 cubert_status cb_hip_raw_wall_clock_khz(cb_hip_raw *raw, int dev, int *khz);
+/* A pitched copy: `height` rows of `width` bytes per slice, `depth`
+ * slices (0: a 2-D copy, hipMemcpy2DAsync; else hipMemcpy3DAsync). Rows lie
+ * `*_pitch` bytes apart, slices `*_pitch * *_rows` bytes apart. `op` is
+ * CB_HIP_RAW_H2D, D2H or D2D; host memory as given (pageable or pinned). */
+typedef struct cb_hip_raw_pitched {
+  cb_hip_raw_op op;
+  uint64_t dst, src;
+  uint64_t dst_pitch, src_pitch;
+  uint64_t dst_rows, src_rows; /* 3-D: rows per slice */
+  uint64_t width, height, depth;
+} cb_hip_raw_pitched;
+
+/* `count` pitched copies on device `dev`'s first stream between two
+ * hipEvents; *ms the elapsed time the device measured. */
+cubert_status cb_hip_raw_pitched_run(cb_hip_raw *raw, int dev, const cb_hip_raw_pitched *p, uint32_t count,
+                                     double *ms);
 cubert_status cb_hip_raw_alloc_loop(cb_hip_raw *raw, int dev, uint64_t size, uint32_t count,
                                     double *ns);
 
