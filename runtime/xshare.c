@@ -141,9 +141,11 @@ static void mourn(cb_alloc *a, int64_t died) {
                (long long)seg->owner, (unsigned long long)a->id);
       taint_all(a, CUBERT_ERR_DEVICE_LOST, msg);
       x->mourned = true;
+      return;
     }
-    return;
   }
+  /* every survivor, an importer too, notices a lost importer: the first one
+   * to look taints the cell (shared, so all see it) and forgets the pid */
   for (int i = 0; i < IMPORTERS; i++) {
     if (seg->importers[i] && seg->importers[i] == died) seg->importers[i] = 0; /* named above */
     if (!seg->importers[i] || alive(seg->importers[i])) continue;
