@@ -174,19 +174,25 @@ START_TEST(test_taint_crosses_both_ways_and_a_write_repairs) {
 }
 END_TEST
 
+/* An importer of `d` that was killed while it held its handle: its pid. */
+static pid_t killed_importer(const char *backend, const cubert_export_desc *d) {
+  char hx[2 * CUBERT_EXPORT_DESC_SIZE + 1], line[64] = "";
+  hex(d, hx);
+  child k = spawn(backend, "hold", hx, "0");
+  ck_assert_ptr_nonnull(fgets(line, sizeof line, k.out));
+  ck_assert_str_eq(line, "ready\n");
+  pid_t lost = k.pid;
+  kill_child(&k);
+  return lost;
+}
+
 START_TEST(test_a_killed_importer_is_named) {
   cb_test_env env;
   if (!cb_test_open(_i, 1, &env)) return;
   cubert_client *c = env.clients[0];
   cubert_handle *slice = NULL, *h = make(c, &slice);
   cubert_export_desc d = exported(c, slice);
-  char hx[2 * CUBERT_EXPORT_DESC_SIZE + 1], line[64] = "";
-  hex(&d, hx);
-  child k = spawn(env.backend, "hold", hx, "0");
-  ck_assert_ptr_nonnull(fgets(line, sizeof line, k.out));
-  ck_assert_str_eq(line, "ready\n");
-  pid_t lost = k.pid;
-  kill_child(&k);
+  pid_t lost = killed_importer(env.backend, &d);
   unsigned char back[256];
   cb_test_status(cubert_handle_read(c, h, back, sizeof back), CUBERT_ERR_TAINTED);
   char want[64];
@@ -209,13 +215,8 @@ START_TEST(test_a_killed_importer_is_named_to_another_importer) {
   cubert_client *c = env.clients[0];
   cubert_handle *slice = NULL, *h = make(c, &slice);
   cubert_export_desc d = exported(c, slice);
-  char hx[2 * CUBERT_EXPORT_DESC_SIZE + 1], line[64] = "", text[4096];
-  hex(&d, hx);
-  child k = spawn(env.backend, "hold", hx, "0");
-  ck_assert_ptr_nonnull(fgets(line, sizeof line, k.out));
-  ck_assert_str_eq(line, "ready\n");
-  pid_t lost = k.pid;
-  kill_child(&k);
+  char text[4096];
+  pid_t lost = killed_importer(env.backend, &d);
   ck_assert_int_eq(run(env.backend, "read", &d, 2, text, sizeof text), 3);
   char want[64];
   snprintf(want, sizeof want, "process %lld", (long long)lost);
