@@ -35,6 +35,9 @@ tool=$root/build-gpu/cli/cubert
   echo "== cubert faultinj campaign --backend hip --devices $devices --faults 20000"
   env -u CUBERT_FAULTS "$tool" faultinj campaign --backend hip --devices "$devices" --seed 20261129 --faults 20000
   echo "exit: $?"
+  echo "== cubert faultinj procs --backend hip --seed 3 --programs 20 (processes sharing one GPU through HIP IPC)"
+  env -u CUBERT_FAULTS "$tool" faultinj procs --backend hip --seed 3 --programs 20
+  echo "exit: $?"
 } >"$tmp/faultinj.log" 2>&1
 grep -q '^exit: [^0]' "$tmp/faultinj.log" && rc=1
 

@@ -141,9 +141,11 @@ static void mourn(cb_alloc *a, int64_t died) {
                (long long)seg->owner, (unsigned long long)a->id);
       taint_all(a, CUBERT_ERR_DEVICE_LOST, msg);
       x->mourned = true;
+      return;
     }
-    return;
   }
+  /* every survivor, an importer too, notices a lost importer: the first one
+   * to look taints the cell (shared, so all see it) and forgets the pid */
   for (int i = 0; i < IMPORTERS; i++) {
     if (seg->importers[i] && seg->importers[i] == died) seg->importers[i] = 0; /* named above */
     if (!seg->importers[i] || alive(seg->importers[i])) continue;
@@ -392,9 +394,14 @@ static cubert_status join(const xdesc *d, cb_xshare **out) {
     munmap(map, sizeof(xseg));
     return st;
   }
+  /* a free slot first: a dead importer's slot keeps its pid until a
+   * survivor's next use names it (mourn); only when none is free is a dead
+   * one's taken, and its death then goes untold */
   int slot = -1;
   for (int i = 0; i < IMPORTERS && slot < 0; i++)
-    if (!seg->importers[i] || !alive(seg->importers[i])) slot = i;
+    if (!seg->importers[i]) slot = i;
+  for (int i = 0; i < IMPORTERS && slot < 0; i++)
+    if (!alive(seg->importers[i])) slot = i;
   if (slot >= 0) seg->importers[slot] = (int64_t)getpid();
   cb_xcell_unlock(&seg->cell);
   cb_xshare *x = slot >= 0 ? cb_calloc(1, sizeof *x) : NULL;

@@ -5,7 +5,8 @@
  * on one GPU, as CUDA refuses an IPC handle in the process that made it):
  * the exported bytes and only they arrive; taint crosses both ways and a
  * write repairs; a process that is killed is named by the survivor's next
- * read; bad descriptors open nothing; no segment is left in /dev/shm. */
+ * read (an importer's death by every survivor); bad descriptors open
+ * nothing; no segment is left in /dev/shm. */
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
@@ -173,19 +174,25 @@ START_TEST(test_taint_crosses_both_ways_and_a_write_repairs) {
 }
 END_TEST
 
+/* An importer of `d` that was killed while it held its handle: its pid. */
+static pid_t killed_importer(const char *backend, const cubert_export_desc *d) {
+  char hx[2 * CUBERT_EXPORT_DESC_SIZE + 1], line[64] = "";
+  hex(d, hx);
+  child k = spawn(backend, "hold", hx, "0");
+  ck_assert_ptr_nonnull(fgets(line, sizeof line, k.out));
+  ck_assert_str_eq(line, "ready\n");
+  pid_t lost = k.pid;
+  kill_child(&k);
+  return lost;
+}
+
 START_TEST(test_a_killed_importer_is_named) {
   cb_test_env env;
   if (!cb_test_open(_i, 1, &env)) return;
   cubert_client *c = env.clients[0];
   cubert_handle *slice = NULL, *h = make(c, &slice);
   cubert_export_desc d = exported(c, slice);
-  char hx[2 * CUBERT_EXPORT_DESC_SIZE + 1], line[64] = "";
-  hex(&d, hx);
-  child k = spawn(env.backend, "hold", hx, "0");
-  ck_assert_ptr_nonnull(fgets(line, sizeof line, k.out));
-  ck_assert_str_eq(line, "ready\n");
-  pid_t lost = k.pid;
-  kill_child(&k);
+  pid_t lost = killed_importer(env.backend, &d);
   unsigned char back[256];
   cb_test_status(cubert_handle_read(c, h, back, sizeof back), CUBERT_ERR_TAINTED);
   char want[64];
@@ -194,6 +201,32 @@ START_TEST(test_a_killed_importer_is_named) {
   /* told once; a write repairs */
   cb_test_ok(cubert_handle_write(c, h, back, sizeof back));
   cb_test_ok(cubert_handle_read(c, h, back, sizeof back));
+  cubert_handle_release(slice);
+  cubert_handle_release(h);
+  cb_test_close(&env);
+}
+END_TEST
+
+/* Another importer, not only the exporter, is told of a killed importer
+ * (found by `cubert faultinj procs`: only the exporter looked). */
+START_TEST(test_a_killed_importer_is_named_to_another_importer) {
+  cb_test_env env;
+  if (!cb_test_open(_i, 1, &env)) return;
+  cubert_client *c = env.clients[0];
+  cubert_handle *slice = NULL, *h = make(c, &slice);
+  cubert_export_desc d = exported(c, slice);
+  char text[4096];
+  pid_t lost = killed_importer(env.backend, &d);
+  ck_assert_int_eq(run(env.backend, "read", &d, 2, text, sizeof text), 3);
+  char want[64];
+  snprintf(want, sizeof want, "process %lld", (long long)lost);
+  ck_assert_msg(strstr(text, "ERR_TAINTED") && strstr(text, want), "%s", text);
+  /* the cell is shared: we see it too, until a write repairs */
+  unsigned char back[128];
+  cb_test_status(cubert_handle_read(c, slice, back, sizeof back), CUBERT_ERR_TAINTED);
+  ck_assert_msg(strstr(cubert_last_error_message(), want), "%s", cubert_last_error_message());
+  cb_test_ok(cubert_handle_write(c, slice, back, sizeof back));
+  cb_test_ok(cubert_handle_read(c, slice, back, sizeof back));
   cubert_handle_release(slice);
   cubert_handle_release(h);
   cb_test_close(&env);
@@ -342,6 +375,7 @@ static Suite *suite(void) {
   cb_test_add_backend_loop(tc, test_exported_bytes_arrive_both_ways);
   cb_test_add_backend_loop(tc, test_taint_crosses_both_ways_and_a_write_repairs);
   cb_test_add_backend_loop(tc, test_a_killed_importer_is_named);
+  cb_test_add_backend_loop(tc, test_a_killed_importer_is_named_to_another_importer);
   cb_test_add_backend_loop(tc, test_a_process_killed_holding_the_cell_is_named);
   cb_test_add_backend_loop(tc, test_a_killed_exporter_is_named_and_its_segments_swept);
   cb_test_add_backend_loop(tc, test_bad_descriptors_open_nothing);

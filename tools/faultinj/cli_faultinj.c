@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "tools/faultinj/campaign.h"
+#include "tools/faultinj/procs.h"
 #include "tools/faultinj/scenario.h"
 
 #define DEFAULT_CHECK_FAULTS 2000
@@ -31,6 +32,9 @@ static void usage(FILE *f) {
           "  suite             the built-in scenario suite, on one device pair per class\n"
           "  run [FILE...]     scenario files (docs/faultinj.md); no file: the suite\n"
           "  campaign          seeded random programs with seeded random faults\n"
+          "  procs             across real processes sharing exported memory: the\n"
+          "                    multi-process scenarios, then --programs seeded programs\n"
+          "                    (default 20) of --steps steps (default 16, at most 48)\n"
           "  list              the built-in scenarios\n"
           "  show NAME         print a built-in scenario file\n"
           "\n"
@@ -450,6 +454,18 @@ static int cmd_campaign(int n, char **rest, json_t **json) {
 
 static int cmd_list(int n, char **rest, json_t **json) { return do_list(); }
 
+static int cmd_procs(int n, char **rest, json_t **json) {
+  int steps = o.steps ? o.steps : 16;
+  return cb_fi_procs(o.backend ? o.backend : "host", o.seed, o.programs ? o.programs : 20, steps, o.verbose)
+             ? CB_CLI_FAILED
+             : CB_CLI_OK;
+}
+
+/* One process of `procs`, spawned by it; not for people. */
+static int cmd_procs_worker(int n, char **rest, json_t **json) {
+  return cb_fi_procs_worker(o.backend ? o.backend : "host") ? CB_CLI_FAILED : CB_CLI_OK;
+}
+
 static int cmd_show(int n, char **rest, json_t **json) { return do_show(rest[0]); }
 
 static const struct {
@@ -464,6 +480,8 @@ static const struct {
     {"run", cmd_run, 0, -1, "scenario files", true},
     {"campaign", cmd_campaign, 0, 0, NULL, true},
     {"list", cmd_list, 0, 0, NULL, false},
+    {"procs", cmd_procs, 0, 0, NULL, false},
+    {"procs-worker", cmd_procs_worker, 0, 0, NULL, false},
     {"show", cmd_show, 1, 1, "one scenario NAME", false},
 };
 
@@ -504,7 +522,7 @@ int cb_cli_faultinj(int argc, char **argv) {
   size_t k = 0, ncommands = sizeof commands / sizeof commands[0];
   while (k < ncommands && strcmp(commands[k].name, name) != 0) k++;
   if (k == ncommands) {
-    cb_cli_error("faultinj", "unknown command '%s' (check, suite, run, campaign, list or show)", name);
+    cb_cli_error("faultinj", "unknown command '%s' (check, suite, run, campaign, procs, list or show)", name);
     fprintf(stderr, "`cubert faultinj --help` describes them.\n");
     return CB_CLI_USAGE;
   }
