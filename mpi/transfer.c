@@ -46,6 +46,68 @@ static void mpi_text(int code, char *out, size_t cap) {
   snprintf(out, cap, "%.*s", len, s);
 }
 
+/* ------------------------------------------------------------ staging memory */
+
+/* Staging buffers are kept for the next transfer rather than freed: fresh
+ * memory of tens of MiB costs a page fault per page at first touch (and
+ * glibc gives memory over 32 MiB back to the system at each free), which
+ * measured as a large part of a big transfer's time. At most STAGE_KEEP
+ * buffers are kept, process-wide; cubert_mpi_finalize frees them once no
+ * communicator is left. */
+#define STAGE_KEEP 4
+static pthread_mutex_t stage_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  void *p;
+  size_t cap;
+} stage_kept[STAGE_KEEP];
+static int comms_live;
+
+/* `size` bytes or more; *cap says how many. NULL when out of memory. */
+static void *stage_get(size_t size, size_t *cap) {
+  pthread_mutex_lock(&stage_lock);
+  int best = -1;
+  for (int i = 0; i < STAGE_KEEP; i++)
+    if (stage_kept[i].p && stage_kept[i].cap >= size && (best < 0 || stage_kept[i].cap < stage_kept[best].cap))
+      best = i;
+  void *p = NULL;
+  if (best >= 0) {
+    p = stage_kept[best].p;
+    *cap = stage_kept[best].cap;
+    stage_kept[best].p = NULL;
+  }
+  pthread_mutex_unlock(&stage_lock);
+  if (!p && (p = malloc(size ? size : 1))) *cap = size ? size : 1;
+  return p;
+}
+
+/* Gives a buffer of stage_get back: kept, in place of a smaller one, or freed. */
+static void stage_put(void *p, size_t cap) {
+  if (!p) return;
+  pthread_mutex_lock(&stage_lock);
+  int slot = -1;
+  for (int i = 0; i < STAGE_KEEP && slot < 0; i++)
+    if (!stage_kept[i].p) slot = i;
+  for (int i = 0; i < STAGE_KEEP && slot < 0; i++)
+    if (stage_kept[i].cap < cap) slot = i;
+  void *drop = p;
+  if (slot >= 0) {
+    drop = stage_kept[slot].p;
+    stage_kept[slot].p = p;
+    stage_kept[slot].cap = cap;
+  }
+  pthread_mutex_unlock(&stage_lock);
+  free(drop);
+}
+
+static void stage_drop_all(void) {
+  pthread_mutex_lock(&stage_lock);
+  for (int i = 0; i < STAGE_KEEP; i++) {
+    free(stage_kept[i].p);
+    stage_kept[i].p = NULL;
+  }
+  pthread_mutex_unlock(&stage_lock);
+}
+
 /* ------------------------------------------------------------ communicators */
 
 /* What cubert_mpi_init keeps on a communicator (an attribute). */
@@ -111,6 +173,9 @@ cubert_status cubert_mpi_init(MPI_Comm comm) {
   }
   MPI_Comm_set_errhandler(cs->dup, MPI_ERRORS_RETURN);
   MPI_Comm_set_attr(comm, keyval, cs);
+  pthread_mutex_lock(&stage_lock);
+  comms_live++;
+  pthread_mutex_unlock(&stage_lock);
   int rank = -1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   cubert_set_rank(rank);
@@ -126,6 +191,10 @@ cubert_status cubert_mpi_finalize(MPI_Comm comm) {
   MPI_Comm_free(&cs->dup);
   free(cs->next);
   free(cs);
+  pthread_mutex_lock(&stage_lock);
+  bool last = --comms_live == 0;
+  pthread_mutex_unlock(&stage_lock);
+  if (last) stage_drop_all();
   return CUBERT_OK;
 }
 
@@ -170,6 +239,7 @@ struct cubert_mpi_request {
   /* send: every message posted, and what they point at */
   unsigned char *ranges;
   unsigned char *stage;
+  size_t stage_cap; /* from stage_get */
   cubert_failure_record *records;
   MPI_Request *reqs;
   int nreqs;
@@ -195,7 +265,7 @@ static void request_free(cubert_mpi_request *r) {
   request_settle(r);
   free(r->spans);
   free(r->ranges);
-  free(r->stage);
+  stage_put(r->stage, r->stage_cap);
   free(r->records);
   free(r->reqs);
   free(r);
@@ -447,7 +517,7 @@ static cubert_status start_send(const char *fn, cubert_client *client, const cub
   r->reqs = calloc((size_t)(2 + 2 * r->nchunks), sizeof *r->reqs);
   r->ranges = malloc(r->nspans * WIRE_RANGE_SIZE + 1);
   /* chunk k's message at k * (prefix + chunk); the last may be shorter */
-  r->stage = malloc((size_t)(r->nchunks * WIRE_CHUNK_PREFIX + r->size) + 1);
+  r->stage = stage_get((size_t)(r->nchunks * WIRE_CHUNK_PREFIX + r->size), &r->stage_cap);
   r->records = malloc((size_t)r->nchunks * sizeof *r->records + 1);
   if (!r->reqs || !r->ranges || !r->stage || !r->records) {
     /* Nothing sent yet: the caller may retry. */
@@ -480,7 +550,6 @@ static cubert_status start_send(const char *fn, cubert_client *client, const cub
   for (uint64_t k = 0; k < r->nchunks; k++) {
     uint64_t a = k * r->chunk, b = a + r->chunk < r->size ? a + r->chunk : r->size;
     unsigned char *msg = r->stage + k * (WIRE_CHUNK_PREFIX + r->chunk), *data = msg + WIRE_CHUNK_PREFIX;
-    memset(data, 0, (size_t)(b - a));
     const cubert_failure *bad = NULL;
     if (k >= stop) {
       if (!inj) inj = injected_failure(r, r->hit.fault == MPI_FAULT_FAIL ? "send failed" : "send stopped part way");
@@ -491,7 +560,9 @@ static cubert_status start_send(const char *fn, cubert_client *client, const cub
       while (si < norig && r->spans[si].end <= pos) si++;
       uint64_t gap_end = b;
       if (si < norig && r->spans[si].start <= pos) {
-        pos = r->spans[si].end < b ? r->spans[si].end : b;
+        uint64_t end = r->spans[si].end < b ? r->spans[si].end : b;
+        memset(data + (pos - a), 0, (size_t)(end - pos)); /* tainted bytes travel as zeros */
+        pos = end;
         continue;
       }
       if (si < norig && r->spans[si].start < b) gap_end = r->spans[si].start;
@@ -500,6 +571,7 @@ static cubert_status start_send(const char *fn, cubert_client *client, const cub
     }
     uint32_t flags = 0;
     if (bad) {
+      memset(data, 0, (size_t)(b - a)); /* what was read of it does not travel */
       flags = WIRE_CHUNK_UNREAD;
       if (cubert_failure_export(bad, &r->records[k]) != CUBERT_OK) memset(&r->records[k], 0, sizeof r->records[k]);
       char why[128];
@@ -834,7 +906,8 @@ static cubert_status finish_recv(cubert_mpi_request *r, cubert_mpi_info *info) {
   size_t slot = (size_t)(WIRE_CHUNK_PREFIX + r->chunk);
   bool eager = h.flags & WIRE_EAGER;
   if (r->chunk > r->size) slot = (size_t)(WIRE_CHUNK_PREFIX + r->size); /* one chunk: no bigger */
-  unsigned char *ring = r->nchunks && !eager ? malloc(2 * slot) : NULL;
+  size_t ring_cap = 0;
+  unsigned char *ring = r->nchunks && !eager ? stage_get(2 * slot, &ring_cap) : NULL;
   MPI_Request rq[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
   uint64_t stop = r->nchunks, posted = 0, k = 0;
   if (r->injected && r->hit.fault == MPI_FAULT_PARTIAL) stop = (uint64_t)((double)r->nchunks * r->hit.fraction);
@@ -884,7 +957,7 @@ static cubert_status finish_recv(cubert_mpi_request *r, cubert_mpi_info *info) {
     }
   }
   if (inj) cubert_failure_release(inj);
-  free(ring);
+  stage_put(ring, ring_cap);
 
   /* The account: every span tainted, after the good bytes were written. */
   for (size_t i = 0; i < r->nspans; i++) {
