@@ -303,6 +303,12 @@ cubert_status cb_errb_backend(cb_errb *b, cubert_status status, const cubert_ber
                      err && err->message[0] ? err->message : "no detail", cubert_status_string(status));
 }
 
+cubert_status cb_errb_return(cb_errb *b, cubert_status st) {
+  if (st && b->status) return cb_errb_finish(b);
+  cb_errb_discard(b);
+  return st;
+}
+
 cubert_status cb_fail(cubert_status status, const char *fmt, ...) {
   cb_errb b;
   cb_errb_init(&b, status);

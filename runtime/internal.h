@@ -125,6 +125,11 @@ void cb_errb_add(cb_errb *b, const cubert_failure *f, uint64_t start, uint64_t e
 /* Records the error for this thread; returns its status. */
 cubert_status cb_errb_finish(cb_errb *b);
 void cb_errb_discard(cb_errb *b);
+/* The end of a public entry point whose helpers fill `b` (started with
+ * cb_errb_init(b, CUBERT_OK)): a failure `st` with `b` set is recorded from
+ * it; otherwise `b` is discarded (a helper not yet converted recorded its
+ * own). Returns `st`. */
+cubert_status cb_errb_return(cb_errb *b, cubert_status st);
 /* cb_fail: runtime/fail.h. */
 /* The same as a value (cb_errb_set). */
 cubert_status cb_errb_backend(cb_errb *b, cubert_status status, const cubert_berr *err, const char *what,

@@ -26,27 +26,27 @@ typedef struct resolved {
   tensor_arg *t; /* tensors: launch_args' slot */
 } resolved;
 
-static cubert_status check_config(const cb_device *dev, const cubert_kernel *k,
+static cubert_status check_config(cb_errb *eb, const cb_device *dev, const cubert_kernel *k,
                                   const cubert_launch_config *cfg) {
   const cubert_device_info *in = &dev->info;
   static const char axis[] = "xyz";
   uint64_t threads = 1;
   for (int i = 0; i < 3; i++) {
     if (cfg->grid[i] == 0 || cfg->block[i] == 0)
-      return cb_fail(CUBERT_ERR_LAUNCH_CONFIG, "launch of `%s`: %s dimension %c is 0 (each must be at least 1)",
+      return cb_errb_set(eb, CUBERT_ERR_LAUNCH_CONFIG, "launch of `%s`: %s dimension %c is 0 (each must be at least 1)",
                      k->name, cfg->grid[i] == 0 ? "grid" : "block", axis[i]);
     if (cfg->grid[i] > in->max_grid[i])
-      return cb_fail(CUBERT_ERR_LAUNCH_CONFIG, "launch of `%s`: grid %c is %u, %s allows %u", k->name,
+      return cb_errb_set(eb, CUBERT_ERR_LAUNCH_CONFIG, "launch of `%s`: grid %c is %u, %s allows %u", k->name,
                      axis[i], cfg->grid[i], in->name, in->max_grid[i]);
     if (cfg->block[i] > in->max_block[i])
-      return cb_fail(CUBERT_ERR_LAUNCH_CONFIG, "launch of `%s`: block %c is %u, %s allows %u", k->name,
+      return cb_errb_set(eb, CUBERT_ERR_LAUNCH_CONFIG, "launch of `%s`: block %c is %u, %s allows %u", k->name,
                      axis[i], cfg->block[i], in->name, in->max_block[i]);
     /* ROCm counts threads per dimension in 32 bits (hipModuleLaunchKernel
      * refuses more); refused on every backend so a program that runs here
      * runs there. */
     uint64_t span = (uint64_t)cfg->grid[i] * cfg->block[i];
     if (span > UINT32_MAX)
-      return cb_fail(CUBERT_ERR_LAUNCH_CONFIG,
+      return cb_errb_set(eb, CUBERT_ERR_LAUNCH_CONFIG,
                      "launch of `%s`: grid %c * block %c = %u * %u = %llu threads in dimension %c, "
                      "at most 4294967295 (UINT32_MAX: ROCm's limit)",
                      k->name, axis[i], axis[i], cfg->grid[i], cfg->block[i], (unsigned long long)span,
@@ -54,10 +54,10 @@ static cubert_status check_config(const cb_device *dev, const cubert_kernel *k,
     threads *= cfg->block[i];
   }
   if (threads > in->max_threads_per_block)
-    return cb_fail(CUBERT_ERR_LAUNCH_CONFIG, "launch of `%s`: %llu threads per block, %s allows %u",
+    return cb_errb_set(eb, CUBERT_ERR_LAUNCH_CONFIG, "launch of `%s`: %llu threads per block, %s allows %u",
                    k->name, (unsigned long long)threads, in->name, in->max_threads_per_block);
   if (cfg->shared_memory > in->max_shared_memory)
-    return cb_fail(CUBERT_ERR_LAUNCH_CONFIG, "launch of `%s`: %u bytes of shared memory, %s allows %u",
+    return cb_errb_set(eb, CUBERT_ERR_LAUNCH_CONFIG, "launch of `%s`: %u bytes of shared memory, %s allows %u",
                    k->name, cfg->shared_memory, in->name, in->max_shared_memory);
   return CUBERT_OK;
 }
@@ -78,18 +78,18 @@ static const char *kind_name(cubert_param_kind k) {
 
 /* A tensor argument's footprint and descriptor, its view checked against
  * the handle (the error names the argument and the dimension). */
-static cubert_status resolve_tensor(const cubert_kernel *k, uint32_t i, const cubert_arg *a, tensor_arg *t) {
+static cubert_status resolve_tensor(cb_errb *eb, const cubert_kernel *k, uint32_t i, const cubert_arg *a, tensor_arg *t) {
   const cubert_param *p = &k->params[i];
   const cubert_view *v = a->view;
   if (!v)
-    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "argument %u (`%s`) of `%s`: tensor view is NULL", i, p->name,
+    return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT, "argument %u (`%s`) of `%s`: tensor view is NULL", i, p->name,
                    k->name);
   const cubert_handle *h = a->handle;
   char why[256];
   bool empty = false;
   cubert_status st = cb_pattern_from_view(v, h->start, h->end, &t->pat, &empty, why, sizeof why);
   if (st)
-    return cb_fail(st, "argument %u (`%s`) of `%s`: tensor view of memory %llu (bytes %llu..%llu): %s", i, p->name,
+    return cb_errb_set(eb, st, "argument %u (`%s`) of `%s`: tensor view of memory %llu (bytes %llu..%llu): %s", i, p->name,
                    k->name, (unsigned long long)h->alloc->id, (unsigned long long)h->start,
                    (unsigned long long)h->end, why);
   if (empty) {
@@ -109,34 +109,34 @@ static cubert_status resolve_tensor(const cubert_kernel *k, uint32_t i, const cu
 
 /* Checks each argument against its parameter and the device; no lock.
  * Tensors take the slots of `tensors` in order. */
-static cubert_status check_args(const cb_device *dev, const cubert_kernel *k, const cubert_arg *args,
+static cubert_status check_args(cb_errb *eb, const cb_device *dev, const cubert_kernel *k, const cubert_arg *args,
                                 uint32_t nargs, resolved *res, tensor_arg *tensors) {
   if (nargs != k->nparams)
-    return cb_fail(CUBERT_ERR_LAUNCH_CONFIG, "kernel `%s` takes %u argument%s, the launch gives %u", k->name,
+    return cb_errb_set(eb, CUBERT_ERR_LAUNCH_CONFIG, "kernel `%s` takes %u argument%s, the launch gives %u", k->name,
                    k->nparams, k->nparams == 1 ? "" : "s", nargs);
   for (uint32_t i = 0; i < nargs; i++) {
     const cubert_param *p = &k->params[i];
     const cubert_arg *a = &args[i];
     if (a->kind != p->kind)
-      return cb_fail(CUBERT_ERR_LAUNCH_CONFIG, "argument %u (`%s`) of `%s` must be %s, the launch gives %s", i,
+      return cb_errb_set(eb, CUBERT_ERR_LAUNCH_CONFIG, "argument %u (`%s`) of `%s` must be %s, the launch gives %s", i,
                      p->name, k->name, kind_name(p->kind), kind_name(a->kind));
     if (p->kind == CUBERT_PARAM_SCALAR) {
       if (!a->scalar)
-        return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "argument %u (`%s`) of `%s`: scalar value is NULL", i,
+        return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT, "argument %u (`%s`) of `%s`: scalar value is NULL", i,
                        p->name, k->name);
       if (a->scalar_size != p->size)
-        return cb_fail(CUBERT_ERR_LAUNCH_CONFIG, "argument %u (`%s`) of `%s`: scalar of %u bytes, the kernel takes %u",
+        return cb_errb_set(eb, CUBERT_ERR_LAUNCH_CONFIG, "argument %u (`%s`) of `%s`: scalar of %u bytes, the kernel takes %u",
                        i, p->name, k->name, a->scalar_size, p->size);
       continue;
     }
     if (!a->handle)
-      return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "argument %u (`%s`) of `%s`: handle is NULL", i, p->name,
+      return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT, "argument %u (`%s`) of `%s`: handle is NULL", i, p->name,
                      k->name);
     cb_alloc *al = a->handle->alloc;
     res[i] = (resolved){al, a->handle->start, a->handle->end, false, NULL};
     if (p->kind == CUBERT_PARAM_TENSOR) {
       res[i].t = tensors++;
-      cubert_status st = resolve_tensor(k, i, a, res[i].t);
+      cubert_status st = resolve_tensor(eb, k, i, a, res[i].t);
       if (st) return st;
     }
     if (al->dev == dev) continue; /* a peer parameter may bind local memory too (cubert.h) */
@@ -145,22 +145,22 @@ static cubert_status check_args(const cb_device *dev, const cubert_kernel *k, co
     cubert_status st = cb_check_runtime("cubert_launch", what, dev, al);
     if (st) return st;
     if (p->kind == CUBERT_PARAM_BUFFER || p->kind == CUBERT_PARAM_TENSOR)
-      return cb_fail(CUBERT_ERR_WRONG_DEVICE,
+      return cb_errb_set(eb, CUBERT_ERR_WRONG_DEVICE,
                      "argument %u (`%s`) of `%s`: memory %llu belongs to device %d (%s), the launch is on "
                      "device %d (%s); bind memory of another device through a peer-buffer parameter",
                      i, p->name, k->name, (unsigned long long)al->id, al->dev->index, al->dev->info.name,
                      dev->index, dev->info.name);
     if (al->dev->backend != dev->backend)
-      return cb_fail(CUBERT_ERR_PEER_ACCESS, "argument %u (`%s`) of `%s`: %s and %s belong to different backends",
+      return cb_errb_set(eb, CUBERT_ERR_PEER_ACCESS, "argument %u (`%s`) of `%s`: %s and %s belong to different backends",
                      i, p->name, k->name, al->dev->info.name, dev->info.name);
     cb_shared *sh = atomic_load(&al->shared);
     if (!sh)
-      return cb_fail(CUBERT_ERR_NOT_SHARED,
+      return cb_errb_set(eb, CUBERT_ERR_NOT_SHARED,
                      "argument %u (`%s`) of `%s`: memory %llu of device %d was never shared "
                      "(cubert_handle_share)",
                      i, p->name, k->name, (unsigned long long)al->id, al->dev->index);
     if (sh->alloc != al || sh->memory_id != al->id)
-      return cb_fail(CUBERT_ERR_NOT_SHARED,
+      return cb_errb_set(eb, CUBERT_ERR_NOT_SHARED,
                      "argument %u (`%s`) of `%s`: the shared memory (%llu) is not the memory the binding "
                      "names (%llu)",
                      i, p->name, k->name, (unsigned long long)sh->memory_id, (unsigned long long)al->id);
@@ -170,7 +170,7 @@ static cubert_status check_args(const cb_device *dev, const cubert_kernel *k, co
 }
 
 /* A failure of the launch itself: taints the write set, recorded as error. */
-static cubert_status launch_failed(cb_device *dev, cb_work *w, cb_stream *s, const cubert_kernel *k,
+static cubert_status launch_failed(cb_errb *eb, cb_device *dev, cb_work *w, cb_stream *s, const cubert_kernel *k,
                                    cubert_status st, const cubert_berr *err) {
   cubert_failure *f = cb_device_failure(dev, st, err, s, "launch", k->name, w->work);
   cb_taint_settle(dev, w, f);
@@ -178,15 +178,14 @@ static cubert_status launch_failed(cb_device *dev, cb_work *w, cb_stream *s, con
    * fault, an injected scribble): later writers on other streams must not
    * race those bytes, so order after it like after any writer */
   cb_work_mark_uses(dev, w);
-  cb_errb b;
-  cb_errb_init(&b, st);
-  cb_str_printf(&b.msg, "launch of `%s` on device %d (%s) failed: ", k->name, dev->index, dev->info.name);
+  cb_errb_init(eb, st);
+  cb_str_printf(&eb->msg, "launch of `%s` on device %d (%s) failed: ", k->name, dev->index, dev->info.name);
   if (f) {
-    cb_failure_describe(f, &b.msg);
-    cb_work_report(w, f, &b);
+    cb_failure_describe(f, &eb->msg);
+    cb_work_report(w, f, eb);
     cubert_failure_release(f);
   }
-  return cb_errb_finish(&b);
+  return st;
 }
 
 /* The arguments of one launch, resolved: the memory each binds (res), the
@@ -201,13 +200,13 @@ typedef struct launch_args {
   tensor_arg tensors_stack[2];
 } launch_args;
 
-static cubert_status launch_args_init(launch_args *la, const cubert_kernel *k, uint32_t nargs) {
+static cubert_status launch_args_init(cb_errb *eb, launch_args *la, const cubert_kernel *k, uint32_t nargs) {
   uint32_t nt = 0;
   for (uint32_t i = 0; i < nargs && i < k->nparams; i++) nt += k->params[i].kind == CUBERT_PARAM_TENSOR;
   la->res = nargs <= 16 ? la->res_stack : cb_calloc(nargs, sizeof *la->res);
   la->bargs = nargs <= 16 ? la->bargs_stack : cb_calloc(nargs, sizeof *la->bargs);
   la->tensors = nt <= 2 ? la->tensors_stack : cb_calloc(nt, sizeof *la->tensors);
-  if (!la->res || !la->bargs || !la->tensors) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+  if (!la->res || !la->bargs || !la->tensors) return cb_errb_set(eb, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   memset(la->res, 0, nargs * sizeof *la->res);
   return CUBERT_OK;
 }
@@ -218,26 +217,26 @@ static void launch_args_free(launch_args *la) {
   if (la->tensors != la->tensors_stack) cb_free(la->tensors);
 }
 
-static cubert_status check_call(const cubert_client *c, const cubert_kernel *k,
+static cubert_status check_call(cb_errb *eb, const cubert_client *c, const cubert_kernel *k,
                                 const cubert_launch_config *cfg, const cubert_arg *args, uint32_t nargs) {
-  if (!c) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_launch: client is NULL");
-  if (!k) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_launch: kernel is NULL");
-  if (!cfg) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_launch: config is NULL");
-  if (nargs && !args) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_launch: args is NULL");
+  if (!c) return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT, "cubert_launch: client is NULL");
+  if (!k) return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT, "cubert_launch: kernel is NULL");
+  if (!cfg) return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT, "cubert_launch: config is NULL");
+  if (nargs && !args) return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT, "cubert_launch: args is NULL");
   if (nargs > CB_MAX_ARGS)
-    return cb_fail(CUBERT_ERR_LAUNCH_CONFIG, "cubert_launch: %u arguments, at most %d", nargs, CB_MAX_ARGS);
+    return cb_errb_set(eb, CUBERT_ERR_LAUNCH_CONFIG, "cubert_launch: %u arguments, at most %d", nargs, CB_MAX_ARGS);
   return CUBERT_OK;
 }
 
 /* Each peer binding needs peer access enabled for its pair. Under the
  * device lock. */
-static cubert_status check_peer_access(const cb_device *dev, const cubert_kernel *k, const resolved *res,
+static cubert_status check_peer_access(cb_errb *eb, const cb_device *dev, const cubert_kernel *k, const resolved *res,
                                        uint32_t nargs) {
   for (uint32_t i = 0; i < nargs; i++) {
     if (!res[i].peer) continue;
     int owner = res[i].alloc->dev->index;
     if (dev->peer_state[owner] != 1)
-      return cb_fail(CUBERT_ERR_PEER_ACCESS,
+      return cb_errb_set(eb, CUBERT_ERR_PEER_ACCESS,
                      "argument %u (`%s`) of `%s`: device %d (%s) may not access device %d (%s): %s", i,
                      k->params[i].name, k->name, dev->index, dev->info.name, owner,
                      res[i].alloc->dev->info.name,
@@ -269,7 +268,7 @@ static cb_work *begin_work(cb_device *dev, cb_stream *s, const cubert_kernel *k,
 /* Inputs: a kernel with a tainted input is not run; its outputs get a child
  * failure (runtime/taint.c) and the result is CUBERT_ERR_TAINTED naming the
  * input. CUBERT_OK: no input is tainted, the launch goes on. */
-static cubert_status skip_if_tainted(cb_device *dev, cb_work *w, const cubert_kernel *k, const resolved *res,
+static cubert_status skip_if_tainted(cb_errb *eb, cb_device *dev, cb_work *w, const cubert_kernel *k, const resolved *res,
                                      uint32_t nargs) {
   /* A clean launch: every input is local, unshared memory with an empty
    * ledger (read under the device lock that guards it): one load each, no
@@ -311,7 +310,8 @@ static cubert_status skip_if_tainted(cb_device *dev, cb_work *w, const cubert_ke
     cb_failure_describe(child, &in.msg);
     cubert_failure_release(child);
   }
-  return cb_errb_finish(&in);
+  *eb = in;
+  return in.status;
 }
 
 /* Order first: a failed launch still counts as its outputs' last writer
@@ -357,22 +357,22 @@ static void backend_args(const cubert_kernel *k, const cubert_arg *args, const r
 
 /* The launch under the device lock: the stream, the work record, the input
  * check, ordering, the module, the backend's launch, the write set settled. */
-static cubert_status launch_locked(cubert_client *c, const cubert_kernel *k, const cubert_launch_config *cfg,
+static cubert_status launch_locked(cb_errb *eb, cubert_client *c, const cubert_kernel *k, const cubert_launch_config *cfg,
                                    const cubert_arg *args, uint32_t nargs, launch_args *la) {
   cb_device *dev = c->dev;
   cb_stream *s;
   cubert_status st;
-  if ((st = cb_client_stream(c, &s)) || (st = check_peer_access(dev, k, la->res, nargs))) return st;
+  if ((st = cb_client_stream(c, &s)) || (st = check_peer_access(eb, dev, k, la->res, nargs))) return st;
   cb_work *w = begin_work(dev, s, k, la->res, nargs);
-  if (!w) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
-  if ((st = skip_if_tainted(dev, w, k, la->res, nargs)) || (st = order_accesses(dev, s, w, k, la->res, nargs)))
+  if (!w) return cb_errb_set(eb, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+  if ((st = skip_if_tainted(eb, dev, w, k, la->res, nargs)) || (st = order_accesses(dev, s, w, k, la->res, nargs)))
     return st;
   cubert_berr err = {0};
   void *module = NULL;
-  if ((st = cb_module_get(dev, k, &module, &err))) return launch_failed(dev, w, s, k, st, &err);
+  if ((st = cb_module_get(dev, k, &module, &err))) return launch_failed(eb, dev, w, s, k, st, &err);
   backend_args(k, args, la->res, nargs, la->bargs);
   st = dev->ops->launch(dev->bdev, s->bs, w->work, module, cfg, la->bargs, nargs, &err);
-  if (st) return launch_failed(dev, w, s, k, st, &err);
+  if (st) return launch_failed(eb, dev, w, s, k, st, &err);
   cb_taint_settle(dev, w, NULL);
   cb_work_mark_uses(dev, w);
   dev->launches++;
@@ -381,19 +381,22 @@ static cubert_status launch_locked(cubert_client *c, const cubert_kernel *k, con
 
 cubert_status cubert_launch(cubert_client *c, const cubert_kernel *k, const cubert_launch_config *cfg,
                             const cubert_arg *args, uint32_t nargs) {
-  cubert_status st = check_call(c, k, cfg, args, nargs);
-  if (st) return st;
-  launch_args la;
-  if (!(st = launch_args_init(&la, k, nargs)) && !(st = check_config(c->dev, k, cfg)) &&
-      !(st = check_args(c->dev, k, args, nargs, la.res, la.tensors))) {
-    /* the slow part of a first launch (a compile) without the device lock:
-     * launches of other kernels go on meanwhile (runtime/module.c) */
-    if (!atomic_load(&c->dev->gone)) cb_module_prepare(c->dev, k);
-    if (!(st = cb_device_enter(c->dev))) {
-      st = launch_locked(c, k, cfg, args, nargs, &la);
-      cb_device_leave(c->dev);
+  cb_errb eb;
+  cb_errb_init(&eb, CUBERT_OK);
+  cubert_status st = check_call(&eb, c, k, cfg, args, nargs);
+  if (!st) {
+    launch_args la;
+    if (!(st = launch_args_init(&eb, &la, k, nargs)) && !(st = check_config(&eb, c->dev, k, cfg)) &&
+        !(st = check_args(&eb, c->dev, k, args, nargs, la.res, la.tensors))) {
+      /* the slow part of a first launch (a compile) without the device lock:
+       * launches of other kernels go on meanwhile (runtime/module.c) */
+      if (!atomic_load(&c->dev->gone)) cb_module_prepare(c->dev, k);
+      if (!(st = cb_device_enter(c->dev))) {
+        st = launch_locked(&eb, c, k, cfg, args, nargs, &la);
+        cb_device_leave(c->dev);
+      }
     }
+    launch_args_free(&la);
   }
-  launch_args_free(&la);
-  return st;
+  return cb_errb_return(&eb, st);
 }

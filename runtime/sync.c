@@ -6,7 +6,7 @@
 #include "base/alloc.h"
 #include "runtime/internal.h"
 
-static cubert_status sync_impl(cubert_client *c, uint32_t stream_id, bool all) {
+static cubert_status sync_impl(cb_errb *eb, cubert_client *c, uint32_t stream_id, bool all) {
   cb_device *dev = c->dev;
   cubert_status st = cb_device_enter(dev);
   if (st) return st;
@@ -15,7 +15,7 @@ static cubert_status sync_impl(cubert_client *c, uint32_t stream_id, bool all) {
     if (stream_id) {
       if (stream_id > dev->nstreams) {
         cb_device_leave(dev);
-        return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "stream %u does not exist on device %d",
+        return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT, "stream %u does not exist on device %d",
                        stream_id, dev->index);
       }
       s = dev->streams[stream_id - 1];
@@ -43,7 +43,7 @@ static cubert_status sync_impl(cubert_client *c, uint32_t stream_id, bool all) {
   if (st != CUBERT_OK && !atomic_load(&dev->lost)) {
     /* the wait itself failed: say so; failures found stay for the next sync */
     pthread_mutex_unlock(&dev->lock);
-    return cb_fail_backend(st, &err, "synchronising", dev->info.name);
+    return cb_errb_backend(eb, st, &err, "synchronising", dev->info.name);
   }
   cb_errb b;
   cb_errb_init(&b, CUBERT_OK);
@@ -71,23 +71,32 @@ static cubert_status sync_impl(cubert_client *c, uint32_t stream_id, bool all) {
     cb_errb_discard(&b);
     return cb_device_lost_error(dev);
   }
-  if (nfail) return cb_errb_finish(&b);
+  if (nfail) {
+    *eb = b;
+    return b.status;
+  }
   cb_errb_discard(&b);
   return CUBERT_OK;
 }
 
 cubert_status cubert_sync(cubert_client *c) {
   if (!c) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_sync: client is NULL");
-  return sync_impl(c, atomic_load(&c->pinned_stream), false);
+  cb_errb eb;
+  cb_errb_init(&eb, CUBERT_OK);
+  return cb_errb_return(&eb, sync_impl(&eb, c, atomic_load(&c->pinned_stream), false));
 }
 
 cubert_status cubert_sync_stream(cubert_client *c, cubert_stream stream) {
   if (!c) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_sync_stream: client is NULL");
   if (stream > UINT32_MAX) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "stream %llu does not exist", (unsigned long long)stream);
-  return sync_impl(c, (uint32_t)stream, false);
+  cb_errb eb;
+  cb_errb_init(&eb, CUBERT_OK);
+  return cb_errb_return(&eb, sync_impl(&eb, c, (uint32_t)stream, false));
 }
 
 cubert_status cubert_sync_device(cubert_client *c) {
   if (!c) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_sync_device: client is NULL");
-  return sync_impl(c, 0, true);
+  cb_errb eb;
+  cb_errb_init(&eb, CUBERT_OK);
+  return cb_errb_return(&eb, sync_impl(&eb, c, 0, true));
 }

@@ -286,7 +286,7 @@ static void device_close_impl(void *device) {
   size_t kept = 0;
   for (size_t i = 0; i < b->nallocs; i++) {
     if (b->allocs[i].device == d->index)
-      cb_free((void *)(uintptr_t)b->allocs[i].address); /* device memory: aligned_alloc */
+      cb_host_alloc_release(&b->allocs[i]); /* the C library's or a shared segment's, never the hooks' */
     else
       b->allocs[kept++] = b->allocs[i];
   }

@@ -41,7 +41,12 @@ typedef struct host_alloc {
   uint64_t address;
   uint64_t size;
   int device;
+  void *shm; /* the shared segment it lives in (host_memory.c), NULL: aligned_alloc */
 } host_alloc;
+
+/* Gives an allocation's memory back to where it came from (the C library,
+ * or its shared segment); for device_close, which frees what was left. */
+void cb_host_alloc_release(const host_alloc *a);
 
 struct host_backend {
   pthread_mutex_t lock;

@@ -195,7 +195,7 @@ static cubert_status place(host_device *d, uint64_t size, const char *import, cu
   uint64_t addr = (uint64_t)(uintptr_t)p;
   size_t at = (size_t)(alloc_find(b, addr) + 1);
   memmove(&b->allocs[at + 1], &b->allocs[at], (b->nallocs - at) * sizeof *b->allocs);
-  b->allocs[at] = (host_alloc){addr, size, d->index};
+  b->allocs[at] = (host_alloc){addr, size, d->index, shm};
   b->nallocs++;
   pthread_mutex_unlock(&b->lock);
 
@@ -233,6 +233,19 @@ cubert_status cb_host_mem_import(void *device, const unsigned char ipc[CUBERT_BA
   return place(d, size, name, mem, err);
 }
 
+static void shm_release(host_shm *shm, void *address) {
+  munmap(address, shm->length);
+  if (shm->owner) shm_unlink(shm->name);
+  cb_free(shm);
+}
+
+void cb_host_alloc_release(const host_alloc *a) {
+  if (a->shm)
+    shm_release(a->shm, (void *)(uintptr_t)a->address);
+  else
+    free((void *)(uintptr_t)a->address); /* device memory: aligned_alloc */
+}
+
 void cb_host_mem_free(void *device, cubert_backend_mem *mem) {
   host_device *d = device;
   host_backend *b = d->backend;
@@ -251,10 +264,7 @@ void cb_host_mem_free(void *device, cubert_backend_mem *mem) {
    * only corrupt the host heap. */
   if (!found) return;
   if (mem->flags & (CUBERT_BACKEND_MEM_SHAREABLE | CUBERT_BACKEND_MEM_IMPORTED)) {
-    host_shm *shm = mem->cookie;
-    munmap((void *)(uintptr_t)mem->address, shm->length);
-    if (shm->owner) shm_unlink(shm->name);
-    cb_free(shm);
+    shm_release(mem->cookie, (void *)(uintptr_t)mem->address);
   } else {
     free((void *)(uintptr_t)mem->address); /* device memory: aligned_alloc */
   }
