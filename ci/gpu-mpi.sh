@@ -92,7 +92,7 @@ else
   summary "bench (2 ranks): FAILED (bench.txt)"
   rc=1
 fi
-grep -E '^(pair|0-1| +latency|GPU-aware)' "$out/bench.txt" | tee -a "$out/summary.txt"
+grep -E '^(pair|0-1| +latency| +of which|GPU-aware)' "$out/bench.txt" | tee -a "$out/summary.txt"
 
 # A campaign sharded over the 2 ranks (the harness's programs run on the
 # host backend: the campaign's devices are simulated ones).

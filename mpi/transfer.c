@@ -46,6 +46,68 @@ static void mpi_text(int code, char *out, size_t cap) {
   snprintf(out, cap, "%.*s", len, s);
 }
 
+/* ------------------------------------------------------------ staging memory */
+
+/* Staging buffers are kept for the next transfer rather than freed: fresh
+ * memory of tens of MiB costs a page fault per page at first touch (and
+ * glibc gives memory over 32 MiB back to the system at each free), which
+ * measured as a large part of a big transfer's time. At most STAGE_KEEP
+ * buffers are kept, process-wide; cubert_mpi_finalize frees them once no
+ * communicator is left. */
+#define STAGE_KEEP 4
+static pthread_mutex_t stage_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  void *p;
+  size_t cap;
+} stage_kept[STAGE_KEEP];
+static int comms_live;
+
+/* `size` bytes or more; *cap says how many. NULL when out of memory. */
+static void *stage_get(size_t size, size_t *cap) {
+  pthread_mutex_lock(&stage_lock);
+  int best = -1;
+  for (int i = 0; i < STAGE_KEEP; i++)
+    if (stage_kept[i].p && stage_kept[i].cap >= size && (best < 0 || stage_kept[i].cap < stage_kept[best].cap))
+      best = i;
+  void *p = NULL;
+  if (best >= 0) {
+    p = stage_kept[best].p;
+    *cap = stage_kept[best].cap;
+    stage_kept[best].p = NULL;
+  }
+  pthread_mutex_unlock(&stage_lock);
+  if (!p && (p = malloc(size ? size : 1))) *cap = size ? size : 1;
+  return p;
+}
+
+/* Gives a buffer of stage_get back: kept, in place of a smaller one, or freed. */
+static void stage_put(void *p, size_t cap) {
+  if (!p) return;
+  pthread_mutex_lock(&stage_lock);
+  int slot = -1;
+  for (int i = 0; i < STAGE_KEEP && slot < 0; i++)
+    if (!stage_kept[i].p) slot = i;
+  for (int i = 0; i < STAGE_KEEP && slot < 0; i++)
+    if (stage_kept[i].cap < cap) slot = i;
+  void *drop = p;
+  if (slot >= 0) {
+    drop = stage_kept[slot].p;
+    stage_kept[slot].p = p;
+    stage_kept[slot].cap = cap;
+  }
+  pthread_mutex_unlock(&stage_lock);
+  free(drop);
+}
+
+static void stage_drop_all(void) {
+  pthread_mutex_lock(&stage_lock);
+  for (int i = 0; i < STAGE_KEEP; i++) {
+    free(stage_kept[i].p);
+    stage_kept[i].p = NULL;
+  }
+  pthread_mutex_unlock(&stage_lock);
+}
+
 /* ------------------------------------------------------------ communicators */
 
 /* What cubert_mpi_init keeps on a communicator (an attribute). */
@@ -111,6 +173,9 @@ cubert_status cubert_mpi_init(MPI_Comm comm) {
   }
   MPI_Comm_set_errhandler(cs->dup, MPI_ERRORS_RETURN);
   MPI_Comm_set_attr(comm, keyval, cs);
+  pthread_mutex_lock(&stage_lock);
+  comms_live++;
+  pthread_mutex_unlock(&stage_lock);
   int rank = -1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   cubert_set_rank(rank);
@@ -126,6 +191,10 @@ cubert_status cubert_mpi_finalize(MPI_Comm comm) {
   MPI_Comm_free(&cs->dup);
   free(cs->next);
   free(cs);
+  pthread_mutex_lock(&stage_lock);
+  bool last = --comms_live == 0;
+  pthread_mutex_unlock(&stage_lock);
+  if (last) stage_drop_all();
   return CUBERT_OK;
 }
 
@@ -164,11 +233,13 @@ struct cubert_mpi_request {
   comm_state *cs;
   int peer, tag, ptag;
   uint64_t size, chunk, nchunks;
-  unsigned char header[WIRE_HEADER_SIZE];
+  /* the header; in the eager form its one chunk follows in the same message */
+  unsigned char header[WIRE_HEADER_SIZE + WIRE_CHUNK_PREFIX + WIRE_EAGER_MAX];
   MPI_Request header_req;
   /* send: every message posted, and what they point at */
   unsigned char *ranges;
   unsigned char *stage;
+  size_t stage_cap; /* from stage_get */
   cubert_failure_record *records;
   MPI_Request *reqs;
   int nreqs;
@@ -194,7 +265,7 @@ static void request_free(cubert_mpi_request *r) {
   request_settle(r);
   free(r->spans);
   free(r->ranges);
-  free(r->stage);
+  stage_put(r->stage, r->stage_cap);
   free(r->records);
   free(r->reqs);
   free(r);
@@ -394,6 +465,33 @@ static cubert_status walk(cubert_mpi_request *r) {
   }
 }
 
+/* The eager form (mpi/wire.h): a small view with no tainted byte, read
+ * whole, goes as one message, header and chunk together; no message on
+ * cubert's communicator, no second match on the receiver. False when the
+ * view does not qualify (tainted ranges, an injected fault, too big, a read
+ * that fails: the chunked form then carries the account as always). */
+static bool send_eager(cubert_mpi_request *r) {
+  if (r->injected || r->nspans || !r->size || r->size > WIRE_EAGER_MAX) return false;
+  unsigned char *msg = r->header + WIRE_HEADER_SIZE, *data = msg + WIRE_CHUNK_PREFIX;
+  const cubert_failure *bad = read_part(r, 0, r->size, data);
+  if (bad) {
+    cubert_failure_release(bad);
+    return false;
+  }
+  r->reqs = calloc(1, sizeof *r->reqs);
+  if (!r->reqs) return false;
+  r->chunk = r->size;
+  r->nchunks = 1;
+  wire_header h = {r->size, 0, r->chunk, 1, r->ptag, WIRE_EAGER};
+  wire_header_encode(&h, r->header);
+  wire_put64(msg, wire_checksum(data, (size_t)r->size));
+  wire_put64(msg + 8, 0);
+  post(r, MPI_Isend(r->header, (int)(WIRE_HEADER_SIZE + WIRE_CHUNK_PREFIX + r->size), MPI_BYTE, r->peer, r->tag,
+                    r->comm, &r->reqs[r->nreqs++]),
+       "the message");
+  return true;
+}
+
 static cubert_status start_send(const char *fn, cubert_client *client, const cubert_handle *view, int dest,
                                 int tag, MPI_Comm comm, cubert_mpi_request **out) {
   cubert_mpi_request *r = NULL;
@@ -412,9 +510,14 @@ static cubert_status start_send(const char *fn, cubert_client *client, const cub
     request_free(r);
     return fail(CUBERT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
   }
+  if (send_eager(r)) {
+    *out = r;
+    return CUBERT_OK;
+  }
   r->reqs = calloc((size_t)(2 + 2 * r->nchunks), sizeof *r->reqs);
   r->ranges = malloc(r->nspans * WIRE_RANGE_SIZE + 1);
-  r->stage = malloc((size_t)(r->nchunks * (WIRE_CHUNK_PREFIX + r->chunk)) + 1);
+  /* chunk k's message at k * (prefix + chunk); the last may be shorter */
+  r->stage = stage_get((size_t)(r->nchunks * WIRE_CHUNK_PREFIX + r->size), &r->stage_cap);
   r->records = malloc((size_t)r->nchunks * sizeof *r->records + 1);
   if (!r->reqs || !r->ranges || !r->stage || !r->records) {
     /* Nothing sent yet: the caller may retry. */
@@ -447,7 +550,6 @@ static cubert_status start_send(const char *fn, cubert_client *client, const cub
   for (uint64_t k = 0; k < r->nchunks; k++) {
     uint64_t a = k * r->chunk, b = a + r->chunk < r->size ? a + r->chunk : r->size;
     unsigned char *msg = r->stage + k * (WIRE_CHUNK_PREFIX + r->chunk), *data = msg + WIRE_CHUNK_PREFIX;
-    memset(data, 0, (size_t)(b - a));
     const cubert_failure *bad = NULL;
     if (k >= stop) {
       if (!inj) inj = injected_failure(r, r->hit.fault == MPI_FAULT_FAIL ? "send failed" : "send stopped part way");
@@ -458,7 +560,9 @@ static cubert_status start_send(const char *fn, cubert_client *client, const cub
       while (si < norig && r->spans[si].end <= pos) si++;
       uint64_t gap_end = b;
       if (si < norig && r->spans[si].start <= pos) {
-        pos = r->spans[si].end < b ? r->spans[si].end : b;
+        uint64_t end = r->spans[si].end < b ? r->spans[si].end : b;
+        memset(data + (pos - a), 0, (size_t)(end - pos)); /* tainted bytes travel as zeros */
+        pos = end;
         continue;
       }
       if (si < norig && r->spans[si].start < b) gap_end = r->spans[si].start;
@@ -467,6 +571,7 @@ static cubert_status start_send(const char *fn, cubert_client *client, const cub
     }
     uint32_t flags = 0;
     if (bad) {
+      memset(data, 0, (size_t)(b - a)); /* what was read of it does not travel */
       flags = WIRE_CHUNK_UNREAD;
       if (cubert_failure_export(bad, &r->records[k]) != CUBERT_OK) memset(&r->records[k], 0, sizeof r->records[k]);
       char why[128];
@@ -492,6 +597,13 @@ static cubert_status start_send(const char *fn, cubert_client *client, const cub
       post(r, MPI_Isend(&r->records[k], CUBERT_FAILURE_RECORD_SIZE, MPI_BYTE, dest, r->ptag + 1, r->cs->dup,
                         &r->reqs[r->nreqs++]),
            "a failure record");
+    if (k + 1 < r->nchunks) {
+      /* let MPI move what is posted while the next chunk is read (without
+       * a progress thread it moves only inside MPI calls); an error shows
+       * again in finish_send's test */
+      int done = 0;
+      MPI_Testall(r->nreqs, r->reqs, &done, MPI_STATUSES_IGNORE);
+    }
   }
   if (inj) cubert_failure_release(inj);
   *out = r;
@@ -594,6 +706,7 @@ static cubert_status finish_send(cubert_mpi_request *r, cubert_mpi_info *info) {
  * does not fit, a header that makes no sense is not drained: nothing is
  * known of what follows). */
 static void drain(cubert_mpi_request *r, const wire_header *h) {
+  if (h->flags & WIRE_EAGER) return; /* the chunk came with the header */
   size_t cap = (size_t)(WIRE_CHUNK_PREFIX + (h->chunk < (1ull << 30) ? h->chunk : 0));
   unsigned char *buf = malloc(cap > CUBERT_FAILURE_RECORD_SIZE ? cap : CUBERT_FAILURE_RECORD_SIZE);
   if (!buf) return;
@@ -647,6 +760,62 @@ static cubert_status fail_whole(cubert_mpi_request *r, const char *why) {
   return fail(CUBERT_ERR_BACKEND, "cubert_mpi_recv %s (the view is tainted)", why);
 }
 
+/* Lands chunk k (its message at msg: prefix and bytes, whole) on the view:
+ * the bytes are written, or the chunk's range becomes a span when the
+ * sender could not read it, an injected fault covers it (chunks from `stop`
+ * on) or its checksum does not match. *inj: the injected failure, made at
+ * first use. */
+static void land_chunk(cubert_mpi_request *r, uint64_t k, unsigned char *msg, uint64_t stop,
+                       const cubert_failure **injp) {
+  char why[600];
+  uint64_t a = k * r->chunk, b = a + r->chunk < r->size ? a + r->chunk : r->size;
+  unsigned char *data = msg + WIRE_CHUNK_PREFIX;
+  const cubert_failure *inj = *injp;
+  int rc;
+  cubert_status st;
+  uint64_t flags = wire_get64(msg + 8);
+  const cubert_failure *bad = NULL;
+  if (flags & WIRE_CHUNK_UNREAD) {
+    cubert_failure_record rec;
+    rc = MPI_Recv(&rec, CUBERT_FAILURE_RECORD_SIZE, MPI_BYTE, r->peer, r->ptag + 1, r->cs->dup, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) memset(&rec, 0, sizeof rec);
+    bad = import_or_explain(r, &rec, "an unread chunk");
+  }
+  if (!bad && k >= stop) {
+    if (!inj) inj = injected_failure(r, r->hit.fault == MPI_FAULT_FAIL ? "receive failed" : "receive stopped part way");
+    bad = inj;
+    if (bad) cubert_failure_retain(bad);
+    note(r, CUBERT_ERR_BACKEND, "%s", inj ? cubert_failure_message(inj) : "injected fault");
+  }
+  if (!bad && r->injected && r->hit.fault == MPI_FAULT_SCRIBBLE && b > a) {
+    uint64_t sd = r->hit.seed ^ k;
+    size_t n = (size_t)((double)(b - a) * r->hit.fraction);
+    if (!n) n = 1;
+    for (size_t i = 0; i < n; i++) data[(sd + i * 7919u) % (b - a)] ^= (unsigned char)(0xa5 + i);
+  }
+  if (!bad && wire_checksum(data, (size_t)(b - a)) != wire_get64(msg)) {
+    snprintf(why, sizeof why,
+             "bytes %llu..%llu from rank %d tag %d arrived damaged (checksum mismatch)%s", (unsigned long long)a,
+             (unsigned long long)b, r->peer, r->tag,
+             r->injected && r->hit.fault == MPI_FAULT_SCRIBBLE ? " after an injected scribble" : "");
+    cubert_failure_create(r->client, CUBERT_ERR_BACKEND, why, &bad);
+  }
+  if (bad) {
+    span_add(r, a, b, bad);
+  } else {
+    cubert_handle *part = NULL;
+    st = cubert_handle_slice(r->view, a, r->size - b, &part);
+    if (st == CUBERT_OK) st = cubert_handle_write(r->client, part, data, b - a);
+    cubert_handle_release(part);
+    if (st != CUBERT_OK) {
+      /* the failed write tainted its bytes itself */
+      note(r, st, "writing bytes %llu..%llu failed: %s", (unsigned long long)a, (unsigned long long)b,
+           cubert_last_error_message());
+    }
+  }
+  *injp = inj;
+}
+
 static cubert_status finish_recv(cubert_mpi_request *r, cubert_mpi_info *info) {
   char t[MPI_MAX_ERROR_STRING + 1], why[600];
   MPI_Status s;
@@ -662,11 +831,16 @@ static cubert_status finish_recv(cubert_mpi_request *r, cubert_mpi_info *info) {
   MPI_Get_count(&s, MPI_BYTE, &count);
   wire_header h;
   char notheader[256];
-  if (count != WIRE_HEADER_SIZE) {
+  if (count < WIRE_HEADER_SIZE) {
     snprintf(notheader, sizeof notheader, "a message of %d bytes is not a cubert transfer header (%d bytes)", count,
              WIRE_HEADER_SIZE);
   } else if (wire_header_decode(r->header, &h, notheader, sizeof notheader)) {
-    notheader[0] = '\0';
+    uint64_t want = WIRE_HEADER_SIZE + ((h.flags & WIRE_EAGER) ? WIRE_CHUNK_PREFIX + h.size : 0);
+    if ((uint64_t)count == want)
+      notheader[0] = '\0';
+    else
+      snprintf(notheader, sizeof notheader, "a cubert transfer header message of %d bytes, expected %llu", count,
+               (unsigned long long)want);
   }
   if (notheader[0]) {
     snprintf(why, sizeof why, "from rank %d tag %d: %s", r->peer, r->tag, notheader);
@@ -730,13 +904,19 @@ static cubert_status finish_recv(cubert_mpi_request *r, cubert_mpi_info *info) {
 
   /* The chunks, two in flight. */
   size_t slot = (size_t)(WIRE_CHUNK_PREFIX + r->chunk);
-  unsigned char *ring = r->nchunks ? malloc(2 * slot) : NULL;
+  bool eager = h.flags & WIRE_EAGER;
+  if (r->chunk > r->size) slot = (size_t)(WIRE_CHUNK_PREFIX + r->size); /* one chunk: no bigger */
+  size_t ring_cap = 0;
+  unsigned char *ring = r->nchunks && !eager ? stage_get(2 * slot, &ring_cap) : NULL;
   MPI_Request rq[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
   uint64_t stop = r->nchunks, posted = 0, k = 0;
   if (r->injected && r->hit.fault == MPI_FAULT_PARTIAL) stop = (uint64_t)((double)r->nchunks * r->hit.fraction);
   if (r->injected && r->hit.fault == MPI_FAULT_FAIL) stop = 0;
   const cubert_failure *inj = NULL;
-  if (r->nchunks && !ring) {
+  if (eager) { /* the one chunk came with the header */
+    land_chunk(r, 0, r->header + WIRE_HEADER_SIZE, stop, &inj);
+    k = r->nchunks;
+  } else if (r->nchunks && !ring) {
     note(r, CUBERT_ERR_OUT_OF_MEMORY, "out of memory for %zu bytes of receive buffers", 2 * slot);
     h.nranges = 0;
     drain(r, &h);
@@ -749,7 +929,7 @@ static cubert_status finish_recv(cubert_mpi_request *r, cubert_mpi_info *info) {
     MPI_Irecv(ring + (posted % 2) * slot, (int)slot, MPI_BYTE, r->peer, r->ptag, r->cs->dup, &rq[posted % 2]);
   for (; k < r->nchunks; k++) {
     uint64_t a = k * r->chunk, b = a + r->chunk < r->size ? a + r->chunk : r->size;
-    unsigned char *msg = ring + (k % 2) * slot, *data = msg + WIRE_CHUNK_PREFIX;
+    unsigned char *msg = ring + (k % 2) * slot;
     rc = MPI_Wait(&rq[k % 2], &s);
     int got = 0;
     if (rc == MPI_SUCCESS) MPI_Get_count(&s, MPI_BYTE, &got);
@@ -770,53 +950,14 @@ static cubert_status finish_recv(cubert_mpi_request *r, cubert_mpi_info *info) {
         }
       break;
     }
-    uint64_t flags = wire_get64(msg + 8);
-    const cubert_failure *bad = NULL;
-    if (flags & WIRE_CHUNK_UNREAD) {
-      cubert_failure_record rec;
-      rc = MPI_Recv(&rec, CUBERT_FAILURE_RECORD_SIZE, MPI_BYTE, r->peer, r->ptag + 1, r->cs->dup, MPI_STATUS_IGNORE);
-      if (rc != MPI_SUCCESS) memset(&rec, 0, sizeof rec);
-      bad = import_or_explain(r, &rec, "an unread chunk");
-    }
-    if (!bad && k >= stop) {
-      if (!inj) inj = injected_failure(r, r->hit.fault == MPI_FAULT_FAIL ? "receive failed" : "receive stopped part way");
-      bad = inj;
-      if (bad) cubert_failure_retain(bad);
-      note(r, CUBERT_ERR_BACKEND, "%s", inj ? cubert_failure_message(inj) : "injected fault");
-    }
-    if (!bad && r->injected && r->hit.fault == MPI_FAULT_SCRIBBLE && b > a) {
-      uint64_t sd = r->hit.seed ^ k;
-      size_t n = (size_t)((double)(b - a) * r->hit.fraction);
-      if (!n) n = 1;
-      for (size_t i = 0; i < n; i++) data[(sd + i * 7919u) % (b - a)] ^= (unsigned char)(0xa5 + i);
-    }
-    if (!bad && wire_checksum(data, (size_t)(b - a)) != wire_get64(msg)) {
-      snprintf(why, sizeof why,
-               "bytes %llu..%llu from rank %d tag %d arrived damaged (checksum mismatch)%s", (unsigned long long)a,
-               (unsigned long long)b, r->peer, r->tag,
-               r->injected && r->hit.fault == MPI_FAULT_SCRIBBLE ? " after an injected scribble" : "");
-      cubert_failure_create(r->client, CUBERT_ERR_BACKEND, why, &bad);
-    }
-    if (bad) {
-      span_add(r, a, b, bad);
-    } else {
-      cubert_handle *part = NULL;
-      st = cubert_handle_slice(r->view, a, r->size - b, &part);
-      if (st == CUBERT_OK) st = cubert_handle_write(r->client, part, data, b - a);
-      cubert_handle_release(part);
-      if (st != CUBERT_OK) {
-        /* the failed write tainted its bytes itself */
-        note(r, st, "writing bytes %llu..%llu failed: %s", (unsigned long long)a, (unsigned long long)b,
-             cubert_last_error_message());
-      }
-    }
+    land_chunk(r, k, msg, stop, &inj);
     if (posted < r->nchunks) {
       MPI_Irecv(msg, (int)slot, MPI_BYTE, r->peer, r->ptag, r->cs->dup, &rq[posted % 2]);
       posted++;
     }
   }
   if (inj) cubert_failure_release(inj);
-  free(ring);
+  stage_put(ring, ring_cap);
 
   /* The account: every span tainted, after the good bytes were written. */
   for (size_t i = 0; i < r->nspans; i++) {
@@ -835,7 +976,7 @@ static cubert_status start_recv(const char *fn, cubert_client *client, cubert_ha
   cubert_mpi_request *r = NULL;
   cubert_status st = request_new(fn, client, view, source, tag, comm, false, &r);
   if (st) return st;
-  int rc = MPI_Irecv(r->header, WIRE_HEADER_SIZE, MPI_BYTE, source, tag, comm, &r->header_req);
+  int rc = MPI_Irecv(r->header, (int)sizeof r->header, MPI_BYTE, source, tag, comm, &r->header_req);
   if (rc != MPI_SUCCESS) {
     char t[MPI_MAX_ERROR_STRING + 1];
     mpi_text(rc, t, sizeof t);

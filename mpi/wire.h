@@ -11,6 +11,10 @@
  *      (checksum of the bytes, flags) then the bytes;
  *   4. after a chunk flagged WIRE_CHUNK_UNREAD, with the payload tag + 1:
  *      the failure record of why the sender could not read it.
+ * Eager form (header flag WIRE_EAGER): a view of 1..WIRE_EAGER_MAX bytes
+ * with no tainted range, read whole, travels as one message: the header,
+ * then its one chunk (prefix and bytes) in the same message; nothing
+ * follows on cubert's communicator.
  * Every number is little-endian. */
 #ifndef CUBERT_MPI_WIRE_H
 #define CUBERT_MPI_WIRE_H
@@ -22,11 +26,15 @@
 #include "cubert/cubert.h"
 
 #define WIRE_MAGIC 0x504d4243u /* "CBMP" */
-#define WIRE_VERSION 1u
+#define WIRE_VERSION 2u /* 2: the eager form */
 #define WIRE_HEADER_SIZE 64
 #define WIRE_RANGE_SIZE (16 + CUBERT_FAILURE_RECORD_SIZE)
 #define WIRE_CHUNK_PREFIX 16
 #define WIRE_CHUNK_DEFAULT (4ull << 20)
+#define WIRE_EAGER_MAX 16384 /* bytes of a view sent in the eager form, at most */
+
+/* Header flags. */
+#define WIRE_EAGER 1u /* the one chunk follows the header in its message */
 
 /* Chunk flags. */
 #define WIRE_CHUNK_UNREAD 1u /* the sender could not read these bytes: a record follows */
@@ -37,7 +45,7 @@ typedef struct wire_header {
   uint64_t chunk;      /* bytes per chunk (the last may be shorter) */
   uint64_t nchunks;
   int32_t payload_tag; /* on cubert's communicator; +1 for records */
-  uint32_t flags;      /* reserved, 0 */
+  uint32_t flags;      /* WIRE_EAGER, or 0 */
 } wire_header;
 
 void wire_put64(unsigned char *p, uint64_t v);

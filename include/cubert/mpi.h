@@ -16,7 +16,9 @@
  * made by cubert_mpi_init) the tainted ranges as (offset, size, failure
  * record) triples and the bytes in chunks of CUBERT_MPI_CHUNK (default
  * 4 MiB), staged through host memory and pipelined (the next chunk is read
- * from the device while the last one travels). GPU-aware MPI is detected
+ * from the device while the last one travels). A view of at most 16 KiB
+ * with no tainted byte goes as one message: the header with its one chunk
+ * (the eager form; wire version 2). GPU-aware MPI is detected
  * (MPIX_Query_cuda_support, MPIX_Query_rocm_support) and reported, but the
  * bytes are staged through host memory in this version (docs/cluster.md).
  *

@@ -268,6 +268,35 @@ static double measure(bench_ctx *x, int a, int b, enum mode m, bool raw, uint64_
   return med;
 }
 
+/* The floor under cubert's latency that is not MPI's: one cubert_handle_read
+ * and one cubert_handle_write of `size` bytes on this rank's device
+ * (median of reps samples of iters each), in seconds. A transfer does one
+ * of each (the sender reads, the receiver writes). */
+static void core_floor(bench_ctx *x, uint64_t size, double *rd, double *wr) {
+  cubert_handle *out = NULL, *in = NULL;
+  sized(x, size, &out, &in);
+  double *r = calloc(x->reps + 1, sizeof *r), *w = calloc(x->reps + 1, sizeof *w);
+  for (uint64_t k = 0; r && w && k <= x->reps; k++) { /* sample 0 warms up */
+    double t0 = now();
+    for (uint64_t i = 0; i < x->iters; i++) cubert_handle_read(x->client, out, x->check, size);
+    double t1 = now();
+    for (uint64_t i = 0; i < x->iters; i++) cubert_handle_write(x->client, in, x->check, size);
+    r[k] = (t1 - t0) / (double)x->iters;
+    w[k] = (now() - t1) / (double)x->iters;
+  }
+  *rd = *wr = 0;
+  if (r && w) {
+    qsort(r + 1, x->reps, sizeof *r, cmp_double);
+    qsort(w + 1, x->reps, sizeof *w, cmp_double);
+    *rd = r[1 + x->reps / 2];
+    *wr = w[1 + x->reps / 2];
+  }
+  free(r);
+  free(w);
+  cubert_handle_release(out);
+  cubert_handle_release(in);
+}
+
 static int bench(int argc, char **argv) {
   uint64_t sizes[16] = {8, 4096, 65536, 1u << 20, 16u << 20};
   int nsizes = 5;
@@ -374,6 +403,13 @@ static int bench(int argc, char **argv) {
                                               "raw", lr * 1e6, "ratio", lc / lr, "unit", "us"));
       }
     }
+  double frd = 0, fwr = 0;
+  if (rank == 0) {
+    core_floor(&x, sizes[0], &frd, &fwr);
+    printf("%-6s of which not MPI's (rank 0's device, %" PRIu64
+           " B): cubert_handle_read %.2f us + cubert_handle_write %.2f us per transfer\n",
+           "", sizes[0], frd * 1e6, fwr * 1e6);
+  }
   uint64_t mine[2] = {x.validated, x.invalid}, all[2] = {0, 0};
   MPI_Reduce(mine, all, 2, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
   int rc = 0;
@@ -383,11 +419,12 @@ static int bench(int argc, char **argv) {
            rc ? "FAILED" : "passed", all[0] + all[1], all[1]);
     if (cf) fclose(cf);
     if (json) {
-      json_t *o = json_pack("{s:i, s:s, s:s, s:b, s:I, s:I, s:o, s:I, s:I, s:s}", "ranks", nranks, "device", di.name,
+      json_t *o = json_pack("{s:i, s:s, s:s, s:b, s:I, s:I, s:o, s:I, s:I, s:s, s:{s:f, s:f}}", "ranks", nranks,
+                            "device", di.name,
                             "backend", di.backend, "gpu_aware_mpi", cubert_mpi_gpu_aware(), "iterations",
                             (json_int_t)x.iters, "samples", (json_int_t)x.reps, "results", rows, "validated",
                             (json_int_t)all[0], "invalid", (json_int_t)all[1], "validation",
-                            rc ? "failed" : "passed");
+                            rc ? "failed" : "passed", "core_floor_us", "read", frd * 1e6, "write", fwr * 1e6);
       rows = NULL;
       if (!o || json_dump_file(o, json, JSON_INDENT(2)) != 0) {
         fprintf(stderr, "cubert-mpi bench: could not write %s\n", json);

@@ -278,6 +278,78 @@ START_TEST(test_nonblocking_both_ways) {
 }
 END_TEST
 
+/* Small views (up to 16 KiB: one message with the header, docs/cluster.md):
+ * clean ones cross good in one chunk; a tainted one still crosses range
+ * exact; a receive-side scribble is taint, not data; a receive of the
+ * wrong size changes nothing and the next exchange still lands. */
+START_TEST(test_small_views_cross_in_one_message) {
+  SKIP_IF_BROKEN();
+  cb_test_env env;
+  open_env(&env);
+  cubert_mpi_info info;
+  const uint64_t sizes[3] = {1, 8, 16384};
+  if (sender) {
+    for (int i = 0; i < 3; i++) {
+      cubert_handle *h = pattern_handle(&env, 60 + (uint64_t)i, sizes[i]);
+      cb_test_ok(cubert_mpi_send(env.clients[0], h, partner, 12, MPI_COMM_WORLD, &info));
+      ck_assert_uint_eq(info.chunks, 1);
+      cubert_handle_release(h);
+    }
+    cubert_handle *t = pattern_handle(&env, 63, 4096);
+    taint(&env, t, 10, 20, "small k failed");
+    cb_test_status(cubert_mpi_send(env.clients[0], t, partner, 12, MPI_COMM_WORLD, &info), CUBERT_ERR_TAINTED);
+    ck_assert_uint_eq(info.tainted_bytes, 10);
+    cubert_handle *s = pattern_handle(&env, 64, 512);
+    cb_test_ok(cubert_mpi_send(env.clients[0], s, partner, 12, MPI_COMM_WORLD, NULL)); /* scribbled there */
+    cb_test_ok(cubert_mpi_send(env.clients[0], s, partner, 12, MPI_COMM_WORLD, NULL)); /* wrong size there */
+    cb_test_ok(cubert_mpi_send(env.clients[0], s, partner, 12, MPI_COMM_WORLD, NULL));
+    cubert_handle_release(t);
+    cubert_handle_release(s);
+  } else {
+    for (int i = 0; i < 3; i++) {
+      cubert_handle *h = NULL;
+      cb_test_ok(cubert_handle_empty(env.clients[0], sizes[i], &h));
+      cb_test_ok(cubert_mpi_recv(env.clients[0], h, partner, 12, MPI_COMM_WORLD, &info));
+      ck_assert_uint_eq(info.chunks, 1);
+      ck_assert_uint_eq(info.tainted_bytes, 0);
+      expect_good(&env, h, 0, sizes[i], 60 + (uint64_t)i);
+      cubert_handle_release(h);
+    }
+    cubert_handle *t = NULL;
+    cb_test_ok(cubert_handle_empty(env.clients[0], 4096, &t));
+    cb_test_status(cubert_mpi_recv(env.clients[0], t, partner, 12, MPI_COMM_WORLD, &info), CUBERT_ERR_TAINTED);
+    ranges r;
+    walk(&env, t, &r);
+    ck_assert_uint_eq(r.n, 1);
+    ck_assert_uint_eq(r.start[0], 10);
+    ck_assert_uint_eq(r.end[0], 20);
+    ck_assert_msg(strstr(r.message[0], "small k failed") != NULL, "%s", r.message[0]);
+    expect_good(&env, t, 0, 10, 63);
+    expect_good(&env, t, 20, 4096, 63);
+    cubert_handle *s = NULL, *wrong = pattern_handle(&env, 65, 511);
+    cb_test_ok(cubert_handle_empty(env.clients[0], 512, &s));
+    cb_test_ok(cubert_mpi_faults("recv nth=1 fault=scribble:0.01"));
+    cubert_status st = cubert_mpi_recv(env.clients[0], s, partner, 12, MPI_COMM_WORLD, &info);
+    cb_test_ok(cubert_mpi_faults(NULL));
+    ck_assert_int_ne(st, CUBERT_OK);
+    ck_assert_uint_eq(info.tainted_bytes, 512);
+    walk(&env, s, &r);
+    ck_assert_uint_eq(r.n, 1);
+    ck_assert_msg(strstr(r.message[0], "checksum") != NULL, "%s", r.message[0]);
+    cb_test_status(cubert_mpi_recv(env.clients[0], wrong, partner, 12, MPI_COMM_WORLD, NULL),
+                   CUBERT_ERR_OUT_OF_RANGE);
+    expect_good(&env, wrong, 0, 511, 65);
+    cb_test_ok(cubert_mpi_recv(env.clients[0], s, partner, 12, MPI_COMM_WORLD, &info));
+    expect_good(&env, s, 0, 512, 64);
+    cubert_handle_release(t);
+    cubert_handle_release(s);
+    cubert_handle_release(wrong);
+  }
+  cb_test_close(&env);
+  done();
+}
+END_TEST
+
 /* Injected transport faults: the receiver never reads bad bytes as good. */
 static void fault_exchange(const char *rules, bool rules_on_sender, bool sender_fails, uint64_t good_prefix,
                            const char *expect) {
@@ -520,6 +592,7 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, test_partly_tainted_view_crosses_range_exact);
   tcase_add_test(tc, test_fully_tainted_view_carries_senders_cause);
   tcase_add_test(tc, test_nonblocking_both_ways);
+  tcase_add_test(tc, test_small_views_cross_in_one_message);
   tc = add_case(s, "faults");
   tcase_add_test(tc, test_injected_send_failure_taints_receiver);
   tcase_add_test(tc, test_injected_partial_send_taints_the_rest);
