@@ -96,7 +96,9 @@ int cb_shm_sweep(void) {
   char name[CB_SHM_NAME + 1];
   for (struct dirent *e; (e = readdir(d));) {
     if (strncmp(e->d_name, PREFIX, strlen(PREFIX)) != 0 || strlen(e->d_name) >= CB_SHM_NAME - 1) continue;
-    snprintf(name, sizeof name, "/%s", e->d_name);
+    size_t len = strlen(e->d_name); /* < CB_SHM_NAME - 1: checked above */
+    name[0] = '/';
+    memcpy(name + 1, e->d_name, len + 1);
     int64_t pid = cb_shm_name_pid(name);
     struct stat st;
     if (pid <= 0 || fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_uid != geteuid()) continue;
