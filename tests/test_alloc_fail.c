@@ -73,6 +73,19 @@ static void t_free(void *ptr) {
 
 static const cubert_allocator counting = {t_malloc, t_calloc, t_realloc, t_free};
 
+/* Runs fn(arg) on a thread of its own (its last error goes with it) with
+ * the Nth allocation failing; true when the run reached it. */
+static bool run_failing(long n, void *(*fn)(void *), void *arg) {
+  atomic_store(&calls, 0);
+  atomic_store(&failed, false);
+  atomic_store(&fail_at, n);
+  pthread_t t;
+  ck_assert_int_eq(pthread_create(&t, NULL, fn, arg), 0);
+  ck_assert_int_eq(pthread_join(t, NULL), 0);
+  atomic_store(&fail_at, 0);
+  return atomic_load(&failed);
+}
+
 /* ------------------------------------------------------------ the program */
 
 #define WORDS 64
@@ -214,14 +227,7 @@ START_TEST(test_every_failed_allocation_fails_one_call_cleanly_and_leaks_nothing
   long n = only ? atol(only) : 1, deviations = 0, absorbed = 0;
   for (;; n++) {
     run r = {.n = n};
-    atomic_store(&calls, 0);
-    atomic_store(&failed, false);
-    atomic_store(&fail_at, n);
-    pthread_t t;
-    ck_assert_int_eq(pthread_create(&t, NULL, program, &r), 0);
-    ck_assert_int_eq(pthread_join(t, NULL), 0);
-    atomic_store(&fail_at, 0);
-    if (!atomic_load(&failed)) {
+    if (!run_failing(n, program, &r)) {
       ck_assert_msg(r.deviated == 0, "N=%ld (never reached): step %d %s returned %s: %s", n,
                     r.deviated, r.what, cubert_status_name(r.st), r.message);
       ck_assert_int_eq(atomic_load(&live), kept);
@@ -293,15 +299,9 @@ START_TEST(test_a_record_imported_short_of_memory_says_so) {
   long n = 1;
   for (;; n++) {
     import_run r = {&rec, CUBERT_OK, false};
-    atomic_store(&calls, 0);
-    atomic_store(&failed, false);
-    atomic_store(&fail_at, n);
-    pthread_t t;
-    ck_assert_int_eq(pthread_create(&t, NULL, import_once, &r), 0);
-    ck_assert_int_eq(pthread_join(t, NULL), 0);
-    atomic_store(&fail_at, 0);
+    bool reached = run_failing(n, import_once, &r);
     ck_assert_msg(atomic_load(&live) == kept, "N=%ld: %ld blocks leaked", n, (long)atomic_load(&live) - kept);
-    if (!atomic_load(&failed)) {
+    if (!reached) {
       ck_assert_int_eq(r.st, CUBERT_OK);
       break;
     }
