@@ -24,13 +24,14 @@
 #include <time.h>
 
 #include "cubert/mpi.h"
+#include "mpi/tool/exchange.h"
 #include "tools/faultinj/campaign.h"
 
 static int rank, nranks;
 
 static void usage(FILE *f) {
   fprintf(f,
-          "usage: mpirun -n N cubert-mpi campaign --seed S --programs P [--node NAME|FILE]\n"
+          "usage: mpirun -n N cubert-mpi campaign --seed S --programs P [--exchanges E] [--node NAME|FILE]\n"
           "                                    [--min-faults F] [--json FILE]\n"
           "       mpirun -n N cubert-mpi bench [--quick] [--sizes 8,64K,1M] [--iters N] [--csv FILE]\n"
           "                                 [--json FILE]\n"
@@ -63,13 +64,14 @@ static int campaign(int argc, char **argv) {
   cb_fi_campaign_config c;
   cb_fi_campaign_config_init(&c);
   const char *json = NULL;
-  uint64_t min_faults = 0;
+  uint64_t min_faults = 0, exchanges = UINT64_MAX;
   for (int i = 0; i < argc; i += 2) { /* every option takes a value */
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     bool ok = v != NULL;
     if (!strcmp(a, "--seed")) ok = ok && parse_u64(v, &c.seed);
     else if (!strcmp(a, "--programs")) ok = ok && parse_u64(v, &c.programs);
     else if (!strcmp(a, "--min-faults")) ok = ok && parse_u64(v, &min_faults);
+    else if (!strcmp(a, "--exchanges")) ok = ok && parse_u64(v, &exchanges);
     else if (!strcmp(a, "--json")) json = v;
     else if (!strcmp(a, "--node")) ok = ok && setenv("CUBERT_HOST_NODE", v, 1) == 0;
     else ok = false;
@@ -79,16 +81,22 @@ static int campaign(int argc, char **argv) {
       return 2;
     }
   }
-  if (!c.programs) {
+  if (!c.programs && exchanges == UINT64_MAX) {
     if (rank == 0) fprintf(stderr, "cubert-mpi campaign: --programs is needed (every rank must know the programs)\n");
     return 2;
   }
+  if (exchanges == UINT64_MAX) exchanges = c.programs / 10;
   c.shard = (uint64_t)rank;
   c.shards = (uint64_t)nranks;
   c.progress = rank == 0 ? stderr : NULL;
   c.minimize = 1;
   cb_fi_campaign_report r;
-  cubert_status st = cb_fi_campaign_run(&c, &r);
+  memset(&r, 0, sizeof r);
+  cubert_status st = c.programs ? cb_fi_campaign_run(&c, &r) : CUBERT_OK;
+  uint64_t xmine[XC_COUNT] = {0}, xall[XC_COUNT] = {0};
+  double x0 = MPI_Wtime();
+  xc_run(c.seed, exchanges, rank, nranks, xmine, stderr);
+  r.seconds += MPI_Wtime() - x0;
   uint64_t mine[C_COUNT] = {0}, all[C_COUNT] = {0};
   mine[C_PROGRAMS] = r.programs;
   mine[C_STEPS] = r.steps;
@@ -112,11 +120,13 @@ static int campaign(int argc, char **argv) {
   double secs = r.seconds, slowest = 0;
   cb_fi_campaign_report_free(&r);
   MPI_Reduce(mine, all, C_COUNT, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+  MPI_Reduce(xmine, xall, XC_COUNT, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
   MPI_Reduce(&secs, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
   int rc = 0;
   if (rank == 0) {
     bool pass = all[C_VIOLATIONS] == 0 && all[C_HANG] == 0 && all[C_SETUP] == 0 &&
-                all[C_PROGRAMS] == c.programs && all[C_INJECTED] >= min_faults;
+                all[C_PROGRAMS] == c.programs && xall[XC_VIOLATIONS] == 0 && xall[XC_PROGRAMS] == exchanges &&
+                all[C_INJECTED] + xall[XC_FAULTS] >= min_faults;
     const char *node = getenv("CUBERT_HOST_NODE");
     printf("cubert-mpi campaign: seed %" PRIu64 ", %" PRIu64 " programs over %d rank%s%s%s; %.1f s (slowest rank)\n",
            c.seed, c.programs, nranks, nranks == 1 ? "" : "s", node ? ", node " : "", node ? node : "", slowest);
@@ -129,14 +139,25 @@ static int campaign(int argc, char **argv) {
     printf("), violations %" PRIu64 " (", all[C_VIOLATIONS]);
     for (int k = 0; k < CB_FI_VIOLATION_KIND_COUNT; k++)
       printf("%s%s %" PRIu64, k ? ", " : "", cb_fi_violation_name((cb_fi_violation_kind)k), all[C_VKINDS + k]);
-    printf("), devices lost %" PRIu64 ", leak checks skipped %" PRIu64 ", could not run %" PRIu64 ", hang %s\n",
+    printf("), devices lost %" PRIu64 ", leak checks skipped %" PRIu64 ", could not run %" PRIu64 ", hang %s",
            all[C_LOST], all[C_LEAKSKIP], all[C_SETUP], all[C_HANG] ? "yes" : "no");
-    if (all[C_INJECTED] < min_faults)
-      printf("only %" PRIu64 " faults injected, fewer than --min-faults %" PRIu64 "\n", all[C_INJECTED], min_faults);
+    /* the send/receive programs, on the same line */
+    printf("; exchanges %" PRIu64 ", steps %" PRIu64 ", checks %" PRIu64 ", faults %" PRIu64 " (", xall[XC_PROGRAMS],
+           xall[XC_STEPS], xall[XC_CHECKS], xall[XC_FAULTS]);
+    for (int k = XC_FIRST_KIND; k < XC_VIOLATIONS; k++)
+      printf("%s%s %" PRIu64, k > XC_FIRST_KIND ? ", " : "", xc_name(k), xall[k]);
+    printf("), violations %" PRIu64 " (", xall[XC_VIOLATIONS]);
+    for (int k = XC_FIRST_VIOLATION; k < XC_COUNT; k++)
+      printf("%s%s %" PRIu64, k > XC_FIRST_VIOLATION ? ", " : "", xc_name(k), xall[k]);
+    printf(")\n");
+    if (all[C_INJECTED] + xall[XC_FAULTS] < min_faults)
+      printf("only %" PRIu64 " faults injected, fewer than --min-faults %" PRIu64 "\n", all[C_INJECTED] + xall[XC_FAULTS],
+             min_faults);
     printf("verdict: %s\n", pass ? "PASS" : "FAIL");
     rc = pass ? 0 : 1;
     if (json) {
-      json_t *kinds = json_object(), *vk = json_object();
+      json_t *kinds = json_object(), *vk = json_object(), *xo = json_object();
+      for (int k = 0; k < XC_COUNT; k++) json_object_set_new(xo, xc_name(k), json_integer((json_int_t)xall[k]));
       for (int k = 0; k < CUBERT_FAULT_KIND_COUNT_; k++)
         json_object_set_new(kinds, cubert_fault_kind_name((cubert_fault_kind)k), json_integer((json_int_t)all[C_KINDS + k]));
       for (int k = 0; k < CB_FI_VIOLATION_KIND_COUNT; k++)
@@ -148,6 +169,8 @@ static int campaign(int argc, char **argv) {
                             (json_int_t)all[C_VIOLATIONS], "violations_by_kind", vk, "could_not_run",
                             (json_int_t)all[C_SETUP], "hang", all[C_HANG] != 0, "verdict", pass ? "PASS" : "FAIL",
                             "seconds", slowest);
+      if (o) json_object_set_new(o, "exchanges", xo);
+      else json_decref(xo);
       if (!o || json_dump_file(o, json, JSON_INDENT(2)) != 0) {
         fprintf(stderr, "cubert-mpi campaign: could not write %s\n", json);
         rc = 1;
