@@ -38,7 +38,8 @@ static void usage(FILE *f) {
           "docs/cluster.md says what each does.\n"
           "\nenvironment (besides the cubert tool's, `cubert --help`):\n"
           "  CUBERT_MPI_CHUNK   bytes per chunk of a transfer (default 4M; 64k, 1M... accepted)\n"
-          "  CUBERT_MPI_FAULTS  fault rules at send and receive (docs/cluster.md), per rank\n");
+          "  CUBERT_FAULTS      also the rules at send and receive (its send/recv statements; rank= aims one)\n"
+          "  CUBERT_MPI_FAULTS  more rules at send and receive (docs/cluster.md)\n");
 }
 
 static bool parse_u64(const char *s, uint64_t *out) {
