@@ -280,8 +280,10 @@ cubert_status cubert_handle_export(cubert_client *c, const cubert_handle *h, cub
   if (!h) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, fn ": view is NULL");
   if (!desc) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, fn ": descriptor is NULL");
   cb_alloc *a = h->alloc;
-  cubert_status st = cb_check_runtime(fn, "the view", c->dev, a);
-  if (st) return st;
+  cb_errb eb;
+  cb_errb_init(&eb, CUBERT_OK);
+  cubert_status st = cb_check_runtime(&eb, fn, "the view", c->dev, a);
+  if (st) return cb_errb_return(&eb, st);
   cb_device *dev = c->dev;
   if (a->dev != dev)
     return cb_fail(CUBERT_ERR_WRONG_DEVICE, fn ": the view (memory %llu) belongs to device %d, the client to device %d",
@@ -447,9 +449,11 @@ cubert_status cubert_handle_import(cubert_client *c, const cubert_export_desc *d
   cb_block block = {mem.address, d.alloc_size, mem.cookie, CB_BLOCK_IMPORTED};
   cb_alloc *a = NULL;
   cubert_handle *h = NULL;
-  if ((st = cb_handle_adopt(c, d.alloc_size, &block, d.offset, d.offset + d.size, &a, &h))) {
+  cb_errb eb;
+  cb_errb_init(&eb, CUBERT_OK);
+  if ((st = cb_handle_adopt(&eb, c, d.alloc_size, &block, d.offset, d.offset + d.size, &a, &h))) {
     leave(x);
-    return st;
+    return cb_errb_return(&eb, st);
   }
   a->xshare = x; /* nobody else knows `a` yet */
   *out = h;
