@@ -67,7 +67,9 @@ typedef struct cb_runtime_parts {
   void (*placement_destroy)(struct cb_placement *p);
 } cb_runtime_parts;
 
-/* cubert_runtime_create() with the parts to use (lib/parts.c calls it). */
+/* cubert_runtime_create() with the parts to use (lib/parts.c calls it): the
+ * core's half of that public entry point, so it records the thread's last
+ * error (from the cb_errb its helpers fill) when it refuses. */
 cubert_status cb_runtime_create(const cb_runtime_parts *parts, const cubert_runtime_options *options,
                                 cubert_runtime **runtime);
 
