@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "base/alloc.h"
-#include "backends/host/host_backend.h"
 #include "base/shm.h"
 #include "runtime/fault_state.h"
 #include "runtime/internal.h"
@@ -17,13 +16,6 @@ void cubert_runtime_options_init(cubert_runtime_options *o) {
   if (!o) return;
   memset(o, 0, sizeof *o);
   o->struct_size = sizeof *o;
-}
-
-static cubert_status parse_u64(cb_errb *eb, const char *name, const char *text, uint64_t *out) {
-  if (!cb_parse_size(text, out))
-    return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT,
-                       "%s=%s is not a size (a whole number, optionally K, M, G or T)", name, text);
-  return CUBERT_OK;
 }
 
 /* Whether the parts hold a built backend called `name`. */
@@ -125,9 +117,10 @@ static void start_placement(cubert_runtime *rt) {
   if (rt->ndevices > 0 && !xml && (ids = cb_calloc((size_t)rt->ndevices, sizeof *ids))) {
     for (int i = 0; i < rt->ndevices; i++) {
       const cb_device *dev = rt->devices[i];
-      /* host devices take their bus ids from a simulated node only */
-      bool simulated = rt->host_bus_ids && dev->info.backend && strcmp(dev->info.backend, "host") == 0;
-      ids[i] = simulated ? NULL : dev->info.pci_bus_id;
+      /* made-up bus ids (a simulated node's) are not this machine's */
+      bool made_up = rt->settings && dev->info.backend &&
+                     rt->parts->settings_bus_ids_made_up(rt->settings, dev->info.backend);
+      ids[i] = made_up ? NULL : dev->info.pci_bus_id;
     }
   }
   rt->parts->placement_start(rt->placement, ids, ids ? rt->ndevices : 0);
@@ -191,51 +184,29 @@ static cubert_status create(cb_errb *eb, const cb_runtime_parts *parts, const cu
       eb, parts, o.backends ? "cubert_runtime_options.backends" : "CUBERT_BACKENDS", list);
   if (st) return st;
 
-  cubert_backend_config cfg = {0};
-  cb_host_options host = {0}; /* the host backend's own settings (config.options) */
-  host.devices = o.host_devices;
-  if (!host.devices) {
-    const char *v = cb_env("CUBERT_HOST_DEVICES");
-    uint64_t n = 4;
-    if (v && v[0] == '-')
-      return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT,
-                         "CUBERT_HOST_DEVICES=%s is negative: the number of host devices, 0 to 64", v);
-    if (v && (st = parse_u64(eb, "CUBERT_HOST_DEVICES", v, &n))) return st;
-    if (n > 64)
-      return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT, "CUBERT_HOST_DEVICES=%s: at most 64 host devices", v);
-    host.devices = (int)n;
+  /* The backends' own settings (the host backend's: lib/settings.c), read
+   * and refused here, before anything is opened. */
+  struct cb_backend_settings *settings = NULL;
+  if (parts->settings_new) {
+    cb_str why = {0};
+    st = parts->settings_new(&o, &settings, &why);
+    if (st) cb_errb_set(eb, st, "%s", why.p ? why.p : "");
+    cb_str_free(&why);
+    if (st) return st;
   }
-  if (host.devices < 0 || host.devices > 64)
-    return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT, "host_devices is %d: 0 to 64", host.devices);
-  host.memory = o.host_memory;
-  if (!host.memory) {
-    const char *v = cb_env("CUBERT_HOST_MEMORY");
-    host.memory = 1ull << 30;
-    if (v && (st = parse_u64(eb, "CUBERT_HOST_MEMORY", v, &host.memory))) return st;
-    if (!host.memory) return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT, "CUBERT_HOST_MEMORY is 0");
-  }
-  host.peer_deny = o.host_peer_deny ? o.host_peer_deny : cb_env("CUBERT_HOST_PEER_DENY");
 
+  cubert_backend_config cfg = {0};
   cubert_runtime *rt = cb_calloc(1, sizeof *rt);
-  if (!rt) return cb_errb_set(eb, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory creating the runtime");
+  if (!rt) {
+    if (settings) parts->settings_free(settings);
+    return cb_errb_set(eb, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory creating the runtime");
+  }
   /* From here every failure fills `eb` and goes to `fail`, which destroys
    * the half-built runtime (cubert_runtime_destroy takes any prefix of what
    * is built below). */
   rt->parts = parts;
+  rt->settings = settings;
   rt->placement = parts->placement_new ? parts->placement_new() : NULL; /* NULL: no placement, not an error */
-
-  const char *node = cb_env("CUBERT_HOST_NODE");
-  if (node && parts->node_bus_ids) {
-    char msg[512] = "";
-    st = parts->node_bus_ids(node, &rt->host_bus_ids, &rt->nhost_bus_ids, msg, sizeof msg);
-    if (st) {
-      cb_errb_set(eb, st, "CUBERT_HOST_NODE=%s: %s", node, msg);
-      goto fail;
-    }
-    host.pci_bus_ids = (const char *const *)rt->host_bus_ids;
-    host.pci_bus_id_count = rt->nhost_bus_ids;
-    if (!o.host_devices && !cb_env("CUBERT_HOST_DEVICES")) host.devices = rt->nhost_bus_ids;
-  }
 
   /* Fault injection is the runtime's own: its rules, log and classifier. */
   bool faults = !o.no_faultinj && parts->faults_open;
@@ -275,13 +246,12 @@ static cubert_status create(cb_errb *eb, const cb_runtime_parts *parts, const cu
     cfg.place_alloc = rt->placement ? parts->place_alloc : NULL;
     cfg.place_free = rt->placement ? parts->place_free : NULL;
     cfg.place_ctx = rt->placement ? parts->placement_ctx(rt->placement, rt->nbackends, rt->ndevices) : NULL;
-    cfg.options = strcmp(ops->name, "host") == 0 ? &host : NULL; /* the host backend's own settings */
+    cfg.options = settings ? parts->settings_for(settings, ops->name) : NULL;
     st = faults ? parts->faults_open(ops, rt->faultinj, rt->ndevices, &cfg, &be->state, &count, &err)
                 : ops->open(&cfg, &be->state, &count, &err);
     if (st) {
       cb_errb_backend(eb, st, &err, "opening the backend", ops->name);
-      if (!o.host_peer_deny && host.peer_deny && strstr(err.message, "peer_deny"))
-        cb_str_printf(&eb->msg, "; the pairs came from CUBERT_HOST_PEER_DENY=%s", host.peer_deny);
+      if (settings) parts->settings_explain(settings, ops->name, err.message, &eb->msg);
       goto fail;
     }
     rt->nbackends++;
@@ -359,7 +329,7 @@ void cubert_runtime_destroy(cubert_runtime *rt) {
       fprintf(stderr, "cubert: fault injection: CUBERT_FAULTS %s\n", idle);
     rt->parts->faults_free(rt->faultinj);
   }
-  if (rt->host_bus_ids) rt->parts->node_bus_ids_free(rt->host_bus_ids, rt->nhost_bus_ids);
+  if (rt->settings) rt->parts->settings_free(rt->settings);
   cb_free(rt);
 }
 
