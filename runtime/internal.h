@@ -391,6 +391,7 @@ struct cubert_topology;
 
 struct cb_fi_state;
 struct cb_runtime_parts;
+struct cb_backend_settings;
 
 struct cubert_runtime {
   const struct cb_runtime_parts *parts; /* runtime/parts.h: backends, fault layer, topology */
@@ -402,8 +403,7 @@ struct cubert_runtime {
   int nbackends;
   cb_device **devices;
   int ndevices;
-  char **host_bus_ids;
-  int nhost_bus_ids;
+  struct cb_backend_settings *settings; /* the backends' own (parts->settings_new), or NULL */
 };
 
 struct cubert_client {
