@@ -303,8 +303,6 @@ cubert_status cubert_handle_export(cubert_client *c, const cubert_handle *h, cub
                    "size, CUBERT_MEMORY_SHAREABLE, &handle) to export it",
                    (unsigned long long)a->id);
   if ((st = cb_device_enter(dev))) return st;
-  cb_errb eb;
-  cb_errb_init(&eb, CUBERT_OK);
   if (!a->xshare && (st = share_begin(&eb, a))) {
     cb_device_leave(dev);
     return cb_errb_return(&eb, st);
@@ -457,8 +455,6 @@ cubert_status cubert_handle_import(cubert_client *c, const cubert_export_desc *d
   cb_block block = {mem.address, d.alloc_size, mem.cookie, CB_BLOCK_IMPORTED};
   cb_alloc *a = NULL;
   cubert_handle *h = NULL;
-  cb_errb eb;
-  cb_errb_init(&eb, CUBERT_OK);
   if ((st = cb_handle_adopt(&eb, c, d.alloc_size, &block, d.offset, d.offset + d.size, &a, &h))) {
     leave(x);
     return cb_errb_return(&eb, st);
