@@ -177,8 +177,11 @@ bool cb_bench_write_json(json_t *root, FILE *out, const char *command);
 
 /* True when cubert was built with cairo (SVG output). */
 bool cb_bench_svg_available(void);
-/* From a `cubert bench peer` JSON document: PREFIX-matrix.svg (a heatmap per
- * matrix test) and PREFIX-sweep.svg (GB/s against size, cubert and raw).
+/* From a `cubert bench peer` or `cubert-mpi bench` JSON document:
+ * PREFIX-matrix.svg (a heatmap per matrix test, over devices or ranks: the
+ * "devices" entries; of several sizes, the largest) and PREFIX-sweep.svg
+ * (GB/s against size, cubert and raw: the "sweep" rows, or where there are
+ * none the matrix rows of the first pair).
  * Files with nothing to draw are not written; each written path is printed
  * on `log`. False with a message on stderr. */
 bool cb_bench_svg_write(json_t *peer_doc, const char *prefix, FILE *log);
