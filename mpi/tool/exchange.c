@@ -119,7 +119,7 @@ static void draw(uint64_t seed, uint64_t i, int nranks, program *p) {
   }
   static const int rkinds[3] = {CUBERT_FAULT_FAIL, CUBERT_FAULT_SCRIBBLE, CUBERT_FAULT_PARTIAL};
   p->recv_fault = below(&s, 5) == 0 ? rkinds[below(&s, 3)] : -1;
-  p->recv_frac = fractions[below(&s, 3)]; /* partial:1 would write every byte and still fail: fine, but keep it plain */
+  p->recv_frac = fractions[below(&s, 3)]; /* 0.25 to 0.75 */
   p->recv_nth = 1 + below(&s, 3);
 }
 
@@ -173,9 +173,14 @@ static void sender_model(const program *p, model *m, unsigned char *tmp) {
   }
 }
 
-/* What the transfer makes of the view, chunk by chunk, as mpi/transfer.c
- * does it (docs/cluster.md): returns the landing writes that fire the
- * receiver's write fault (0 or 1) in *recv_fired. */
+/* What the transfer makes of the receiver's handle, chunk by chunk, as
+ * docs/cluster.md says it goes: the eager form or chunks of CHUNK bytes; a
+ * chunk a send fault stopped carries the sender's failure, one a receive
+ * fault stopped or a scribble damaged the receiver's own; the others land
+ * with one write each (the receiver's write fault fails its nth), and the
+ * sender's tainted ranges are tainted over them with the sender's failure.
+ * *recv_fired: whether the write fault fires; *send_ok, *recv_ok: whether
+ * each call must return CUBERT_OK. */
 static void receiver_model(const program *p, const model *snd, model *m, bool *recv_fired, bool *send_ok,
                            bool *recv_ok) {
   bytes_of(p->stale, m->val, p->rtotal);
