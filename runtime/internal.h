@@ -421,6 +421,7 @@ struct cubert_topology;
 struct cb_fi_state;
 struct cb_runtime_parts;
 
+#define CB_RUNTIME_MAX_ON_DESTROY 8
 struct cubert_runtime {
   const struct cb_runtime_parts *parts; /* runtime/parts.h: backends, fault layer, topology */
   struct cubert_topology *topology; /* for fault rules filtered by pair class */
@@ -433,6 +434,12 @@ struct cubert_runtime {
   int ndevices;
   char **host_bus_ids;
   int nhost_bus_ids;
+  /* cubert_client_on_runtime_destroy: called first by cubert_runtime_destroy */
+  struct {
+    void (*fn)(void *ctx);
+    void *ctx;
+  } on_destroy[CB_RUNTIME_MAX_ON_DESTROY];
+  int non_destroy;
 };
 
 struct cubert_client {

@@ -37,7 +37,9 @@ static void usage(FILE *f) {
           "docs/cluster.md says what each does.\n"
           "\nenvironment (besides the cubert tool's, `cubert --help`):\n"
           "  CUBERT_MPI_CHUNK   bytes per chunk of a transfer (default 4M; 64k, 1M... accepted)\n"
-          "  CUBERT_MPI_FAULTS  fault rules at send and receive (docs/cluster.md), per rank\n");
+          "  CUBERT_MPI_FAULTS  fault rules at send and receive (docs/cluster.md), per rank\n"
+          "  CUBERT_MPI_IPC     auto (default): ranks of one node move the bytes through shared device\n"
+          "                     memory (HIP IPC; shm on the host backend); off: through MPI's messages\n");
 }
 
 static bool parse_u64(const char *s, uint64_t *out) {
@@ -410,13 +412,14 @@ static int bench(int argc, char **argv) {
            " B): cubert_handle_read %.2f us + cubert_handle_write %.2f us per transfer\n",
            "", sizes[0], frd * 1e6, fwr * 1e6);
   }
-  uint64_t mine[2] = {x.validated, x.invalid}, all[2] = {0, 0};
-  MPI_Reduce(mine, all, 2, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+  uint64_t mine[3] = {x.validated, x.invalid, cubert_mpi_shared_transfers()}, all[3] = {0, 0, 0};
+  MPI_Reduce(mine, all, 3, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
   int rc = 0;
   if (rank == 0) {
     rc = all[1] == 0 && all[0] > 0 ? 0 : 1;
     printf("\nvalidation: %s (%" PRIu64 " transfers checked byte for byte, %" PRIu64 " wrong)\n",
            rc ? "FAILED" : "passed", all[0] + all[1], all[1]);
+    printf("through shared memory (CUBERT_MPI_IPC, ranks of one node): %" PRIu64 " sends and receives\n", all[2]);
     if (cf) fclose(cf);
     if (json) {
       json_t *o = json_pack("{s:i, s:s, s:s, s:b, s:I, s:I, s:o, s:I, s:I, s:s, s:{s:f, s:f}}", "ranks", nranks,
