@@ -10,10 +10,13 @@
 # Steps: configure build-gpu-mpi/ (-DCUBERT_HIP=ON -DCUBERT_HIP_PLATFORM=nvidia
 # -DCUBERT_MPI=ON, MPI from .mpi-kit), build the MPI suite and cubert-mpi,
 # run tests/mpi/test_mpi_transfer with 2 ranks on the HIP backend (both on
-# device 0), then `cubert-mpi bench` with 2 ranks (device buffers through
-# cubert beside raw MPI on host buffers), and a short sharded campaign.
-# Writes 5 files to $OUT: summary.txt, build.log, tests.log, bench.txt,
-# bench.json. Exit status: non-zero when any step failed.
+# device 0), through shared memory (HIP IPC between the two processes, the
+# default CUBERT_MPI_IPC=auto) and again through MPI's messages
+# (CUBERT_MPI_IPC=off), then `cubert-mpi bench` with 2 ranks (device buffers
+# through cubert beside raw MPI on host buffers) both ways, and a short
+# sharded campaign. Writes 8 files to $OUT: summary.txt, build.log,
+# tests.log, tests-wire.log, bench.txt, bench.json, bench-wire.txt,
+# bench-wire.json. Exit status: non-zero when any step failed.
 #
 # Trying the script's logic where there is no GPU: CUBERT_GPU_MPI_BACKEND=host
 # (no .gpu-kit needed; the system's MPI is used when .mpi-kit is absent).
@@ -73,26 +76,37 @@ else
 fi
 
 # The suite: taint across ranks exactly, injected transport faults, bad
-# input; 2 ranks, each with its client on device 0 of $backend.
-if CUBERT_MPI_TEST_BACKEND=$backend CK_VERBOSITY=verbose \
-     run_ranks -n 2 "$build/tests/mpi/test_mpi_transfer" >"$out/tests.log" 2>&1; then
-  summary "tests (2 ranks, $backend): $(grep -m1 '%: Checks' "$out/tests.log")"
-else
-  summary "tests (2 ranks, $backend): FAILED (tests.log)"
-  grep -E ':[FE]:|skipped' "$out/tests.log" | head -n 20 | tee -a "$out/summary.txt"
-  rc=1
-fi
+# input; 2 ranks, each with its client on device 0 of $backend. Twice: the
+# ranks share the node, so through shared memory (auto; the suite asserts
+# it), then through MPI's messages (off).
+for ipc in auto off; do
+  log=tests.log
+  [ "$ipc" = off ] && log=tests-wire.log
+  if CUBERT_MPI_IPC=$ipc CUBERT_MPI_TEST_BACKEND=$backend CK_VERBOSITY=verbose \
+       run_ranks -n 2 "$build/tests/mpi/test_mpi_transfer" >"$out/$log" 2>&1; then
+    summary "tests (2 ranks, $backend, CUBERT_MPI_IPC=$ipc): $(grep -m1 '%: Checks' "$out/$log")"
+  else
+    summary "tests (2 ranks, $backend, CUBERT_MPI_IPC=$ipc): FAILED ($log)"
+    grep -E ':[FE]:|skipped|left behind' "$out/$log" | head -n 20 | tee -a "$out/summary.txt"
+    rc=1
+  fi
+done
 
 # Bandwidth and latency between the two ranks; device buffers through
-# cubert beside raw MPI on host buffers.
-if run_ranks -n 2 "$build/mpi/tool/cubert-mpi" bench --sizes 8,4K,64K,1M,16M,64M --iters 10 \
-     --json "$out/bench.json" >"$out/bench.txt" 2>&1; then
-  summary "bench (2 ranks): $(grep -m1 '^validation' "$out/bench.txt")"
-else
-  summary "bench (2 ranks): FAILED (bench.txt)"
-  rc=1
-fi
-grep -E '^(pair|0-1| +latency| +of which|GPU-aware)' "$out/bench.txt" | tee -a "$out/summary.txt"
+# cubert beside raw MPI on host buffers; through shared memory, then
+# through MPI's messages.
+for ipc in auto off; do
+  b=bench
+  [ "$ipc" = off ] && b=bench-wire
+  if CUBERT_MPI_IPC=$ipc run_ranks -n 2 "$build/mpi/tool/cubert-mpi" bench --sizes 8,4K,64K,1M,16M,64M \
+       --iters 10 --json "$out/$b.json" >"$out/$b.txt" 2>&1; then
+    summary "bench (2 ranks, CUBERT_MPI_IPC=$ipc): $(grep -m1 '^validation' "$out/$b.txt")"
+  else
+    summary "bench (2 ranks, CUBERT_MPI_IPC=$ipc): FAILED ($b.txt)"
+    rc=1
+  fi
+  grep -E '^(pair|0-1| +latency| +of which|GPU-aware|through shared)' "$out/$b.txt" | tee -a "$out/summary.txt"
+done
 
 # A campaign sharded over the 2 ranks (the harness's programs run on the
 # host backend: the campaign's devices are simulated ones).
