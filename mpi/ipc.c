@@ -79,14 +79,11 @@ static void whoami(ipc_who *w) {
 }
 
 cubert_status mpi_ipc_open(MPI_Comm dup, mpi_ipc **out, char *why, size_t cap) {
+  /* a bad value is said after the collective calls below, which every
+   * rank makes whatever its environment */
   const char *v = getenv("CUBERT_MPI_IPC");
-  int on = 1;
-  if (v && (!strcmp(v, "off") || !strcmp(v, "0")))
-    on = 0;
-  else if (v && *v && strcmp(v, "auto") && strcmp(v, "on") && strcmp(v, "1")) {
-    snprintf(why, cap, "CUBERT_MPI_IPC=%s: expected auto or off", v);
-    return CUBERT_ERR_INVALID_ARGUMENT;
-  }
+  bool off = v && (!strcmp(v, "off") || !strcmp(v, "0"));
+  bool bad = v && *v && !off && strcmp(v, "auto") && strcmp(v, "on") && strcmp(v, "1");
   mpi_ipc *x = calloc(1, sizeof *x);
   ipc_who me = {0}, *all = NULL;
   int size = 0;
@@ -109,13 +106,19 @@ cubert_status mpi_ipc_open(MPI_Comm dup, mpi_ipc **out, char *why, size_t cap) {
   } else {
     me.leader = -1 - x->me; /* alone */
   }
-  me.on = on;
+  me.on = !off && !bad;
   whoami(&me);
   MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, dup);
   for (int p = 0; p < x->size; p++)
     x->peers[p].node = p != x->me && me.on && all[p].on && all[p].leader == me.leader &&
                        !strcmp(all[p].host, me.host);
   free(all);
+  if (bad) {
+    snprintf(why, cap, "CUBERT_MPI_IPC=%s: expected auto or off", v);
+    free(x->peers);
+    free(x);
+    return CUBERT_ERR_INVALID_ARGUMENT;
+  }
   pthread_mutex_init(&x->lock, NULL);
   *out = x;
   return CUBERT_OK;

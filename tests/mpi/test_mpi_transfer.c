@@ -543,6 +543,19 @@ START_TEST(test_bad_arguments_send_nothing) {
   cb_test_status(cubert_mpi_send(NULL, h, partner, 1, MPI_COMM_WORLD, NULL), CUBERT_ERR_INVALID_ARGUMENT);
   cb_test_status(cubert_mpi_recv(env.clients[0], NULL, partner, 1, MPI_COMM_WORLD, NULL), CUBERT_ERR_INVALID_ARGUMENT);
   cb_test_status(cubert_mpi_wait(NULL, NULL), CUBERT_ERR_INVALID_ARGUMENT);
+  /* a CUBERT_MPI_IPC that is neither auto nor off: refused, on every rank */
+  const char *was = getenv("CUBERT_MPI_IPC");
+  char *keep = was ? strdup(was) : NULL;
+  setenv("CUBERT_MPI_IPC", "maybe", 1);
+  MPI_Comm comm;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  cb_test_status(cubert_mpi_init(comm), CUBERT_ERR_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(cubert_last_error_message(), "CUBERT_MPI_IPC=maybe") != NULL, "%s",
+                cubert_last_error_message());
+  MPI_Comm_free(&comm);
+  if (keep) setenv("CUBERT_MPI_IPC", keep, 1);
+  else unsetenv("CUBERT_MPI_IPC");
+  free(keep);
   if (sender) {
     char junk[10] = "not cubert";
     MPI_Send(junk, sizeof junk, MPI_CHAR, partner, 11, MPI_COMM_WORLD);
