@@ -25,7 +25,7 @@ typedef struct ipc_slot {
   cubert_handle *h;   /* shareable, cap + IPC_GUARD bytes */
   cubert_handle *old; /* the buffer h replaced: freed once the peer let go of it */
   cubert_export_desc desc;
-  uint64_t id, cap;
+  uint64_t id, cap, old_cap;
   bool busy; /* a send's bytes wait in it */
   bool dead; /* a send ended without its acknowledgement: the peer may still read it */
 } ipc_slot;
@@ -55,6 +55,19 @@ struct ipc_ticket {
 };
 
 static _Atomic uint64_t transfers, next_id = 1;
+
+/* Device memory this process holds in staging buffers (every peer and
+ * communicator). A new buffer of `cap` bytes is made only while the total
+ * stays within the larger of IPC_HOLD and twice `cap`; else the transfer
+ * takes the wire. */
+#define IPC_HOLD (4ull << 30)
+static _Atomic uint64_t held;
+
+static void let_go(cubert_handle *h, uint64_t cap) {
+  if (!h) return;
+  cubert_handle_release(h);
+  atomic_fetch_sub(&held, cap + IPC_GUARD);
+}
 
 uint64_t mpi_ipc_count(void) { return atomic_load(&transfers); }
 
@@ -133,8 +146,8 @@ void mpi_ipc_close(mpi_ipc *x, MPI_Comm dup) {
   MPI_Barrier(dup);
   for (int p = 0; p < x->size; p++)
     for (int s = 0; s < IPC_SLOTS; s++) {
-      cubert_handle_release(x->peers[p].slot[s].h);
-      cubert_handle_release(x->peers[p].slot[s].old);
+      let_go(x->peers[p].slot[s].h, x->peers[p].slot[s].cap);
+      let_go(x->peers[p].slot[s].old, x->peers[p].slot[s].old_cap);
     }
   pthread_mutex_destroy(&x->lock);
   free(x->peers);
@@ -245,15 +258,24 @@ static int slot_for(ipc_peer *p, cubert_client *client, uint64_t size) {
   if (pick < 0) return -1;
   uint64_t cap = IPC_MIN_CAP;
   while (cap < size) cap *= 2;
+  uint64_t now = atomic_fetch_add(&held, cap + IPC_GUARD) + cap + IPC_GUARD;
+  if (now > (2 * cap > IPC_HOLD ? 2 * cap : IPC_HOLD)) {
+    atomic_fetch_sub(&held, cap + IPC_GUARD);
+    return -1;
+  }
   cubert_handle *h = NULL;
   cubert_export_desc desc;
-  if (cubert_handle_empty_with(client, cap + IPC_GUARD, CUBERT_MEMORY_SHAREABLE, &h) != CUBERT_OK) return -1;
+  if (cubert_handle_empty_with(client, cap + IPC_GUARD, CUBERT_MEMORY_SHAREABLE, &h) != CUBERT_OK) {
+    atomic_fetch_sub(&held, cap + IPC_GUARD);
+    return -1;
+  }
   if (cubert_handle_export(client, h, &desc) != CUBERT_OK) {
-    cubert_handle_release(h);
+    let_go(h, cap);
     return -1;
   }
   ipc_slot *sl = &p->slot[pick];
   sl->old = sl->h;
+  sl->old_cap = sl->cap;
   sl->h = h;
   sl->desc = desc;
   sl->cap = cap;
@@ -390,16 +412,18 @@ void mpi_ipc_ticket_end(ipc_ticket *t) {
   ipc_peer *p = &x->peers[t->peer];
   ipc_slot *sl = &p->slot[t->slot];
   cubert_handle *drop = NULL;
+  uint64_t drop_cap = 0;
   if (acked) {
     sl->busy = false;
     drop = sl->old; /* the peer let go of it before it answered */
+    drop_cap = sl->old_cap;
     sl->old = NULL;
     if (wire_get64(t->ack + 8)) p->node = false; /* it could not map the buffer: the wire from now on */
   } else {
     sl->dead = true;
   }
   pthread_mutex_unlock(&x->lock);
-  cubert_handle_release(drop);
+  let_go(drop, drop_cap);
   free(t);
 }
 
