@@ -414,7 +414,7 @@ bool cb_bench_rows_csv(const cb_bench_rows *rows, FILE *out) {
 
 bool cb_bench_write_json(json_t *root, FILE *out, const char *command) {
   if (json_dumpf(root, out, JSON_INDENT(1) | JSON_REAL_PRECISION(8)) != 0 || fputc('\n', out) == EOF) {
-    fprintf(stderr, "cubert %s: --json: writing the JSON failed: %s\n", command, strerror(errno));
+    cb_cli_error(command, "--json: writing the JSON failed: %s", strerror(errno));
     return false;
   }
   return true;

@@ -26,7 +26,7 @@ bool cb_bench_svg_writable(const char *prefix, const char *command) {
   else
     snprintf(dir, sizeof dir, "%.*s", slash == prefix ? 1 : (int)(slash - prefix), prefix);
   if (access(dir, W_OK) != 0) {
-    fprintf(stderr, "cubert %s: --svg: cannot write into %s: %s\n", command, dir, strerror(errno));
+    cb_cli_error(command, "--svg: cannot write into %s: %s", dir, strerror(errno));
     return false;
   }
   return true;
@@ -373,7 +373,7 @@ bool cb_bench_svg_write(json_t *doc, const char *prefix, FILE *log) {
     int r = k ? write_sweep(doc, path) : write_matrix(doc, path);
     if (r > 0) fprintf(log, "wrote %s\n", path);
     else if (r < 0) {
-      fprintf(stderr, "cubert bench: could not write %s\n", path);
+      fprintf(stderr, "%s bench: could not write %s\n", cb_cli_program(), path);
       ok = false;
     }
   }
@@ -393,7 +393,7 @@ bool cb_bench_svg_write(json_t *doc, const char *prefix, FILE *log) {
   (void)doc;
   (void)prefix;
   (void)log;
-  fprintf(stderr, "cubert bench: built without cairo (libcairo2-dev): no SVG\n");
+  fprintf(stderr, "%s bench: built without cairo (libcairo2-dev): no SVG\n", cb_cli_program());
   return false;
 }
 

@@ -65,8 +65,9 @@ run_ranks() {
     "$mpirun" --oversubscribe "${root_flag[@]}" "$@"
 }
 
+# with the benchmarks: `cubert-mpi bench` is built only with them
 if cmake -S "$root" -B "$build" -G Ninja "${platform[@]}" -DCUBERT_MPI=ON -DMPI_C_COMPILER="$mpicc" \
-     -DCUBERT_BUILD_BENCH=OFF >"$out/build.log" 2>&1 &&
+     -DCUBERT_BUILD_BENCH=ON >"$out/build.log" 2>&1 &&
    cmake --build "$build" --parallel "$jobs" --target test_mpi_transfer cubert_mpi_tool >>"$out/build.log" 2>&1; then
   summary "build: ok"
 else

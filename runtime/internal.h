@@ -85,16 +85,11 @@ int cb_failure_rank(void);
 
 /* ------------------------------------------------------------ errors */
 
-/* Inside the library a failure travels as a value: internal functions fill
- * a cb_errb the caller owns (cb_errb_set, cb_taint_refusal, cb_order_access)
- * and never read the thread's last error; the public entry point records it
- * (cb_errb_finish, or cb_fail for a plain message). tests/
- * no_last_error_reads.cmake keeps it so. */
-
-typedef struct cb_err_entry {
-  cubert_failure *failure;
-  uint64_t start, end;
-} cb_err_entry;
+/* The error value (cb_errb: cb_errb_init, _set, _finish, _discard,
+ * _return) and cb_fail are in runtime/fail.h, shared with the layers above;
+ * internal functions fill a cb_errb the caller owns (cb_errb_set,
+ * cb_taint_refusal, cb_order_access) and never read the thread's last
+ * error. tests/no_last_error_reads.cmake keeps it so. */
 
 struct cubert_error {
   atomic_uint refs;
@@ -104,32 +99,8 @@ struct cubert_error {
   size_t nentries;
 };
 
-/* An error being built: message plus the failures it met. */
-typedef struct cb_errb {
-  cubert_status status;
-  cb_str msg;
-  cb_err_entry *entries;
-  size_t n, cap;
-} cb_errb;
-
-void cb_errb_init(cb_errb *b, cubert_status status);
-/* Starts `b` as an error of `status` with a formatted message, records
- * nothing (the failure as a value: a public entry point finishes it);
- * returns `status`. */
-cubert_status cb_errb_set(cb_errb *b, cubert_status status, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
+/* Adds failure `f` over [start, end) to `b` (a reference taken). */
 void cb_errb_add(cb_errb *b, const cubert_failure *f, uint64_t start, uint64_t end);
-/* Records the error for this thread; returns its status. */
-cubert_status cb_errb_finish(cb_errb *b);
-void cb_errb_discard(cb_errb *b);
-/* The end of a public entry point whose helpers fill `b` (started with
- * cb_errb_init(b, CUBERT_OK)): a failure `st` with `b` set is recorded from
- * it; otherwise `b` is discarded (a helper not yet converted recorded its
- * own). Returns `st`. */
-cubert_status cb_errb_return(cb_errb *b, cubert_status st);
 /* cb_fail: runtime/fail.h. */
 /* The same as a value (cb_errb_set). */
 cubert_status cb_errb_backend(cb_errb *b, cubert_status status, const cubert_berr *err, const char *what,
