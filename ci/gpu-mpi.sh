@@ -13,10 +13,12 @@
 # device 0), through shared memory (HIP IPC between the two processes, the
 # default CUBERT_MPI_IPC=auto) and again through MPI's messages
 # (CUBERT_MPI_IPC=off), then `cubert-mpi bench` with 2 ranks (device buffers
-# through cubert beside raw MPI on host buffers) both ways, and a short
-# sharded campaign. Writes 8 files to $OUT: summary.txt, build.log,
-# tests.log, tests-wire.log, bench.txt, bench.json, bench-wire.txt,
-# bench-wire.json. Exit status: non-zero when any step failed.
+# through cubert beside raw MPI: on device buffers where GPU-aware, else
+# staged by hand; and on host buffers) the same two ways, and a short
+# sharded campaign. Writes to $OUT: summary.txt, build.log, tests.log,
+# tests-wire.log, bench.txt, bench.json, bench.csv, bench-wire.txt,
+# bench-wire.json, bench-wire.csv (and bench-matrix.svg, bench-sweep.svg
+# where cairo was found). Exit status: non-zero when any step failed.
 #
 # Trying the script's logic where there is no GPU: CUBERT_GPU_MPI_BACKEND=host
 # (no .gpu-kit needed; the system's MPI is used when .mpi-kit is absent).
@@ -93,20 +95,26 @@ for ipc in auto off; do
   fi
 done
 
-# Bandwidth and latency between the two ranks; device buffers through
-# cubert beside raw MPI on host buffers; through shared memory, then
-# through MPI's messages.
+# Bandwidth and latency between the two ranks (osu_bw/osu_bibw/osu_latency's
+# method); device buffers through cubert beside MPI on device buffers where
+# the MPI is GPU-aware, else staged by hand (hipMemcpy to pinned memory, MPI,
+# hipMemcpy), and MPI on host buffers. The pictures where cairo is in.
+# Through shared memory (auto), then through MPI's messages (off).
+svg=()
+grep -q 'SVG output on' "$out/build.log" && svg=(--svg "$out/bench")
 for ipc in auto off; do
   b=bench
-  [ "$ipc" = off ] && b=bench-wire
+  pictures=("${svg[@]}")
+  [ "$ipc" = off ] && b=bench-wire && pictures=()
   if CUBERT_MPI_IPC=$ipc run_ranks -n 2 "$build/mpi/tool/cubert-mpi" bench --sizes 8,4K,64K,1M,16M,64M \
-       --iters 10 --json "$out/$b.json" >"$out/$b.txt" 2>&1; then
+       --iters 10 --json "$out/$b.json" --csv "$out/$b.csv" "${pictures[@]}" >"$out/$b.txt" 2>&1; then
     summary "bench (2 ranks, CUBERT_MPI_IPC=$ipc): $(grep -m1 '^validation' "$out/$b.txt")"
   else
     summary "bench (2 ranks, CUBERT_MPI_IPC=$ipc): FAILED ($b.txt)"
     rc=1
   fi
-  grep -E '^(pair|0-1| +latency| +of which|GPU-aware|through shared)' "$out/$b.txt" | tee -a "$out/summary.txt"
+  grep -E '^(pair|0-1| +latency| +of which|  (MPI on|staged by)|through shared)' "$out/$b.txt" |
+    tee -a "$out/summary.txt"
 done
 
 # A campaign sharded over the 2 ranks (the harness's programs run on the

@@ -41,9 +41,9 @@ typedef struct ipc_ticket ipc_ticket; /* a send's hold on its staging buffer */
  * ($CUBERT_MPI_IPC: auto, the default, or off). A value that is neither:
  * CUBERT_ERR_INVALID_ARGUMENT with `why` filled, nothing made. */
 cubert_status mpi_ipc_open(MPI_Comm dup, mpi_ipc **out, char *why, size_t cap);
-/* Collective: lets go of the peers' buffers, waits for every rank to have
- * done so, then frees this rank's. Sends must be finished (their tickets
- * ended). NULL: nothing. */
+/* Lets go of the peers' buffers and frees this rank's (no peer reads them:
+ * every send must be finished, its ticket ended); waits for no other rank.
+ * NULL: nothing. */
 void mpi_ipc_close(mpi_ipc *ipc, MPI_Comm dup);
 
 /* What a transfer tells the path; `req` is transfer.c's request, for the
