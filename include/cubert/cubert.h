@@ -339,6 +339,15 @@ CUBERT_API cubert_status cubert_runtime_device_link(cubert_runtime *runtime, int
 CUBERT_API cubert_status cubert_client_create(cubert_runtime *runtime, int device,
                                               cubert_client **client);
 CUBERT_API void cubert_client_destroy(cubert_client *client);
+/* Asks cubert_runtime_destroy() of the client's runtime to call fn(ctx)
+ * first, while every device and its memory are still there: for components
+ * built on this API (libcubert_mpi) whose work in flight uses memory of the
+ * runtime that another process may still be reading. fn must not use the
+ * runtime's clients (they are gone by then). Registering the same fn and
+ * ctx again does nothing; a runtime takes 8 (then CUBERT_ERR_OUT_OF_MEMORY,
+ * nothing registered). Each is called once, in the order registered. */
+CUBERT_API cubert_status cubert_client_on_runtime_destroy(cubert_client *client, void (*fn)(void *ctx),
+                                                          void *ctx);
 CUBERT_API int cubert_client_device(const cubert_client *client);
 
 /* A new stream on the client's device. Streams live as long as the runtime. */
