@@ -17,8 +17,11 @@
  * and returns when the last chunk is copied (the caller's buffer is then
  * consumed, as backend.h asks); a read keeps up to `nchunks` device-to-host
  * copies queued and copies each out as it lands, returning when all are in
- * the caller's buffer. Sizes come from the machine: threads min(8, cores/2)
- * (cores online), 4 chunks of 16 MiB, split finer for smaller transfers;
+ * the caller's buffer. Sizes come from the machine: threads min(16, cores)
+ * (cores online), 8 chunks of 8 MiB, split finer for smaller transfers
+ * (swept on the H200 on 2026-12-02, docs/bench.md: 16 threads with 8 chunks
+ * of 8 MiB moved 47-49 GB/s pageable both ways at 256 MiB, 8 threads with 4
+ * of 16 MiB 32-45);
  * $CUBERT_HIP_COPY_THREADS, $CUBERT_HIP_STAGING_CHUNKS and
  * $CUBERT_HIP_STAGING_CHUNK override them, $CUBERT_HIP_PIPE_FROM the size
  * from which transfers take the pipeline (default 1 MiB).
@@ -227,11 +230,11 @@ static cb_hip_pipe *pipe_get(cb_hip_device *dev) {
   peer_side **peers = cb_calloc((size_t)dev->backend->device_count + 1, sizeof *peers);
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   int threads = (int)env_size(cb_env("CUBERT_HIP_COPY_THREADS"), 0);
-  if (!threads) threads = cores >= 4 ? (int)(cores / 2 < 8 ? cores / 2 : 8) : 1;
-  int nchunks = (int)env_size(cb_env("CUBERT_HIP_STAGING_CHUNKS"), 4);
+  if (!threads) threads = cores >= 4 ? (int)(cores < 16 ? cores : 16) : 1;
+  int nchunks = (int)env_size(cb_env("CUBERT_HIP_STAGING_CHUNKS"), 8);
   if (nchunks < 2) nchunks = 2;
   if (nchunks > PIPE_CHUNKS_MAX) nchunks = PIPE_CHUNKS_MAX;
-  size_t chunk = (size_t)env_size(cb_env("CUBERT_HIP_STAGING_CHUNK"), (uint64_t)16 << 20);
+  size_t chunk = (size_t)env_size(cb_env("CUBERT_HIP_STAGING_CHUNK"), (uint64_t)8 << 20);
   chunk = (chunk + 4095) & ~(size_t)4095;
   if (!p || !peers) goto fail;
   p->peers = peers;
