@@ -91,7 +91,7 @@ fi
 # hipMemcpy), and MPI on host buffers. The pictures where cairo is in.
 svg=()
 grep -q 'SVG output on' "$out/build.log" && svg=(--svg "$out/bench")
-if run_ranks -n 2 "$build/mpi/tool/cubert-mpi" bench --sizes 8,4K,64K,1M,16M,64M --iters 10 \
+if run_ranks -n 2 "$build/mpi/tool/cubert-mpi" bench --sizes 8,4K,64K,1M,16M,64M --iters 4 \
      --json "$out/bench.json" --csv "$out/bench.csv" "${svg[@]}" >"$out/bench.txt" 2>&1; then
   summary "bench (2 ranks): $(grep -m1 '^validation' "$out/bench.txt")"
 else
