@@ -107,7 +107,7 @@ for ipc in auto off; do
   pictures=("${svg[@]}")
   [ "$ipc" = off ] && b=bench-wire && pictures=()
   if CUBERT_MPI_IPC=$ipc run_ranks -n 2 "$build/mpi/tool/cubert-mpi" bench --sizes 8,4K,64K,1M,16M,64M \
-       --iters 10 --json "$out/$b.json" --csv "$out/$b.csv" "${pictures[@]}" >"$out/$b.txt" 2>&1; then
+       --iters 4 --json "$out/$b.json" --csv "$out/$b.csv" "${pictures[@]}" >"$out/$b.txt" 2>&1; then
     summary "bench (2 ranks, CUBERT_MPI_IPC=$ipc): $(grep -m1 '^validation' "$out/$b.txt")"
   else
     summary "bench (2 ranks, CUBERT_MPI_IPC=$ipc): FAILED ($b.txt)"

@@ -2,6 +2,8 @@
  * installed).
  *
  *   cubert_mpi_tool.c  main (MPI_Init, dispatch), `campaign`, the helpers below
+ *   exchange.c         the campaign's programs that send and receive between
+ *                      ranks (exchange.h)
  *   bench.c            `bench`: bandwidth and latency between ranks
  *                      (built with CUBERT_BUILD_BENCH; else main's weak
  *                      default says "not built", as `cubert bench` does)

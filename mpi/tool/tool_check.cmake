@@ -5,6 +5,8 @@
 #     checks, faults by kind, violations by kind..., then the same for the
 #     exchanges) is the same. ci/test.sh's mpi stage does it with 100,000
 #     faults and more.
+#   -DMODE=usage: bad options on RANKS ranks exit 2 with one message
+#     naming option and value; `bench --help` prints the usage.
 #   -DMODE=bench: `bench --quick` over RANKS ranks exits 0, says
 #     "validation: passed" and which raw baselines ran, and writes a CSV and
 #     a JSON whose validation passed, with cubert's rows of every pair beside
@@ -112,6 +114,29 @@ elseif(MODE STREQUAL "bench")
   else()
     message("built without cairo: no SVG to check")
   endif()
+elseif(MODE STREQUAL "usage")
+  # bad input: exit status 2 and one message (rank 0's) naming the option
+  # and value, as the cubert commands say it; --help on stdout, status 0
+  foreach(case "bench;--window;0;--window wants a number from 1 to 64, not '0'"
+               "campaign;--bogus;x;unknown option \\(or one that takes no value\\) '--bogus'")
+    list(GET case 0 cmd)
+    list(GET case 1 opt)
+    list(GET case 2 val)
+    list(GET case 3 want)
+    execute_process(COMMAND ${MPIEXEC} ${NP} ${RANKS} ${TOOL} ${cmd} ${opt} ${val}
+                    RESULT_VARIABLE rc OUTPUT_VARIABLE stdout ERROR_VARIABLE err)
+    string(REGEX MATCHALL "cubert-mpi ${cmd}: ${want}" said "${err}")
+    list(LENGTH said times)
+    if(NOT rc EQUAL 2 OR NOT times EQUAL 1)
+      message(FATAL_ERROR "cubert-mpi ${cmd} ${opt} ${val} on ${RANKS} ranks: exit ${rc}, said it ${times} times "
+                          "(want exit 2, once):\n${err}")
+    endif()
+  endforeach()
+  run(${RANKS} bench --help)
+  if(NOT out MATCHES "^usage: mpirun -n N cubert-mpi bench")
+    message(FATAL_ERROR "bench --help printed no usage on stdout")
+  endif()
+  message("bad options: exit status 2 and one message each")
 else()
-  message(FATAL_ERROR "MODE must be campaign or bench")
+  message(FATAL_ERROR "MODE must be campaign, bench or usage")
 endif()
