@@ -9,12 +9,14 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "mpi/inject.h"
+#include "mpi/profile.h"
 #include "mpi/wire.h"
 
 #if defined(__has_include)
@@ -153,6 +155,7 @@ cubert_status cubert_mpi_init(MPI_Comm comm) {
   if (rc != MPI_SUCCESS) return fail(CUBERT_ERR_BACKEND, "cubert_mpi_init: MPI_Comm_create_keyval failed");
   if (state_of(comm)) return CUBERT_OK;
 
+  prof_init();
   const char *rules = getenv("CUBERT_MPI_FAULTS");
   if (rules && rules[0]) {
     char why[256];
@@ -187,6 +190,9 @@ cubert_status cubert_mpi_finalize(MPI_Comm comm) {
   comm_state *cs = state_of(comm);
   if (!cs) return CUBERT_OK;
   reap(true, cs);
+  int me = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  prof_report(me);
   MPI_Comm_delete_attr(comm, keyval);
   MPI_Comm_free(&cs->dup);
   free(cs->next);
@@ -233,8 +239,6 @@ struct cubert_mpi_request {
   comm_state *cs;
   int peer, tag, ptag;
   uint64_t size, chunk, nchunks;
-  /* the header; in the eager form its one chunk follows in the same message */
-  unsigned char header[WIRE_HEADER_SIZE + WIRE_CHUNK_PREFIX + WIRE_EAGER_MAX];
   MPI_Request header_req;
   /* send: every message posted, and what they point at */
   unsigned char *ranges;
@@ -250,7 +254,12 @@ struct cubert_mpi_request {
   char message[512];      /* its message */
   mpi_hit hit;
   bool injected;
+  double pt;              /* profile: when the current phase began */
+  uint64_t messages;      /* profile: MPI messages of the exchange */
   struct cubert_mpi_request *next; /* in the list of sends still travelling */
+  /* last, and not zeroed at set-up (16 KiB: a cost per small transfer):
+   * the header; in the eager form its one chunk follows in the same message */
+  unsigned char header[WIRE_HEADER_SIZE + WIRE_CHUNK_PREFIX + WIRE_EAGER_MAX];
 };
 
 /* What a request holds of the caller's: its failures and its view. */
@@ -398,6 +407,8 @@ static int next_ptag(comm_state *cs, int dest) {
 }
 
 static cubert_status post(cubert_mpi_request *r, int rc, const char *what) {
+  prof_lap(PROF_POST, &r->pt);
+  r->messages++;
   if (rc == MPI_SUCCESS) return CUBERT_OK;
   char t[MPI_MAX_ERROR_STRING + 1];
   mpi_text(rc, t, sizeof t);
@@ -408,11 +419,13 @@ static cubert_status post(cubert_mpi_request *r, int rc, const char *what) {
 /* A request for a call that passed check_call. */
 static cubert_status request_new(const char *fn, cubert_client *client, const cubert_handle *view, int peer, int tag,
                                  MPI_Comm comm, bool send, cubert_mpi_request **out) {
+  double t0 = prof_now();
   comm_state *cs = NULL;
   cubert_status st = check_call(fn, client, view, peer, tag, comm, !send, &cs);
   if (st) return st;
-  cubert_mpi_request *r = calloc(1, sizeof *r);
+  cubert_mpi_request *r = malloc(sizeof *r);
   if (!r) return fail(CUBERT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+  memset(r, 0, offsetof(cubert_mpi_request, header));
   r->send = send;
   r->client = client;
   r->view = cubert_handle_clone(view);
@@ -421,6 +434,8 @@ static cubert_status request_new(const char *fn, cubert_client *client, const cu
   r->peer = peer;
   r->tag = tag;
   r->size = cubert_handle_size_in_use(view);
+  r->pt = t0;
+  prof_lap(PROF_CHECK, &r->pt);
   *out = r;
   return CUBERT_OK;
 }
@@ -474,6 +489,7 @@ static bool send_eager(cubert_mpi_request *r) {
   if (r->injected || r->nspans || !r->size || r->size > WIRE_EAGER_MAX) return false;
   unsigned char *msg = r->header + WIRE_HEADER_SIZE, *data = msg + WIRE_CHUNK_PREFIX;
   const cubert_failure *bad = read_part(r, 0, r->size, data);
+  prof_lap(PROF_READ, &r->pt);
   if (bad) {
     cubert_failure_release(bad);
     return false;
@@ -510,6 +526,7 @@ static cubert_status start_send(const char *fn, cubert_client *client, const cub
     request_free(r);
     return fail(CUBERT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
   }
+  prof_lap(PROF_WALK, &r->pt);
   if (send_eager(r)) {
     *out = r;
     return CUBERT_OK;
@@ -570,6 +587,7 @@ static cubert_status start_send(const char *fn, cubert_client *client, const cub
       pos = gap_end;
     }
     uint32_t flags = 0;
+    prof_lap(PROF_READ, &r->pt);
     if (bad) {
       memset(data, 0, (size_t)(b - a)); /* what was read of it does not travel */
       flags = WIRE_CHUNK_UNREAD;
@@ -603,6 +621,7 @@ static cubert_status start_send(const char *fn, cubert_client *client, const cub
        * again in finish_send's test */
       int done = 0;
       MPI_Testall(r->nreqs, r->reqs, &done, MPI_STATUSES_IGNORE);
+      prof_lap(PROF_SEND_TEST, &r->pt);
     }
   }
   if (inj) cubert_failure_release(inj);
@@ -687,7 +706,10 @@ static cubert_status finish_send(cubert_mpi_request *r, cubert_mpi_info *info) {
     note(r, CUBERT_ERR_BACKEND, "MPI_Testall failed: %s", t);
     done = 1;
   }
+  prof_lap(PROF_SEND_TEST, &r->pt);
   cubert_status st = verdict(r, info);
+  prof_lap(PROF_VERDICT, &r->pt);
+  prof_count(true, r->messages, r->size);
   if (done) {
     request_free(r);
   } else {
@@ -780,6 +802,7 @@ static void land_chunk(cubert_mpi_request *r, uint64_t k, unsigned char *msg, ui
     rc = MPI_Recv(&rec, CUBERT_FAILURE_RECORD_SIZE, MPI_BYTE, r->peer, r->ptag + 1, r->cs->dup, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) memset(&rec, 0, sizeof rec);
     bad = import_or_explain(r, &rec, "an unread chunk");
+    r->messages++;
   }
   if (!bad && k >= stop) {
     if (!inj) inj = injected_failure(r, r->hit.fault == MPI_FAULT_FAIL ? "receive failed" : "receive stopped part way");
@@ -819,7 +842,10 @@ static void land_chunk(cubert_mpi_request *r, uint64_t k, unsigned char *msg, ui
 static cubert_status finish_recv(cubert_mpi_request *r, cubert_mpi_info *info) {
   char t[MPI_MAX_ERROR_STRING + 1], why[600];
   MPI_Status s;
+  r->pt = prof_now();
   int rc = MPI_Wait(&r->header_req, &s);
+  prof_lap(PROF_HEADER_WAIT, &r->pt);
+  r->messages = 1;
   if (rc != MPI_SUCCESS) {
     mpi_text(rc, t, sizeof t);
     snprintf(why, sizeof why, "the header from rank %d tag %d did not arrive: %s", r->peer, r->tag, t);
@@ -877,6 +903,7 @@ static cubert_status finish_recv(cubert_mpi_request *r, cubert_mpi_info *info) {
   int me = -1;
   MPI_Comm_rank(MPI_COMM_WORLD, &me);
   r->injected = mpi_inject_decide(false, me, r->peer, &r->hit);
+  prof_lap(PROF_TAINT, &r->pt);
 
   /* The sender's tainted ranges. */
   if (h.nranges) {
@@ -900,6 +927,8 @@ static cubert_status finish_recv(cubert_mpi_request *r, cubert_mpi_info *info) {
       }
     }
     free(buf);
+    r->messages++;
+    prof_lap(PROF_CHUNK_WAIT, &r->pt);
   }
 
   /* The chunks, two in flight. */
@@ -915,6 +944,7 @@ static cubert_status finish_recv(cubert_mpi_request *r, cubert_mpi_info *info) {
   const cubert_failure *inj = NULL;
   if (eager) { /* the one chunk came with the header */
     land_chunk(r, 0, r->header + WIRE_HEADER_SIZE, stop, &inj);
+    prof_lap(PROF_LAND, &r->pt);
     k = r->nchunks;
   } else if (r->nchunks && !ring) {
     note(r, CUBERT_ERR_OUT_OF_MEMORY, "out of memory for %zu bytes of receive buffers", 2 * slot);
@@ -931,6 +961,8 @@ static cubert_status finish_recv(cubert_mpi_request *r, cubert_mpi_info *info) {
     uint64_t a = k * r->chunk, b = a + r->chunk < r->size ? a + r->chunk : r->size;
     unsigned char *msg = ring + (k % 2) * slot;
     rc = MPI_Wait(&rq[k % 2], &s);
+    prof_lap(PROF_CHUNK_WAIT, &r->pt);
+    r->messages++;
     int got = 0;
     if (rc == MPI_SUCCESS) MPI_Get_count(&s, MPI_BYTE, &got);
     if (rc != MPI_SUCCESS || (uint64_t)got != WIRE_CHUNK_PREFIX + (b - a)) {
@@ -951,9 +983,11 @@ static cubert_status finish_recv(cubert_mpi_request *r, cubert_mpi_info *info) {
       break;
     }
     land_chunk(r, k, msg, stop, &inj);
+    prof_lap(PROF_LAND, &r->pt);
     if (posted < r->nchunks) {
       MPI_Irecv(msg, (int)slot, MPI_BYTE, r->peer, r->ptag, r->cs->dup, &rq[posted % 2]);
       posted++;
+      prof_lap(PROF_POST, &r->pt);
     }
   }
   if (inj) cubert_failure_release(inj);
@@ -966,7 +1000,10 @@ static cubert_status finish_recv(cubert_mpi_request *r, cubert_mpi_info *info) {
       note(r, st, "tainting bytes %llu..%llu failed: %s", (unsigned long long)r->spans[i].start,
            (unsigned long long)r->spans[i].end, cubert_last_error_message());
   }
+  prof_lap(PROF_TAINT, &r->pt);
   st = verdict(r, info);
+  prof_lap(PROF_VERDICT, &r->pt);
+  prof_count(false, r->messages, r->size);
   request_free(r);
   return st;
 }
@@ -977,6 +1014,7 @@ static cubert_status start_recv(const char *fn, cubert_client *client, cubert_ha
   cubert_status st = request_new(fn, client, view, source, tag, comm, false, &r);
   if (st) return st;
   int rc = MPI_Irecv(r->header, (int)sizeof r->header, MPI_BYTE, source, tag, comm, &r->header_req);
+  prof_lap(PROF_POST, &r->pt);
   if (rc != MPI_SUCCESS) {
     char t[MPI_MAX_ERROR_STRING + 1];
     mpi_text(rc, t, sizeof t);
