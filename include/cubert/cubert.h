@@ -336,8 +336,31 @@ CUBERT_API cubert_status cubert_runtime_device_link(cubert_runtime *runtime, int
 
 CUBERT_API cubert_status cubert_client_create(cubert_runtime *runtime, int device,
                                               cubert_client **client);
+/* Runs the client's teardown hooks (below), then frees the client. NULL is
+ * fine. */
 CUBERT_API void cubert_client_destroy(cubert_client *client);
 CUBERT_API int cubert_client_device(const cubert_client *client);
+
+/* Teardown hooks, for components built on this API that keep objects made
+ * with a client from one call to the next (the MPI component keeps pinned
+ * staging buffers per client, docs/cluster.md): what a component keeps must
+ * be released while the client and its runtime are alive, and the user may
+ * destroy them before telling the component (cubert_mpi_finalize).
+ *
+ * cubert_client_destroy(client) first calls every hook still registered on
+ * the client, newest first, each once, as fn(client, arg), on the
+ * destroying thread: the client, its runtime and everything made with them
+ * are still usable inside the hook. A hook releases what it keeps of the
+ * client; it must not destroy the client, nor register or remove hooks on
+ * it. Registering the same (fn, arg) twice registers it twice.
+ * Errors: a NULL client or fn, CUBERT_ERR_INVALID_ARGUMENT; out of host
+ * memory, CUBERT_ERR_OUT_OF_MEMORY (nothing registered). */
+typedef void (*cubert_client_hook)(cubert_client *client, void *arg);
+CUBERT_API cubert_status cubert_client_on_destroy(cubert_client *client, cubert_client_hook fn, void *arg);
+/* Removes one registration of (fn, arg), for a component that lets go of
+ * the client first; CUBERT_ERR_INVALID_ARGUMENT when there is none. Not
+ * from inside a hook, nor racing cubert_client_destroy. */
+CUBERT_API cubert_status cubert_client_hook_remove(cubert_client *client, cubert_client_hook fn, void *arg);
 
 /* A new stream on the client's device. Streams live as long as the runtime. */
 CUBERT_API cubert_status cubert_stream_create(cubert_client *client, cubert_stream *stream);
