@@ -17,6 +17,7 @@
 
 #include "mpi/inject.h"
 #include "mpi/profile.h"
+#include "mpi/stage.h"
 #include "mpi/wire.h"
 
 #if defined(__has_include)
@@ -48,67 +49,10 @@ static void mpi_text(int code, char *out, size_t cap) {
   snprintf(out, cap, "%.*s", len, s);
 }
 
-/* ------------------------------------------------------------ staging memory */
-
-/* Staging buffers are kept for the next transfer rather than freed: fresh
- * memory of tens of MiB costs a page fault per page at first touch (and
- * glibc gives memory over 32 MiB back to the system at each free), which
- * measured as a large part of a big transfer's time. At most STAGE_KEEP
- * buffers are kept, process-wide; cubert_mpi_finalize frees them once no
- * communicator is left. */
-#define STAGE_KEEP 4
-static pthread_mutex_t stage_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct {
-  void *p;
-  size_t cap;
-} stage_kept[STAGE_KEEP];
+/* How many communicators cubert_mpi_init made usable; the last
+ * cubert_mpi_finalize releases the staging pools (mpi/stage.h). */
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static int comms_live;
-
-/* `size` bytes or more; *cap says how many. NULL when out of memory. */
-static void *stage_get(size_t size, size_t *cap) {
-  pthread_mutex_lock(&stage_lock);
-  int best = -1;
-  for (int i = 0; i < STAGE_KEEP; i++)
-    if (stage_kept[i].p && stage_kept[i].cap >= size && (best < 0 || stage_kept[i].cap < stage_kept[best].cap))
-      best = i;
-  void *p = NULL;
-  if (best >= 0) {
-    p = stage_kept[best].p;
-    *cap = stage_kept[best].cap;
-    stage_kept[best].p = NULL;
-  }
-  pthread_mutex_unlock(&stage_lock);
-  if (!p && (p = malloc(size ? size : 1))) *cap = size ? size : 1;
-  return p;
-}
-
-/* Gives a buffer of stage_get back: kept, in place of a smaller one, or freed. */
-static void stage_put(void *p, size_t cap) {
-  if (!p) return;
-  pthread_mutex_lock(&stage_lock);
-  int slot = -1;
-  for (int i = 0; i < STAGE_KEEP && slot < 0; i++)
-    if (!stage_kept[i].p) slot = i;
-  for (int i = 0; i < STAGE_KEEP && slot < 0; i++)
-    if (stage_kept[i].cap < cap) slot = i;
-  void *drop = p;
-  if (slot >= 0) {
-    drop = stage_kept[slot].p;
-    stage_kept[slot].p = p;
-    stage_kept[slot].cap = cap;
-  }
-  pthread_mutex_unlock(&stage_lock);
-  free(drop);
-}
-
-static void stage_drop_all(void) {
-  pthread_mutex_lock(&stage_lock);
-  for (int i = 0; i < STAGE_KEEP; i++) {
-    free(stage_kept[i].p);
-    stage_kept[i].p = NULL;
-  }
-  pthread_mutex_unlock(&stage_lock);
-}
 
 /* ------------------------------------------------------------ communicators */
 
@@ -120,7 +64,8 @@ typedef struct comm_state {
   _Atomic uint32_t *next; /* per peer: payload tag pairs handed out */
 } comm_state;
 
-static void reap(bool wait, const comm_state *only);
+static void reap(bool wait, const comm_state *only, const cubert_client *client);
+static void drain_client(cubert_client *client);
 
 static pthread_mutex_t keyval_lock = PTHREAD_MUTEX_INITIALIZER;
 static int keyval = MPI_KEYVAL_INVALID;
@@ -156,6 +101,7 @@ cubert_status cubert_mpi_init(MPI_Comm comm) {
   if (state_of(comm)) return CUBERT_OK;
 
   prof_init();
+  stage_init(drain_client);
   const char *rules = getenv("CUBERT_MPI_FAULTS");
   if (rules && rules[0]) {
     char why[256];
@@ -176,9 +122,9 @@ cubert_status cubert_mpi_init(MPI_Comm comm) {
   }
   MPI_Comm_set_errhandler(cs->dup, MPI_ERRORS_RETURN);
   MPI_Comm_set_attr(comm, keyval, cs);
-  pthread_mutex_lock(&stage_lock);
+  pthread_mutex_lock(&live_lock);
   comms_live++;
-  pthread_mutex_unlock(&stage_lock);
+  pthread_mutex_unlock(&live_lock);
   int rank = -1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   cubert_set_rank(rank);
@@ -189,7 +135,7 @@ cubert_status cubert_mpi_finalize(MPI_Comm comm) {
   if (!mpi_ready()) return fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_mpi_finalize: MPI is not initialised");
   comm_state *cs = state_of(comm);
   if (!cs) return CUBERT_OK;
-  reap(true, cs);
+  reap(true, cs, NULL);
   int me = -1;
   MPI_Comm_rank(MPI_COMM_WORLD, &me);
   prof_report(me);
@@ -197,9 +143,9 @@ cubert_status cubert_mpi_finalize(MPI_Comm comm) {
   MPI_Comm_free(&cs->dup);
   free(cs->next);
   free(cs);
-  pthread_mutex_lock(&stage_lock);
+  pthread_mutex_lock(&live_lock);
   bool last = --comms_live == 0;
-  pthread_mutex_unlock(&stage_lock);
+  pthread_mutex_unlock(&live_lock);
   if (last) stage_drop_all();
   return CUBERT_OK;
 }
@@ -242,8 +188,7 @@ struct cubert_mpi_request {
   MPI_Request header_req;
   /* send: every message posted, and what they point at */
   unsigned char *ranges;
-  unsigned char *stage;
-  size_t stage_cap; /* from stage_get */
+  stage_buf stage;        /* pinned, of the client's pool (mpi/stage.h) */
   cubert_failure_record *records;
   MPI_Request *reqs;
   int nreqs;
@@ -274,7 +219,7 @@ static void request_free(cubert_mpi_request *r) {
   request_settle(r);
   free(r->spans);
   free(r->ranges);
-  stage_put(r->stage, r->stage_cap);
+  stage_give(&r->stage);
   free(r->records);
   free(r->reqs);
   free(r);
@@ -290,16 +235,19 @@ static void request_free(cubert_mpi_request *r) {
 static pthread_mutex_t pending_lock = PTHREAD_MUTEX_INITIALIZER;
 static cubert_mpi_request *pending;
 
-static void reap(bool wait, const comm_state *only) {
+static void reap(bool wait, const comm_state *only, const cubert_client *client) {
+  bool live = mpi_ready();
   pthread_mutex_lock(&pending_lock);
   for (cubert_mpi_request **p = &pending; *p;) {
     cubert_mpi_request *r = *p;
     int done = 0;
-    if (only && r->cs != only) {
+    if ((only && r->cs != only) || (client && r->client != client)) {
       p = &r->next;
       continue;
     }
-    if (wait) {
+    if (!live) {
+      done = 1; /* MPI is gone, and what it held with it */
+    } else if (wait) {
       MPI_Waitall(r->nreqs, r->reqs, MPI_STATUSES_IGNORE);
       done = 1;
     } else if (MPI_Testall(r->nreqs, r->reqs, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS) {
@@ -314,6 +262,10 @@ static void reap(bool wait, const comm_state *only) {
   }
   pthread_mutex_unlock(&pending_lock);
 }
+
+/* The client is being destroyed (mpi/stage.h): its sends still travelling
+ * finish first, since MPI reads their staging buffers. */
+static void drain_client(cubert_client *client) { reap(true, NULL, client); }
 
 static void note(cubert_mpi_request *r, cubert_status st, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -396,7 +348,7 @@ static cubert_status check_call(const char *fn, cubert_client *client, const cub
   if (!(tag >= 0 && tag <= cs->tag_ub) && !(recv && tag == MPI_ANY_TAG))
     return fail(CUBERT_ERR_INVALID_ARGUMENT, "%s: tag %d is outside 0..%d (MPI_TAG_UB)", fn, tag, cs->tag_ub);
   *out = cs;
-  reap(false, NULL);
+  reap(false, NULL, NULL);
   return CUBERT_OK;
 }
 
@@ -508,6 +460,62 @@ static bool send_eager(cubert_mpi_request *r) {
   return true;
 }
 
+/* Queues the reads of chunk k (view bytes [a, b)) into its slot of the
+ * pinned staging buffer: the good stretches from the device
+ * (cubert_handle_read_host: asynchronous, done at the next sync); the
+ * tainted ones are zeroed here (the sender's zeros: marked written in the
+ * buffer's ledger). Chunks from `stop` on are not read: they get the
+ * injected failure (*inj, made at first use). Returns NULL, or a reference
+ * to why the chunk cannot travel (a read refused at once). *si walks the
+ * view's first `norig` spans (its tainted ranges, in order). */
+static const cubert_failure *stage_chunk(cubert_mpi_request *r, uint64_t k, uint64_t stop,
+                                         const cubert_failure **inj, size_t *si, size_t norig) {
+  if (k >= stop) {
+    if (!*inj) *inj = injected_failure(r, r->hit.fault == MPI_FAULT_FAIL ? "send failed" : "send stopped part way");
+    if (*inj) cubert_failure_retain(*inj);
+    return *inj;
+  }
+  uint64_t a = k * r->chunk, b = a + r->chunk < r->size ? a + r->chunk : r->size;
+  uint64_t off = k * (WIRE_CHUNK_PREFIX + r->chunk) + WIRE_CHUNK_PREFIX; /* of the data, in the buffer */
+  for (uint64_t pos = a; pos < b;) {
+    while (*si < norig && r->spans[*si].end <= pos) (*si)++;
+    uint64_t gap_end = b;
+    if (*si < norig && r->spans[*si].start <= pos) {
+      uint64_t end = r->spans[*si].end < b ? r->spans[*si].end : b;
+      memset(r->stage.p + off + (pos - a), 0, (size_t)(end - pos)); /* tainted bytes travel as zeros */
+      cubert_host_buffer_mark_written(r->stage.hb, off + (pos - a), end - pos);
+      pos = end;
+      continue;
+    }
+    if (*si < norig && r->spans[*si].start < b) gap_end = r->spans[*si].start;
+    cubert_handle *part = NULL;
+    cubert_status st = cubert_handle_slice(r->view, pos, r->size - gap_end, &part);
+    if (st == CUBERT_OK) st = cubert_handle_read_host(r->client, part, r->stage.hb, off + (pos - a), gap_end - pos);
+    cubert_handle_release(part);
+    if (st != CUBERT_OK) {
+      char why[192];
+      snprintf(why, sizeof why, "the sender could not read bytes %llu..%llu of the view: %s",
+               (unsigned long long)pos, (unsigned long long)gap_end, cubert_status_string(st));
+      return failure_for(r->client, st, why);
+    }
+    pos = gap_end;
+  }
+  return NULL;
+}
+
+/* After the sync that ended chunk k's reads: NULL when its staged bytes
+ * are good, else a reference to the failure a read met (at a fence). */
+static const cubert_failure *staged_check(cubert_mpi_request *r, uint64_t k) {
+  uint64_t a = k * r->chunk, b = a + r->chunk < r->size ? a + r->chunk : r->size;
+  uint64_t off = k * (WIRE_CHUNK_PREFIX + r->chunk) + WIRE_CHUNK_PREFIX;
+  cubert_status st = cubert_host_buffer_check(r->stage.hb, off, b - a);
+  if (st == CUBERT_OK) return NULL;
+  char why[192];
+  snprintf(why, sizeof why, "the sender's read of bytes %llu..%llu of the view from the device failed: %s",
+           (unsigned long long)a, (unsigned long long)b, cubert_status_string(st));
+  return failure_for(r->client, st, why);
+}
+
 static cubert_status start_send(const char *fn, cubert_client *client, const cubert_handle *view, int dest,
                                 int tag, MPI_Comm comm, cubert_mpi_request **out) {
   cubert_mpi_request *r = NULL;
@@ -534,9 +542,9 @@ static cubert_status start_send(const char *fn, cubert_client *client, const cub
   r->reqs = calloc((size_t)(2 + 2 * r->nchunks), sizeof *r->reqs);
   r->ranges = malloc(r->nspans * WIRE_RANGE_SIZE + 1);
   /* chunk k's message at k * (prefix + chunk); the last may be shorter */
-  r->stage = stage_get((size_t)(r->nchunks * WIRE_CHUNK_PREFIX + r->size), &r->stage_cap);
   r->records = malloc((size_t)r->nchunks * sizeof *r->records + 1);
-  if (!r->reqs || !r->ranges || !r->stage || !r->records) {
+  if (!r->reqs || !r->ranges || !r->records ||
+      !stage_take(client, (size_t)(r->nchunks * WIRE_CHUNK_PREFIX + r->size), &r->stage)) {
     /* Nothing sent yet: the caller may retry. */
     request_free(r);
     return fail(CUBERT_ERR_OUT_OF_MEMORY, "%s: out of memory staging %llu bytes", fn,
@@ -557,35 +565,26 @@ static cubert_status start_send(const char *fn, cubert_client *client, const cub
                       &r->reqs[r->nreqs++]),
          "the tainted ranges");
 
-  /* Chunks: read the good stretches of each (the tainted ones travel as
-   * zeros), checksum, post; the next chunk is read while this one travels. */
+  /* Chunks: the good stretches of each are read from the device into the
+   * pinned staging buffer (the tainted ones travel as zeros), checksummed
+   * and posted; chunk k+1's reads are queued before chunk k is posted, so
+   * the device reads it while MPI takes chunk k. */
   size_t si = 0, norig = r->nspans; /* chunks that fail add spans after these */
   uint64_t stop = r->nchunks; /* a partial fault: chunks from here are not read */
   if (r->injected && r->hit.fault == MPI_FAULT_PARTIAL) stop = (uint64_t)((double)r->nchunks * r->hit.fraction);
   if (r->injected && r->hit.fault == MPI_FAULT_FAIL) stop = 0;
-  const cubert_failure *inj = NULL;
+  const cubert_failure *inj = NULL, *next_bad = NULL;
+  if (r->nchunks) {
+    next_bad = stage_chunk(r, 0, stop, &inj, &si, norig);
+    cubert_sync(client); /* what failed shows in the buffer's ledger (staged_check) */
+  }
   for (uint64_t k = 0; k < r->nchunks; k++) {
     uint64_t a = k * r->chunk, b = a + r->chunk < r->size ? a + r->chunk : r->size;
-    unsigned char *msg = r->stage + k * (WIRE_CHUNK_PREFIX + r->chunk), *data = msg + WIRE_CHUNK_PREFIX;
-    const cubert_failure *bad = NULL;
-    if (k >= stop) {
-      if (!inj) inj = injected_failure(r, r->hit.fault == MPI_FAULT_FAIL ? "send failed" : "send stopped part way");
-      bad = inj;
-      if (bad) cubert_failure_retain(bad);
-    }
-    for (uint64_t pos = a; pos < b && !bad;) {
-      while (si < norig && r->spans[si].end <= pos) si++;
-      uint64_t gap_end = b;
-      if (si < norig && r->spans[si].start <= pos) {
-        uint64_t end = r->spans[si].end < b ? r->spans[si].end : b;
-        memset(data + (pos - a), 0, (size_t)(end - pos)); /* tainted bytes travel as zeros */
-        pos = end;
-        continue;
-      }
-      if (si < norig && r->spans[si].start < b) gap_end = r->spans[si].start;
-      bad = read_part(r, pos, gap_end, data + (pos - a));
-      pos = gap_end;
-    }
+    unsigned char *msg = r->stage.p + k * (WIRE_CHUNK_PREFIX + r->chunk), *data = msg + WIRE_CHUNK_PREFIX;
+    const cubert_failure *bad = next_bad;
+    next_bad = NULL;
+    if (!bad) bad = staged_check(r, k);
+    if (k + 1 < r->nchunks) next_bad = stage_chunk(r, k + 1, stop, &inj, &si, norig);
     uint32_t flags = 0;
     prof_lap(PROF_READ, &r->pt);
     if (bad) {
@@ -603,10 +602,10 @@ static cubert_status start_send(const char *fn, cubert_client *client, const cub
     wire_put64(msg + 8, flags);
     if (r->injected && r->hit.fault == MPI_FAULT_SCRIBBLE && b > a) {
       /* damage in flight, after the checksum: the receiver must notice */
-      uint64_t s = r->hit.seed ^ k;
+      uint64_t sd = r->hit.seed ^ k;
       size_t n = (size_t)((double)(b - a) * r->hit.fraction);
       if (!n) n = 1;
-      for (size_t i = 0; i < n; i++) data[(s + i * 7919u) % (b - a)] ^= (unsigned char)(0x5a + i);
+      for (size_t i = 0; i < n; i++) data[(sd + i * 7919u) % (b - a)] ^= (unsigned char)(0x5a + i);
     }
     post(r, MPI_Isend(msg, (int)(WIRE_CHUNK_PREFIX + (b - a)), MPI_BYTE, dest, r->ptag, r->cs->dup,
                       &r->reqs[r->nreqs++]),
@@ -616,12 +615,14 @@ static cubert_status start_send(const char *fn, cubert_client *client, const cub
                         &r->reqs[r->nreqs++]),
            "a failure record");
     if (k + 1 < r->nchunks) {
-      /* let MPI move what is posted while the next chunk is read (without
-       * a progress thread it moves only inside MPI calls); an error shows
-       * again in finish_send's test */
+      /* let MPI move what is posted (without a progress thread it moves
+       * only inside MPI calls); an error shows again in finish_send's
+       * test. Then chunk k+1's reads are over. */
       int done = 0;
       MPI_Testall(r->nreqs, r->reqs, &done, MPI_STATUSES_IGNORE);
       prof_lap(PROF_SEND_TEST, &r->pt);
+      cubert_sync(client);
+      prof_lap(PROF_READ, &r->pt);
     }
   }
   if (inj) cubert_failure_release(inj);
@@ -786,9 +787,10 @@ static cubert_status fail_whole(cubert_mpi_request *r, const char *why) {
  * the bytes are written, or the chunk's range becomes a span when the
  * sender could not read it, an injected fault covers it (chunks from `stop`
  * on) or its checksum does not match. *inj: the injected failure, made at
- * first use. */
+ * first use. `sb`: the pinned buffer msg lies in, at byte `at` (its write
+ * is queued, done at the next sync), or NULL (a blocking write). */
 static void land_chunk(cubert_mpi_request *r, uint64_t k, unsigned char *msg, uint64_t stop,
-                       const cubert_failure **injp) {
+                       const cubert_failure **injp, const stage_buf *sb, uint64_t at) {
   char why[600];
   uint64_t a = k * r->chunk, b = a + r->chunk < r->size ? a + r->chunk : r->size;
   unsigned char *data = msg + WIRE_CHUNK_PREFIX;
@@ -828,7 +830,13 @@ static void land_chunk(cubert_mpi_request *r, uint64_t k, unsigned char *msg, ui
   } else {
     cubert_handle *part = NULL;
     st = cubert_handle_slice(r->view, a, r->size - b, &part);
-    if (st == CUBERT_OK) st = cubert_handle_write(r->client, part, data, b - a);
+    if (st == CUBERT_OK && sb) {
+      /* MPI wrote these bytes of the buffer: no earlier failure holds them */
+      st = cubert_host_buffer_mark_written(sb->hb, at + WIRE_CHUNK_PREFIX, b - a);
+      if (st == CUBERT_OK) st = cubert_handle_write_host(r->client, part, sb->hb, at + WIRE_CHUNK_PREFIX, b - a);
+    } else if (st == CUBERT_OK) {
+      st = cubert_handle_write(r->client, part, data, b - a);
+    }
     cubert_handle_release(part);
     if (st != CUBERT_OK) {
       /* the failed write tainted its bytes itself */
@@ -837,6 +845,34 @@ static void land_chunk(cubert_mpi_request *r, uint64_t k, unsigned char *msg, ui
     }
   }
   *injp = inj;
+}
+
+/* After the last sync of a receive, before the spans are tainted: a byte
+ * of the view tainted outside every span is one whose queued write failed
+ * (at a fence): the call says so (the ledger already has it tainted). */
+static void write_failures(cubert_mpi_request *r) {
+  uint64_t base = cubert_handle_offset_start(r->view), from = base;
+  for (;;) {
+    uint64_t s = 0, e = 0;
+    const cubert_failure *f = NULL;
+    if (cubert_handle_tainted_range(r->client, r->view, from, &s, &e, &f) != CUBERT_OK || !f) return;
+    uint64_t p = s - base; /* covered as far as p by spans */
+    for (bool moved = true; p < e - base && moved;) {
+      moved = false;
+      for (size_t i = 0; i < r->nspans; i++)
+        if (r->spans[i].start <= p && p < r->spans[i].end) {
+          p = r->spans[i].end;
+          moved = true;
+        }
+    }
+    bool covered = p >= e - base;
+    if (!covered)
+      note(r, cubert_failure_status(f), "writing bytes %llu..%llu to the device failed: %s",
+           (unsigned long long)(s - base), (unsigned long long)(e - base), cubert_failure_message(f));
+    cubert_failure_release(f);
+    if (!covered) return;
+    from = e;
+  }
 }
 
 static cubert_status finish_recv(cubert_mpi_request *r, cubert_mpi_info *info) {
@@ -931,23 +967,26 @@ static cubert_status finish_recv(cubert_mpi_request *r, cubert_mpi_info *info) {
     prof_lap(PROF_CHUNK_WAIT, &r->pt);
   }
 
-  /* The chunks, two in flight. */
+  /* The chunks, RING posted at once into a pinned ring; chunk k's write
+   * to the device is queued, and runs while chunk k+1 arrives. */
+  enum { RING = 3 };
   size_t slot = (size_t)(WIRE_CHUNK_PREFIX + r->chunk);
   bool eager = h.flags & WIRE_EAGER;
   if (r->chunk > r->size) slot = (size_t)(WIRE_CHUNK_PREFIX + r->size); /* one chunk: no bigger */
-  size_t ring_cap = 0;
-  unsigned char *ring = r->nchunks && !eager ? stage_get(2 * slot, &ring_cap) : NULL;
-  MPI_Request rq[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  stage_buf ringb = {0};
+  unsigned char *ring = r->nchunks && !eager && stage_take(r->client, RING * slot, &ringb) ? ringb.p : NULL;
+  MPI_Request rq[RING] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL};
   uint64_t stop = r->nchunks, posted = 0, k = 0;
   if (r->injected && r->hit.fault == MPI_FAULT_PARTIAL) stop = (uint64_t)((double)r->nchunks * r->hit.fraction);
   if (r->injected && r->hit.fault == MPI_FAULT_FAIL) stop = 0;
   const cubert_failure *inj = NULL;
   if (eager) { /* the one chunk came with the header */
-    land_chunk(r, 0, r->header + WIRE_HEADER_SIZE, stop, &inj);
+    land_chunk(r, 0, r->header + WIRE_HEADER_SIZE, stop, &inj, NULL, 0);
     prof_lap(PROF_LAND, &r->pt);
     k = r->nchunks;
   } else if (r->nchunks && !ring) {
-    note(r, CUBERT_ERR_OUT_OF_MEMORY, "out of memory for %zu bytes of receive buffers", 2 * slot);
+    note(r, CUBERT_ERR_OUT_OF_MEMORY, "no pinned memory for %zu bytes of receive buffers: %s", RING * slot,
+         cubert_last_error_message());
     h.nranges = 0;
     drain(r, &h);
     const cubert_failure *f = NULL;
@@ -955,12 +994,12 @@ static cubert_status finish_recv(cubert_mpi_request *r, cubert_mpi_info *info) {
       span_add(r, 0, r->size, f);
     k = r->nchunks;
   }
-  for (; posted < r->nchunks && posted < 2 && ring; posted++)
-    MPI_Irecv(ring + (posted % 2) * slot, (int)slot, MPI_BYTE, r->peer, r->ptag, r->cs->dup, &rq[posted % 2]);
+  for (; posted < r->nchunks && posted < RING && ring; posted++)
+    MPI_Irecv(ring + (posted % RING) * slot, (int)slot, MPI_BYTE, r->peer, r->ptag, r->cs->dup, &rq[posted % RING]);
   for (; k < r->nchunks; k++) {
     uint64_t a = k * r->chunk, b = a + r->chunk < r->size ? a + r->chunk : r->size;
-    unsigned char *msg = ring + (k % 2) * slot;
-    rc = MPI_Wait(&rq[k % 2], &s);
+    unsigned char *msg = ring + (k % RING) * slot;
+    rc = MPI_Wait(&rq[k % RING], &s);
     prof_lap(PROF_CHUNK_WAIT, &r->pt);
     r->messages++;
     int got = 0;
@@ -975,23 +1014,31 @@ static cubert_status finish_recv(cubert_mpi_request *r, cubert_mpi_info *info) {
       const cubert_failure *f = NULL;
       if (cubert_failure_create(r->client, CUBERT_ERR_BACKEND, why, &f) == CUBERT_OK) span_add(r, a, r->size, f);
       note(r, CUBERT_ERR_BACKEND, "%s", why);
-      for (int i = 0; i < 2; i++)
+      for (int i = 0; i < RING; i++)
         if (rq[i] != MPI_REQUEST_NULL) {
           MPI_Cancel(&rq[i]);
           MPI_Request_free(&rq[i]);
         }
       break;
     }
-    land_chunk(r, k, msg, stop, &inj);
-    prof_lap(PROF_LAND, &r->pt);
-    if (posted < r->nchunks) {
-      MPI_Irecv(msg, (int)slot, MPI_BYTE, r->peer, r->ptag, r->cs->dup, &rq[posted % 2]);
+    if (k >= 1 && posted < r->nchunks) {
+      /* chunk k-1's write is over after this sync: its slot takes the next */
+      cubert_sync(r->client);
+      prof_lap(PROF_LAND, &r->pt);
+      MPI_Irecv(ring + (posted % RING) * slot, (int)slot, MPI_BYTE, r->peer, r->ptag, r->cs->dup,
+                &rq[posted % RING]);
       posted++;
       prof_lap(PROF_POST, &r->pt);
     }
+    land_chunk(r, k, msg, stop, &inj, &ringb, (uint64_t)(msg - ring));
+    prof_lap(PROF_LAND, &r->pt);
   }
   if (inj) cubert_failure_release(inj);
-  stage_put(ring, ring_cap);
+  if (ring) {
+    cubert_sync(r->client); /* the last writes are over: the ring goes back */
+    stage_give(&ringb);
+    write_failures(r);
+  }
 
   /* The account: every span tainted, after the good bytes were written. */
   for (size_t i = 0; i < r->nspans; i++) {

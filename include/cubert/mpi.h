@@ -15,8 +15,9 @@
  * tag of the payload), then on a communicator of cubert's own (a duplicate
  * made by cubert_mpi_init) the tainted ranges as (offset, size, failure
  * record) triples and the bytes in chunks of CUBERT_MPI_CHUNK (default
- * 4 MiB), staged through host memory and pipelined (the next chunk is read
- * from the device while the last one travels). A view of at most 16 KiB
+ * 4 MiB), staged through pinned host buffers kept per client and pipelined
+ * (the next chunk is read from the device while the last one travels; the
+ * receiver writes a chunk to the device while the next arrives). A view of at most 16 KiB
  * with no tainted byte goes as one message: the header with its one chunk
  * (the eager form; wire version 2). GPU-aware MPI is detected
  * (MPIX_Query_cuda_support, MPIX_Query_rocm_support) and reported, but the
@@ -40,6 +41,12 @@
  * MPI_ERRORS_RETURN to see them rather than have MPI abort the job). A failed
  * call records the thread's last error (cubert_last_error_message()), as
  * every cubert call does.
+ *
+ * Clients: the component keeps pinned staging buffers per client and a
+ * teardown hook on it (cubert_client_on_destroy): cubert_client_destroy
+ * first waits for that client's sends still travelling (the receivers must
+ * take them), then releases the buffers; a client and its runtime may so be
+ * destroyed before cubert_mpi_finalize.
  *
  * Threading: calls may come from any thread if MPI was initialised with
  * MPI_THREAD_MULTIPLE; otherwise from the thread MPI allows. Ownership: the

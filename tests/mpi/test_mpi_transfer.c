@@ -442,6 +442,87 @@ START_TEST(test_fault_rule_selects_a_rank) {
 }
 END_TEST
 
+/* Faults of the runtime (not MPI's) while chunks stage through pinned host
+ * buffers: on the sender a device read that fails at once (chunk 1) and one
+ * that fails at the fence with garbage in the staging buffer (chunk 3); on
+ * the receiver a write to the device that fails at the fence (chunk 4, its
+ * third write: chunks 1 and 3 are not written). Each such chunk arrives
+ * tainted, the others good, and both calls say so. */
+START_TEST(test_device_faults_while_staging) {
+  SKIP_IF_BROKEN();
+  cb_test_env env;
+  open_env(&env);
+  cubert_mpi_info info;
+  const uint64_t C = 65536;
+  if (sender) {
+    cubert_handle *h = pattern_handle(&env, 70, N);
+    cb_test_ok(cubert_faultinj_add(env.runtime, "read nth=2 fault=fail", "test", NULL, NULL));
+    cb_test_ok(cubert_faultinj_add(env.runtime, "read nth=4 fault=async-scribble", "test", NULL, NULL));
+    cubert_status st = cubert_mpi_send(env.clients[0], h, partner, 14, MPI_COMM_WORLD, &info);
+    ck_assert_msg(st != CUBERT_OK && st != CUBERT_ERR_TAINTED, "send: %d %s", st, cubert_last_error_message());
+    ck_assert_msg(strstr(cubert_last_error_message(), "65536..131072") != NULL, "%s", cubert_last_error_message());
+    ck_assert_uint_eq(info.tainted_bytes, 2 * C);
+    cubert_handle_release(h);
+  } else {
+    cubert_handle *h = NULL;
+    cb_test_ok(cubert_handle_empty(env.clients[0], N, &h));
+    cb_test_ok(cubert_faultinj_add(env.runtime, "write nth=3 fault=async", "test", NULL, NULL));
+    cubert_status st = cubert_mpi_recv(env.clients[0], h, partner, 14, MPI_COMM_WORLD, &info);
+    ck_assert_msg(st != CUBERT_OK && st != CUBERT_ERR_TAINTED, "recv: %d %s", st, cubert_last_error_message());
+    ck_assert_msg(strstr(cubert_last_error_message(), "262144..") != NULL, "%s", cubert_last_error_message());
+    ranges r;
+    walk(&env, h, &r);
+    ck_assert_uint_eq(r.n, 3);
+    ck_assert_uint_eq(r.start[0], C);
+    ck_assert_uint_eq(r.end[0], 2 * C);
+    ck_assert(r.origin[0].remote);
+    ck_assert_int_eq(r.origin[0].rank, partner);
+    ck_assert_uint_eq(r.start[1], 3 * C);
+    ck_assert_uint_eq(r.end[1], 4 * C);
+    ck_assert(r.origin[1].remote);
+    ck_assert_uint_eq(r.start[2], 4 * C);
+    ck_assert_uint_eq(r.end[2], N);
+    ck_assert(!r.origin[2].remote);
+    expect_good(&env, h, 0, C, 70);
+    expect_good(&env, h, 2 * C, 3 * C, 70);
+    cubert_handle_release(h);
+  }
+  cb_test_close(&env);
+  done();
+}
+END_TEST
+
+/* The sender destroys its client and runtime while its send still travels
+ * (the receiver posts late) and before cubert_mpi_finalize: the client's
+ * destroy waits for the messages read from its pinned staging buffers, then
+ * releases them (mpi/stage.h), so the bytes arrive good and nothing is used
+ * after it was freed (the ASan build runs this too). A second runtime then
+ * sends again through a fresh pool. */
+START_TEST(test_client_destroyed_before_finalize) {
+  SKIP_IF_BROKEN();
+  for (int round = 0; round < 2; round++) {
+    cb_test_env env;
+    open_env(&env);
+    if (sender) {
+      cubert_handle *h = pattern_handle(&env, 80 + (uint64_t)round, N);
+      cb_test_ok(cubert_mpi_send(env.clients[0], h, partner, 15, MPI_COMM_WORLD, NULL));
+      cubert_handle_release(h);
+      cb_test_close(&env); /* the messages may still travel */
+    } else {
+      usleep(100 * 1000);
+      cubert_handle *h = NULL;
+      cb_test_ok(cubert_handle_empty(env.clients[0], N, &h));
+      cb_test_ok(cubert_mpi_recv(env.clients[0], h, partner, 15, MPI_COMM_WORLD, NULL));
+      expect_good(&env, h, 0, N, 80 + (uint64_t)round);
+      cubert_handle_release(h);
+      cb_test_close(&env);
+    }
+    barrier();
+  }
+  done();
+}
+END_TEST
+
 /* Mismatched sizes: the receiver takes the whole exchange, refuses, and its
  * view is unchanged; the sender completes. Then the pair still talks. */
 START_TEST(test_size_mismatch_refused_without_hang) {
@@ -599,6 +680,8 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, test_injected_scribble_in_flight_is_taint_not_data);
   tcase_add_test(tc, test_injected_receive_faults);
   tcase_add_test(tc, test_fault_rule_selects_a_rank);
+  tcase_add_test(tc, test_device_faults_while_staging);
+  tcase_add_test(tc, test_client_destroyed_before_finalize);
   tc = add_case(s, "misuse");
   tcase_add_test(tc, test_size_mismatch_refused_without_hang);
   tcase_add_test(tc, test_other_clients_handle);
