@@ -682,6 +682,46 @@ typedef struct cubert_param {
   uint32_t size;          /* scalars: bytes, 1 to 64 */
 } cubert_param;
 
+/* ---------------------------------------------------------------- external access */
+
+/* The device address of a view, for a transport that moves the bytes itself
+ * (GPU-aware MPI hands device memory to the network; docs/cluster.md), under
+ * an access that keeps the ledger exact. Owned by the caller from a
+ * successful begin until its end, which frees it; every begin needs exactly
+ * one end, and the view's memory stays allocated in between.
+ *
+ * cubert_handle_external_begin(client, view, access, &external, &address):
+ *   waits for the work queued on the client's stream (failures it finds
+ *   taint their bytes as at any sync), then
+ *   - CUBERT_ACCESS_READ: refuses with CUBERT_ERR_TAINTED (the failures in
+ *     the last error, as cubert_handle_check) when any byte of the view
+ *     carries a failure: nothing failed is handed out as good bytes;
+ *   - CUBERT_ACCESS_WRITE: the view's bytes carry a failure ("being written
+ *     by an external transfer that has not ended") until the end, so a read
+ *     in between is refused rather than seeing half-written bytes;
+ *   and sets *address to the view's first byte in the device's address
+ *   space (a device pointer on HIP; host memory on the host backend), valid
+ *   until the end. The view must be memory of the client's device (else
+ *   CUBERT_ERR_WRONG_DEVICE); CUBERT_ACCESS_READ_WRITE and NULL arguments
+ *   are CUBERT_ERR_INVALID_ARGUMENT. A refused begin changes nothing.
+ * The caller orders the transport's access after work on other streams
+ * (sync them) and ends the access only once the transport is done with the
+ * bytes. cubert does not order later work after the transport: end it
+ * before queueing work on the view.
+ *
+ * cubert_handle_external_end(external, failure): for a write, `failure`
+ * NULL says the transport wrote every byte good (a write: taint the bytes
+ * held is gone); a failure (of cubert_failure_create, an imported one...)
+ * says they are not good: they carry it, as after a failed write. Ending a
+ * write of a device lost meanwhile returns CUBERT_ERR_DEVICE_LOST and the
+ * bytes keep the pending failure. For a read, `failure` is ignored. NULL
+ * external is CUBERT_ERR_INVALID_ARGUMENT. Either way `external` is freed. */
+typedef struct cubert_external cubert_external;
+CUBERT_API cubert_status cubert_handle_external_begin(cubert_client *client, cubert_handle *view,
+                                                      cubert_access access, cubert_external **external,
+                                                      void **address);
+CUBERT_API cubert_status cubert_handle_external_end(cubert_external *external, const cubert_failure *failure);
+
 /* What a host-backend kernel sees: the launch shape and one pointer per
  * argument (device bytes for buffers, the value's bytes for scalars, a
  * cubert_tensor for tensors). */
