@@ -12,8 +12,10 @@
 # run tests/mpi/test_mpi_transfer with 2 ranks on the HIP backend (both on
 # device 0), then `cubert-mpi bench` with 2 ranks (device buffers through
 # cubert beside raw MPI on host buffers), and a short sharded campaign.
-# Writes 5 files to $OUT: summary.txt, build.log, tests.log, bench.txt,
-# bench.json. Exit status: non-zero when any step failed.
+# then where the 8-byte latency goes (CUBERT_MPI_PROFILE=1: each rank's time
+# per phase of a transfer, docs/cluster.md "Where the latency goes").
+# Writes 6 files to $OUT: summary.txt, build.log, tests.log, bench.txt,
+# bench.json, profile.txt. Exit status: non-zero when any step failed.
 #
 # Trying the script's logic where there is no GPU: CUBERT_GPU_MPI_BACKEND=host
 # (no .gpu-kit needed; the system's MPI is used when .mpi-kit is absent).
@@ -93,6 +95,16 @@ else
   rc=1
 fi
 grep -E '^(pair|0-1| +latency| +of which|GPU-aware)' "$out/bench.txt" | tee -a "$out/summary.txt"
+
+# Where the latency goes: 8-byte transfers only, and each rank's time per
+# phase of a transfer (printed by cubert_mpi_finalize).
+if CUBERT_MPI_PROFILE=1 run_ranks -n 2 "$build/mpi/tool/cubert-mpi" bench --sizes 8 --iters 1000 \
+     >"$out/profile.txt" 2>&1; then
+  grep -E 'latency|of which|profile' "$out/profile.txt" | tee -a "$out/summary.txt"
+else
+  summary "latency profile (2 ranks): FAILED (profile.txt)"
+  rc=1
+fi
 
 # A campaign sharded over the 2 ranks (the harness's programs run on the
 # host backend: the campaign's devices are simulated ones).

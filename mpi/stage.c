@@ -51,13 +51,46 @@ static void on_destroy(cubert_client *c, void *arg) {
   if (p) release_all(p);
 }
 
+/* The client's pool, made (with its hook) at first use; NULL, with the
+ * thread's last error, when it cannot be. Caller holds lock; it is dropped
+ * and taken again while a pool is made. */
+static pool *pool_of(cubert_client *c) {
+  pool *p = pools;
+  while (p && p->client != c) p = p->next;
+  if (p) return p;
+  pthread_mutex_unlock(&lock);
+  pool *np = calloc(1, sizeof *np);
+  if (!np) cubert_error_record(CUBERT_ERR_OUT_OF_MEMORY, "out of memory for a staging pool");
+  bool hooked = np && cubert_client_on_destroy(c, on_destroy, NULL) == CUBERT_OK;
+  pthread_mutex_lock(&lock);
+  if (!hooked) {
+    free(np);
+    return NULL;
+  }
+  np->client = c;
+  for (p = pools; p && p->client != c;) p = p->next;
+  if (p) { /* another thread made it meanwhile */
+    cubert_client_hook_remove(c, on_destroy, NULL);
+    free(np);
+    return p;
+  }
+  np->next = pools;
+  pools = np;
+  return np;
+}
+
+bool stage_watch(cubert_client *c) {
+  pthread_mutex_lock(&lock);
+  bool ok = pool_of(c) != NULL;
+  pthread_mutex_unlock(&lock);
+  return ok;
+}
+
 bool stage_take(cubert_client *c, size_t size, stage_buf *out) {
   *out = (stage_buf){c, NULL, NULL, 0};
   if (!size) size = 1;
   pthread_mutex_lock(&lock);
-  pool *p = pools;
-  while (p && p->client != c) p = p->next;
-  bool hooked = p != NULL;
+  pool *p = pool_of(c);
   if (p) {
     int best = -1;
     for (int i = 0; i < STAGE_KEEP; i++)
@@ -68,31 +101,8 @@ bool stage_take(cubert_client *c, size_t size, stage_buf *out) {
     }
   }
   pthread_mutex_unlock(&lock);
+  if (!p) return false;
   if (out->hb) return true;
-  if (!hooked) { /* the client's first buffer: a pool, and the hook on its end */
-    pool *np = calloc(1, sizeof *np);
-    if (!np) {
-      cubert_error_record(CUBERT_ERR_OUT_OF_MEMORY, "out of memory for a staging pool");
-      return false;
-    }
-    if (cubert_client_on_destroy(c, on_destroy, NULL) != CUBERT_OK) {
-      free(np);
-      return false;
-    }
-    np->client = c;
-    pthread_mutex_lock(&lock);
-    pool *q = pools;
-    while (q && q->client != c) q = q->next;
-    if (!q) { /* else another thread made it meanwhile */
-      np->next = pools;
-      pools = np;
-    }
-    pthread_mutex_unlock(&lock);
-    if (q) {
-      cubert_client_hook_remove(c, on_destroy, NULL);
-      free(np);
-    }
-  }
   cubert_host_buffer *hb = NULL;
   if (cubert_host_buffer_alloc(c, size, &hb) != CUBERT_OK) return false;
   *out = (stage_buf){c, hb, cubert_host_buffer_data(hb), size};

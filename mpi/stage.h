@@ -37,6 +37,9 @@ void stage_init(void (*drain)(cubert_client *client));
  * new one. False, with the thread's last error set by cubert, when none can
  * be had (out of memory, pinning refused). */
 bool stage_take(cubert_client *client, size_t size, stage_buf *out);
+/* Makes sure the client's destroy drains its sends (the hook), for sends
+ * that stage nothing (the direct form); false when the hook cannot be set. */
+bool stage_watch(cubert_client *client);
 /* Gives a buffer back (its transfers must be over): kept, in place of a
  * smaller one, or released. Nothing for an empty stage_buf. */
 void stage_give(stage_buf *b);

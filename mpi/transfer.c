@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mpi/direct.h"
 #include "mpi/inject.h"
 #include "mpi/profile.h"
 #include "mpi/stage.h"
@@ -102,6 +103,8 @@ cubert_status cubert_mpi_init(MPI_Comm comm) {
 
   prof_init();
   stage_init(drain_client);
+  char gwhy[128];
+  if (!direct_init(gwhy, sizeof gwhy)) return fail(CUBERT_ERR_PARSE, "cubert_mpi_init: %s", gwhy);
   const char *rules = getenv("CUBERT_MPI_FAULTS");
   if (rules && rules[0]) {
     char why[256];
@@ -189,6 +192,8 @@ struct cubert_mpi_request {
   /* send: every message posted, and what they point at */
   unsigned char *ranges;
   stage_buf stage;        /* pinned, of the client's pool (mpi/stage.h) */
+  direct_send direct;     /* the direct form's device copy (mpi/direct.h) */
+  bool device_direct;     /* the bytes moved in the direct form */
   cubert_failure_record *records;
   MPI_Request *reqs;
   int nreqs;
@@ -220,6 +225,7 @@ static void request_free(cubert_mpi_request *r) {
   free(r->spans);
   free(r->ranges);
   stage_give(&r->stage);
+  direct_send_end(&r->direct);
   free(r->records);
   free(r->reqs);
   free(r);
@@ -516,6 +522,33 @@ static const cubert_failure *staged_check(cubert_mpi_request *r, uint64_t k) {
   return failure_for(r->client, st, why);
 }
 
+/* The direct form (mpi/direct.h): GPU-aware MPI sends the chunks from a
+ * device copy of the view. False when this rank does not use it or the
+ * view does not qualify (tainted ranges, an injected fault, no copy): the
+ * staged form then carries the account. */
+static bool send_direct(cubert_mpi_request *r) {
+  if (!direct_on() || r->injected || r->nspans || !r->size) return false;
+  if (!stage_watch(r->client) || !direct_send_begin(r->client, r->view, r->size, &r->direct)) return false;
+  prof_lap(PROF_READ, &r->pt);
+  r->reqs = calloc((size_t)(1 + r->nchunks), sizeof *r->reqs);
+  if (!r->reqs) {
+    direct_send_end(&r->direct);
+    return false;
+  }
+  r->device_direct = true;
+  wire_header h = {r->size, 0, r->chunk, r->nchunks, r->ptag, WIRE_DIRECT};
+  wire_header_encode(&h, r->header);
+  post(r, MPI_Isend(r->header, WIRE_HEADER_SIZE, MPI_BYTE, r->peer, r->tag, r->comm, &r->reqs[r->nreqs++]),
+       "the header");
+  for (uint64_t k = 0; k < r->nchunks; k++) {
+    uint64_t a = k * r->chunk, b = a + r->chunk < r->size ? a + r->chunk : r->size;
+    post(r, MPI_Isend(r->direct.addr + a, (int)(b - a), MPI_BYTE, r->peer, r->ptag, r->cs->dup,
+                      &r->reqs[r->nreqs++]),
+         "a chunk");
+  }
+  return true;
+}
+
 static cubert_status start_send(const char *fn, cubert_client *client, const cubert_handle *view, int dest,
                                 int tag, MPI_Comm comm, cubert_mpi_request **out) {
   cubert_mpi_request *r = NULL;
@@ -535,7 +568,7 @@ static cubert_status start_send(const char *fn, cubert_client *client, const cub
     return fail(CUBERT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
   }
   prof_lap(PROF_WALK, &r->pt);
-  if (send_eager(r)) {
+  if (send_eager(r) || send_direct(r)) {
     *out = r;
     return CUBERT_OK;
   }
@@ -642,6 +675,7 @@ static void fill_info(const cubert_mpi_request *r, cubert_mpi_info *info) {
   info->tag = r->tag;
   info->bytes = r->size;
   info->chunks = r->nchunks;
+  info->device_direct = r->device_direct;
   /* spans may overlap (a chunk that failed over a tainted range): count
    * each byte once */
   uint64_t covered = 0, reach = 0;
@@ -730,7 +764,8 @@ static cubert_status finish_send(cubert_mpi_request *r, cubert_mpi_info *info) {
  * known of what follows). */
 static void drain(cubert_mpi_request *r, const wire_header *h) {
   if (h->flags & WIRE_EAGER) return; /* the chunk came with the header */
-  size_t cap = (size_t)(WIRE_CHUNK_PREFIX + (h->chunk < (1ull << 30) ? h->chunk : 0));
+  bool direct = h->flags & WIRE_DIRECT;   /* bare chunks, nothing else */
+  size_t cap = (size_t)((direct ? 0 : WIRE_CHUNK_PREFIX) + (h->chunk < (1ull << 30) ? h->chunk : 0));
   unsigned char *buf = malloc(cap > CUBERT_FAILURE_RECORD_SIZE ? cap : CUBERT_FAILURE_RECORD_SIZE);
   if (!buf) return;
   MPI_Status s;
@@ -744,7 +779,7 @@ static void drain(cubert_mpi_request *r, const wire_header *h) {
   }
   for (uint64_t k = 0; k < h->nchunks; k++) {
     if (MPI_Recv(buf, (int)cap, MPI_BYTE, r->peer, r->ptag, r->cs->dup, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
-    if (wire_get64(buf + 8) & WIRE_CHUNK_UNREAD)
+    if (!direct && (wire_get64(buf + 8) & WIRE_CHUNK_UNREAD))
       MPI_Recv(buf, CUBERT_FAILURE_RECORD_SIZE, MPI_BYTE, r->peer, r->ptag + 1, r->cs->dup, MPI_STATUS_IGNORE);
   }
   free(buf);
@@ -875,6 +910,115 @@ static void write_failures(cubert_mpi_request *r) {
   }
 }
 
+/* Why chunk k (bytes [a, b)) of a direct transfer is not good: NULL when
+ * it is; else a reference. `rc`/`got`: how its receive ended. Injected
+ * receive faults: chunks from `stop` on fail; a scribble taints the chunk
+ * (the direct form carries no checksum to find the damage with, so the
+ * receiver taints what it would damage). */
+static const cubert_failure *direct_verdict(cubert_mpi_request *r, uint64_t k, int rc, int got, uint64_t stop,
+                                            const cubert_failure **injp) {
+  uint64_t a = k * r->chunk, b = a + r->chunk < r->size ? a + r->chunk : r->size;
+  char t[MPI_MAX_ERROR_STRING + 1], why[600];
+  const cubert_failure *bad = NULL;
+  if (rc != MPI_SUCCESS || (uint64_t)got != b - a) {
+    if (rc == MPI_SUCCESS) snprintf(t, sizeof t, "chunk %llu has %d bytes, expected %llu", (unsigned long long)k, got,
+                                    (unsigned long long)(b - a));
+    else mpi_text(rc, t, sizeof t);
+    snprintf(why, sizeof why, "the transfer from rank %d tag %d broke at byte %llu: %s", r->peer, r->tag,
+             (unsigned long long)a, t);
+    note(r, CUBERT_ERR_BACKEND, "%s", why);
+    cubert_failure_create(r->client, CUBERT_ERR_BACKEND, why, &bad);
+  } else if (k >= stop) {
+    if (!*injp)
+      *injp = injected_failure(r, r->hit.fault == MPI_FAULT_FAIL ? "receive failed" : "receive stopped part way");
+    bad = *injp;
+    if (bad) cubert_failure_retain(bad);
+    note(r, CUBERT_ERR_BACKEND, "%s", bad ? cubert_failure_message(bad) : "injected fault");
+  } else if (r->injected && r->hit.fault == MPI_FAULT_SCRIBBLE && b > a) {
+    snprintf(why, sizeof why,
+             "bytes %llu..%llu from rank %d tag %d arrived damaged by an injected scribble (the direct form has no "
+             "checksum to find it: the receiver taints what it damaged)",
+             (unsigned long long)a, (unsigned long long)b, r->peer, r->tag);
+    cubert_failure_create(r->client, CUBERT_ERR_BACKEND, why, &bad);
+  }
+  return bad;
+}
+
+/* The chunks of a direct transfer (mpi/direct.h), all posted at once: into
+ * the view itself under an external write per chunk, when this rank hands
+ * device memory to MPI; else into a pinned buffer of the whole view, then
+ * written to the device. A chunk whose landing cannot begin is received
+ * into scratch memory and tainted with why. */
+static void recv_direct(cubert_mpi_request *r, uint64_t stop, const cubert_failure **injp) {
+  uint64_t n = r->nchunks;
+  bool into_view = direct_on();
+  r->device_direct = into_view;
+  MPI_Request *rq = malloc((size_t)n * sizeof *rq);
+  cubert_external **ext = calloc((size_t)n, sizeof *ext);
+  const cubert_failure **early = calloc((size_t)n, sizeof *early);
+  unsigned char *scratch = NULL;
+  stage_buf sb = {0};
+  if (!rq || !ext || !early || (!into_view && !stage_take(r->client, (size_t)r->size, &sb))) {
+    note(r, CUBERT_ERR_OUT_OF_MEMORY, "out of memory receiving %llu bytes", (unsigned long long)r->size);
+    wire_header h = {r->size, 0, r->chunk, n, r->ptag, WIRE_DIRECT};
+    drain(r, &h);
+    const cubert_failure *f = NULL;
+    if (cubert_failure_create(r->client, CUBERT_ERR_OUT_OF_MEMORY, r->message, &f) == CUBERT_OK)
+      span_add(r, 0, r->size, f);
+    free(rq);
+    free(ext);
+    free(early);
+    return;
+  }
+  for (uint64_t k = 0; k < n; k++) {
+    uint64_t a = k * r->chunk, b = a + r->chunk < r->size ? a + r->chunk : r->size;
+    void *addr = into_view ? NULL : sb.p + a;
+    if (into_view && !(ext[k] = direct_recv_begin(r->client, r->view, a, b, &addr))) {
+      char why[400];
+      snprintf(why, sizeof why, "bytes %llu..%llu could not be received into the view: %s", (unsigned long long)a,
+               (unsigned long long)b, cubert_last_error_message());
+      early[k] = failure_for(r->client, CUBERT_ERR_BACKEND, why);
+      note(r, CUBERT_ERR_BACKEND, "%s", why);
+      if (!scratch) scratch = malloc((size_t)r->size);
+      addr = scratch ? scratch + a : NULL;
+    }
+    MPI_Irecv(addr, addr ? (int)(b - a) : 0, MPI_BYTE, r->peer, r->ptag, r->cs->dup, &rq[k]);
+  }
+  r->messages += n;
+  prof_lap(PROF_POST, &r->pt);
+  for (uint64_t k = 0; k < n; k++) {
+    uint64_t a = k * r->chunk, b = a + r->chunk < r->size ? a + r->chunk : r->size;
+    MPI_Status s;
+    int got = 0, rc = MPI_Wait(&rq[k], &s);
+    if (rc == MPI_SUCCESS) MPI_Get_count(&s, MPI_BYTE, &got);
+    prof_lap(PROF_CHUNK_WAIT, &r->pt);
+    const cubert_failure *bad = early[k] ? early[k] : direct_verdict(r, k, rc, got, stop, injp);
+    if (ext[k]) {
+      cubert_handle_external_end(ext[k], bad); /* repaired, or tainted with bad */
+    } else if (!bad && !into_view) {
+      cubert_handle *part = NULL;
+      cubert_status st = cubert_handle_slice(r->view, a, r->size - b, &part);
+      if (st == CUBERT_OK) st = cubert_host_buffer_mark_written(sb.hb, a, b - a);
+      if (st == CUBERT_OK) st = cubert_handle_write_host(r->client, part, sb.hb, a, b - a);
+      cubert_handle_release(part);
+      if (st != CUBERT_OK)
+        note(r, st, "writing bytes %llu..%llu failed: %s", (unsigned long long)a, (unsigned long long)b,
+             cubert_last_error_message());
+    }
+    if (bad) span_add(r, a, b, bad);
+    prof_lap(PROF_LAND, &r->pt);
+  }
+  if (!into_view) {
+    cubert_sync(r->client); /* the writes are over: the buffer goes back */
+    stage_give(&sb);
+    write_failures(r);
+  }
+  free(scratch);
+  free(rq);
+  free(ext);
+  free(early);
+}
+
 static cubert_status finish_recv(cubert_mpi_request *r, cubert_mpi_info *info) {
   char t[MPI_MAX_ERROR_STRING + 1], why[600];
   MPI_Status s;
@@ -971,10 +1115,11 @@ static cubert_status finish_recv(cubert_mpi_request *r, cubert_mpi_info *info) {
    * to the device is queued, and runs while chunk k+1 arrives. */
   enum { RING = 3 };
   size_t slot = (size_t)(WIRE_CHUNK_PREFIX + r->chunk);
-  bool eager = h.flags & WIRE_EAGER;
+  bool eager = h.flags & WIRE_EAGER, direct = h.flags & WIRE_DIRECT;
   if (r->chunk > r->size) slot = (size_t)(WIRE_CHUNK_PREFIX + r->size); /* one chunk: no bigger */
   stage_buf ringb = {0};
-  unsigned char *ring = r->nchunks && !eager && stage_take(r->client, RING * slot, &ringb) ? ringb.p : NULL;
+  unsigned char *ring =
+      r->nchunks && !eager && !direct && stage_take(r->client, RING * slot, &ringb) ? ringb.p : NULL;
   MPI_Request rq[RING] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL};
   uint64_t stop = r->nchunks, posted = 0, k = 0;
   if (r->injected && r->hit.fault == MPI_FAULT_PARTIAL) stop = (uint64_t)((double)r->nchunks * r->hit.fraction);
@@ -983,6 +1128,9 @@ static cubert_status finish_recv(cubert_mpi_request *r, cubert_mpi_info *info) {
   if (eager) { /* the one chunk came with the header */
     land_chunk(r, 0, r->header + WIRE_HEADER_SIZE, stop, &inj, NULL, 0);
     prof_lap(PROF_LAND, &r->pt);
+    k = r->nchunks;
+  } else if (direct) {
+    recv_direct(r, stop, &inj);
     k = r->nchunks;
   } else if (r->nchunks && !ring) {
     note(r, CUBERT_ERR_OUT_OF_MEMORY, "no pinned memory for %zu bytes of receive buffers: %s", RING * slot,

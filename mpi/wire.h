@@ -15,6 +15,9 @@
  * with no tainted range, read whole, travels as one message: the header,
  * then its one chunk (prefix and bytes) in the same message; nothing
  * follows on cubert's communicator.
+ * Direct form (header flag WIRE_DIRECT, GPU-aware MPI, mpi/direct.h): a
+ * view with no tainted range; each chunk is its bare bytes (no prefix, no
+ * checksum: MPI moved them from device memory), nothing else follows.
  * Every number is little-endian. */
 #ifndef CUBERT_MPI_WIRE_H
 #define CUBERT_MPI_WIRE_H
@@ -26,7 +29,7 @@
 #include "cubert/cubert.h"
 
 #define WIRE_MAGIC 0x504d4243u /* "CBMP" */
-#define WIRE_VERSION 2u /* 2: the eager form */
+#define WIRE_VERSION 3u /* 2: the eager form; 3: the direct form */
 #define WIRE_HEADER_SIZE 64
 #define WIRE_RANGE_SIZE (16 + CUBERT_FAILURE_RECORD_SIZE)
 #define WIRE_CHUNK_PREFIX 16
@@ -34,7 +37,8 @@
 #define WIRE_EAGER_MAX 16384 /* bytes of a view sent in the eager form, at most */
 
 /* Header flags. */
-#define WIRE_EAGER 1u /* the one chunk follows the header in its message */
+#define WIRE_EAGER 1u  /* the one chunk follows the header in its message */
+#define WIRE_DIRECT 2u /* the chunks are the bare bytes, sent from device memory */
 
 /* Chunk flags. */
 #define WIRE_CHUNK_UNREAD 1u /* the sender could not read these bytes: a record follows */
@@ -45,7 +49,7 @@ typedef struct wire_header {
   uint64_t chunk;      /* bytes per chunk (the last may be shorter) */
   uint64_t nchunks;
   int32_t payload_tag; /* on cubert's communicator; +1 for records */
-  uint32_t flags;      /* WIRE_EAGER, or 0 */
+  uint32_t flags;      /* WIRE_EAGER, WIRE_DIRECT, or 0 */
 } wire_header;
 
 void wire_put64(unsigned char *p, uint64_t v);

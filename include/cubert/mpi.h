@@ -19,9 +19,13 @@
  * (the next chunk is read from the device while the last one travels; the
  * receiver writes a chunk to the device while the next arrives). A view of at most 16 KiB
  * with no tainted byte goes as one message: the header with its one chunk
- * (the eager form; wire version 2). GPU-aware MPI is detected
- * (MPIX_Query_cuda_support, MPIX_Query_rocm_support) and reported, but the
- * bytes are staged through host memory in this version (docs/cluster.md).
+ * (the eager form). With GPU-aware MPI (MPIX_Query_cuda_support,
+ * MPIX_Query_rocm_support; $CUBERT_MPI_GPU_AWARE=auto|force|off) a view with
+ * no tainted byte goes in the direct form (wire version 3): the sender
+ * copies it on its device and MPI sends from that copy; the receiver's MPI
+ * writes straight into the view, each chunk tainted as pending until it
+ * arrived whole (cubert_handle_external_begin/end, cubert.h); the other
+ * views are staged as above (docs/cluster.md).
  *
  * Both sides always complete the exchange: a sender whose bytes are tainted,
  * whose device is lost or whose read fails still sends the header, every
@@ -77,6 +81,8 @@ extern "C" {
  * cubert's payload messages, and gives cubert_set_rank() this process's rank
  * in MPI_COMM_WORLD, so that failures it exports name it. MPI must be
  * initialised (else CUBERT_ERR_INVALID_ARGUMENT, "MPI is not initialised").
+ * Reads $CUBERT_MPI_FAULTS, $CUBERT_MPI_GPU_AWARE (auto, force or off) and
+ * $CUBERT_MPI_PROFILE; a value that does not parse: CUBERT_ERR_PARSE.
  * Calling it again for the same communicator does nothing. */
 CUBERT_MPI_API cubert_status cubert_mpi_init(MPI_Comm comm);
 /* Frees what cubert_mpi_init made for `comm` (collective). Call it before
@@ -108,7 +114,9 @@ typedef struct cubert_mpi_info {
   uint64_t tainted_bytes;  /* of them, bytes that crossed (or arrived) tainted */
   size_t tainted_ranges;   /* how many ranges */
   uint64_t chunks;         /* payload messages */
-  bool device_direct;      /* moved by GPU-aware MPI (false: staged through host memory) */
+  bool device_direct;      /* moved by GPU-aware MPI, the direct form (false: staged
+                              through host memory); on a receive: landed straight in
+                              the view */
 } cubert_mpi_info;
 
 /* Sends the bytes of `view` (on `client`'s device) and their taint to rank

@@ -6,7 +6,9 @@
  * process per rank). Host backend, 2 simulated devices per rank (or
  * $CUBERT_MPI_TEST_BACKEND, see open_env). Chunks of
  * 64 KiB (CUBERT_MPI_CHUNK), so that views of a few hundred KiB cross in
- * several chunks and ranges straddle chunk boundaries. */
+ * several chunks and ranges straddle chunk boundaries. ctest runs the suite
+ * twice: staged (CUBERT_MPI_GPU_AWARE=off) and direct (=force: MPI is
+ * handed the host backend's device memory, mpi/direct.h). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -25,6 +27,13 @@
 
 static int rank, partner;
 static bool sender;
+
+/* Whether the run hands device memory to MPI (the direct form:
+ * CUBERT_MPI_GPU_AWARE=force, ctest's test_mpi_transfer_direct). */
+static bool direct_mode(void) {
+  const char *v = getenv("CUBERT_MPI_GPU_AWARE");
+  return v && strcmp(v, "force") == 0;
+}
 
 /* The backend: host (2 simulated devices per rank), or the one
  * $CUBERT_MPI_TEST_BACKEND names ("hip": ci/gpu-mpi.sh, ranks sharing a
@@ -139,6 +148,7 @@ START_TEST(test_clean_view_crosses_good) {
     cb_test_ok(cubert_mpi_send(env.clients[0], h, partner, 3, MPI_COMM_WORLD, &info));
     ck_assert_uint_eq(info.bytes, N);
     ck_assert_uint_eq(info.chunks, 5);
+    ck_assert(info.device_direct == direct_mode());
     cubert_handle_release(h);
   } else {
     cubert_handle *h = NULL;
@@ -146,6 +156,7 @@ START_TEST(test_clean_view_crosses_good) {
     cb_test_ok(cubert_mpi_recv(env.clients[0], h, partner, 3, MPI_COMM_WORLD, &info));
     ck_assert_int_eq(info.peer, partner);
     ck_assert_uint_eq(info.tainted_bytes, 0);
+    ck_assert(info.device_direct == direct_mode());
     expect_good(&env, h, 0, N, 11);
     cubert_handle_release(h);
   }
@@ -456,12 +467,15 @@ START_TEST(test_device_faults_while_staging) {
   const uint64_t C = 65536;
   if (sender) {
     cubert_handle *h = pattern_handle(&env, 70, N);
+    /* direct form: its device copy fails, so the view goes staged */
+    if (direct_mode()) cb_test_ok(cubert_faultinj_add(env.runtime, "copy nth=1 fault=fail", "test", NULL, NULL));
     cb_test_ok(cubert_faultinj_add(env.runtime, "read nth=2 fault=fail", "test", NULL, NULL));
     cb_test_ok(cubert_faultinj_add(env.runtime, "read nth=4 fault=async-scribble", "test", NULL, NULL));
     cubert_status st = cubert_mpi_send(env.clients[0], h, partner, 14, MPI_COMM_WORLD, &info);
     ck_assert_msg(st != CUBERT_OK && st != CUBERT_ERR_TAINTED, "send: %d %s", st, cubert_last_error_message());
     ck_assert_msg(strstr(cubert_last_error_message(), "65536..131072") != NULL, "%s", cubert_last_error_message());
     ck_assert_uint_eq(info.tainted_bytes, 2 * C);
+    ck_assert(!info.device_direct);
     cubert_handle_release(h);
   } else {
     cubert_handle *h = NULL;
