@@ -37,8 +37,11 @@ cubert_status cubert_handle_external_begin(cubert_client *c, cubert_handle *h, c
   if (access != CUBERT_ACCESS_READ && access != CUBERT_ACCESS_WRITE)
     return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "%s: access %d is neither CUBERT_ACCESS_READ nor CUBERT_ACCESS_WRITE",
                    fn, (int)access);
-  cubert_status st = cb_check_own(fn, c, h, "the view");
-  if (st) return st;
+  cb_errb eb;
+  cb_errb_init(&eb, CUBERT_OK);
+  cubert_status st = cb_check_own(&eb, fn, c, h, "the view");
+  if (st) return cb_errb_return(&eb, st);
+  cb_errb_discard(&eb);
   cubert_external *x = cb_calloc(1, sizeof *x);
   if (!x) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
   cubert_failure *pending = NULL;
