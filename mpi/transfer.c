@@ -105,11 +105,8 @@ cubert_status cubert_mpi_init(MPI_Comm comm) {
   stage_init(drain_client);
   char gwhy[128];
   if (!direct_init(gwhy, sizeof gwhy)) return fail(CUBERT_ERR_PARSE, "cubert_mpi_init: %s", gwhy);
-  const char *rules = getenv("CUBERT_MPI_FAULTS");
-  if (rules && rules[0]) {
-    char why[256];
-    if (mpi_inject_set(rules, why, sizeof why) != CUBERT_OK) return fail(CUBERT_ERR_PARSE, "cubert_mpi_init: %s", why);
-  }
+  char why[256];
+  if (mpi_inject_env(why, sizeof why) != CUBERT_OK) return fail(CUBERT_ERR_PARSE, "cubert_mpi_init: %s", why);
   comm_state *cs = calloc(1, sizeof *cs);
   if (!cs) return fail(CUBERT_ERR_OUT_OF_MEMORY, "cubert_mpi_init: out of memory");
   MPI_Comm_size(comm, &cs->size);
@@ -166,7 +163,8 @@ bool cubert_mpi_gpu_aware(void) {
 
 cubert_status cubert_mpi_faults(const char *rules) {
   char why[256];
-  if (mpi_inject_set(rules, why, sizeof why) != CUBERT_OK) return fail(CUBERT_ERR_PARSE, "cubert_mpi_faults: %s", why);
+  if (mpi_inject_set(NULL, rules, why, sizeof why) != CUBERT_OK)
+    return fail(CUBERT_ERR_PARSE, "cubert_mpi_faults: %s", why);
   return CUBERT_OK;
 }
 

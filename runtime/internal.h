@@ -80,8 +80,7 @@ uint64_t cb_failure_last_id(void);
 /* A new failure with the next id, all else zero (record.c builds imported
  * failures with it); NULL when out of memory. */
 cubert_failure *cb_failure_alloc(void);
-/* The rank set by cubert_set_rank(), -1 when none. */
-int cb_failure_rank(void);
+/* cb_failure_rank(): runtime/fault_state.h. */
 
 /* ------------------------------------------------------------ errors */
 

@@ -2,10 +2,12 @@
  * (docs/cluster.md), run under mpirun or srun; its main, the helpers its
  * commands share (mpi/tool/tool.h) and `campaign`:
  *
- *   cubert-mpi campaign --seed S --programs P [--node NAME] [--min-faults F] [--json FILE]
+ *   cubert-mpi campaign --seed S --programs P [--exchanges E] [--node NAME]
+ *                       [--min-faults F] [--json FILE]
  *       the fault-injection campaign sharded over the ranks (program i on
- *       rank i mod N), counts and verdicts reduced to rank 0; the same seed
- *       and programs give the same counts whatever N;
+ *       rank i mod N), then the exchanges between ranks (mpi/tool/exchange.h),
+ *       counts and verdicts reduced to rank 0; the same seed, programs and
+ *       exchanges give the same counts whatever N;
  *   cubert-mpi bench ...   (mpi/tool/bench.c)
  *       bandwidth (one way, both ways) and latency between every pair of
  *       ranks through cubert_mpi_send/recv, beside raw MPI, every transfer
@@ -28,6 +30,7 @@
 #include <unistd.h>
 
 #include "cubert/mpi.h"
+#include "mpi/tool/exchange.h"
 #include "mpi/tool/tool.h"
 #include "tools/faultinj/campaign.h"
 
@@ -48,7 +51,9 @@ static void usage(FILE *f) {
              "what each does. Exit status: 0 passed, 1 failed, 2 bad usage.\n"
              "\nenvironment (besides the cubert tool's, `cubert --help`):\n"
              "  CUBERT_MPI_CHUNK      bytes per chunk of a transfer (default 4M; 64k, 1M... accepted)\n"
-             "  CUBERT_MPI_FAULTS     fault rules at send and receive (docs/cluster.md), per rank\n");
+             "  CUBERT_FAULTS         also the rules at send and receive (its send/recv statements;\n"
+             "                        rank= aims one at a rank)\n"
+             "  CUBERT_MPI_FAULTS     more rules at send and receive (docs/cluster.md)\n");
 }
 
 int cbt_parse(const cb_cli_spec *spec, int argc, char **argv, int *first) {
@@ -84,13 +89,16 @@ bool cbt_open_outputs(const cb_cli_spec *spec) {
 /* ------------------------------------------------------------ campaign */
 
 static void campaign_usage(FILE *f) {
-  fprintf(f, "usage: mpirun -n N cubert-mpi campaign --programs P [--seed S] [--node NAME|FILE]\n"
-             "                                    [--min-faults F] [--json FILE]\n"
+  fprintf(f, "usage: mpirun -n N cubert-mpi campaign --programs P [--exchanges E] [--seed S]\n"
+             "                                    [--node NAME|FILE] [--min-faults F] [--json FILE]\n"
              "\n"
              "The fault-injection campaign of `cubert faultinj campaign` sharded over the ranks\n"
-             "(program i on rank i mod N), the counts and verdicts reduced to rank 0.\n"
+             "(program i on rank i mod N), then exchanges: programs that send a view from one rank\n"
+             "to another under runtime and MPI faults, every byte received checked; the counts\n"
+             "and verdicts reduced to rank 0.\n"
              "\n"
-             "  --programs P     programs of the campaign (required: every rank must agree)\n"
+             "  --programs P     programs of the campaign (required: every rank must agree; may be 0)\n"
+             "  --exchanges E    send/receive programs (default P / 10)\n"
              "  --seed S         the campaign's seed (default: the harness's)\n"
              "  --node NAME      the simulated node: frontier, mi300x, pcie or FILE.xml\n"
              "                   (sets CUBERT_HOST_NODE on every rank)\n"
@@ -109,10 +117,12 @@ int cbt_campaign(int argc, char **argv) {
   cb_fi_campaign_config c;
   cb_fi_campaign_config_init(&c);
   cb_cli_output json = {0};
-  uint64_t min_faults = 0;
+  uint64_t min_faults = 0, exchanges = UINT64_MAX;
   const char *node = NULL;
+  c.programs = UINT64_MAX; /* not given */
   const cb_cli_opt opts[] = {CB_UINT("seed", &c.seed, 0, UINT64_MAX),
-                             CB_UINT("programs", &c.programs, 1, UINT64_MAX),
+                             CB_UINT("programs", &c.programs, 0, UINT64_MAX - 1),
+                             CB_UINT("exchanges", &exchanges, 0, UINT64_MAX - 1),
                              CB_UINT("min-faults", &min_faults, 0, UINT64_MAX),
                              CB_TEXT("node", 0, &node),
                              CB_OUTPUT("json", &json),
@@ -120,10 +130,11 @@ int cbt_campaign(int argc, char **argv) {
   const cb_cli_spec spec = {"campaign", campaign_usage, opts, 0, 0, NULL};
   int first, prc = cbt_parse(&spec, argc, argv, &first);
   if (prc != CB_CLI_PARSED) return prc;
-  if (!c.programs) {
+  if (c.programs == UINT64_MAX) {
     if (cbt_rank == 0) cb_cli_error("campaign", "--programs is needed (every rank must know the programs)");
     return CB_CLI_USAGE;
   }
+  if (exchanges == UINT64_MAX) exchanges = c.programs / 10;
   if (node && setenv("CUBERT_HOST_NODE", node, 1) != 0) {
     if (cbt_rank == 0) cb_cli_error("campaign", "--node: cannot set CUBERT_HOST_NODE");
     return CB_CLI_FAILED;
@@ -134,7 +145,12 @@ int cbt_campaign(int argc, char **argv) {
   c.progress = cbt_rank == 0 ? stderr : NULL;
   c.minimize = 1;
   cb_fi_campaign_report r;
-  cubert_status st = cb_fi_campaign_run(&c, &r);
+  memset(&r, 0, sizeof r);
+  cubert_status st = c.programs ? cb_fi_campaign_run(&c, &r) : CUBERT_OK;
+  uint64_t xmine[XC_COUNT] = {0}, xall[XC_COUNT] = {0};
+  double x0 = MPI_Wtime();
+  xc_run(c.seed, exchanges, cbt_rank, cbt_nranks, xmine, stderr);
+  r.seconds += MPI_Wtime() - x0;
   uint64_t mine[C_COUNT] = {0}, all[C_COUNT] = {0};
   mine[C_PROGRAMS] = r.programs;
   mine[C_STEPS] = r.steps;
@@ -158,11 +174,13 @@ int cbt_campaign(int argc, char **argv) {
   double secs = r.seconds, slowest = 0;
   cb_fi_campaign_report_free(&r);
   MPI_Reduce(mine, all, C_COUNT, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+  MPI_Reduce(xmine, xall, XC_COUNT, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
   MPI_Reduce(&secs, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
   int rc = 0;
   if (cbt_rank == 0) {
     bool pass = all[C_VIOLATIONS] == 0 && all[C_HANG] == 0 && all[C_SETUP] == 0 &&
-                all[C_PROGRAMS] == c.programs && all[C_INJECTED] >= min_faults;
+                all[C_PROGRAMS] == c.programs && xall[XC_VIOLATIONS] == 0 && xall[XC_PROGRAMS] == exchanges &&
+                all[C_INJECTED] + xall[XC_FAULTS] >= min_faults;
     node = getenv("CUBERT_HOST_NODE");
     printf("cubert-mpi campaign: seed %" PRIu64 ", %" PRIu64 " programs over %d rank%s%s%s; %.1f s (slowest rank)\n",
            c.seed, c.programs, cbt_nranks, cbt_nranks == 1 ? "" : "s", node ? ", node " : "", node ? node : "", slowest);
@@ -175,14 +193,25 @@ int cbt_campaign(int argc, char **argv) {
     printf("), violations %" PRIu64 " (", all[C_VIOLATIONS]);
     for (int k = 0; k < CB_FI_VIOLATION_KIND_COUNT; k++)
       printf("%s%s %" PRIu64, k ? ", " : "", cb_fi_violation_name((cb_fi_violation_kind)k), all[C_VKINDS + k]);
-    printf("), devices lost %" PRIu64 ", leak checks skipped %" PRIu64 ", could not run %" PRIu64 ", hang %s\n",
+    printf("), devices lost %" PRIu64 ", leak checks skipped %" PRIu64 ", could not run %" PRIu64 ", hang %s",
            all[C_LOST], all[C_LEAKSKIP], all[C_SETUP], all[C_HANG] ? "yes" : "no");
-    if (all[C_INJECTED] < min_faults)
-      printf("only %" PRIu64 " faults injected, fewer than --min-faults %" PRIu64 "\n", all[C_INJECTED], min_faults);
+    /* the send/receive programs, on the same line */
+    printf("; exchanges %" PRIu64 ", steps %" PRIu64 ", checks %" PRIu64 ", faults %" PRIu64 " (", xall[XC_PROGRAMS],
+           xall[XC_STEPS], xall[XC_CHECKS], xall[XC_FAULTS]);
+    for (int k = XC_FIRST_KIND; k < XC_VIOLATIONS; k++)
+      printf("%s%s %" PRIu64, k > XC_FIRST_KIND ? ", " : "", xc_name(k), xall[k]);
+    printf("), violations %" PRIu64 " (", xall[XC_VIOLATIONS]);
+    for (int k = XC_FIRST_VIOLATION; k < XC_COUNT; k++)
+      printf("%s%s %" PRIu64, k > XC_FIRST_VIOLATION ? ", " : "", xc_name(k), xall[k]);
+    printf(")\n");
+    if (all[C_INJECTED] + xall[XC_FAULTS] < min_faults)
+      printf("only %" PRIu64 " faults injected, fewer than --min-faults %" PRIu64 "\n", all[C_INJECTED] + xall[XC_FAULTS],
+             min_faults);
     printf("verdict: %s\n", pass ? "PASS" : "FAIL");
     rc = pass ? 0 : 1;
     if (json.file) {
-      json_t *kinds = json_object(), *vk = json_object();
+      json_t *kinds = json_object(), *vk = json_object(), *xo = json_object();
+      for (int k = 0; k < XC_COUNT; k++) json_object_set_new(xo, xc_name(k), json_integer((json_int_t)xall[k]));
       for (int k = 0; k < CUBERT_FAULT_KIND_COUNT_; k++)
         json_object_set_new(kinds, cubert_fault_kind_name((cubert_fault_kind)k), json_integer((json_int_t)all[C_KINDS + k]));
       for (int k = 0; k < CB_FI_VIOLATION_KIND_COUNT; k++)
@@ -194,6 +223,8 @@ int cbt_campaign(int argc, char **argv) {
                             (json_int_t)all[C_VIOLATIONS], "violations_by_kind", vk, "could_not_run",
                             (json_int_t)all[C_SETUP], "hang", all[C_HANG] != 0, "verdict", pass ? "PASS" : "FAIL",
                             "seconds", slowest);
+      if (o) json_object_set_new(o, "exchanges", xo);
+      else json_decref(xo);
       if (!o || json_dumpf(o, json.file, JSON_INDENT(2)) != 0 || fputc('\n', json.file) == EOF) {
         cb_cli_error("campaign", "--json: could not write %s", json.path);
         rc = 1;

@@ -1,8 +1,10 @@
 # mpi/tool/tool_check.cmake: the checks of `cubert-mpi` run by ctest.
-#   -DMODE=campaign: `campaign` with the same SEED and PROGRAMS on 1 rank and
-#     on RANKS ranks: both PASS, and the line of counts (programs, steps,
-#     checks, faults by kind, violations by kind...) is the same. ci/test.sh's
-#     mpi stage does it with 100,000 faults and more.
+#   -DMODE=campaign: `campaign` with the same SEED, PROGRAMS and EXCHANGES
+#     (the programs that send and receive between ranks) on 1 rank, 2 ranks
+#     and RANKS ranks: each PASS, and the line of counts (programs, steps,
+#     checks, faults by kind, violations by kind..., then the same for the
+#     exchanges) is the same. ci/test.sh's mpi stage does it with 100,000
+#     faults and more.
 #   -DMODE=bench: `bench --quick` over RANKS ranks exits 0, says
 #     "validation: passed" and which raw baselines ran, and writes a CSV and
 #     a JSON whose validation passed, with cubert's rows of every pair beside
@@ -22,20 +24,22 @@ function(run n)
 endfunction()
 
 if(MODE STREQUAL "campaign")
-  foreach(n 1 ${RANKS})
-    run(${n} campaign --seed ${SEED} --programs ${PROGRAMS} --json ${OUT}/campaign-${n}.json)
+  foreach(n 1 2 ${RANKS})
+    run(${n} campaign --seed ${SEED} --programs ${PROGRAMS} --exchanges ${EXCHANGES} --json ${OUT}/campaign-${n}.json)
     if(NOT out MATCHES "verdict: PASS")
       message(FATAL_ERROR "no PASS verdict on ${n} rank(s)")
     endif()
     string(REGEX MATCH "counts: [^\n]*" counts_${n} "${out}")
-    if(NOT counts_${n} MATCHES "faults [1-9]")
-      message(FATAL_ERROR "no faults injected on ${n} rank(s): ${counts_${n}}")
+    if(NOT counts_${n} MATCHES "faults [1-9]" OR NOT counts_${n} MATCHES "; exchanges ${EXCHANGES}, .* faults [1-9]")
+      message(FATAL_ERROR "no faults injected, or not ${EXCHANGES} exchanges, on ${n} rank(s): ${counts_${n}}")
     endif()
   endforeach()
-  if(NOT counts_1 STREQUAL counts_${RANKS})
-    message(FATAL_ERROR "the counts differ:\n1 rank:   ${counts_1}\n${RANKS} ranks: ${counts_${RANKS}}")
-  endif()
-  message("same counts and verdict on 1 and ${RANKS} ranks")
+  foreach(n 2 ${RANKS})
+    if(NOT counts_1 STREQUAL counts_${n})
+      message(FATAL_ERROR "the counts differ:\n1 rank:   ${counts_1}\n${n} ranks: ${counts_${n}}")
+    endif()
+  endforeach()
+  message("same counts and verdict on 1, 2 and ${RANKS} ranks")
 elseif(MODE STREQUAL "bench")
   set(svg_args "")
   if(SVG)
