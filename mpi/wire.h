@@ -15,7 +15,13 @@
  * with no tainted range, read whole, travels as one message: the header,
  * then its one chunk (prefix and bytes) in the same message; nothing
  * follows on cubert's communicator.
- * Direct form (header flag WIRE_DIRECT, GPU-aware MPI, mpi/direct.h): a
+ * Shared-memory form (header flag WIRE_IPC; mpi/ipc.c): the bytes were
+ * copied into device memory the receiver maps (HIP IPC, POSIX shm on the
+ * host backend); the header message carries WIRE_IPC_BLOCK more bytes
+ * (which staging buffer, its descriptor), the tainted ranges follow as in
+ * 2., no chunk follows, and the receiver answers with WIRE_ACK_SIZE bytes
+ * on the payload tag + 1 once it has taken the bytes.
+ * Direct form (header flag WIRE_DIRECT, version 4, GPU-aware MPI, mpi/direct.h): a
  * view with no tainted range; each chunk is its bare bytes (no prefix, no
  * checksum: MPI moved them from device memory), nothing else follows.
  * Every number is little-endian. */
@@ -29,7 +35,7 @@
 #include "cubert/cubert.h"
 
 #define WIRE_MAGIC 0x504d4243u /* "CBMP" */
-#define WIRE_VERSION 3u /* 2: the eager form; 3: the direct form */
+#define WIRE_VERSION 3u /* 2: the eager and shared-memory forms; 3: the direct form */
 #define WIRE_HEADER_SIZE 64
 #define WIRE_RANGE_SIZE (16 + CUBERT_FAILURE_RECORD_SIZE)
 #define WIRE_CHUNK_PREFIX 16
@@ -37,8 +43,11 @@
 #define WIRE_EAGER_MAX 16384 /* bytes of a view sent in the eager form, at most */
 
 /* Header flags. */
-#define WIRE_EAGER 1u  /* the one chunk follows the header in its message */
-#define WIRE_DIRECT 2u /* the chunks are the bare bytes, sent from device memory */
+#define WIRE_EAGER 1u /* the one chunk follows the header in its message */
+#define WIRE_IPC 2u   /* the bytes wait in shared memory: WIRE_IPC_BLOCK follows the header */
+#define WIRE_IPC_BLOCK (32 + CUBERT_EXPORT_DESC_SIZE)
+#define WIRE_ACK_SIZE 16
+#define WIRE_DIRECT 4u /* the chunks are the bare bytes, sent from device memory */
 
 /* Chunk flags. */
 #define WIRE_CHUNK_UNREAD 1u /* the sender could not read these bytes: a record follows */
@@ -49,7 +58,7 @@ typedef struct wire_header {
   uint64_t chunk;      /* bytes per chunk (the last may be shorter) */
   uint64_t nchunks;
   int32_t payload_tag; /* on cubert's communicator; +1 for records */
-  uint32_t flags;      /* WIRE_EAGER, WIRE_DIRECT, or 0 */
+  uint32_t flags;      /* WIRE_EAGER, WIRE_IPC, WIRE_DIRECT, or 0 */
 } wire_header;
 
 void wire_put64(unsigned char *p, uint64_t v);
@@ -58,6 +67,11 @@ void wire_header_encode(const wire_header *h, unsigned char out[WIRE_HEADER_SIZE
 /* False, with `why` filled, when the bytes are not a cubert header of this
  * version. */
 bool wire_header_decode(const unsigned char in[WIRE_HEADER_SIZE], wire_header *h, char *why, size_t cap);
+
+/* Writes one tainted range (WIRE_RANGE_SIZE bytes): offset in the view,
+ * size, and f's record (zeros, which the receiver calls a corrupt record,
+ * when it cannot be exported). */
+void wire_range_encode(unsigned char *p, uint64_t offset, uint64_t size, const cubert_failure *f);
 
 /* The checksum of a chunk's bytes (detects bytes damaged in flight, such as
  * an injected scribble; not a defence against an adversary). */

@@ -27,6 +27,20 @@
  * arrived whole (cubert_handle_external_begin/end, cubert.h); the other
  * views are staged as above (docs/cluster.md).
  *
+ * Ranks of one node (the same MPI_COMM_TYPE_SHARED group, host name and
+ * boot id) skip MPI's host copies: the sender copies the good bytes, device
+ * to device, into a staging buffer of shareable memory that the receiver
+ * maps (HIP IPC; POSIX shm on the host backend), and MPI carries only the
+ * header, the tainted ranges and the receiver's acknowledgement. The taint
+ * crosses exactly as on the wire. $CUBERT_MPI_IPC (read by cubert_mpi_init,
+ * agreed by both ranks): auto (the default) or off. A send whose scribble
+ * fault fires, a view of at most 16 KiB with no tainted byte (the eager
+ * form), a send to itself, and a send that finds its peer's 4 staging
+ * buffers all still in use go through MPI. A send through shared memory
+ * holds the staging buffer, memory of the client's runtime, until the
+ * receiver has taken the bytes: cubert_runtime_destroy() of that runtime
+ * waits for it (cubert_client_on_runtime_destroy).
+ *
  * Both sides always complete the exchange: a sender whose bytes are tainted,
  * whose device is lost or whose read fails still sends the header, every
  * chunk and the failures, so the receiver never waits for a message that
@@ -55,8 +69,10 @@
  * Threading: calls may come from any thread if MPI was initialised with
  * MPI_THREAD_MULTIPLE; otherwise from the thread MPI allows. Ownership: the
  * communicator, client and handles stay the caller's; a request is owned by
- * the caller until cubert_mpi_wait() (or cubert_mpi_request_free) frees it,
- * and the handle it names must stay alive until then. */
+ * the caller until cubert_mpi_wait() frees it (every started request needs
+ * its wait: there is no other way to free one). A request holds a reference
+ * of its own to the view, so the caller may release its handle before the
+ * wait; the client must stay alive until then. */
 #ifndef CUBERT_MPI_H
 #define CUBERT_MPI_H
 
@@ -109,6 +125,9 @@ CUBERT_MPI_API bool cubert_mpi_gpu_aware(void);
 CUBERT_MPI_API cubert_status cubert_mpi_faults(const char *rules);
 /* Faults injected at send and receive in this process so far. */
 CUBERT_MPI_API uint64_t cubert_mpi_faults_injected(void);
+/* Transfers of this process (sends and receives) that moved through shared
+ * memory so far (cubert_mpi_info.shared_memory). */
+CUBERT_MPI_API uint64_t cubert_mpi_shared_transfers(void);
 
 /* What one transfer did, on either side. */
 typedef struct cubert_mpi_info {
@@ -121,6 +140,8 @@ typedef struct cubert_mpi_info {
   bool device_direct;      /* moved by GPU-aware MPI, the direct form (false: staged
                               through host memory); on a receive: landed straight in
                               the view */
+  bool shared_memory;      /* moved through memory both processes of one node map
+                              (CUBERT_MPI_IPC), not through MPI's messages */
 } cubert_mpi_info;
 
 /* Sends the bytes of `view` (on `client`'s device) and their taint to rank
