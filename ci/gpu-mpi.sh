@@ -19,6 +19,9 @@
 # tests-wire.log, bench.txt, bench.json, bench.csv, bench-wire.txt,
 # bench-wire.json, bench-wire.csv (and bench-matrix.svg, bench-sweep.svg
 # where cairo was found). Exit status: non-zero when any step failed.
+# Then where the 8-byte latency goes (CUBERT_MPI_PROFILE=1: each rank's
+# time per phase of a transfer, docs/cluster.md "Where the latency goes"),
+# in profile.txt.
 #
 # Trying the script's logic where there is no GPU: CUBERT_GPU_MPI_BACKEND=host
 # (no .gpu-kit needed; the system's MPI is used when .mpi-kit is absent).
@@ -116,6 +119,16 @@ for ipc in auto off; do
   grep -E '^(pair|0-1| +latency| +of which|  (MPI on|staged by)|through shared)' "$out/$b.txt" |
     tee -a "$out/summary.txt"
 done
+
+# Where the latency goes: 8-byte transfers only, and each rank's time per
+# phase of a transfer (printed by cubert_mpi_finalize).
+if CUBERT_MPI_PROFILE=1 run_ranks -n 2 "$build/mpi/tool/cubert-mpi" bench --sizes 8 --iters 200 \
+     >"$out/profile.txt" 2>&1; then
+  grep -E 'latency|of which|profile' "$out/profile.txt" | tee -a "$out/summary.txt"
+else
+  summary "latency profile (2 ranks): FAILED (profile.txt)"
+  rc=1
+fi
 
 # A campaign sharded over the 2 ranks (the harness's programs run on the
 # host backend: the campaign's devices are simulated ones), then 200

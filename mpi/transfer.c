@@ -9,12 +9,16 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "mpi/direct.h"
 #include "mpi/inject.h"
+#include "mpi/profile.h"
+#include "mpi/stage.h"
 #include "mpi/ipc.h"
 #include "mpi/wire.h"
 
@@ -47,67 +51,10 @@ static void mpi_text(int code, char *out, size_t cap) {
   snprintf(out, cap, "%.*s", len, s);
 }
 
-/* ------------------------------------------------------------ staging memory */
-
-/* Staging buffers are kept for the next transfer rather than freed: fresh
- * memory of tens of MiB costs a page fault per page at first touch (and
- * glibc gives memory over 32 MiB back to the system at each free), which
- * measured as a large part of a big transfer's time. At most STAGE_KEEP
- * buffers are kept, process-wide; cubert_mpi_finalize frees them once no
- * communicator is left. */
-#define STAGE_KEEP 4
-static pthread_mutex_t stage_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct {
-  void *p;
-  size_t cap;
-} stage_kept[STAGE_KEEP];
+/* How many communicators cubert_mpi_init made usable; the last
+ * cubert_mpi_finalize releases the staging pools (mpi/stage.h). */
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static int comms_live;
-
-/* `size` bytes or more; *cap says how many. NULL when out of memory. */
-static void *stage_get(size_t size, size_t *cap) {
-  pthread_mutex_lock(&stage_lock);
-  int best = -1;
-  for (int i = 0; i < STAGE_KEEP; i++)
-    if (stage_kept[i].p && stage_kept[i].cap >= size && (best < 0 || stage_kept[i].cap < stage_kept[best].cap))
-      best = i;
-  void *p = NULL;
-  if (best >= 0) {
-    p = stage_kept[best].p;
-    *cap = stage_kept[best].cap;
-    stage_kept[best].p = NULL;
-  }
-  pthread_mutex_unlock(&stage_lock);
-  if (!p && (p = malloc(size ? size : 1))) *cap = size ? size : 1;
-  return p;
-}
-
-/* Gives a buffer of stage_get back: kept, in place of a smaller one, or freed. */
-static void stage_put(void *p, size_t cap) {
-  if (!p) return;
-  pthread_mutex_lock(&stage_lock);
-  int slot = -1;
-  for (int i = 0; i < STAGE_KEEP && slot < 0; i++)
-    if (!stage_kept[i].p) slot = i;
-  for (int i = 0; i < STAGE_KEEP && slot < 0; i++)
-    if (stage_kept[i].cap < cap) slot = i;
-  void *drop = p;
-  if (slot >= 0) {
-    drop = stage_kept[slot].p;
-    stage_kept[slot].p = p;
-    stage_kept[slot].cap = cap;
-  }
-  pthread_mutex_unlock(&stage_lock);
-  free(drop);
-}
-
-static void stage_drop_all(void) {
-  pthread_mutex_lock(&stage_lock);
-  for (int i = 0; i < STAGE_KEEP; i++) {
-    free(stage_kept[i].p);
-    stage_kept[i].p = NULL;
-  }
-  pthread_mutex_unlock(&stage_lock);
-}
 
 /* ------------------------------------------------------------ communicators */
 
@@ -120,7 +67,8 @@ typedef struct comm_state {
   mpi_ipc *ipc;        /* ranks of this node: mpi/ipc.c */
 } comm_state;
 
-static void reap(bool wait, const comm_state *only);
+static void reap(bool wait, const comm_state *only, const cubert_client *client);
+static void drain_client(cubert_client *client);
 static const comm_state shared_sends; /* reap(.., SHARED_SENDS): the sends through shared memory */
 #define SHARED_SENDS (&shared_sends)
 
@@ -157,6 +105,10 @@ cubert_status cubert_mpi_init(MPI_Comm comm) {
   if (rc != MPI_SUCCESS) return fail(CUBERT_ERR_BACKEND, "cubert_mpi_init: MPI_Comm_create_keyval failed");
   if (state_of(comm)) return CUBERT_OK;
 
+  prof_init();
+  stage_init(drain_client);
+  char gwhy[128];
+  if (!direct_init(gwhy, sizeof gwhy)) return fail(CUBERT_ERR_PARSE, "cubert_mpi_init: %s", gwhy);
   char why[256];
   if (mpi_inject_env(why, sizeof why) != CUBERT_OK) return fail(CUBERT_ERR_PARSE, "cubert_mpi_init: %s", why);
   comm_state *cs = calloc(1, sizeof *cs);
@@ -181,9 +133,9 @@ cubert_status cubert_mpi_init(MPI_Comm comm) {
     return fail(ist, "cubert_mpi_init: %s", why);
   }
   MPI_Comm_set_attr(comm, keyval, cs);
-  pthread_mutex_lock(&stage_lock);
+  pthread_mutex_lock(&live_lock);
   comms_live++;
-  pthread_mutex_unlock(&stage_lock);
+  pthread_mutex_unlock(&live_lock);
   int rank = -1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   cubert_set_rank(rank);
@@ -194,15 +146,18 @@ cubert_status cubert_mpi_finalize(MPI_Comm comm) {
   if (!mpi_ready()) return fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_mpi_finalize: MPI is not initialised");
   comm_state *cs = state_of(comm);
   if (!cs) return CUBERT_OK;
-  reap(true, cs);
+  reap(true, cs, NULL);
   mpi_ipc_close(cs->ipc, cs->dup);
+  int me = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  prof_report(me);
   MPI_Comm_delete_attr(comm, keyval);
   MPI_Comm_free(&cs->dup);
   free(cs->next);
   free(cs);
-  pthread_mutex_lock(&stage_lock);
+  pthread_mutex_lock(&live_lock);
   bool last = --comms_live == 0;
-  pthread_mutex_unlock(&stage_lock);
+  pthread_mutex_unlock(&live_lock);
   if (last) stage_drop_all();
   return CUBERT_OK;
 }
@@ -242,13 +197,12 @@ struct cubert_mpi_request {
   comm_state *cs;
   int peer, tag, ptag;
   uint64_t size, chunk, nchunks;
-  /* the header; in the eager form its one chunk follows in the same message */
-  unsigned char header[WIRE_HEADER_SIZE + WIRE_CHUNK_PREFIX + WIRE_EAGER_MAX];
   MPI_Request header_req;
   /* send: every message posted, and what they point at */
   unsigned char *ranges;
-  unsigned char *stage;
-  size_t stage_cap; /* from stage_get */
+  stage_buf stage;        /* pinned, of the client's pool (mpi/stage.h) */
+  direct_send direct;     /* the direct form's device copy (mpi/direct.h) */
+  bool device_direct;     /* the bytes moved in the direct form */
   cubert_failure_record *records;
   MPI_Request *reqs;
   int nreqs;
@@ -259,9 +213,14 @@ struct cubert_mpi_request {
   char message[512];      /* its message */
   mpi_hit hit;
   bool injected;
+  double pt;              /* profile: when the current phase began */
+  uint64_t messages;      /* profile: MPI messages of the exchange */
   bool shared;       /* through shared memory (mpi/ipc.c) */
   ipc_ticket *ipc;   /* a send's hold on its staging buffer */
   struct cubert_mpi_request *next; /* in the list of sends still travelling */
+  /* last, and not zeroed at set-up (16 KiB: a cost per small transfer):
+   * the header; in the eager form its one chunk follows in the same message */
+  unsigned char header[WIRE_HEADER_SIZE + WIRE_CHUNK_PREFIX + WIRE_EAGER_MAX];
 };
 
 /* What a request holds of the caller's: its failures and its view. */
@@ -276,7 +235,8 @@ static void request_free(cubert_mpi_request *r) {
   request_settle(r);
   free(r->spans);
   free(r->ranges);
-  stage_put(r->stage, r->stage_cap);
+  stage_give(&r->stage);
+  direct_send_end(&r->direct);
   free(r->records);
   free(r->reqs);
   mpi_ipc_ticket_end(r->ipc);
@@ -293,16 +253,19 @@ static void request_free(cubert_mpi_request *r) {
 static pthread_mutex_t pending_lock = PTHREAD_MUTEX_INITIALIZER;
 static cubert_mpi_request *pending;
 
-static void reap(bool wait, const comm_state *only) {
+static void reap(bool wait, const comm_state *only, const cubert_client *client) {
+  bool live = mpi_ready();
   pthread_mutex_lock(&pending_lock);
   for (cubert_mpi_request **p = &pending; *p;) {
     cubert_mpi_request *r = *p;
     int done = 0;
-    if (only == SHARED_SENDS ? !r->ipc : only && r->cs != only) {
+    if ((only == SHARED_SENDS ? !r->ipc : only && r->cs != only) || (client && r->client != client)) {
       p = &r->next;
       continue;
     }
-    if (wait) {
+    if (!live) {
+      done = 1; /* MPI is gone, and what it held with it */
+    } else if (wait) {
       MPI_Waitall(r->nreqs, r->reqs, MPI_STATUSES_IGNORE);
       done = 1;
     } else if (MPI_Testall(r->nreqs, r->reqs, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS) {
@@ -317,6 +280,10 @@ static void reap(bool wait, const comm_state *only) {
   }
   pthread_mutex_unlock(&pending_lock);
 }
+
+/* The client is being destroyed (mpi/stage.h): its sends still travelling
+ * finish first, since MPI reads their staging buffers. */
+static void drain_client(cubert_client *client) { reap(true, NULL, client); }
 
 static void note(cubert_mpi_request *r, cubert_status st, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -399,7 +366,7 @@ static cubert_status check_call(const char *fn, cubert_client *client, const cub
   if (!(tag >= 0 && tag <= cs->tag_ub) && !(recv && tag == MPI_ANY_TAG))
     return fail(CUBERT_ERR_INVALID_ARGUMENT, "%s: tag %d is outside 0..%d (MPI_TAG_UB)", fn, tag, cs->tag_ub);
   *out = cs;
-  reap(false, NULL);
+  reap(false, NULL, NULL);
   return CUBERT_OK;
 }
 
@@ -410,6 +377,8 @@ static int next_ptag(comm_state *cs, int dest) {
 }
 
 static cubert_status post(cubert_mpi_request *r, int rc, const char *what) {
+  prof_lap(PROF_POST, &r->pt);
+  r->messages++;
   if (rc == MPI_SUCCESS) return CUBERT_OK;
   char t[MPI_MAX_ERROR_STRING + 1];
   mpi_text(rc, t, sizeof t);
@@ -420,11 +389,13 @@ static cubert_status post(cubert_mpi_request *r, int rc, const char *what) {
 /* A request for a call that passed check_call. */
 static cubert_status request_new(const char *fn, cubert_client *client, const cubert_handle *view, int peer, int tag,
                                  MPI_Comm comm, bool send, cubert_mpi_request **out) {
+  double t0 = prof_now();
   comm_state *cs = NULL;
   cubert_status st = check_call(fn, client, view, peer, tag, comm, !send, &cs);
   if (st) return st;
-  cubert_mpi_request *r = calloc(1, sizeof *r);
+  cubert_mpi_request *r = malloc(sizeof *r);
   if (!r) return fail(CUBERT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+  memset(r, 0, offsetof(cubert_mpi_request, header));
   r->send = send;
   r->client = client;
   r->view = cubert_handle_clone(view);
@@ -433,6 +404,8 @@ static cubert_status request_new(const char *fn, cubert_client *client, const cu
   r->peer = peer;
   r->tag = tag;
   r->size = cubert_handle_size_in_use(view);
+  r->pt = t0;
+  prof_lap(PROF_CHECK, &r->pt);
   *out = r;
   return CUBERT_OK;
 }
@@ -453,7 +426,7 @@ const cubert_failure *mpi_req_failure(void *req, cubert_status st, const char *w
 }
 void mpi_req_finish_shared(void *ctx) {
   (void)ctx;
-  if (mpi_ready()) reap(true, SHARED_SENDS);
+  if (mpi_ready()) reap(true, SHARED_SENDS, NULL);
 }
 
 /* What mpi/ipc.c is told of a transfer; `stop`: an injected fail or
@@ -512,6 +485,7 @@ static bool send_eager(cubert_mpi_request *r) {
   if (r->injected || r->nspans || !r->size || r->size > WIRE_EAGER_MAX) return false;
   unsigned char *msg = r->header + WIRE_HEADER_SIZE, *data = msg + WIRE_CHUNK_PREFIX;
   const cubert_failure *bad = read_part(r, 0, r->size, data);
+  prof_lap(PROF_READ, &r->pt);
   if (bad) {
     cubert_failure_release(bad);
     return false;
@@ -527,6 +501,89 @@ static bool send_eager(cubert_mpi_request *r) {
   post(r, MPI_Isend(r->header, (int)(WIRE_HEADER_SIZE + WIRE_CHUNK_PREFIX + r->size), MPI_BYTE, r->peer, r->tag,
                     r->comm, &r->reqs[r->nreqs++]),
        "the message");
+  return true;
+}
+
+/* Queues the reads of chunk k (view bytes [a, b)) into its slot of the
+ * pinned staging buffer: the good stretches from the device
+ * (cubert_handle_read_host: asynchronous, done at the next sync); the
+ * tainted ones are zeroed here (the sender's zeros: marked written in the
+ * buffer's ledger). Chunks from `stop` on are not read: they get the
+ * injected failure (*inj, made at first use). Returns NULL, or a reference
+ * to why the chunk cannot travel (a read refused at once). *si walks the
+ * view's first `norig` spans (its tainted ranges, in order). */
+static const cubert_failure *stage_chunk(cubert_mpi_request *r, uint64_t k, uint64_t stop,
+                                         const cubert_failure **inj, size_t *si, size_t norig) {
+  if (k >= stop) {
+    if (!*inj) *inj = injected_failure(r, r->hit.fault == MPI_FAULT_FAIL ? "send failed" : "send stopped part way");
+    if (*inj) cubert_failure_retain(*inj);
+    return *inj;
+  }
+  uint64_t a = k * r->chunk, b = a + r->chunk < r->size ? a + r->chunk : r->size;
+  uint64_t off = k * (WIRE_CHUNK_PREFIX + r->chunk) + WIRE_CHUNK_PREFIX; /* of the data, in the buffer */
+  for (uint64_t pos = a; pos < b;) {
+    while (*si < norig && r->spans[*si].end <= pos) (*si)++;
+    uint64_t gap_end = b;
+    if (*si < norig && r->spans[*si].start <= pos) {
+      uint64_t end = r->spans[*si].end < b ? r->spans[*si].end : b;
+      memset(r->stage.p + off + (pos - a), 0, (size_t)(end - pos)); /* tainted bytes travel as zeros */
+      cubert_host_buffer_mark_written(r->stage.hb, off + (pos - a), end - pos);
+      pos = end;
+      continue;
+    }
+    if (*si < norig && r->spans[*si].start < b) gap_end = r->spans[*si].start;
+    cubert_handle *part = NULL;
+    cubert_status st = cubert_handle_slice(r->view, pos, r->size - gap_end, &part);
+    if (st == CUBERT_OK) st = cubert_handle_read_host(r->client, part, r->stage.hb, off + (pos - a), gap_end - pos);
+    cubert_handle_release(part);
+    if (st != CUBERT_OK) {
+      char why[192];
+      snprintf(why, sizeof why, "the sender could not read bytes %llu..%llu of the view: %s",
+               (unsigned long long)pos, (unsigned long long)gap_end, cubert_status_string(st));
+      return failure_for(r->client, st, why);
+    }
+    pos = gap_end;
+  }
+  return NULL;
+}
+
+/* After the sync that ended chunk k's reads: NULL when its staged bytes
+ * are good, else a reference to the failure a read met (at a fence). */
+static const cubert_failure *staged_check(cubert_mpi_request *r, uint64_t k) {
+  uint64_t a = k * r->chunk, b = a + r->chunk < r->size ? a + r->chunk : r->size;
+  uint64_t off = k * (WIRE_CHUNK_PREFIX + r->chunk) + WIRE_CHUNK_PREFIX;
+  cubert_status st = cubert_host_buffer_check(r->stage.hb, off, b - a);
+  if (st == CUBERT_OK) return NULL;
+  char why[192];
+  snprintf(why, sizeof why, "the sender's read of bytes %llu..%llu of the view from the device failed: %s",
+           (unsigned long long)a, (unsigned long long)b, cubert_status_string(st));
+  return failure_for(r->client, st, why);
+}
+
+/* The direct form (mpi/direct.h): GPU-aware MPI sends the chunks from a
+ * device copy of the view. False when this rank does not use it or the
+ * view does not qualify (tainted ranges, an injected fault, no copy): the
+ * staged form then carries the account. */
+static bool send_direct(cubert_mpi_request *r) {
+  if (!direct_on() || r->injected || r->nspans || !r->size) return false;
+  if (!stage_watch(r->client) || !direct_send_begin(r->client, r->view, r->size, &r->direct)) return false;
+  prof_lap(PROF_READ, &r->pt);
+  r->reqs = calloc((size_t)(1 + r->nchunks), sizeof *r->reqs);
+  if (!r->reqs) {
+    direct_send_end(&r->direct);
+    return false;
+  }
+  r->device_direct = true;
+  wire_header h = {r->size, 0, r->chunk, r->nchunks, r->ptag, WIRE_DIRECT};
+  wire_header_encode(&h, r->header);
+  post(r, MPI_Isend(r->header, WIRE_HEADER_SIZE, MPI_BYTE, r->peer, r->tag, r->comm, &r->reqs[r->nreqs++]),
+       "the header");
+  for (uint64_t k = 0; k < r->nchunks; k++) {
+    uint64_t a = k * r->chunk, b = a + r->chunk < r->size ? a + r->chunk : r->size;
+    post(r, MPI_Isend(r->direct.addr + a, (int)(b - a), MPI_BYTE, r->peer, r->ptag, r->cs->dup,
+                      &r->reqs[r->nreqs++]),
+         "a chunk");
+  }
   return true;
 }
 
@@ -548,7 +605,8 @@ static cubert_status start_send(const char *fn, cubert_client *client, const cub
     request_free(r);
     return fail(CUBERT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
   }
-  if (send_eager(r)) {
+  prof_lap(PROF_WALK, &r->pt);
+  if (send_eager(r) || send_direct(r)) {
     *out = r;
     return CUBERT_OK;
   }
@@ -563,9 +621,9 @@ static cubert_status start_send(const char *fn, cubert_client *client, const cub
   r->reqs = calloc((size_t)(2 + 2 * r->nchunks), sizeof *r->reqs);
   r->ranges = malloc(r->nspans * WIRE_RANGE_SIZE + 1);
   /* chunk k's message at k * (prefix + chunk); the last may be shorter */
-  r->stage = stage_get((size_t)(r->nchunks * WIRE_CHUNK_PREFIX + r->size), &r->stage_cap);
   r->records = malloc((size_t)r->nchunks * sizeof *r->records + 1);
-  if (!r->reqs || !r->ranges || !r->stage || !r->records) {
+  if (!r->reqs || !r->ranges || !r->records ||
+      !stage_take(client, (size_t)(r->nchunks * WIRE_CHUNK_PREFIX + r->size), &r->stage)) {
     /* Nothing sent yet: the caller may retry. */
     request_free(r);
     return fail(CUBERT_ERR_OUT_OF_MEMORY, "%s: out of memory staging %llu bytes", fn,
@@ -582,36 +640,28 @@ static cubert_status start_send(const char *fn, cubert_client *client, const cub
                       &r->reqs[r->nreqs++]),
          "the tainted ranges");
 
-  /* Chunks: read the good stretches of each (the tainted ones travel as
-   * zeros), checksum, post; the next chunk is read while this one travels. */
+  /* Chunks: the good stretches of each are read from the device into the
+   * pinned staging buffer (the tainted ones travel as zeros), checksummed
+   * and posted; chunk k+1's reads are queued before chunk k is posted, so
+   * the device reads it while MPI takes chunk k. */
   size_t si = 0, norig = r->nspans; /* chunks that fail add spans after these */
   uint64_t stop = r->nchunks; /* a partial fault: chunks from here are not read */
   if (r->injected && r->hit.fault == MPI_FAULT_PARTIAL) stop = (uint64_t)((double)r->nchunks * r->hit.fraction);
   if (r->injected && r->hit.fault == MPI_FAULT_FAIL) stop = 0;
-  const cubert_failure *inj = NULL;
+  const cubert_failure *inj = NULL, *next_bad = NULL;
+  if (r->nchunks) {
+    next_bad = stage_chunk(r, 0, stop, &inj, &si, norig);
+    cubert_sync(client); /* what failed shows in the buffer's ledger (staged_check) */
+  }
   for (uint64_t k = 0; k < r->nchunks; k++) {
     uint64_t a = k * r->chunk, b = a + r->chunk < r->size ? a + r->chunk : r->size;
-    unsigned char *msg = r->stage + k * (WIRE_CHUNK_PREFIX + r->chunk), *data = msg + WIRE_CHUNK_PREFIX;
-    const cubert_failure *bad = NULL;
-    if (k >= stop) {
-      if (!inj) inj = injected_failure(r, r->hit.fault == MPI_FAULT_FAIL ? "send failed" : "send stopped part way");
-      bad = inj;
-      if (bad) cubert_failure_retain(bad);
-    }
-    for (uint64_t pos = a; pos < b && !bad;) {
-      while (si < norig && r->spans[si].end <= pos) si++;
-      uint64_t gap_end = b;
-      if (si < norig && r->spans[si].start <= pos) {
-        uint64_t end = r->spans[si].end < b ? r->spans[si].end : b;
-        memset(data + (pos - a), 0, (size_t)(end - pos)); /* tainted bytes travel as zeros */
-        pos = end;
-        continue;
-      }
-      if (si < norig && r->spans[si].start < b) gap_end = r->spans[si].start;
-      bad = read_part(r, pos, gap_end, data + (pos - a));
-      pos = gap_end;
-    }
+    unsigned char *msg = r->stage.p + k * (WIRE_CHUNK_PREFIX + r->chunk), *data = msg + WIRE_CHUNK_PREFIX;
+    const cubert_failure *bad = next_bad;
+    next_bad = NULL;
+    if (!bad) bad = staged_check(r, k);
+    if (k + 1 < r->nchunks) next_bad = stage_chunk(r, k + 1, stop, &inj, &si, norig);
     uint32_t flags = 0;
+    prof_lap(PROF_READ, &r->pt);
     if (bad) {
       memset(data, 0, (size_t)(b - a)); /* what was read of it does not travel */
       flags = WIRE_CHUNK_UNREAD;
@@ -627,10 +677,10 @@ static cubert_status start_send(const char *fn, cubert_client *client, const cub
     wire_put64(msg + 8, flags);
     if (r->injected && r->hit.fault == MPI_FAULT_SCRIBBLE && b > a) {
       /* damage in flight, after the checksum: the receiver must notice */
-      uint64_t s = r->hit.seed ^ k;
+      uint64_t sd = r->hit.seed ^ k;
       size_t n = (size_t)((double)(b - a) * r->hit.fraction);
       if (!n) n = 1;
-      for (size_t i = 0; i < n; i++) data[(s + i * 7919u) % (b - a)] ^= (unsigned char)(0x5a + i);
+      for (size_t i = 0; i < n; i++) data[(sd + i * 7919u) % (b - a)] ^= (unsigned char)(0x5a + i);
     }
     post(r, MPI_Isend(msg, (int)(WIRE_CHUNK_PREFIX + (b - a)), MPI_BYTE, dest, r->ptag, r->cs->dup,
                       &r->reqs[r->nreqs++]),
@@ -640,11 +690,14 @@ static cubert_status start_send(const char *fn, cubert_client *client, const cub
                         &r->reqs[r->nreqs++]),
            "a failure record");
     if (k + 1 < r->nchunks) {
-      /* let MPI move what is posted while the next chunk is read (without
-       * a progress thread it moves only inside MPI calls); an error shows
-       * again in finish_send's test */
+      /* let MPI move what is posted (without a progress thread it moves
+       * only inside MPI calls); an error shows again in finish_send's
+       * test. Then chunk k+1's reads are over. */
       int done = 0;
       MPI_Testall(r->nreqs, r->reqs, &done, MPI_STATUSES_IGNORE);
+      prof_lap(PROF_SEND_TEST, &r->pt);
+      cubert_sync(client);
+      prof_lap(PROF_READ, &r->pt);
     }
   }
   if (inj) cubert_failure_release(inj);
@@ -664,6 +717,7 @@ static void fill_info(const cubert_mpi_request *r, cubert_mpi_info *info) {
   info->tag = r->tag;
   info->bytes = r->size;
   info->chunks = r->nchunks;
+  info->device_direct = r->device_direct;
   info->shared_memory = r->shared;
   /* spans may overlap (a chunk that failed over a tainted range): count
    * each byte once */
@@ -730,7 +784,10 @@ static cubert_status finish_send(cubert_mpi_request *r, cubert_mpi_info *info) {
     note(r, CUBERT_ERR_BACKEND, "MPI_Testall failed: %s", t);
     done = 1;
   }
+  prof_lap(PROF_SEND_TEST, &r->pt);
   cubert_status st = verdict(r, info);
+  prof_lap(PROF_VERDICT, &r->pt);
+  prof_count(true, r->messages, r->size);
   if (done) {
     request_free(r);
   } else {
@@ -750,7 +807,8 @@ static cubert_status finish_send(cubert_mpi_request *r, cubert_mpi_info *info) {
  * known of what follows). */
 static void drain(cubert_mpi_request *r, const wire_header *h) {
   if (h->flags & WIRE_EAGER) return; /* the chunk came with the header */
-  size_t cap = (size_t)(WIRE_CHUNK_PREFIX + (h->chunk < (1ull << 30) ? h->chunk : 0));
+  bool direct = h->flags & WIRE_DIRECT;   /* bare chunks, nothing else */
+  size_t cap = (size_t)((direct ? 0 : WIRE_CHUNK_PREFIX) + (h->chunk < (1ull << 30) ? h->chunk : 0));
   unsigned char *buf = malloc(cap > CUBERT_FAILURE_RECORD_SIZE ? cap : CUBERT_FAILURE_RECORD_SIZE);
   if (!buf) return;
   MPI_Status s;
@@ -769,7 +827,7 @@ static void drain(cubert_mpi_request *r, const wire_header *h) {
   }
   for (uint64_t k = 0; k < h->nchunks; k++) {
     if (MPI_Recv(buf, (int)cap, MPI_BYTE, r->peer, r->ptag, r->cs->dup, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
-    if (wire_get64(buf + 8) & WIRE_CHUNK_UNREAD)
+    if (!direct && (wire_get64(buf + 8) & WIRE_CHUNK_UNREAD))
       MPI_Recv(buf, CUBERT_FAILURE_RECORD_SIZE, MPI_BYTE, r->peer, r->ptag + 1, r->cs->dup, MPI_STATUS_IGNORE);
   }
   free(buf);
@@ -812,9 +870,10 @@ static cubert_status fail_whole(cubert_mpi_request *r, const char *why) {
  * the bytes are written, or the chunk's range becomes a span when the
  * sender could not read it, an injected fault covers it (chunks from `stop`
  * on) or its checksum does not match. *inj: the injected failure, made at
- * first use. */
+ * first use. `sb`: the pinned buffer msg lies in, at byte `at` (its write
+ * is queued, done at the next sync), or NULL (a blocking write). */
 static void land_chunk(cubert_mpi_request *r, uint64_t k, unsigned char *msg, uint64_t stop,
-                       const cubert_failure **injp) {
+                       const cubert_failure **injp, const stage_buf *sb, uint64_t at) {
   char why[600];
   uint64_t a = k * r->chunk, b = a + r->chunk < r->size ? a + r->chunk : r->size;
   unsigned char *data = msg + WIRE_CHUNK_PREFIX;
@@ -828,6 +887,7 @@ static void land_chunk(cubert_mpi_request *r, uint64_t k, unsigned char *msg, ui
     rc = MPI_Recv(&rec, CUBERT_FAILURE_RECORD_SIZE, MPI_BYTE, r->peer, r->ptag + 1, r->cs->dup, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) memset(&rec, 0, sizeof rec);
     bad = import_or_explain(r, &rec, "an unread chunk");
+    r->messages++;
   }
   if (!bad && k >= stop) {
     if (!inj) inj = injected_failure(r, r->hit.fault == MPI_FAULT_FAIL ? "receive failed" : "receive stopped part way");
@@ -853,7 +913,13 @@ static void land_chunk(cubert_mpi_request *r, uint64_t k, unsigned char *msg, ui
   } else {
     cubert_handle *part = NULL;
     st = cubert_handle_slice(r->view, a, r->size - b, &part);
-    if (st == CUBERT_OK) st = cubert_handle_write(r->client, part, data, b - a);
+    if (st == CUBERT_OK && sb) {
+      /* MPI wrote these bytes of the buffer: no earlier failure holds them */
+      st = cubert_host_buffer_mark_written(sb->hb, at + WIRE_CHUNK_PREFIX, b - a);
+      if (st == CUBERT_OK) st = cubert_handle_write_host(r->client, part, sb->hb, at + WIRE_CHUNK_PREFIX, b - a);
+    } else if (st == CUBERT_OK) {
+      st = cubert_handle_write(r->client, part, data, b - a);
+    }
     cubert_handle_release(part);
     if (st != CUBERT_OK) {
       /* the failed write tainted its bytes itself */
@@ -864,10 +930,150 @@ static void land_chunk(cubert_mpi_request *r, uint64_t k, unsigned char *msg, ui
   *injp = inj;
 }
 
+/* After the last sync of a receive, before the spans are tainted: a byte
+ * of the view tainted outside every span is one whose queued write failed
+ * (at a fence): the call says so (the ledger already has it tainted). */
+static void write_failures(cubert_mpi_request *r) {
+  uint64_t base = cubert_handle_offset_start(r->view), from = base;
+  for (;;) {
+    uint64_t s = 0, e = 0;
+    const cubert_failure *f = NULL;
+    if (cubert_handle_tainted_range(r->client, r->view, from, &s, &e, &f) != CUBERT_OK || !f) return;
+    uint64_t p = s - base; /* covered as far as p by spans */
+    for (bool moved = true; p < e - base && moved;) {
+      moved = false;
+      for (size_t i = 0; i < r->nspans; i++)
+        if (r->spans[i].start <= p && p < r->spans[i].end) {
+          p = r->spans[i].end;
+          moved = true;
+        }
+    }
+    bool covered = p >= e - base;
+    if (!covered)
+      note(r, cubert_failure_status(f), "writing bytes %llu..%llu to the device failed: %s",
+           (unsigned long long)(s - base), (unsigned long long)(e - base), cubert_failure_message(f));
+    cubert_failure_release(f);
+    if (!covered) return;
+    from = e;
+  }
+}
+
+/* Why chunk k (bytes [a, b)) of a direct transfer is not good: NULL when
+ * it is; else a reference. `rc`/`got`: how its receive ended. Injected
+ * receive faults: chunks from `stop` on fail; a scribble taints the chunk
+ * (the direct form carries no checksum to find the damage with, so the
+ * receiver taints what it would damage). */
+static const cubert_failure *direct_verdict(cubert_mpi_request *r, uint64_t k, int rc, int got, uint64_t stop,
+                                            const cubert_failure **injp) {
+  uint64_t a = k * r->chunk, b = a + r->chunk < r->size ? a + r->chunk : r->size;
+  char t[MPI_MAX_ERROR_STRING + 1], why[600];
+  const cubert_failure *bad = NULL;
+  if (rc != MPI_SUCCESS || (uint64_t)got != b - a) {
+    if (rc == MPI_SUCCESS) snprintf(t, sizeof t, "chunk %llu has %d bytes, expected %llu", (unsigned long long)k, got,
+                                    (unsigned long long)(b - a));
+    else mpi_text(rc, t, sizeof t);
+    snprintf(why, sizeof why, "the transfer from rank %d tag %d broke at byte %llu: %s", r->peer, r->tag,
+             (unsigned long long)a, t);
+    note(r, CUBERT_ERR_BACKEND, "%s", why);
+    cubert_failure_create(r->client, CUBERT_ERR_BACKEND, why, &bad);
+  } else if (k >= stop) {
+    if (!*injp)
+      *injp = injected_failure(r, r->hit.fault == MPI_FAULT_FAIL ? "receive failed" : "receive stopped part way");
+    bad = *injp;
+    if (bad) cubert_failure_retain(bad);
+    note(r, CUBERT_ERR_BACKEND, "%s", bad ? cubert_failure_message(bad) : "injected fault");
+  } else if (r->injected && r->hit.fault == MPI_FAULT_SCRIBBLE && b > a) {
+    snprintf(why, sizeof why,
+             "bytes %llu..%llu from rank %d tag %d arrived damaged by an injected scribble (the direct form has no "
+             "checksum to find it: the receiver taints what it damaged)",
+             (unsigned long long)a, (unsigned long long)b, r->peer, r->tag);
+    cubert_failure_create(r->client, CUBERT_ERR_BACKEND, why, &bad);
+  }
+  return bad;
+}
+
+/* The chunks of a direct transfer (mpi/direct.h), all posted at once: into
+ * the view itself under an external write per chunk, when this rank hands
+ * device memory to MPI; else into a pinned buffer of the whole view, then
+ * written to the device. A chunk whose landing cannot begin is received
+ * into scratch memory and tainted with why. */
+static void recv_direct(cubert_mpi_request *r, uint64_t stop, const cubert_failure **injp) {
+  uint64_t n = r->nchunks;
+  bool into_view = direct_on();
+  r->device_direct = into_view;
+  MPI_Request *rq = malloc((size_t)n * sizeof *rq);
+  cubert_external **ext = calloc((size_t)n, sizeof *ext);
+  const cubert_failure **early = calloc((size_t)n, sizeof *early);
+  unsigned char *scratch = NULL;
+  stage_buf sb = {0};
+  if (!rq || !ext || !early || (!into_view && !stage_take(r->client, (size_t)r->size, &sb))) {
+    note(r, CUBERT_ERR_OUT_OF_MEMORY, "out of memory receiving %llu bytes", (unsigned long long)r->size);
+    wire_header h = {r->size, 0, r->chunk, n, r->ptag, WIRE_DIRECT};
+    drain(r, &h);
+    const cubert_failure *f = NULL;
+    if (cubert_failure_create(r->client, CUBERT_ERR_OUT_OF_MEMORY, r->message, &f) == CUBERT_OK)
+      span_add(r, 0, r->size, f);
+    free(rq);
+    free(ext);
+    free(early);
+    return;
+  }
+  for (uint64_t k = 0; k < n; k++) {
+    uint64_t a = k * r->chunk, b = a + r->chunk < r->size ? a + r->chunk : r->size;
+    void *addr = into_view ? NULL : sb.p + a;
+    if (into_view && !(ext[k] = direct_recv_begin(r->client, r->view, a, b, &addr))) {
+      char why[400];
+      snprintf(why, sizeof why, "bytes %llu..%llu could not be received into the view: %s", (unsigned long long)a,
+               (unsigned long long)b, cubert_last_error_message());
+      early[k] = failure_for(r->client, CUBERT_ERR_BACKEND, why);
+      note(r, CUBERT_ERR_BACKEND, "%s", why);
+      if (!scratch) scratch = malloc((size_t)r->size);
+      addr = scratch ? scratch + a : NULL;
+    }
+    MPI_Irecv(addr, addr ? (int)(b - a) : 0, MPI_BYTE, r->peer, r->ptag, r->cs->dup, &rq[k]);
+  }
+  r->messages += n;
+  prof_lap(PROF_POST, &r->pt);
+  for (uint64_t k = 0; k < n; k++) {
+    uint64_t a = k * r->chunk, b = a + r->chunk < r->size ? a + r->chunk : r->size;
+    MPI_Status s;
+    int got = 0, rc = MPI_Wait(&rq[k], &s);
+    if (rc == MPI_SUCCESS) MPI_Get_count(&s, MPI_BYTE, &got);
+    prof_lap(PROF_CHUNK_WAIT, &r->pt);
+    const cubert_failure *bad = early[k] ? early[k] : direct_verdict(r, k, rc, got, stop, injp);
+    if (ext[k]) {
+      cubert_handle_external_end(ext[k], bad); /* repaired, or tainted with bad */
+    } else if (!bad && !into_view) {
+      cubert_handle *part = NULL;
+      cubert_status st = cubert_handle_slice(r->view, a, r->size - b, &part);
+      if (st == CUBERT_OK) st = cubert_host_buffer_mark_written(sb.hb, a, b - a);
+      if (st == CUBERT_OK) st = cubert_handle_write_host(r->client, part, sb.hb, a, b - a);
+      cubert_handle_release(part);
+      if (st != CUBERT_OK)
+        note(r, st, "writing bytes %llu..%llu failed: %s", (unsigned long long)a, (unsigned long long)b,
+             cubert_last_error_message());
+    }
+    if (bad) span_add(r, a, b, bad);
+    prof_lap(PROF_LAND, &r->pt);
+  }
+  if (!into_view) {
+    cubert_sync(r->client); /* the writes are over: the buffer goes back */
+    stage_give(&sb);
+    write_failures(r);
+  }
+  free(scratch);
+  free(rq);
+  free(ext);
+  free(early);
+}
+
 static cubert_status finish_recv(cubert_mpi_request *r, cubert_mpi_info *info) {
   char t[MPI_MAX_ERROR_STRING + 1], why[600];
   MPI_Status s;
+  r->pt = prof_now();
   int rc = MPI_Wait(&r->header_req, &s);
+  prof_lap(PROF_HEADER_WAIT, &r->pt);
+  r->messages = 1;
   if (rc != MPI_SUCCESS) {
     mpi_text(rc, t, sizeof t);
     snprintf(why, sizeof why, "the header from rank %d tag %d did not arrive: %s", r->peer, r->tag, t);
@@ -926,6 +1132,7 @@ static cubert_status finish_recv(cubert_mpi_request *r, cubert_mpi_info *info) {
   int me = -1;
   MPI_Comm_rank(MPI_COMM_WORLD, &me);
   r->injected = mpi_inject_decide(false, me, r->peer, &r->hit);
+  prof_lap(PROF_TAINT, &r->pt);
 
   /* The sender's tainted ranges. */
   if (h.nranges) {
@@ -949,16 +1156,21 @@ static cubert_status finish_recv(cubert_mpi_request *r, cubert_mpi_info *info) {
       }
     }
     free(buf);
+    r->messages++;
+    prof_lap(PROF_CHUNK_WAIT, &r->pt);
   }
 
-  /* The chunks, two in flight. */
+  /* The chunks, RING posted at once into a pinned ring; chunk k's write
+   * to the device is queued, and runs while chunk k+1 arrives. */
+  enum { RING = 3 };
   size_t slot = (size_t)(WIRE_CHUNK_PREFIX + r->chunk);
-  bool eager = h.flags & WIRE_EAGER;
+  bool eager = h.flags & WIRE_EAGER, direct = h.flags & WIRE_DIRECT;
   if (r->chunk > r->size) slot = (size_t)(WIRE_CHUNK_PREFIX + r->size); /* one chunk: no bigger */
-  size_t ring_cap = 0;
   bool shared = r->shared = h.flags & WIRE_IPC;
-  unsigned char *ring = r->nchunks && !eager && !shared ? stage_get(2 * slot, &ring_cap) : NULL;
-  MPI_Request rq[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  stage_buf ringb = {0};
+  unsigned char *ring =
+      r->nchunks && !eager && !direct && !shared && stage_take(r->client, RING * slot, &ringb) ? ringb.p : NULL;
+  MPI_Request rq[RING] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL};
   uint64_t stop = r->nchunks, posted = 0, k = 0;
   if (r->injected && r->hit.fault == MPI_FAULT_PARTIAL) stop = (uint64_t)((double)r->nchunks * r->hit.fraction);
   if (r->injected && r->hit.fault == MPI_FAULT_FAIL) stop = 0;
@@ -968,10 +1180,15 @@ static cubert_status finish_recv(cubert_mpi_request *r, cubert_mpi_info *info) {
     mpi_ipc_land(&call, r->header + WIRE_HEADER_SIZE);
     k = r->nchunks;
   } else if (eager) { /* the one chunk came with the header */
-    land_chunk(r, 0, r->header + WIRE_HEADER_SIZE, stop, &inj);
+    land_chunk(r, 0, r->header + WIRE_HEADER_SIZE, stop, &inj, NULL, 0);
+    prof_lap(PROF_LAND, &r->pt);
+    k = r->nchunks;
+  } else if (direct) {
+    recv_direct(r, stop, &inj);
     k = r->nchunks;
   } else if (r->nchunks && !ring) {
-    note(r, CUBERT_ERR_OUT_OF_MEMORY, "out of memory for %zu bytes of receive buffers", 2 * slot);
+    note(r, CUBERT_ERR_OUT_OF_MEMORY, "no pinned memory for %zu bytes of receive buffers: %s", RING * slot,
+         cubert_last_error_message());
     h.nranges = 0;
     drain(r, &h);
     const cubert_failure *f = NULL;
@@ -979,12 +1196,14 @@ static cubert_status finish_recv(cubert_mpi_request *r, cubert_mpi_info *info) {
       span_add(r, 0, r->size, f);
     k = r->nchunks;
   }
-  for (; posted < r->nchunks && posted < 2 && ring; posted++)
-    MPI_Irecv(ring + (posted % 2) * slot, (int)slot, MPI_BYTE, r->peer, r->ptag, r->cs->dup, &rq[posted % 2]);
+  for (; posted < r->nchunks && posted < RING && ring; posted++)
+    MPI_Irecv(ring + (posted % RING) * slot, (int)slot, MPI_BYTE, r->peer, r->ptag, r->cs->dup, &rq[posted % RING]);
   for (; k < r->nchunks; k++) {
     uint64_t a = k * r->chunk, b = a + r->chunk < r->size ? a + r->chunk : r->size;
-    unsigned char *msg = ring + (k % 2) * slot;
-    rc = MPI_Wait(&rq[k % 2], &s);
+    unsigned char *msg = ring + (k % RING) * slot;
+    rc = MPI_Wait(&rq[k % RING], &s);
+    prof_lap(PROF_CHUNK_WAIT, &r->pt);
+    r->messages++;
     int got = 0;
     if (rc == MPI_SUCCESS) MPI_Get_count(&s, MPI_BYTE, &got);
     if (rc != MPI_SUCCESS || (uint64_t)got != WIRE_CHUNK_PREFIX + (b - a)) {
@@ -997,21 +1216,31 @@ static cubert_status finish_recv(cubert_mpi_request *r, cubert_mpi_info *info) {
       const cubert_failure *f = NULL;
       if (cubert_failure_create(r->client, CUBERT_ERR_BACKEND, why, &f) == CUBERT_OK) span_add(r, a, r->size, f);
       note(r, CUBERT_ERR_BACKEND, "%s", why);
-      for (int i = 0; i < 2; i++)
+      for (int i = 0; i < RING; i++)
         if (rq[i] != MPI_REQUEST_NULL) {
           MPI_Cancel(&rq[i]);
           MPI_Request_free(&rq[i]);
         }
       break;
     }
-    land_chunk(r, k, msg, stop, &inj);
-    if (posted < r->nchunks) {
-      MPI_Irecv(msg, (int)slot, MPI_BYTE, r->peer, r->ptag, r->cs->dup, &rq[posted % 2]);
+    if (k >= 1 && posted < r->nchunks) {
+      /* chunk k-1's write is over after this sync: its slot takes the next */
+      cubert_sync(r->client);
+      prof_lap(PROF_LAND, &r->pt);
+      MPI_Irecv(ring + (posted % RING) * slot, (int)slot, MPI_BYTE, r->peer, r->ptag, r->cs->dup,
+                &rq[posted % RING]);
       posted++;
+      prof_lap(PROF_POST, &r->pt);
     }
+    land_chunk(r, k, msg, stop, &inj, &ringb, (uint64_t)(msg - ring));
+    prof_lap(PROF_LAND, &r->pt);
   }
   if (inj) cubert_failure_release(inj);
-  stage_put(ring, ring_cap);
+  if (ring) {
+    cubert_sync(r->client); /* the last writes are over: the ring goes back */
+    stage_give(&ringb);
+    write_failures(r);
+  }
 
   /* The account: every span tainted, after the good bytes were written. */
   for (size_t i = 0; i < r->nspans; i++) {
@@ -1020,7 +1249,10 @@ static cubert_status finish_recv(cubert_mpi_request *r, cubert_mpi_info *info) {
       note(r, st, "tainting bytes %llu..%llu failed: %s", (unsigned long long)r->spans[i].start,
            (unsigned long long)r->spans[i].end, cubert_last_error_message());
   }
+  prof_lap(PROF_TAINT, &r->pt);
   st = verdict(r, info);
+  prof_lap(PROF_VERDICT, &r->pt);
+  prof_count(false, r->messages, r->size);
   request_free(r);
   return st;
 }
@@ -1031,6 +1263,7 @@ static cubert_status start_recv(const char *fn, cubert_client *client, cubert_ha
   cubert_status st = request_new(fn, client, view, source, tag, comm, false, &r);
   if (st) return st;
   int rc = MPI_Irecv(r->header, (int)sizeof r->header, MPI_BYTE, source, tag, comm, &r->header_req);
+  prof_lap(PROF_POST, &r->pt);
   if (rc != MPI_SUCCESS) {
     char t[MPI_MAX_ERROR_STRING + 1];
     mpi_text(rc, t, sizeof t);

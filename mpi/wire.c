@@ -44,8 +44,11 @@ bool wire_header_decode(const unsigned char in[WIRE_HEADER_SIZE], wire_header *h
   h->payload_tag = (int32_t)(uint32_t)tf;
   h->flags = (uint32_t)(tf >> 32);
   uint64_t want = h->chunk ? (h->size + h->chunk - 1) / h->chunk : 0;
-  bool eager_bad = (h->flags & ~(WIRE_EAGER | WIRE_IPC)) || ((h->flags & WIRE_EAGER) && (h->flags & WIRE_IPC)) ||
-                   ((h->flags & WIRE_EAGER) && (h->nranges || h->nchunks != 1 || h->size > WIRE_EAGER_MAX));
+  bool eager_bad = (h->flags & ~(WIRE_EAGER | WIRE_IPC | WIRE_DIRECT)) ||
+                   ((h->flags & WIRE_EAGER) && (h->flags & (WIRE_IPC | WIRE_DIRECT))) ||
+                   ((h->flags & WIRE_IPC) && (h->flags & WIRE_DIRECT)) ||
+                   ((h->flags & WIRE_EAGER) && (h->nranges || h->nchunks != 1 || h->size > WIRE_EAGER_MAX)) ||
+                   ((h->flags & WIRE_DIRECT) && h->nranges);
   if ((h->size && !h->chunk) || h->nchunks != want || h->payload_tag < 0 || h->nranges > h->size || eager_bad) {
     snprintf(why, cap, "corrupt cubert transfer header (size %llu, chunk %llu, chunks %llu, ranges %llu, flags %x)",
              (unsigned long long)h->size, (unsigned long long)h->chunk, (unsigned long long)h->nchunks,

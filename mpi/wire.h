@@ -21,6 +21,9 @@
  * (which staging buffer, its descriptor), the tainted ranges follow as in
  * 2., no chunk follows, and the receiver answers with WIRE_ACK_SIZE bytes
  * on the payload tag + 1 once it has taken the bytes.
+ * Direct form (header flag WIRE_DIRECT, version 4, GPU-aware MPI, mpi/direct.h): a
+ * view with no tainted range; each chunk is its bare bytes (no prefix, no
+ * checksum: MPI moved them from device memory), nothing else follows.
  * Every number is little-endian. */
 #ifndef CUBERT_MPI_WIRE_H
 #define CUBERT_MPI_WIRE_H
@@ -32,7 +35,7 @@
 #include "cubert/cubert.h"
 
 #define WIRE_MAGIC 0x504d4243u /* "CBMP" */
-#define WIRE_VERSION 2u /* 2: the eager form */
+#define WIRE_VERSION 3u /* 2: the eager and shared-memory forms; 3: the direct form */
 #define WIRE_HEADER_SIZE 64
 #define WIRE_RANGE_SIZE (16 + CUBERT_FAILURE_RECORD_SIZE)
 #define WIRE_CHUNK_PREFIX 16
@@ -44,6 +47,7 @@
 #define WIRE_IPC 2u   /* the bytes wait in shared memory: WIRE_IPC_BLOCK follows the header */
 #define WIRE_IPC_BLOCK (32 + CUBERT_EXPORT_DESC_SIZE)
 #define WIRE_ACK_SIZE 16
+#define WIRE_DIRECT 4u /* the chunks are the bare bytes, sent from device memory */
 
 /* Chunk flags. */
 #define WIRE_CHUNK_UNREAD 1u /* the sender could not read these bytes: a record follows */
@@ -54,7 +58,7 @@ typedef struct wire_header {
   uint64_t chunk;      /* bytes per chunk (the last may be shorter) */
   uint64_t nchunks;
   int32_t payload_tag; /* on cubert's communicator; +1 for records */
-  uint32_t flags;      /* WIRE_EAGER, or 0 */
+  uint32_t flags;      /* WIRE_EAGER, WIRE_IPC, WIRE_DIRECT, or 0 */
 } wire_header;
 
 void wire_put64(unsigned char *p, uint64_t v);

@@ -412,11 +412,16 @@ struct cubert_runtime {
   int non_destroy;
 };
 
+struct cb_client_hook;
 struct cubert_client {
   cubert_runtime *rt;
   cb_device *dev;
   _Atomic uint32_t pinned_stream; /* 0: the thread's */
+  pthread_mutex_t hook_lock;      /* guards hooks */
+  struct cb_client_hook *hooks;   /* cubert_client_on_destroy, newest first */
 };
+/* Runs and frees the client's teardown hooks (runtime/component.c). */
+void cb_client_run_hooks(cubert_client *c);
 
 /* ------------------------------------------------------------ helpers */
 

@@ -406,11 +406,17 @@ cubert_status cubert_client_create(cubert_runtime *rt, int device, cubert_client
   if (!c) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory creating a client");
   c->rt = rt;
   c->dev = dev;
+  pthread_mutex_init(&c->hook_lock, NULL);
   *out = c;
   return CUBERT_OK;
 }
 
-void cubert_client_destroy(cubert_client *c) { cb_free(c); }
+void cubert_client_destroy(cubert_client *c) {
+  if (!c) return;
+  cb_client_run_hooks(c);
+  pthread_mutex_destroy(&c->hook_lock);
+  cb_free(c);
+}
 
 cubert_status cubert_client_on_runtime_destroy(cubert_client *c, void (*fn)(void *ctx), void *ctx) {
   if (!c || !fn)

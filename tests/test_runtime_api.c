@@ -679,6 +679,62 @@ START_TEST(test_builtin_kernel_with_null_output_records_an_error) {
 }
 END_TEST
 
+
+/* ------------------------------------------------------------ client hooks */
+
+/* What a hook saw: the order it ran in, and whether the client could still
+ * allocate a host buffer and write a handle inside it. */
+typedef struct hook_log {
+  int order[4];
+  int n;
+  bool usable;
+  cubert_host_buffer *kept; /* released by the hook, as a component would */
+} hook_log;
+
+static hook_log hooks_seen;
+
+static void hook_fn(cubert_client *c, void *arg) {
+  hooks_seen.order[hooks_seen.n++ % 4] = (int)(intptr_t)arg;
+  if ((intptr_t)arg == 2) {
+    cubert_handle *h = NULL;
+    unsigned char b[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    hooks_seen.usable = cubert_handle_create(c, b, sizeof b, &h) == CUBERT_OK &&
+                        cubert_handle_write_host(c, h, hooks_seen.kept, 0, sizeof b) == CUBERT_OK &&
+                        cubert_sync(c) == CUBERT_OK;
+    cubert_handle_release(h);
+    cubert_host_buffer_release(hooks_seen.kept);
+    hooks_seen.kept = NULL;
+  }
+}
+
+START_TEST(test_client_destroy_runs_its_hooks_newest_first_once) {
+  cb_test_env env;
+  if (!cb_test_open(_i, 1, &env)) return;
+  memset(&hooks_seen, 0, sizeof hooks_seen);
+  cubert_client *c = NULL;
+  cb_test_ok(cubert_client_create(env.runtime, 0, &c));
+  cb_test_ok(cubert_host_buffer_alloc(c, 8, &hooks_seen.kept));
+  cb_test_ok(cubert_client_on_destroy(c, hook_fn, (void *)(intptr_t)1));
+  cb_test_ok(cubert_client_on_destroy(c, hook_fn, (void *)(intptr_t)2));
+  cb_test_ok(cubert_client_on_destroy(c, hook_fn, (void *)(intptr_t)3));
+  cb_test_ok(cubert_client_hook_remove(c, hook_fn, (void *)(intptr_t)3));
+  ck_assert_int_eq(cubert_client_hook_remove(c, hook_fn, (void *)(intptr_t)3), CUBERT_ERR_INVALID_ARGUMENT);
+  expect_message("no such hook");
+  ck_assert_int_eq(cubert_client_on_destroy(c, NULL, NULL), CUBERT_ERR_INVALID_ARGUMENT);
+  ck_assert_int_eq(cubert_client_on_destroy(NULL, hook_fn, NULL), CUBERT_ERR_INVALID_ARGUMENT);
+  ck_assert_int_eq(hooks_seen.n, 0);
+  cubert_client_destroy(c);
+  ck_assert_int_eq(hooks_seen.n, 2);
+  ck_assert_int_eq(hooks_seen.order[0], 2);
+  ck_assert_int_eq(hooks_seen.order[1], 1);
+  ck_assert_msg(hooks_seen.usable, "the client was not usable inside its hook: %s", cubert_last_error_message());
+  ck_assert_ptr_null(hooks_seen.kept);
+  /* the runtime goes after: nothing of the client is left to release */
+  cb_test_close(&env);
+  ck_assert_int_eq(hooks_seen.n, 2);
+}
+END_TEST
+
 /* ------------------------------------------------------------ main */
 
 static void add_loop(Suite *s, const char *name, const TTest *test) {
@@ -716,5 +772,6 @@ int main(void) {
   LOOP(s, test_null_arguments_are_refused_by_every_call);
   LOOP(s, test_null_output_of_handle_create_is_refused);
   ONCE(s, test_builtin_kernel_with_null_output_records_an_error);
+  LOOP(s, test_client_destroy_runs_its_hooks_newest_first_once);
   return cb_test_run(s);
 }

@@ -338,6 +338,8 @@ CUBERT_API cubert_status cubert_runtime_device_link(cubert_runtime *runtime, int
 
 CUBERT_API cubert_status cubert_client_create(cubert_runtime *runtime, int device,
                                               cubert_client **client);
+/* Runs the client's teardown hooks (below), then frees the client. NULL is
+ * fine. */
 CUBERT_API void cubert_client_destroy(cubert_client *client);
 /* Asks cubert_runtime_destroy() of the client's runtime to call fn(ctx)
  * first, while every device and its memory are still there: for components
@@ -349,6 +351,27 @@ CUBERT_API void cubert_client_destroy(cubert_client *client);
 CUBERT_API cubert_status cubert_client_on_runtime_destroy(cubert_client *client, void (*fn)(void *ctx),
                                                           void *ctx);
 CUBERT_API int cubert_client_device(const cubert_client *client);
+
+/* Teardown hooks, for components built on this API that keep objects made
+ * with a client from one call to the next (the MPI component keeps pinned
+ * staging buffers per client, docs/cluster.md): what a component keeps must
+ * be released while the client and its runtime are alive, and the user may
+ * destroy them before telling the component (cubert_mpi_finalize).
+ *
+ * cubert_client_destroy(client) first calls every hook still registered on
+ * the client, newest first, each once, as fn(client, arg), on the
+ * destroying thread: the client, its runtime and everything made with them
+ * are still usable inside the hook. A hook releases what it keeps of the
+ * client; it must not destroy the client, nor register or remove hooks on
+ * it. Registering the same (fn, arg) twice registers it twice.
+ * Errors: a NULL client or fn, CUBERT_ERR_INVALID_ARGUMENT; out of host
+ * memory, CUBERT_ERR_OUT_OF_MEMORY (nothing registered). */
+typedef void (*cubert_client_hook)(cubert_client *client, void *arg);
+CUBERT_API cubert_status cubert_client_on_destroy(cubert_client *client, cubert_client_hook fn, void *arg);
+/* Removes one registration of (fn, arg), for a component that lets go of
+ * the client first; CUBERT_ERR_INVALID_ARGUMENT when there is none. Not
+ * from inside a hook, nor racing cubert_client_destroy. */
+CUBERT_API cubert_status cubert_client_hook_remove(cubert_client *client, cubert_client_hook fn, void *arg);
 
 /* A new stream on the client's device. Streams live as long as the runtime. */
 CUBERT_API cubert_status cubert_stream_create(cubert_client *client, cubert_stream *stream);
@@ -675,6 +698,46 @@ typedef struct cubert_param {
   cubert_access access;   /* buffers and tensors */
   uint32_t size;          /* scalars: bytes, 1 to 64 */
 } cubert_param;
+
+/* ---------------------------------------------------------------- external access */
+
+/* The device address of a view, for a transport that moves the bytes itself
+ * (GPU-aware MPI hands device memory to the network; docs/cluster.md), under
+ * an access that keeps the ledger exact. Owned by the caller from a
+ * successful begin until its end, which frees it; every begin needs exactly
+ * one end, and the view's memory stays allocated in between.
+ *
+ * cubert_handle_external_begin(client, view, access, &external, &address):
+ *   waits for the work queued on the client's stream (failures it finds
+ *   taint their bytes as at any sync), then
+ *   - CUBERT_ACCESS_READ: refuses with CUBERT_ERR_TAINTED (the failures in
+ *     the last error, as cubert_handle_check) when any byte of the view
+ *     carries a failure: nothing failed is handed out as good bytes;
+ *   - CUBERT_ACCESS_WRITE: the view's bytes carry a failure ("being written
+ *     by an external transfer that has not ended") until the end, so a read
+ *     in between is refused rather than seeing half-written bytes;
+ *   and sets *address to the view's first byte in the device's address
+ *   space (a device pointer on HIP; host memory on the host backend), valid
+ *   until the end. The view must be memory of the client's device (else
+ *   CUBERT_ERR_WRONG_DEVICE); CUBERT_ACCESS_READ_WRITE and NULL arguments
+ *   are CUBERT_ERR_INVALID_ARGUMENT. A refused begin changes nothing.
+ * The caller orders the transport's access after work on other streams
+ * (sync them) and ends the access only once the transport is done with the
+ * bytes. cubert does not order later work after the transport: end it
+ * before queueing work on the view.
+ *
+ * cubert_handle_external_end(external, failure): for a write, `failure`
+ * NULL says the transport wrote every byte good (a write: taint the bytes
+ * held is gone); a failure (of cubert_failure_create, an imported one...)
+ * says they are not good: they carry it, as after a failed write. Ending a
+ * write of a device lost meanwhile returns CUBERT_ERR_DEVICE_LOST and the
+ * bytes keep the pending failure. For a read, `failure` is ignored. NULL
+ * external is CUBERT_ERR_INVALID_ARGUMENT. Either way `external` is freed. */
+typedef struct cubert_external cubert_external;
+CUBERT_API cubert_status cubert_handle_external_begin(cubert_client *client, cubert_handle *view,
+                                                      cubert_access access, cubert_external **external,
+                                                      void **address);
+CUBERT_API cubert_status cubert_handle_external_end(cubert_external *external, const cubert_failure *failure);
 
 /* What a host-backend kernel sees: the launch shape and one pointer per
  * argument (device bytes for buffers, the value's bytes for scalars, a

@@ -15,12 +15,17 @@
  * tag of the payload), then on a communicator of cubert's own (a duplicate
  * made by cubert_mpi_init) the tainted ranges as (offset, size, failure
  * record) triples and the bytes in chunks of CUBERT_MPI_CHUNK (default
- * 4 MiB), staged through host memory and pipelined (the next chunk is read
- * from the device while the last one travels). A view of at most 16 KiB
+ * 4 MiB), staged through pinned host buffers kept per client and pipelined
+ * (the next chunk is read from the device while the last one travels; the
+ * receiver writes a chunk to the device while the next arrives). A view of at most 16 KiB
  * with no tainted byte goes as one message: the header with its one chunk
- * (the eager form; wire version 2). GPU-aware MPI is detected
- * (MPIX_Query_cuda_support, MPIX_Query_rocm_support) and reported, but the
- * bytes are staged through host memory in this version (docs/cluster.md).
+ * (the eager form). With GPU-aware MPI (MPIX_Query_cuda_support,
+ * MPIX_Query_rocm_support; $CUBERT_MPI_GPU_AWARE=auto|force|off) a view with
+ * no tainted byte goes in the direct form (wire version 3): the sender
+ * copies it on its device and MPI sends from that copy; the receiver's MPI
+ * writes straight into the view, each chunk tainted as pending until it
+ * arrived whole (cubert_handle_external_begin/end, cubert.h); the other
+ * views are staged as above (docs/cluster.md).
  *
  * Ranks of one node (the same MPI_COMM_TYPE_SHARED group, host name and
  * boot id) skip MPI's host copies: the sender copies the good bytes, device
@@ -55,6 +60,12 @@
  * call records the thread's last error (cubert_last_error_message()), as
  * every cubert call does.
  *
+ * Clients: the component keeps pinned staging buffers per client and a
+ * teardown hook on it (cubert_client_on_destroy): cubert_client_destroy
+ * first waits for that client's sends still travelling (the receivers must
+ * take them), then releases the buffers; a client and its runtime may so be
+ * destroyed before cubert_mpi_finalize.
+ *
  * Threading: calls may come from any thread if MPI was initialised with
  * MPI_THREAD_MULTIPLE; otherwise from the thread MPI allows. Ownership: the
  * communicator, client and handles stay the caller's; a request is owned by
@@ -86,6 +97,8 @@ extern "C" {
  * cubert's payload messages, and gives cubert_set_rank() this process's rank
  * in MPI_COMM_WORLD, so that failures it exports name it. MPI must be
  * initialised (else CUBERT_ERR_INVALID_ARGUMENT, "MPI is not initialised").
+ * Reads the fault rules (below), $CUBERT_MPI_GPU_AWARE (auto, force or off)
+ * and $CUBERT_MPI_PROFILE; a value that does not parse: CUBERT_ERR_PARSE.
  * Calling it again for the same communicator does nothing. */
 CUBERT_MPI_API cubert_status cubert_mpi_init(MPI_Comm comm);
 /* Frees what cubert_mpi_init made for `comm` (collective). Call it before
@@ -124,7 +137,9 @@ typedef struct cubert_mpi_info {
   uint64_t tainted_bytes;  /* of them, bytes that crossed (or arrived) tainted */
   size_t tainted_ranges;   /* how many ranges */
   uint64_t chunks;         /* payload messages */
-  bool device_direct;      /* moved by GPU-aware MPI (false: staged through host memory) */
+  bool device_direct;      /* moved by GPU-aware MPI, the direct form (false: staged
+                              through host memory); on a receive: landed straight in
+                              the view */
   bool shared_memory;      /* moved through memory both processes of one node map
                               (CUBERT_MPI_IPC), not through MPI's messages */
 } cubert_mpi_info;

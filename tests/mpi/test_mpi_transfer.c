@@ -11,7 +11,9 @@
  * All ranks run on one node, so views that are not sent in the eager form
  * cross through shared memory (mpi/ipc.c) unless CUBERT_MPI_IPC=off: ctest
  * runs the suite both ways (test_mpi_transfer, test_mpi_transfer_wire), and
- * test_ranks_of_one_node_share_memory asserts which path was taken. */
+ * test_ranks_of_one_node_share_memory asserts which path was taken.
+ * The direct form (mpi/direct.h) runs with CUBERT_MPI_GPU_AWARE=force and
+ * CUBERT_MPI_IPC=off (test_mpi_transfer_direct). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -32,6 +34,13 @@
 static int rank, partner;
 static bool sender;
 static bool shared; /* CUBERT_MPI_IPC is not off: transfers between these ranks go through shared memory */
+
+/* Whether the run hands device memory to MPI (the direct form:
+ * CUBERT_MPI_GPU_AWARE=force, ctest's test_mpi_transfer_direct). */
+static bool direct_mode(void) {
+  const char *v = getenv("CUBERT_MPI_GPU_AWARE");
+  return v && strcmp(v, "force") == 0;
+}
 
 /* The backend: host (2 simulated devices per rank), or the one
  * $CUBERT_MPI_TEST_BACKEND names ("hip": ci/gpu-mpi.sh, ranks sharing a
@@ -146,6 +155,7 @@ START_TEST(test_clean_view_crosses_good) {
     cb_test_ok(cubert_mpi_send(env.clients[0], h, partner, 3, MPI_COMM_WORLD, &info));
     ck_assert_uint_eq(info.bytes, N);
     ck_assert_uint_eq(info.chunks, 5);
+    ck_assert(info.device_direct == direct_mode());
     cubert_handle_release(h);
   } else {
     cubert_handle *h = NULL;
@@ -153,6 +163,7 @@ START_TEST(test_clean_view_crosses_good) {
     cb_test_ok(cubert_mpi_recv(env.clients[0], h, partner, 3, MPI_COMM_WORLD, &info));
     ck_assert_int_eq(info.peer, partner);
     ck_assert_uint_eq(info.tainted_bytes, 0);
+    ck_assert(info.device_direct == direct_mode());
     expect_good(&env, h, 0, N, 11);
     cubert_handle_release(h);
   }
@@ -449,6 +460,73 @@ START_TEST(test_fault_rule_selects_a_rank) {
 }
 END_TEST
 
+/* Faults of the runtime (not MPI's) while chunks stage through pinned host
+ * buffers: on the sender a device read that fails at once (chunk 1) and one
+ * that fails at the fence with garbage in the staging buffer (chunk 3); on
+ * the receiver a write to the device that fails at the fence (chunk 4, its
+ * third write: chunks 1 and 3 are not written). Each such chunk arrives
+ * tainted, the others good, and both calls say so. */
+START_TEST(test_device_faults_while_staging) {
+  SKIP_IF_BROKEN();
+  cb_test_env env;
+  open_env(&env);
+  cubert_mpi_info info;
+  const uint64_t C = 65536;
+  /* a communicator of its own on which ranks of one node do not share
+   * memory (mpi/ipc.c): the bytes go staged whatever CUBERT_MPI_IPC says */
+  MPI_Comm comm;
+  ck_assert_int_eq(MPI_Comm_dup(MPI_COMM_WORLD, &comm), MPI_SUCCESS);
+  const char *ipc = getenv("CUBERT_MPI_IPC");
+  char *saved = ipc ? strdup(ipc) : NULL;
+  setenv("CUBERT_MPI_IPC", "off", 1);
+  cubert_status ist = cubert_mpi_init(comm);
+  if (saved) setenv("CUBERT_MPI_IPC", saved, 1);
+  else unsetenv("CUBERT_MPI_IPC");
+  free(saved);
+  cb_test_ok(ist);
+  if (sender) {
+    cubert_handle *h = pattern_handle(&env, 70, N);
+    /* direct form: its device copy fails, so the view goes staged */
+    if (direct_mode()) cb_test_ok(cubert_faultinj_add(env.runtime, "copy nth=1 fault=fail", "test", NULL, NULL));
+    cb_test_ok(cubert_faultinj_add(env.runtime, "read nth=2 fault=fail", "test", NULL, NULL));
+    cb_test_ok(cubert_faultinj_add(env.runtime, "read nth=4 fault=async-scribble", "test", NULL, NULL));
+    cubert_status st = cubert_mpi_send(env.clients[0], h, partner, 14, comm, &info);
+    ck_assert_msg(st != CUBERT_OK && st != CUBERT_ERR_TAINTED, "send: %d %s", st, cubert_last_error_message());
+    ck_assert_msg(strstr(cubert_last_error_message(), "65536..131072") != NULL, "%s", cubert_last_error_message());
+    ck_assert_uint_eq(info.tainted_bytes, 2 * C);
+    ck_assert(!info.device_direct);
+    cubert_handle_release(h);
+  } else {
+    cubert_handle *h = NULL;
+    cb_test_ok(cubert_handle_empty(env.clients[0], N, &h));
+    cb_test_ok(cubert_faultinj_add(env.runtime, "write nth=3 fault=async", "test", NULL, NULL));
+    cubert_status st = cubert_mpi_recv(env.clients[0], h, partner, 14, comm, &info);
+    ck_assert_msg(st != CUBERT_OK && st != CUBERT_ERR_TAINTED, "recv: %d %s", st, cubert_last_error_message());
+    ck_assert_msg(strstr(cubert_last_error_message(), "262144..") != NULL, "%s", cubert_last_error_message());
+    ranges r;
+    walk(&env, h, &r);
+    ck_assert_uint_eq(r.n, 3);
+    ck_assert_uint_eq(r.start[0], C);
+    ck_assert_uint_eq(r.end[0], 2 * C);
+    ck_assert(r.origin[0].remote);
+    ck_assert_int_eq(r.origin[0].rank, partner);
+    ck_assert_uint_eq(r.start[1], 3 * C);
+    ck_assert_uint_eq(r.end[1], 4 * C);
+    ck_assert(r.origin[1].remote);
+    ck_assert_uint_eq(r.start[2], 4 * C);
+    ck_assert_uint_eq(r.end[2], N);
+    ck_assert(!r.origin[2].remote);
+    expect_good(&env, h, 0, C, 70);
+    expect_good(&env, h, 2 * C, 3 * C, 70);
+    cubert_handle_release(h);
+  }
+  cb_test_ok(cubert_mpi_finalize(comm));
+  MPI_Comm_free(&comm);
+  cb_test_close(&env);
+  done();
+}
+END_TEST
+
 /* One CUBERT_FAULTS for every rank carries the send/recv rules too
  * (cubert_mpi_init reads them, skipping the runtime's statements, which may
  * hold quoted `;`), beside CUBERT_MPI_FAULTS: rank 1's receive fails by the
@@ -489,6 +567,37 @@ START_TEST(test_cubert_faults_carries_mpi_rules) {
   ck_assert_msg(strstr(cubert_last_error_message(), "CUBERT_FAULTS rule 2") != NULL, "%s", cubert_last_error_message());
   MPI_Comm_free(&comm);
   cb_test_close(&env);
+  done();
+}
+END_TEST
+
+/* The sender destroys its client and runtime while its send still travels
+ * (the receiver posts late) and before cubert_mpi_finalize: the client's
+ * destroy waits for the messages read from its pinned staging buffers, then
+ * releases them (mpi/stage.h), so the bytes arrive good and nothing is used
+ * after it was freed (the ASan build runs this too). A second runtime then
+ * sends again through a fresh pool. */
+START_TEST(test_client_destroyed_before_finalize) {
+  SKIP_IF_BROKEN();
+  for (int round = 0; round < 2; round++) {
+    cb_test_env env;
+    open_env(&env);
+    if (sender) {
+      cubert_handle *h = pattern_handle(&env, 80 + (uint64_t)round, N);
+      cb_test_ok(cubert_mpi_send(env.clients[0], h, partner, 15, MPI_COMM_WORLD, NULL));
+      cubert_handle_release(h);
+      cb_test_close(&env); /* the messages may still travel */
+    } else {
+      usleep(100 * 1000);
+      cubert_handle *h = NULL;
+      cb_test_ok(cubert_handle_empty(env.clients[0], N, &h));
+      cb_test_ok(cubert_mpi_recv(env.clients[0], h, partner, 15, MPI_COMM_WORLD, NULL));
+      expect_good(&env, h, 0, N, 80 + (uint64_t)round);
+      cubert_handle_release(h);
+      cb_test_close(&env);
+    }
+    barrier();
+  }
   done();
 }
 END_TEST
@@ -763,6 +872,8 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, test_injected_scribble_in_flight_is_taint_not_data);
   tcase_add_test(tc, test_injected_receive_faults);
   tcase_add_test(tc, test_fault_rule_selects_a_rank);
+  tcase_add_test(tc, test_device_faults_while_staging);
+  tcase_add_test(tc, test_client_destroyed_before_finalize);
   tcase_add_test(tc, test_cubert_faults_carries_mpi_rules);
   tcase_add_test(tc, test_runtime_rule_selects_a_rank);
   tc = add_case(s, "misuse");
