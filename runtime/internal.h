@@ -258,6 +258,11 @@ struct cb_alloc {
   bool host;   /* the ledger of a host buffer (host_buffer.c), not device
                   memory: `dev` is the device it was placed near, `shared`
                   its own cell; never in a slot, never ordered by streams */
+  /* bindings of pending work records of its own device (work.c), under
+   * that device's lock: together they hold one CB_BINDING_ONE reference,
+   * taken by the first and dropped by the last, so binding memory again
+   * and again costs no atomic operation each time */
+  uint64_t local_binds;
 };
 
 struct cubert_handle {
@@ -291,6 +296,7 @@ struct cubert_kernel {
   cubert_host_fn host_fn;
   uint64_t source_hash;
   bool has_write; /* some parameter writes */
+  uint32_t ntensors; /* tensor parameters (a launch's slots for them) */
   atomic_bool cached; /* some device's module cache has had it (module.c) */
 };
 
@@ -321,6 +327,7 @@ typedef struct cb_wbind {
 /* Work enqueued and not yet known complete: what an asynchronous failure is
  * attributed to, and what keeps the memory it uses alive. */
 typedef struct cb_work {
+  cb_device *dev; /* whose lock guards the record */
   uint64_t work;
   uint32_t stream;
   bool failed; /* settled as failed at enqueue (or skipped) */
