@@ -384,9 +384,11 @@ struct cb_device {
    * lock-free stack */
   cb_alloc *_Atomic grave;
   /* freed records kept for the next allocation (cb_alloc_record), linked by
-   * next_grave; under `lock` */
+   * next_grave; under `lock`. Each keeps the device reference it had, so
+   * reusing one takes none (no atomic operation) */
   cb_alloc *spare;
   uint32_t nspare;
+  uint32_t next_gen; /* the generation the next allocation gets (a slot's only grows); under `lock` */
   /* streams, by id - 1 */
   cb_stream **streams;
   uint32_t nstreams, capstreams;
@@ -456,8 +458,9 @@ void cb_alloc_ref(cb_alloc *a, uint64_t what);
  * NULL: memory of another device is left in its graveyard for its next
  * locked call rather than taking a second device lock. */
 void cb_alloc_unref(cb_alloc *a, uint64_t what, cb_device *held);
-/* A zeroed allocation record: a spare one of the device's, else a new one
- * (NULL: out of host memory). Caller holds dev->lock. */
+/* A zeroed allocation record of `dev` (a->dev set) holding a device
+ * reference: a spare one of the device's (which kept its reference), else a
+ * new one (NULL: out of host memory). Caller holds dev->lock. */
 #define CB_SPARE_ALLOCS 64
 cb_alloc *cb_alloc_record(cb_device *dev);
 /* Frees allocations in the graveyard; caller holds dev->lock. */
