@@ -149,6 +149,11 @@ typedef struct cb_bench_rows {
 
 /* A zeroed row appended (NULL when out of memory). */
 cb_bench_row *cb_bench_rows_add(cb_bench_rows *rows);
+/* The row's cubert figures (raw: its raw ones) from `n` samples: their
+ * statistics (the samples are sorted in place), a copy of them in the order
+ * given that the row owns (none when out of memory), have_cubert or
+ * have_raw set. */
+void cb_bench_row_set(cb_bench_row *row, bool raw, double *samples, int n);
 void cb_bench_rows_free(cb_bench_rows *rows);
 json_t *cb_bench_row_json(const cb_bench_row *row);
 /* A new JSON document with the common head of a run: "tool",
@@ -172,8 +177,11 @@ bool cb_bench_write_json(json_t *root, FILE *out, const char *command);
 
 /* True when cubert was built with cairo (SVG output). */
 bool cb_bench_svg_available(void);
-/* From a `cubert bench peer` JSON document: PREFIX-matrix.svg (a heatmap per
- * matrix test) and PREFIX-sweep.svg (GB/s against size, cubert and raw).
+/* From a `cubert bench peer` or `cubert-mpi bench` JSON document:
+ * PREFIX-matrix.svg (a heatmap per matrix test, over devices or ranks: the
+ * "devices" entries; of several sizes, the largest) and PREFIX-sweep.svg
+ * (GB/s against size, cubert and raw: the "sweep" rows, or where there are
+ * none the matrix rows of the first pair).
  * Files with nothing to draw are not written; each written path is printed
  * on `log`. False with a message on stderr. */
 bool cb_bench_svg_write(json_t *peer_doc, const char *prefix, FILE *log);
@@ -299,6 +307,36 @@ cubert_status cb_bench_raw_alloc_loop(cb_bench_raw *raw, int dev, uint64_t size,
 struct cb_hip_raw_pitched;
 cubert_status cb_bench_raw_pitched(cb_bench_raw *raw, int dev, const struct cb_hip_raw_pitched *p,
                                    uint32_t count, double *ms);
+
+/* ------------------------------------------------------------ one-device runs */
+
+/* What bench runtime and bench strided share around their measurements. */
+/* The start of a one-device benchmark: a runtime of `o->backend` (NULL: the
+ * default backends), its device (cb_bench_pick_device; o->backend becomes
+ * the device's backend, its info in *info), a client of it, and the raw
+ * baseline of that backend (NULL, with a note appended to `notes`, when
+ * there is none). Returns the device's runtime index, or -1 after a message
+ * on stderr naming `command`; what was made is in *rt, *client and *raw
+ * either way, for cb_bench_basic_close(). */
+int cb_bench_basic_open(const char *command, cb_bench_basic_opts *o, cubert_runtime **rt, cubert_device_info *info,
+                        cubert_client **client, cb_bench_raw **raw, json_t *notes);
+/* The JSON document of a one-device run: cb_bench_json_head(tool,
+ * o->backend) with "device", "raw_baseline" and "options" {reps, warmup,
+ * quick} (the caller may add to "options"). A new reference. */
+json_t *cb_bench_basic_doc(const char *tool, const cb_bench_basic_opts *o, const cubert_device_info *info,
+                           const cb_bench_raw *raw);
+/* The end of a one-device run, after its table: prints `notes` and the
+ * validation line, completes `doc` (cb_bench_json_tail with `targets`, NULL
+ * for an empty list) and writes it to --json, the rows to --csv. Takes
+ * `doc` and `targets` (released here); `notes` is borrowed. Returns the
+ * exit status: 0 when at least one check ran, none failed, and nothing
+ * failed to measure or to be written; else 1. */
+int cb_bench_basic_report(const char *command, const cb_bench_basic_opts *o, json_t *doc, const cb_bench_rows *rows,
+                          json_t *targets, int checks, int failed, int errors, json_t *notes);
+/* Closes --json and --csv (false when one fails) and releases what
+ * cb_bench_basic_open made (each may be NULL). */
+bool cb_bench_basic_close(const char *command, cb_bench_basic_opts *o, cubert_client *client, cb_bench_raw *raw,
+                          cubert_runtime *rt);
 
 /* ------------------------------------------------------------ commands */
 

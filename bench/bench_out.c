@@ -58,6 +58,72 @@ int cb_bench_pick_device(cubert_runtime *rt, const char *backend, const char *co
   return -1;
 }
 
+int cb_bench_basic_open(const char *command, cb_bench_basic_opts *o, cubert_runtime **rt, cubert_device_info *info,
+                        cubert_client **client, cb_bench_raw **raw, json_t *notes) {
+  *client = NULL;
+  *raw = NULL;
+  cubert_runtime_options ro;
+  cubert_runtime_options_init(&ro);
+  ro.backends = o->backend;
+  if (cubert_runtime_create(&ro, rt)) {
+    fprintf(stderr, "cubert %s: cubert_runtime_create: %s\n", command, cubert_last_error_message());
+    return -1;
+  }
+  int dev = cb_bench_pick_device(*rt, o->backend, command, info);
+  if (dev < 0) return -1;
+  o->backend = info->backend;
+  if (cubert_client_create(*rt, dev, client)) {
+    fprintf(stderr, "cubert %s: client: %s\n", command, cubert_last_error_message());
+    return -1;
+  }
+  if (cb_bench_raw_open(info->backend, raw)) {
+    *raw = NULL;
+    cb_bench_note(notes, "no raw baseline: the raw %s calls are not available", info->backend);
+  }
+  return dev;
+}
+
+json_t *cb_bench_basic_doc(const char *tool, const cb_bench_basic_opts *o, const cubert_device_info *info,
+                           const cb_bench_raw *raw) {
+  json_t *doc = cb_bench_json_head(tool, o->backend);
+  json_object_set_new(doc, "device", json_string(info->name));
+  json_object_set_new(doc, "raw_baseline", json_string(raw ? cb_bench_raw_describe(raw) : "none"));
+  json_t *opts = json_object();
+  json_object_set_new(opts, "reps", json_integer(o->reps));
+  json_object_set_new(opts, "warmup", json_integer(o->warmup));
+  json_object_set_new(opts, "quick", json_boolean(o->quick));
+  json_object_set_new(doc, "options", opts);
+  return doc;
+}
+
+int cb_bench_basic_report(const char *command, const cb_bench_basic_opts *o, json_t *doc, const cb_bench_rows *rows,
+                          json_t *targets, int checks, int failed, int errors, json_t *notes) {
+  size_t nn = json_array_size(notes);
+  if (nn) printf("\nNotes:\n");
+  for (size_t i = 0; i < nn; i++) printf("  %s\n", json_string_value(json_array_get(notes, i)));
+  bool passed = failed == 0 && checks > 0;
+  printf("\nvalidation: %s (%d checks, %d failed; %d measurement errors)\n", passed ? "passed" : "FAILED", checks,
+         failed, errors);
+  int rc = passed && errors == 0 ? 0 : 1;
+  if (!targets) targets = json_array();
+  cb_bench_json_tail(doc, rows, targets, (long)checks, (long)failed, (long)errors, notes);
+  json_decref(targets);
+  if (o->json.file && !cb_bench_write_json(doc, o->json.file, command)) rc = 1;
+  json_decref(doc);
+  if (o->csv.file && !cb_bench_rows_csv(rows, o->csv.file)) rc = 1;
+  return rc;
+}
+
+bool cb_bench_basic_close(const char *command, cb_bench_basic_opts *o, cubert_client *client, cb_bench_raw *raw,
+                          cubert_runtime *rt) {
+  bool ok = cb_cli_output_close(command, "json", &o->json);
+  if (!cb_cli_output_close(command, "csv", &o->csv)) ok = false;
+  if (client) cubert_client_destroy(client);
+  if (raw) cb_bench_raw_close(raw);
+  if (rt) cubert_runtime_destroy(rt);
+  return ok;
+}
+
 /* ------------------------------------------------------------ sizes */
 
 bool cb_bench_parse_size(const char *text, uint64_t *bytes) {
@@ -270,6 +336,21 @@ cb_bench_row *cb_bench_rows_add(cb_bench_rows *rows) {
   return r;
 }
 
+void cb_bench_row_set(cb_bench_row *row, bool raw, double *samples, int n) {
+  double *keep = n > 0 ? malloc((size_t)n * sizeof *keep) : NULL;
+  if (keep) memcpy(keep, samples, (size_t)n * sizeof *keep);
+  cb_bench_stats s = cb_bench_stats_of(samples, n);
+  if (raw) {
+    row->raw = s;
+    row->raw_samples = keep;
+    row->have_raw = true;
+  } else {
+    row->cubert = s;
+    row->cubert_samples = keep;
+    row->have_cubert = true;
+  }
+}
+
 void cb_bench_rows_free(cb_bench_rows *rows) {
   for (size_t i = 0; i < rows->n; i++) {
     free(rows->v[i].cubert_samples);
@@ -414,7 +495,7 @@ bool cb_bench_rows_csv(const cb_bench_rows *rows, FILE *out) {
 
 bool cb_bench_write_json(json_t *root, FILE *out, const char *command) {
   if (json_dumpf(root, out, JSON_INDENT(1) | JSON_REAL_PRECISION(8)) != 0 || fputc('\n', out) == EOF) {
-    fprintf(stderr, "cubert %s: --json: writing the JSON failed: %s\n", command, strerror(errno));
+    cb_cli_error(command, "--json: writing the JSON failed: %s", strerror(errno));
     return false;
   }
   return true;

@@ -526,18 +526,7 @@ static double per_rep_value(const job *j, const spec *s, double ms) {
 }
 
 static void fill_stats(cb_bench_row *row, bool raw, double *sum, double *fwd, double *rev, int n, int dirs) {
-  double *keep = malloc((size_t)n * sizeof *keep);
-  if (keep) memcpy(keep, sum, (size_t)n * sizeof *keep);
-  cb_bench_stats s = cb_bench_stats_of(sum, n);
-  if (raw) {
-    row->raw = s;
-    row->raw_samples = keep;
-    row->have_raw = true;
-  } else {
-    row->cubert = s;
-    row->cubert_samples = keep;
-    row->have_cubert = true;
-  }
+  cb_bench_row_set(row, raw, sum, n);
   if (dirs == 2) {
     double f = cb_bench_stats_of(fwd, n).median, r = cb_bench_stats_of(rev, n).median;
     if (raw) {

@@ -163,10 +163,9 @@ static cubert_status raw_alloc_batch(rctx *c, const void *p, uint32_t count, dou
 }
 
 /* Batches of `count` (0: chosen from a probe so a batch takes batch_s),
- * warm-ups, then reps; ns per operation into stats. *count gets the count
- * used. */
-static cubert_status series(rctx *c, batch_fn fn, const void *arg, uint32_t *count, cb_bench_stats *stats,
-                            double **samples) {
+ * warm-ups, then reps; ns per operation of each rep into v[0..reps), in
+ * the order measured. *count gets the count used. */
+static cubert_status series(rctx *c, batch_fn fn, const void *arg, uint32_t *count, double *v) {
   cubert_status st;
   double ns = 0;
   if (*count == 0) {
@@ -176,21 +175,21 @@ static cubert_status series(rctx *c, batch_fn fn, const void *arg, uint32_t *cou
     double want = c->batch_s * 1e9 / (ns > 1 ? ns : 1);
     *count = want < 50 ? 50 : want > 200000 ? 200000 : (uint32_t)want;
   }
-  double *v = calloc((size_t)c->o.reps, sizeof *v);
-  if (!v) return CUBERT_ERR_OUT_OF_MEMORY;
   for (int r = 0; r < c->o.warmup + c->o.reps; r++) {
-    if ((st = fn(c, arg, *count, &ns))) {
-      free(v);
-      return st;
-    }
+    if ((st = fn(c, arg, *count, &ns))) return st;
     if (r >= c->o.warmup) v[r - c->o.warmup] = ns;
   }
-  double *keep = malloc((size_t)c->o.reps * sizeof *keep);
-  if (keep) memcpy(keep, v, (size_t)c->o.reps * sizeof *keep);
-  *stats = cb_bench_stats_of(v, c->o.reps);
-  free(v);
-  *samples = keep;
   return CUBERT_OK;
+}
+
+/* A series into the row's cubert (raw: raw) figures. */
+static cubert_status series_row(rctx *c, batch_fn fn, const void *arg, uint32_t *count, cb_bench_row *row, bool raw) {
+  double *v = calloc((size_t)c->o.reps, sizeof *v);
+  if (!v) return CUBERT_ERR_OUT_OF_MEMORY;
+  cubert_status st = series(c, fn, arg, count, v);
+  if (!st) cb_bench_row_set(row, raw, v, c->o.reps);
+  free(v);
+  return st;
 }
 
 /* The median over --reps batches of `count` of a launch batch's host time
@@ -225,14 +224,13 @@ static void progress(rctx *c, const char *what) {
 
 /* cubert side into the row; false (noted) on error. */
 static bool run_cubert(rctx *c, cb_bench_row *r, batch_fn fn, const void *arg, uint32_t *count) {
-  cubert_status st = series(c, fn, arg, count, &r->cubert, &r->cubert_samples);
+  cubert_status st = series_row(c, fn, arg, count, r, false);
   if (st) {
     snprintf(r->note, sizeof r->note, "cubert: %s: %s", cubert_status_name(st), cubert_last_error_message());
     c->errors++;
     return false;
   }
   r->count = *count;
-  r->have_cubert = true;
   return true;
 }
 
@@ -241,13 +239,11 @@ static void run_raw(rctx *c, cb_bench_row *r, batch_fn fn, const void *arg, uint
     snprintf(r->note, sizeof r->note, "no raw baseline");
     return;
   }
-  cubert_status st = series(c, fn, arg, count, &r->raw, &r->raw_samples);
+  cubert_status st = series_row(c, fn, arg, count, r, true);
   if (st) {
     snprintf(r->note, sizeof r->note, "raw: %s", cb_bench_raw_error(c->raw));
     c->errors++;
-    return;
   }
-  r->have_raw = true;
 }
 
 /* ------------------------------------------------------------ sections */
@@ -616,10 +612,7 @@ static cb_bench_row *grow_row(rctx *c, const char *section, const char *test, ui
   cb_bench_row *r = new_row(c, section, test, 0);
   if (!r) return NULL;
   r->count = n; /* the count column holds the number of tainted ranges */
-  r->cubert_samples = malloc((size_t)k * sizeof *v);
-  if (r->cubert_samples) memcpy(r->cubert_samples, v, (size_t)k * sizeof *v);
-  r->cubert = cb_bench_stats_of(v, k);
-  r->have_cubert = true;
+  cb_bench_row_set(r, false, v, k);
   return r;
 }
 
@@ -1013,15 +1006,8 @@ static cubert_status fault_variant(rctx *c, bool no_faultinj, uint32_t *launch_c
                         cubert_arg_buffer(h[3])};
   launch_arg la = {cl, k, args, 4, NULL, 0};
   alloc_arg aa = {cl, 4096};
-  cb_bench_stats s;
-  double *samples = NULL;
-  if ((st = series(c, cubert_launch_batch, &la, launch_count, &s, &samples))) goto out;
-  memcpy(launch_ns, samples, (size_t)c->o.reps * sizeof *launch_ns);
-  free(samples);
-  samples = NULL;
-  if ((st = series(c, cubert_alloc_batch, &aa, alloc_count, &s, &samples))) goto out;
-  memcpy(alloc_ns, samples, (size_t)c->o.reps * sizeof *alloc_ns);
-  free(samples);
+  if ((st = series(c, cubert_launch_batch, &la, launch_count, launch_ns))) goto out;
+  st = series(c, cubert_alloc_batch, &aa, alloc_count, alloc_ns);
 out:
   for (int i = 0; i < 4; i++) cubert_handle_release(h[i]);
   if (k) cubert_kernel_release(k);
@@ -1061,13 +1047,8 @@ static void bench_faultinj(rctx *c) {
     cb_bench_row *r = new_row(c, "faultinj", tests[t], t ? 4096 : 0);
     if (!r) break;
     r->count = t ? ac : lc;
-    r->cubert_samples = malloc((size_t)reps * ROUNDS * sizeof(double));
-    r->raw_samples = malloc((size_t)reps * ROUNDS * sizeof(double));
-    if (r->cubert_samples) memcpy(r->cubert_samples, v[1][t], (size_t)reps * ROUNDS * sizeof(double));
-    if (r->raw_samples) memcpy(r->raw_samples, v[0][t], (size_t)reps * ROUNDS * sizeof(double));
-    r->cubert = cb_bench_stats_of(v[1][t], reps * ROUNDS);
-    r->raw = cb_bench_stats_of(v[0][t], reps * ROUNDS);
-    r->have_cubert = r->have_raw = true;
+    cb_bench_row_set(r, false, v[1][t], reps * ROUNDS);
+    cb_bench_row_set(r, true, v[0][t], reps * ROUNDS);
     snprintf(r->baseline, sizeof r->baseline, "no fault layer");
     r->validated = 1;
   }
@@ -1234,42 +1215,10 @@ static int parse(int argc, char **argv, ropts *o) {
   return cb_bench_parse_basic("bench runtime", usage, argc, argv, o);
 }
 
-static json_t *document(rctx *c, json_t *target_list) {
-  json_t *doc = cb_bench_json_head("cubert bench runtime", c->o.backend);
-  json_object_set_new(doc, "device", json_string(c->info.name));
-  json_object_set_new(doc, "raw_baseline", json_string(c->raw ? cb_bench_raw_describe(c->raw) : "none"));
-  json_t *o = json_object();
-  json_object_set_new(o, "reps", json_integer(c->o.reps));
-  json_object_set_new(o, "warmup", json_integer(c->o.warmup));
-  json_object_set_new(o, "quick", json_boolean(c->o.quick));
-  json_object_set_new(o, "batch_seconds", json_real(c->batch_s));
-  json_object_set_new(doc, "options", o);
-  cb_bench_json_tail(doc, &c->rows, target_list, (long)c->checks, (long)c->failed, (long)c->errors,
-                     c->notes);
-  return doc;
-}
-
 static int run(rctx *c) {
-  cubert_runtime_options ro;
-  cubert_runtime_options_init(&ro);
-  ro.backends = c->o.backend;
-  cubert_status st = cubert_runtime_create(&ro, &c->rt);
-  if (st) {
-    fprintf(stderr, "cubert bench runtime: cubert_runtime_create: %s\n", cubert_last_error_message());
-    return 1;
-  }
-  c->dev = cb_bench_pick_device(c->rt, c->o.backend, "bench runtime", &c->info);
+  c->dev = cb_bench_basic_open("bench runtime", &c->o, &c->rt, &c->info, &c->client, &c->raw, c->notes);
   if (c->dev < 0) return 1;
-  c->o.backend = c->info.backend;
   c->raw_dev = c->info.backend_index;
-  if ((st = cubert_client_create(c->rt, c->dev, &c->client))) {
-    fprintf(stderr, "cubert bench runtime: client: %s\n", cubert_last_error_message());
-    return 1;
-  }
-  if (cb_bench_raw_open(c->info.backend, &c->raw)) {
-    c->raw = NULL;
-    note(c, "no raw baseline: the raw %s calls are not available", c->info.backend);
-  }
   c->batch_s = c->o.quick ? 0.005 : 0.02;
   c->steps = 6 + 3 + 3 + 3 + 4 + 2 + 4 + 1 + 1 + (c->o.quick ? 4 : 5);
   printf("cubert bench runtime: device %d (%s, backend %s)\nbaseline: %s\n", c->dev, c->info.name, c->info.backend,
@@ -1302,19 +1251,10 @@ static int run(rctx *c) {
   print_rows(c);
   json_t *tl = json_array();
   targets(c, tl);
-  size_t nn = json_array_size(c->notes);
-  if (nn) printf("\nNotes:\n");
-  for (size_t i = 0; i < nn; i++) printf("  %s\n", json_string_value(json_array_get(c->notes, i)));
-  bool passed = c->failed == 0 && c->checks > 0;
-  printf("\nvalidation: %s (%d checks, %d failed; %d measurement errors)\n", passed ? "passed" : "FAILED", c->checks,
-         c->failed, c->errors);
-  int rc = passed && c->errors == 0 ? 0 : 1;
-  json_t *doc = document(c, tl);
-  json_decref(tl);
-  if (c->o.json.file && !cb_bench_write_json(doc, c->o.json.file, "bench runtime")) rc = 1;
-  json_decref(doc);
-  if (c->o.csv.file && !cb_bench_rows_csv(&c->rows, c->o.csv.file)) rc = 1;
-  return rc;
+  json_t *doc = cb_bench_basic_doc("cubert bench runtime", &c->o, &c->info, c->raw);
+  json_object_set_new(json_object_get(doc, "options"), "batch_seconds", json_real(c->batch_s));
+  return cb_bench_basic_report("bench runtime", &c->o, doc, &c->rows, tl, c->checks, c->failed, c->errors,
+                               c->notes);
 }
 
 int cb_bench_runtime_main(int argc, char **argv) {
@@ -1327,11 +1267,7 @@ int cb_bench_runtime_main(int argc, char **argv) {
   }
   c->notes = json_array();
   rc = run(c);
-  if (!cb_cli_output_close("bench runtime", "json", &c->o.json)) rc = 1;
-  if (!cb_cli_output_close("bench runtime", "csv", &c->o.csv)) rc = 1;
-  if (c->client) cubert_client_destroy(c->client);
-  if (c->raw) cb_bench_raw_close(c->raw);
-  if (c->rt) cubert_runtime_destroy(c->rt);
+  if (!cb_bench_basic_close("bench runtime", &c->o, c->client, c->raw, c->rt)) rc = 1;
   cb_bench_rows_free(&c->rows);
   json_decref(c->notes);
   free(c);

@@ -283,19 +283,8 @@ static void measure(sctx *c, int t) {
       if (!raw) (void)cubert_sync(c->client);
       continue;
     }
-    double *keep = malloc((size_t)kept * sizeof *keep);
-    if (keep) memcpy(keep, v, (size_t)kept * sizeof *keep);
-    cb_bench_stats s = cb_bench_stats_of(v, kept);
+    cb_bench_row_set(row, raw, v, kept);
     any = true;
-    if (raw) {
-      row->raw = s;
-      row->raw_samples = keep;
-      row->have_raw = true;
-    } else {
-      row->cubert = s;
-      row->cubert_samples = keep;
-      row->have_cubert = true;
-    }
   }
   row->validated = any ? (all_ok ? 1 : 0) : -1;
   free(v);
@@ -410,25 +399,12 @@ static int parse(int argc, char **argv, sopts *o) {
 }
 
 static bool open_device(sctx *c) {
-  cubert_runtime_options ro;
-  cubert_runtime_options_init(&ro);
-  ro.backends = c->o.backend;
-  if (cubert_runtime_create(&ro, &c->rt)) {
-    fprintf(stderr, "cubert bench strided: cubert_runtime_create: %s\n", cubert_last_error_message());
-    return false;
-  }
-  c->dev = cb_bench_pick_device(c->rt, c->o.backend, "bench strided", &c->info);
+  c->dev = cb_bench_basic_open("bench strided", &c->o, &c->rt, &c->info, &c->client, &c->raw, c->notes);
   if (c->dev < 0) return false;
-  c->o.backend = c->info.backend;
   c->raw_dev = c->info.backend_index;
-  if (cubert_client_create(c->rt, c->dev, &c->client) ||
-      cubert_builtin_kernel(CUBERT_BUILTIN_COPY_STRIDED, &c->k_copy)) {
+  if (cubert_builtin_kernel(CUBERT_BUILTIN_COPY_STRIDED, &c->k_copy)) {
     fprintf(stderr, "cubert bench strided: %s\n", cubert_last_error_message());
     return false;
-  }
-  if (cb_bench_raw_open(c->info.backend, &c->raw)) {
-    c->raw = NULL;
-    cb_bench_note(c->notes, "no raw baseline: the raw %s calls are not available", c->info.backend);
   }
   return true;
 }
@@ -450,28 +426,9 @@ static int run(sctx *c) {
   }
   cb_bench_progress_done(c->o.quiet);
   print_rows(c);
-  size_t nn = json_array_size(c->notes);
-  if (nn) printf("\nNotes:\n");
-  for (size_t i = 0; i < nn; i++) printf("  %s\n", json_string_value(json_array_get(c->notes, i)));
-  bool passed = c->failed == 0 && c->checks > 0;
-  printf("\nvalidation: %s (%d checks, %d failed; %d measurement errors)\n", passed ? "passed" : "FAILED",
-         c->checks, c->failed, c->errors);
-  int rc = passed && c->errors == 0 ? 0 : 1;
-  json_t *doc = cb_bench_json_head("cubert bench strided", c->o.backend);
-  json_object_set_new(doc, "device", json_string(c->info.name));
-  json_object_set_new(doc, "raw_baseline", json_string(c->raw ? cb_bench_raw_describe(c->raw) : "none"));
-  json_t *o = json_object();
-  json_object_set_new(o, "reps", json_integer(c->o.reps));
-  json_object_set_new(o, "warmup", json_integer(c->o.warmup));
-  json_object_set_new(o, "quick", json_boolean(c->o.quick));
-  json_object_set_new(doc, "options", o);
-  json_t *targets = json_array();
-  cb_bench_json_tail(doc, &c->rows, targets, (long)c->checks, (long)c->failed, (long)c->errors, c->notes);
-  json_decref(targets);
-  if (c->o.json.file && !cb_bench_write_json(doc, c->o.json.file, "bench strided")) rc = 1;
-  json_decref(doc);
-  if (c->o.csv.file && !cb_bench_rows_csv(&c->rows, c->o.csv.file)) rc = 1;
-  return rc;
+  json_t *doc = cb_bench_basic_doc("cubert bench strided", &c->o, &c->info, c->raw);
+  return cb_bench_basic_report("bench strided", &c->o, doc, &c->rows, NULL, c->checks, c->failed, c->errors,
+                               c->notes);
 }
 
 int cb_bench_strided_main(int argc, char **argv) {
@@ -484,13 +441,9 @@ int cb_bench_strided_main(int argc, char **argv) {
   }
   c->notes = json_array();
   rc = run(c);
-  if (!cb_cli_output_close("bench strided", "json", &c->o.json)) rc = 1;
-  if (!cb_cli_output_close("bench strided", "csv", &c->o.csv)) rc = 1;
   drop_layout(c);
   if (c->k_copy) cubert_kernel_release(c->k_copy);
-  if (c->client) cubert_client_destroy(c->client);
-  if (c->raw) cb_bench_raw_close(c->raw);
-  if (c->rt) cubert_runtime_destroy(c->rt);
+  if (!cb_bench_basic_close("bench strided", &c->o, c->client, c->raw, c->rt)) rc = 1;
   cb_bench_rows_free(&c->rows);
   json_decref(c->notes);
   free(c);

@@ -26,7 +26,7 @@ bool cb_bench_svg_writable(const char *prefix, const char *command) {
   else
     snprintf(dir, sizeof dir, "%.*s", slash == prefix ? 1 : (int)(slash - prefix), prefix);
   if (access(dir, W_OK) != 0) {
-    fprintf(stderr, "cubert %s: --svg: cannot write into %s: %s\n", command, dir, strerror(errno));
+    cb_cli_error(command, "--svg: cannot write into %s: %s", dir, strerror(errno));
     return false;
   }
   return true;
@@ -106,10 +106,15 @@ static const panel panels[] = {
     {"Kernel copy, source writes, GB/s", "matrix", "peer-write", "d2d-kernel", "uni", false},
     {"Peer access off (staged via host), GB/s", "matrix", "staged", NULL, "uni", false},
     {"Pointer chase, ns per load (row reads column)", "latency", "chase", "chase", "uni", true},
+    /* cubert-mpi bench: rank pairs, at the largest size measured */
+    {"cubert send/recv one way, GB/s", "matrix", "send-recv", NULL, "uni", false},
+    {"cubert send/recv both ways, sum GB/s", "matrix", "send-recv", NULL, "bidi", false},
+    {"cubert send/recv latency, us (half a round trip)", "latency", "send-recv", NULL, "uni", true},
 };
 #define NPANELS (sizeof panels / sizeof panels[0])
 
-/* The row of panel p for cell (a, b) (positions), or NULL. */
+/* The row of panel p for cell (a, b) (positions), or NULL; of several
+ * sizes, the first row of the largest. */
 static json_t *panel_row(json_t *doc, const panel *p, int a, int b) {
   json_t *res = json_object_get(doc, "results");
   bool bidi = strcmp(p->dir, "bidi") == 0;
@@ -120,13 +125,24 @@ static json_t *panel_row(json_t *doc, const panel *p, int a, int b) {
     a = b;
     b = t;
   }
+  json_t *best = NULL;
+  json_int_t best_size = -1;
   for (size_t i = 0; i < json_array_size(res); i++) {
     json_t *r = json_array_get(res, i);
     if (strcmp(str(r, "section"), p->section) || strcmp(str(r, "test"), test) || strcmp(str(r, "direction"), p->dir))
       continue;
-    if (position(doc, json_object_get(r, "src")) == a && position(doc, json_object_get(r, "dst")) == b) return r;
+    json_int_t size = json_integer_value(json_object_get(r, "size"));
+    if (position(doc, json_object_get(r, "src")) == a && position(doc, json_object_get(r, "dst")) == b &&
+        size > best_size)
+      best = r, best_size = size;
   }
-  return NULL;
+  return best;
+}
+
+/* "devices" or, for a run over MPI ranks (a "ranks" member), "ranks". */
+static const char *units_of(json_t *doc, int n) {
+  if (json_object_get(doc, "ranks")) return n == 1 ? "rank" : "ranks";
+  return n == 1 ? "device" : "devices";
 }
 
 /* 1 written, 0 nothing to draw, -1 failed. */
@@ -154,11 +170,12 @@ static int write_matrix(json_t *doc, const char *path) {
   cairo_paint(cr);
   cairo_set_source_rgb(cr, 0, 0, 0);
   char title[256];
-  snprintf(title, sizeof title, "cubert bench peer: %s, %d device%s, %s", str(doc, "backend"), n, n == 1 ? "" : "s",
+  snprintf(title, sizeof title, "%s: %s, %d %s, %s", str(doc, "tool"), str(doc, "backend"), n, units_of(doc, n),
            str(doc, "date"));
   text_at(cr, 20, 26, 15, true, false, title);
   text_at(cr, 20, 46, 11, false, false,
-          "cell: cubert median; (ratio cubert/raw); pair class. Colour scaled per panel, brighter = better.");
+          "cell: cubert median (largest size); (ratio cubert/raw); pair class. Colour scaled per panel, brighter = "
+          "better.");
   int k = 0;
   for (size_t p = 0; p < NPANELS; p++) {
     if (!have[p]) continue;
@@ -229,17 +246,43 @@ typedef struct series {
   char name[48];
   double x[64], yc[64], yr[64];
   int n;
+  bool cubert; /* has cubert's figures (else the raw line alone) */
 } series;
+
+/* Whether row r belongs to the size sweep: the "sweep" section; in a run
+ * without one (cubert-mpi bench), the matrix rows of the first pair (the
+ * first two entries of "devices") when they hold several sizes. */
+static bool in_sweep(json_t *doc, json_t *r, bool from_matrix) {
+  if (!from_matrix) return strcmp(str(r, "section"), "sweep") == 0;
+  return strcmp(str(r, "section"), "matrix") == 0 && position(doc, json_object_get(r, "src")) == 0 &&
+         position(doc, json_object_get(r, "dst")) == 1;
+}
+
+static bool sweep_from_matrix(json_t *doc) {
+  json_t *res = json_object_get(doc, "results");
+  json_int_t size = -1;
+  bool several = false;
+  for (size_t i = 0; i < json_array_size(res); i++) {
+    json_t *r = json_array_get(res, i);
+    if (in_sweep(doc, r, false)) return false;
+    if (!in_sweep(doc, r, true)) continue;
+    json_int_t z = json_integer_value(json_object_get(r, "size"));
+    several = several || (size >= 0 && z != size);
+    size = z;
+  }
+  return several;
+}
 
 static int write_sweep(json_t *doc, const char *path) {
   json_t *res = json_object_get(doc, "results");
   series *s = calloc(16, sizeof *s);
   int ns = 0;
   if (!s) return -1;
+  bool from_matrix = sweep_from_matrix(doc);
   double xmin = INFINITY, xmax = -INFINITY, ymin = INFINITY, ymax = -INFINITY;
   for (size_t i = 0; i < json_array_size(res); i++) {
     json_t *r = json_array_get(res, i);
-    if (strcmp(str(r, "section"), "sweep") || strcmp(str(r, "unit"), "GB/s")) continue;
+    if (!in_sweep(doc, r, from_matrix) || strcmp(str(r, "unit"), "GB/s")) continue;
     char name[48];
     snprintf(name, sizeof name, "%s%s", str(r, "test"), strcmp(str(r, "direction"), "bidi") == 0 ? " bidi" : "");
     int k = 0;
@@ -255,6 +298,7 @@ static int write_sweep(json_t *doc, const char *path) {
     s[k].yc[s[k].n] = yc;
     s[k].yr[s[k].n] = yr;
     s[k].n++;
+    s[k].cubert = s[k].cubert || (isfinite(yc) && yc > 0);
     xmin = fmin(xmin, x);
     xmax = fmax(xmax, x);
     if (isfinite(yc) && yc > 0) ymin = fmin(ymin, yc), ymax = fmax(ymax, yc);
@@ -275,9 +319,12 @@ static int write_sweep(json_t *doc, const char *path) {
   cairo_paint(cr);
   cairo_set_source_rgb(cr, 0, 0, 0);
   char title[256];
-  snprintf(title, sizeof title, "cubert bench peer: size sweep (%s, %s)", str(doc, "backend"), str(doc, "date"));
+  snprintf(title, sizeof title, "%s: size sweep%s (%s, %s)", str(doc, "tool"),
+           from_matrix ? (json_object_get(doc, "ranks") ? ", ranks 0 and 1" : ", the first pair") : "",
+           str(doc, "backend"), str(doc, "date"));
   text_at(cr, 20, 26, 15, true, false, title);
-  text_at(cr, 20, 44, 11, false, false, "GB/s (1e9 B/s) against bytes per copy; solid: cubert, dashed: raw baseline");
+  text_at(cr, 20, 44, 11, false, false,
+          "GB/s (1e9 B/s) against bytes per copy; solid: cubert, dashed: raw baseline (a raw series alone: dashed)");
   /* axes and grid */
   cairo_set_line_width(cr, 1);
   for (double d = ly0; d <= ly1 + 1e-9; d += 1) {
@@ -345,13 +392,15 @@ static int write_sweep(json_t *doc, const char *path) {
           cairo_fill(cr);
         }
     }
-    cairo_set_dash(cr, NULL, 0, 0);
     double ly = T + 10 + 20 * k;
+    double legend_dash[] = {6, 4};
+    cairo_set_dash(cr, legend_dash, s[k].cubert ? 0 : 2, 0);
     cairo_set_source_rgb(cr, c[0], c[1], c[2]);
-    cairo_set_line_width(cr, 2.2);
+    cairo_set_line_width(cr, s[k].cubert ? 2.2 : 1.5);
     cairo_move_to(cr, L + pw + 15, ly);
     cairo_line_to(cr, L + pw + 40, ly);
     cairo_stroke(cr);
+    cairo_set_dash(cr, NULL, 0, 0);
     cairo_set_source_rgb(cr, 0, 0, 0);
     text_at(cr, L + pw + 46, ly + 4, 11, false, false, s[k].name);
   }
@@ -373,7 +422,7 @@ bool cb_bench_svg_write(json_t *doc, const char *prefix, FILE *log) {
     int r = k ? write_sweep(doc, path) : write_matrix(doc, path);
     if (r > 0) fprintf(log, "wrote %s\n", path);
     else if (r < 0) {
-      fprintf(stderr, "cubert bench: could not write %s\n", path);
+      fprintf(stderr, "%s bench: could not write %s\n", cb_cli_program(), path);
       ok = false;
     }
   }
@@ -393,7 +442,7 @@ bool cb_bench_svg_write(json_t *doc, const char *prefix, FILE *log) {
   (void)doc;
   (void)prefix;
   (void)log;
-  fprintf(stderr, "cubert bench: built without cairo (libcairo2-dev): no SVG\n");
+  fprintf(stderr, "%s bench: built without cairo (libcairo2-dev): no SVG\n", cb_cli_program());
   return false;
 }
 

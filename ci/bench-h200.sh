@@ -119,6 +119,26 @@ stage_strided() {
   return "$rc"
 }
 
+# The pageable staging pipeline's settings (backends/hip/hip_pipe.c) swept
+# at 256 MiB: copy threads x chunk size x chunks, the pageable h2d and d2h
+# rows of each (issue 15: d2h was 2.1-2.5x raw where 3x is the target).
+# CUBERT_BENCH_PIPE_SWEEP=0 leaves it out; CUBERT_BENCH_PIPE_LIMIT (s, 120).
+stage_pipe_sweep() {
+  local t c n line start=$SECONDS limit=${CUBERT_BENCH_PIPE_LIMIT:-120}
+  echo "threads chunk chunks | pageable rows at 256 MiB (cubert GB/s, raw GB/s, ratio)" >>"$out/bench.log"
+  for t in 4 8 12 16; do
+    for c in 8M 16M 32M; do
+      for n in 4 8; do
+        [ $((SECONDS - start)) -lt "$limit" ] || { echo "pipe sweep: stopped at ${limit} s" >>"$out/bench.log"; return 0; }
+        line=$(CUBERT_BACKENDS=hip CUBERT_HIP_COPY_THREADS=$t CUBERT_HIP_STAGING_CHUNK=$c \
+          CUBERT_HIP_STAGING_CHUNKS=$n timeout 30 "$tool" bench peer --only sweep --sizes 256M \
+          --reps 5 --warmup 2 --quiet 2>&1 | awk '$1 == "h2d" || $1 == "d2h" { printf "%s %s raw %s ratio %s; ", $1, $8, $12, $13 }')
+        echo "pipe $t $c $n | $line" >>"$out/bench.log"
+      done
+    done
+  done
+}
+
 : >"$out/build.log"
 : >"$out/bench.log"
 if cb_stage system stage_system && cb_stage configure stage_configure && cb_stage build stage_build; then
@@ -128,6 +148,10 @@ if cb_stage system stage_system && cb_stage configure stage_configure && cb_stag
   cb_stage runtime stage_runtime
   echo "==== cubert bench strided ====" >>"$out/bench.log"
   cb_stage strided stage_strided
+  if [ "${CUBERT_BENCH_PIPE_SWEEP:-1}" != 0 ]; then
+    echo "==== pageable pipeline sweep ====" >>"$out/bench.log"
+    cb_stage pipe-sweep stage_pipe_sweep
+  fi
   grep -E '^(validation|  [a-z].*(met|figure))' "$out/bench.log"
 else
   cb_stage_skip peer "configure or build failed"

@@ -11,9 +11,11 @@
 # -DCUBERT_MPI=ON, MPI from .mpi-kit), build the MPI suite and cubert-mpi,
 # run tests/mpi/test_mpi_transfer with 2 ranks on the HIP backend (both on
 # device 0), then `cubert-mpi bench` with 2 ranks (device buffers through
-# cubert beside raw MPI on host buffers), and a short sharded campaign.
-# Writes 5 files to $OUT: summary.txt, build.log, tests.log, bench.txt,
-# bench.json. Exit status: non-zero when any step failed.
+# cubert beside raw MPI: on device buffers where GPU-aware, else staged by
+# hand; and on host buffers), and a short sharded campaign.
+# Writes to $OUT: summary.txt, build.log, tests.log, bench.txt, bench.json,
+# bench.csv (and bench-matrix.svg, bench-sweep.svg where cairo was found).
+# Exit status: non-zero when any step failed.
 #
 # Trying the script's logic where there is no GPU: CUBERT_GPU_MPI_BACKEND=host
 # (no .gpu-kit needed; the system's MPI is used when .mpi-kit is absent).
@@ -63,7 +65,7 @@ run_ranks() {
 }
 
 if cmake -S "$root" -B "$build" -G Ninja "${platform[@]}" -DCUBERT_MPI=ON -DMPI_C_COMPILER="$mpicc" \
-     -DCUBERT_BUILD_BENCH=OFF >"$out/build.log" 2>&1 &&
+     -DCUBERT_BUILD_BENCH=ON >"$out/build.log" 2>&1 &&
    cmake --build "$build" --parallel "$jobs" --target test_mpi_transfer cubert_mpi_tool >>"$out/build.log" 2>&1; then
   summary "build: ok"
 else
@@ -83,16 +85,20 @@ else
   rc=1
 fi
 
-# Bandwidth and latency between the two ranks; device buffers through
-# cubert beside raw MPI on host buffers.
+# Bandwidth and latency between the two ranks (osu_bw/osu_bibw/osu_latency's
+# method); device buffers through cubert beside MPI on device buffers where
+# the MPI is GPU-aware, else staged by hand (hipMemcpy to pinned memory, MPI,
+# hipMemcpy), and MPI on host buffers. The pictures where cairo is in.
+svg=()
+grep -q 'SVG output on' "$out/build.log" && svg=(--svg "$out/bench")
 if run_ranks -n 2 "$build/mpi/tool/cubert-mpi" bench --sizes 8,4K,64K,1M,16M,64M --iters 10 \
-     --json "$out/bench.json" >"$out/bench.txt" 2>&1; then
+     --json "$out/bench.json" --csv "$out/bench.csv" "${svg[@]}" >"$out/bench.txt" 2>&1; then
   summary "bench (2 ranks): $(grep -m1 '^validation' "$out/bench.txt")"
 else
   summary "bench (2 ranks): FAILED (bench.txt)"
   rc=1
 fi
-grep -E '^(pair|0-1| +latency| +of which|GPU-aware)' "$out/bench.txt" | tee -a "$out/summary.txt"
+grep -E '^(pair|0-1| +latency| +of which|  (MPI on|staged by))' "$out/bench.txt" | tee -a "$out/summary.txt"
 
 # A campaign sharded over the 2 ranks (the harness's programs run on the
 # host backend: the campaign's devices are simulated ones).

@@ -45,10 +45,11 @@ CB_PACKAGES_BUILD=(build-essential cmake ninja-build pkg-config libhwloc-dev hwl
 # What the tests add: Check (with subunit), clang for the second compiler,
 # Open MPI for the MPI component and its stage (libopenmpi-dev, openmpi-bin),
 # libFuzzer's runtime (libclang-rt-14-dev), the linter of the scripts (shellcheck), libudev-dev for `pkg-config --static`
-# (hwloc's private libraries) in the consumer example.
+# (hwloc's private libraries) in the consumer example, xmllint (libxml2-utils)
+# for the benchmarks' SVG pictures.
 # shellcheck disable=SC2034 # used by ci/test.sh
 CB_PACKAGES_TEST=("${CB_PACKAGES_BUILD[@]}" check libsubunit-dev clang libclang-rt-14-dev shellcheck
-                  libudev-dev libopenmpi-dev openmpi-bin)
+                  libudev-dev libopenmpi-dev openmpi-bin libxml2-utils)
 
 # ------------------------------------------------------------ stages
 CB_STAGE_NAMES=()

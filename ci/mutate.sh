@@ -2,8 +2,9 @@
 # ci/mutate.sh: mutation testing of the failure accounting (issue 11).
 #
 # Each file ci/mutants/*.mut is one mutant: a single change to one file of
-# runtime/ (an exact source fragment, found exactly once, and what replaces
-# it) plus the checks that must kill it. This script
+# runtime/ or mpi/ (an exact source fragment, found exactly once, and what
+# replaces it; an mpi/ mutant's checks need the MPI component built) plus
+# the checks that must kill it. This script
 #   1. checks that every mutant applies to this tree: its fragment occurs
 #      exactly once in its file, else it stops with "mutant N does not apply";
 #   2. mirrors the tree into $BUILD/mutate/src (only files whose content
@@ -210,7 +211,7 @@ targets_for() {
     case $c in
       ctest:*)
         while IFS= read -r t; do
-          case $t in test_*) out+=("$t") ;; *) cli=1 ;; esac
+          case $t in test_*) out+=("$t") ;; mpi_*) out+=(cubert_mpi_tool) ;; *) cli=1 ;; esac
         done < <(ctest --test-dir "$BLD" -N -R "${c#ctest:}" | sed -n 's/^ *Test *#[0-9]*: *//p') ;;
       *) cli=1 ;;
     esac

@@ -52,7 +52,8 @@ const char *cb_cli_bytes(uint64_t bytes, char *buf, size_t capacity);
 int cb_cli_fail(const char *cmd, const char *what, cubert_status status);
 
 /* The tail of every option parser: prints "cubert <cmd>: <what> '<arg>'"
- * and the command's usage on stderr; returns CB_CLI_USAGE. */
+ * (the tool's name, cb_cli_set_program) and the command's usage on stderr;
+ * returns CB_CLI_USAGE. This and cb_cli_parse_uint are in cli/options.c. */
 int cb_cli_usage_error(const char *cmd, const char *what, const char *arg, void (*print_usage)(FILE *out));
 
 /* Parses a non-negative decimal integer option value; false when `text` is

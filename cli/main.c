@@ -1,7 +1,6 @@
 /* cli/main.c: the `cubert` tool's front door: global options, dispatch to
  * the subcommands of commands.h, weak "not built" defaults for subcommands
  * whose folder did not add its implementation, and shared helpers. */
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,20 +122,4 @@ int cb_cli_fail(const char *cmd, const char *what, cubert_status status) {
   fprintf(stderr, "cubert %s: %s failed: %s: %s\n", cmd, what, cubert_status_name(status),
           cubert_last_error_message());
   return CB_CLI_FAILED;
-}
-
-int cb_cli_usage_error(const char *cmd, const char *what, const char *arg, void (*print_usage)(FILE *out)) {
-  fprintf(stderr, "cubert %s: %s '%s'\n", cmd, what, arg);
-  print_usage(stderr);
-  return CB_CLI_USAGE;
-}
-
-bool cb_cli_parse_uint(const char *text, uint64_t max, uint64_t *value) {
-  if (text == NULL || *text < '0' || *text > '9') return false;
-  char *end = NULL;
-  errno = 0;
-  unsigned long long v = strtoull(text, &end, 10);
-  if (errno != 0 || *end != '\0' || v > max) return false;
-  *value = v;
-  return true;
 }

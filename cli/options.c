@@ -1,5 +1,7 @@
 /* cli/options.c: the shared option parser, outputs opened before work, the
- * subcommand tables and the environment list (cli/options.h). */
+ * subcommand tables and the environment list (cli/options.h); with
+ * cb_cli_usage_error and cb_cli_parse_uint of cli/commands.h, the static
+ * library cubert_cli_options that every tool links. */
 #include "cli/options.h"
 
 #include <errno.h>
@@ -13,10 +15,15 @@
 
 #define MAX_OPTS 48
 
+static const char *program = "cubert";
+
+void cb_cli_set_program(const char *name) { program = name ? name : "cubert"; }
+const char *cb_cli_program(void) { return program; }
+
 void cb_cli_error(const char *command, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  fprintf(stderr, "cubert %s: ", command);
+  fprintf(stderr, "%s %s: ", program, command);
   vfprintf(stderr, fmt, ap);
   fputc('\n', stderr);
   va_end(ap);
@@ -103,7 +110,7 @@ int cb_cli_parse(const cb_cli_spec *spec, int argc, char **argv, int *first) {
       if (optopt && optopt < 256 && strncmp(bad, "--", 2) != 0) bad = shortopt;
       if (c == ':') {
         cb_cli_error(spec->name, "%s wants a value", bad);
-        fprintf(stderr, "`cubert %s --help` lists the options.\n", spec->name);
+        fprintf(stderr, "`%s %s --help` lists the options.\n", program, spec->name);
         return CB_CLI_USAGE;
       }
       return cb_cli_usage_error(spec->name, "unknown option (or one that takes no value)", bad, spec->usage);
@@ -118,11 +125,27 @@ int cb_cli_parse(const cb_cli_spec *spec, int argc, char **argv, int *first) {
     if (spec->max_operands == 0) return cb_cli_usage_error(spec->name, "unexpected argument", argv[optind], spec->usage);
     cb_cli_error(spec->name, "wants %s, got %d argument%s", spec->operands ? spec->operands : "other arguments",
                  operands, operands == 1 ? "" : "s");
-    fprintf(stderr, "`cubert %s --help` describes it.\n", spec->name);
+    fprintf(stderr, "`%s %s --help` describes it.\n", program, spec->name);
     return CB_CLI_USAGE;
   }
   *first = optind;
   return CB_CLI_PARSED;
+}
+
+int cb_cli_usage_error(const char *cmd, const char *what, const char *arg, void (*print_usage)(FILE *out)) {
+  fprintf(stderr, "%s %s: %s '%s'\n", program, cmd, what, arg);
+  print_usage(stderr);
+  return CB_CLI_USAGE;
+}
+
+bool cb_cli_parse_uint(const char *text, uint64_t max, uint64_t *value) {
+  if (text == NULL || *text < '0' || *text > '9') return false;
+  char *end = NULL;
+  errno = 0;
+  unsigned long long v = strtoull(text, &end, 10);
+  if (errno != 0 || *end != '\0' || v > max) return false;
+  *value = v;
+  return true;
 }
 
 /* ------------------------------------------------------------ outputs */

@@ -8,6 +8,10 @@
  *   errors                 "cubert <command>: --opt wants ..., not 'x'" and
  *                          exit status 2 (CB_CLI_USAGE)
  *
+ * Other tools use it too (`cubert-mpi`, mpi/tool/): it is the static library
+ * cubert_cli_options (cli/CMakeLists.txt), and cb_cli_set_program() names the
+ * tool its messages begin with.
+ *
  * Outputs are opened by cb_cli_open_outputs before any work starts, so a path
  * that cannot be written fails at once, not after a long measurement. */
 #ifndef CUBERT_CLI_OPTIONS_H
@@ -83,7 +87,13 @@ bool cb_cli_close_outputs(const cb_cli_spec *spec);
  * whose option table is gone by then; `option` is the long name. */
 bool cb_cli_output_close(const char *command, const char *option, cb_cli_output *out);
 
-/* Prints "cubert <command>: <message>" on stderr. */
+/* The tool messages begin with: "cubert" unless cb_cli_set_program() named
+ * another ("cubert-mpi"). `name` must outlive the process's parsing. */
+void cb_cli_set_program(const char *name);
+const char *cb_cli_program(void);
+
+/* Prints "cubert <command>: <message>" on stderr (the program's name
+ * instead of "cubert" where one was set). */
 void cb_cli_error(const char *command, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* A table of subcommands and the lookup every dispatcher uses. */

@@ -24,6 +24,7 @@
 #include "base/hash.h"
 #include "base/strided.h"
 #include "faultinj/injector.h"
+#include "runtime/fault_state.h"
 
 /* ------------------------------------------------------------ states */
 
@@ -121,7 +122,8 @@ static void describe(char *buf, size_t cap, uint32_t op, const fi_device *d, con
 
 static bool decide(const fi_device *d, const fi_stream *s, uint32_t op, uint32_t extra, uint64_t work,
                    const char *kernel, const int *peers, uint32_t npeers, cb_fi_hit *hit) {
-  cb_fi_call call = {op, op | extra, d->index, s ? s->id : 0, work, kernel, peers, npeers};
+  int rank = cb_failure_rank();
+  cb_fi_call call = {op, op | extra, d->index, s ? s->id : 0, work, kernel, peers, npeers, rank < 0 ? 0 : rank};
   return cb_fi_decide(d->b->fi, &call, hit);
 }
 

@@ -66,7 +66,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (uint64_t k = 0; k < 16; k++) {
       uint32_t op = ops[k % 4];
       cb_fi_call call = {op, op | (op == CB_FI_OP_COPY_PEER ? CB_FI_OP_PEER_WRITE : 0), (int)(k % 3), k % 4, k,
-                         op == CB_FI_OP_LAUNCH ? "k1" : NULL, peers, op == CB_FI_OP_COPY_PEER ? 2 : 0};
+                         op == CB_FI_OP_LAUNCH ? "k1" : NULL, peers, op == CB_FI_OP_COPY_PEER ? 2 : 0, (int)(k % 2)};
       cb_fi_hit hit;
       if (cb_fi_decide(fi, &call, &hit)) cb_fi_note(fi, hit.id, "fuzz");
     }

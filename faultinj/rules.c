@@ -176,6 +176,8 @@ bool cb_fi_rule_filters(const cb_fi_rule *rule, const cb_fi_call *call) {
     return false;
   if (rule->nstreams && (call->stream == 0 || !in_ranges(rule->streams, rule->nstreams, call->stream)))
     return false;
+  if (rule->nranks && !in_ranges(rule->ranks, rule->nranks, (uint64_t)(call->rank < 0 ? 0 : call->rank)))
+    return false;
   if (rule->npeers) {
     bool any = false;
     for (uint32_t i = 0; i < call->npeers && !any; i++)
@@ -525,10 +527,13 @@ static cubert_status parse_status(lexer *lx, const token *t, cb_fi_rule *r) {
 /* ------------------------------------------------------------ statements */
 
 enum { K_FAULT, K_KERNEL, K_DEVICE, K_PEER, K_STREAM, K_PAIR, K_NTH, K_EVERY, K_FIRST, K_AFTER, K_PROB,
-       K_SEED, K_TIMES, K_STATUS, K_COUNT_ };
+       K_SEED, K_TIMES, K_STATUS, K_RANK, K_COUNT_ };
 static const char *const key_names[K_COUNT_] = {"fault", "kernel", "device", "peer", "stream",
                                                 "pair",  "nth",    "every",  "first", "after",
-                                                "prob",  "seed",   "times",  "status"};
+                                                "prob",  "seed",   "times",  "status", "rank"};
+
+/* The operations of the MPI component's rules (mpi/inject.c). */
+static bool is_mpi_op(const char *name) { return word_eq(name, "send") || word_eq(name, "recv"); }
 
 static cubert_status parse_ops(lexer *lx, const token *t, uint32_t *ops) {
   const char *s = t->text;
@@ -547,6 +552,11 @@ static cubert_status parse_ops(lexer *lx, const token *t, uint32_t *ops) {
         if (word_eq(name, op_names[k].name)) op = op_names[k].op;
     if (!op) {
       if (len == 0) return error_at(lx, pos, "empty operation name in the list");
+      if (is_mpi_op(name))
+        return error_at(lx, pos,
+                        "`%s` is an operation of the MPI component (libcubert_mpi), not of the runtime: "
+                        "give it a rule of its own (`send|recv ... fault=...`)",
+                        name);
       return error_at(lx, pos,
                       "unknown operation `%s` (expected launch, write, read, fill, copy, copy_peer, "
                       "peer_write, alloc, compile, sync, peer_enable, peer_can_access, stream_create, "
@@ -597,7 +607,7 @@ static cubert_status parse_rule(lexer *lx, const token *first, cb_fi_rule *r) {
       for (size_t j = 0; j < NOPS; j++) is_op |= word_eq(key.text, op_names[j].name);
       if (is_op) return error_at(lx, key.pos, "operations are joined with `|`: write `...|%s`", key.text);
       return error_at(lx, key.pos,
-                      "unknown field `%s` (expected fault, kernel, device, peer, stream, pair, nth, "
+                      "unknown field `%s` (expected fault, kernel, device, peer, stream, pair, rank, nth, "
                       "every, first, after, prob, seed, times or status)",
                       key.text);
     }
@@ -618,6 +628,7 @@ static cubert_status parse_rule(lexer *lx, const token *first, cb_fi_rule *r) {
     case K_KERNEL: st = parse_kernels(lx, &value, r); break;
     case K_DEVICE: st = parse_ranges(lx, &value, "device", 0, INT32_MAX, r->devices, &r->ndevices); break;
     case K_PEER: st = parse_ranges(lx, &value, "peer", 0, INT32_MAX, r->peers, &r->npeers); break;
+    case K_RANK: st = parse_ranges(lx, &value, "rank", 0, INT32_MAX, r->ranks, &r->nranks); break;
     case K_STREAM: st = parse_ranges(lx, &value, "stream", 1, UINT64_MAX, r->streams, &r->nstreams); break;
     case K_PAIR: st = parse_pairs(lx, &value, r); break;
     case K_NTH: st = parse_u64(lx, v, vp, "nth", &r->nth); break;
@@ -705,6 +716,12 @@ cubert_status cb_fi_parse(const char *text, size_t len, const char *source, cb_f
     if ((st = read_token(&lx, &first, false, "an operation or `seed=`")) != CUBERT_OK) break;
     size_t after_word = lx.i;
     skip_blank(&lx);
+    if (is_mpi_op(first.text)) {
+      /* the MPI component's rule (its grammar, docs/cluster.md): not ours */
+      while (!at_statement_end(&lx)) lx.i++;
+      out->mpi_rules++;
+      continue;
+    }
     if (word_eq(first.text, "seed") && lx.i < lx.n && lx.s[lx.i] == '=') {
       lx.i++;
       skip_blank(&lx);
@@ -797,6 +814,7 @@ size_t cb_fi_rule_format(const cb_fi_rule *r, char *buf, size_t capacity) {
   }
   put_ranges(&o, "device", r->devices, r->ndevices);
   put_ranges(&o, "peer", r->peers, r->npeers);
+  put_ranges(&o, "rank", r->ranks, r->nranks);
   put_ranges(&o, "stream", r->streams, r->nstreams);
   if (r->npairs) {
     put(&o, " pair=");

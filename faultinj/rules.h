@@ -81,6 +81,8 @@ typedef struct cb_fi_rule {
   uint32_t ndevices;
   cb_fi_range peers[CB_FI_MAX_LIST];
   uint32_t npeers;
+  cb_fi_range ranks[CB_FI_MAX_LIST]; /* the process's rank (cubert_set_rank; none: 0) */
+  uint32_t nranks;
   cb_fi_range streams[CB_FI_MAX_LIST];
   uint32_t nstreams;
   char pairs[CB_FI_MAX_LIST][CB_FI_CLASS_MAX];  /* upper case */
@@ -101,9 +103,14 @@ typedef struct cb_fi_parsed {
   size_t count;
   bool has_seed;              /* a `seed=N` statement */
   uint64_t seed;
+  size_t mpi_rules;           /* `send`/`recv` rules: the MPI component's, skipped */
 } cb_fi_parsed;
 
-/* Parses `len` bytes of `text`. On error returns CUBERT_ERR_PARSE (or
+/* Parses `len` bytes of `text`. A statement whose operation is `send` or
+ * `recv` is a rule of the MPI component (libcubert_mpi reads it from
+ * $CUBERT_FAULTS with its own grammar): it is skipped, unchecked, and
+ * counted in mpi_rules; `send` or `recv` joined to other operations is an
+ * error. On error returns CUBERT_ERR_PARSE (or
  * CUBERT_ERR_OUT_OF_MEMORY), fills `diag` (may be NULL) with source, line and
  * column, and leaves `out` empty. */
 cubert_status cb_fi_parse(const char *text, size_t len, const char *source, cb_fi_parsed *out,
@@ -123,9 +130,10 @@ typedef struct cb_fi_call {
   const char *kernel;         /* NULL: none */
   const int *peers;           /* runtime-wide indices of the other devices */
   uint32_t npeers;
+  int rank;                   /* the process's rank (cubert_set_rank), 0 when none */
 } cb_fi_call;
 
-/* Whether the rule's operation, kernel, device, peer and stream filters
+/* Whether the rule's operation, kernel, device, peer, stream and rank filters
  * accept the call (the pair filter is the caller's: it needs the classifier). */
 bool cb_fi_rule_filters(const cb_fi_rule *rule, const cb_fi_call *call);
 bool cb_fi_rule_pair_matches(const cb_fi_rule *rule, const char *pair_class);

@@ -1,15 +1,16 @@
 /* lib/parts.c: libcubert put together. The core (runtime/) is handed the
  * layers above it here (runtime/parts.h): the host and HIP backends, the
- * fault-injection decorator, the simulated nodes, the topology and the
- * placement hooks. The only library file that sees every layer's headers;
- * docs/architecture.md draws them. */
+ * fault-injection decorator, the backends' own settings (lib/settings.c:
+ * the host backend's, with a simulated node's bus ids), the topology and
+ * the placement hooks. lib/ is the only library folder that sees every
+ * layer's headers; docs/architecture.md draws them. */
 #include "backends/backend.h"
 #include "cubert/faultinj.h"
 #include "cubert/topology.h"
 #include "faultinj/decorator.h"
 #include "faultinj/injector.h"
+#include "lib/settings.h"
 #include "runtime/parts.h"
-#include "topology/host_node.h"
 #include "topology/placement.h"
 
 static const cb_runtime_parts cubert_parts = {
@@ -22,8 +23,11 @@ static const cb_runtime_parts cubert_parts = {
     .faults_unmatched = cb_fi_state_unmatched,
     .faults_ops = cb_faultinj_ops,
     .faults_open = cb_faultinj_open,
-    .node_bus_ids = cb_host_node_bus_ids,
-    .node_bus_ids_free = cb_host_node_free,
+    .settings_new = cb_settings_new,
+    .settings_for = cb_settings_for,
+    .settings_explain = cb_settings_explain,
+    .settings_bus_ids_made_up = cb_settings_bus_ids_made_up,
+    .settings_free = cb_settings_free,
     .topology_create = cubert_topology_create,
     .topology_destroy = cubert_topology_destroy,
     .topology_pair_name = cubert_topology_pair_name,

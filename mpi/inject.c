@@ -1,4 +1,5 @@
-/* mpi/inject.c: the rules of $CUBERT_MPI_FAULTS and their decisions. */
+/* mpi/inject.c: the send and receive rules ($CUBERT_FAULTS, $CUBERT_MPI_FAULTS,
+ * cubert_mpi_faults) and their decisions. */
 #include "mpi/inject.h"
 
 #include <ctype.h>
@@ -134,42 +135,106 @@ static bool parse_rule(char *text, rule *r, char *why, size_t cap) {
   return true;
 }
 
-cubert_status mpi_inject_set(const char *text, char *why, size_t cap) {
-  rule parsed[MAX_RULES];
-  size_t n = 0;
+/* Whether the first word of a statement ("send|recv", "launch", "seed=3")
+ * names an operation of ours. */
+static bool ours(const char *stmt) {
+  while (*stmt == ' ' || *stmt == '\t' || *stmt == '\r') stmt++;
+  size_t n = strcspn(stmt, " \t\r");
+  for (const char *op = stmt; op < stmt + n;) {
+    size_t m = strcspn(op, "|");
+    if (m > (size_t)(stmt + n - op)) m = (size_t)(stmt + n - op);
+    if ((m == 4 && (!strncasecmp(op, "send", 4) || !strncasecmp(op, "recv", 4)))) return true;
+    op += m + 1;
+  }
+  return false;
+}
+
+/* Adds the rules of `text` to parsed[*n]: statements split at ';' and new
+ * lines (outside "quoted" values, which the runtime's rules may hold), '#'
+ * to the end of the line a comment. only_ours: statements of other
+ * operations (the runtime's, in $CUBERT_FAULTS) are skipped. */
+static cubert_status parse_text(const char *text, const char *source, bool only_ours, rule *parsed, size_t *n,
+                                char *why, size_t cap) {
   char *copy = strdup(text ? text : "");
   if (!copy) {
     snprintf(why, cap, "out of memory");
     return CUBERT_ERR_OUT_OF_MEMORY;
   }
-  char *save = NULL;
   int index = 0;
-  for (char *part = strtok_r(copy, ";\n", &save); part; part = strtok_r(NULL, ";\n", &save)) {
+  cubert_status st = CUBERT_OK;
+  for (char *part = copy; part && st == CUBERT_OK;) {
+    char *p = part, *next = NULL;
+    bool quoted = false;
+    for (; *p; p++) {
+      if (*p == '\\' && quoted && p[1]) p++;
+      else if (*p == '"') quoted = !quoted;
+      else if (!quoted && *p == '#') {
+        *p = '\0';
+        char *nl = strchr(p + 1, '\n');
+        next = nl ? nl + 1 : NULL;
+        break;
+      } else if (!quoted && (*p == ';' || *p == '\n')) {
+        *p = '\0';
+        next = p + 1;
+        break;
+      }
+    }
     index++;
-    char *hash = strchr(part, '#');
-    if (hash) *hash = '\0';
+    char *stmt = part;
+    part = next;
+    if (only_ours && !ours(stmt)) continue;
     char msg[160] = "";
     rule r;
-    if (!parse_rule(part, &r, msg, sizeof msg)) {
+    if (!parse_rule(stmt, &r, msg, sizeof msg)) {
       if (!msg[0]) continue; /* blank */
-      snprintf(why, cap, "CUBERT_MPI_FAULTS rule %d: %s", index, msg);
-      free(copy);
-      return CUBERT_ERR_PARSE;
+      snprintf(why, cap, "%s rule %d: %s", source, index, msg);
+      st = CUBERT_ERR_PARSE;
+    } else if (*n == MAX_RULES) {
+      snprintf(why, cap, "%s: more than %d send and receive rules in all", source, MAX_RULES);
+      st = CUBERT_ERR_PARSE;
+    } else {
+      r.prng = r.seed ^ (0x6a09e667f3bcc909ull * (*n + 1));
+      parsed[(*n)++] = r;
     }
-    if (n == MAX_RULES) {
-      snprintf(why, cap, "CUBERT_MPI_FAULTS: more than %d rules", MAX_RULES);
-      free(copy);
-      return CUBERT_ERR_PARSE;
-    }
-    r.prng = r.seed ^ (0x6a09e667f3bcc909ull * (n + 1));
-    parsed[n++] = r;
   }
   free(copy);
+  return st;
+}
+
+cubert_status mpi_inject_set(const char *faults, const char *mpi_faults, char *why, size_t cap) {
+  rule parsed[MAX_RULES];
+  size_t n = 0;
+  cubert_status st = parse_text(faults, "CUBERT_FAULTS", true, parsed, &n, why, cap);
+  if (st == CUBERT_OK) st = parse_text(mpi_faults, faults ? "CUBERT_MPI_FAULTS" : "rules", false, parsed, &n, why, cap);
+  if (st != CUBERT_OK) return st;
   pthread_mutex_lock(&lock);
   memcpy(rules, parsed, n * sizeof *parsed);
   nrules = n;
   pthread_mutex_unlock(&lock);
   return CUBERT_OK;
+}
+
+cubert_status mpi_inject_env(char *why, size_t cap) {
+  const char *faults = getenv("CUBERT_FAULTS"), *mpi = getenv("CUBERT_MPI_FAULTS");
+  if (!(faults && faults[0]) && !(mpi && mpi[0])) return CUBERT_OK;
+  char *file = NULL;
+  if (faults && faults[0] == '@') { /* a rule file, as the runtime reads it */
+    FILE *f = fopen(faults + 1, "rb");
+    size_t len = 0, got = 0;
+    if (f && fseek(f, 0, SEEK_END) == 0 && (len = (size_t)ftell(f)) != (size_t)-1 && fseek(f, 0, SEEK_SET) == 0 &&
+        (file = calloc(len + 1, 1)) != NULL)
+      got = fread(file, 1, len, f);
+    if (f) fclose(f);
+    if (!file || got != len) {
+      free(file);
+      snprintf(why, cap, "CUBERT_FAULTS: cannot read the rule file %s", faults + 1);
+      return CUBERT_ERR_PARSE;
+    }
+    faults = file;
+  }
+  cubert_status st = mpi_inject_set(faults, mpi, why, cap);
+  free(file);
+  return st;
 }
 
 static bool in(int lo, int hi, int v) { return lo < 0 || (v >= lo && v <= hi); }

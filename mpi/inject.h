@@ -1,9 +1,11 @@
 /* mpi/inject.h: fault injection at the MPI component's own injection
  * points, send and receive (internal to libcubert_mpi).
  *
- * Rules come from $CUBERT_MPI_FAULTS, read by cubert_mpi_init() (each rank
- * reads its own environment, so rules differ per rank with `mpirun -x` or a
- * wrapper), or from cubert_mpi_faults(); the grammar is docs/cluster.md's:
+ * Rules come from the send and recv statements of $CUBERT_FAULTS (whose
+ * other statements are the runtime's) and from $CUBERT_MPI_FAULTS, both read
+ * by cubert_mpi_init() (each rank reads its own environment; rank= aims a
+ * rule at one rank), or from cubert_mpi_faults(); the grammar is
+ * docs/cluster.md's:
  *
  *   send|recv [rank=R[-R]] [peer=P[-P]] [nth=N|every=N|first=N|prob=P]
  *             [seed=S] fault=fail|partial[:F]|scribble[:F]
@@ -34,9 +36,16 @@ typedef struct mpi_hit {
   uint64_t seed;      /* for the garbage */
 } mpi_hit;
 
-/* Replaces the rules with those of `text` (NULL or "": none). On a parse
- * error returns CUBERT_ERR_PARSE with `why` filled, rules unchanged. */
-cubert_status mpi_inject_set(const char *text, char *why, size_t cap);
+/* Replaces the rules with the send and recv statements of `faults` (the
+ * text of $CUBERT_FAULTS: other statements are skipped) followed by the
+ * rules of `mpi_faults` (only send and recv); either may be NULL. On a
+ * parse error returns CUBERT_ERR_PARSE with `why` filled (naming
+ * CUBERT_FAULTS or CUBERT_MPI_FAULTS, or "rules" when `faults` is NULL),
+ * the rules unchanged. */
+cubert_status mpi_inject_set(const char *faults, const char *mpi_faults, char *why, size_t cap);
+/* mpi_inject_set() of $CUBERT_FAULTS (a text, or "@path" of a rule file)
+ * and $CUBERT_MPI_FAULTS; when both are unset or empty the rules stay. */
+cubert_status mpi_inject_env(char *why, size_t cap);
 /* Whether a send (or receive) by `rank` with `peer` fails, and how. */
 bool mpi_inject_decide(bool send, int rank, int peer, mpi_hit *hit);
 /* Faults injected so far in this process. */

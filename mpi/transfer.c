@@ -153,11 +153,8 @@ cubert_status cubert_mpi_init(MPI_Comm comm) {
   if (rc != MPI_SUCCESS) return fail(CUBERT_ERR_BACKEND, "cubert_mpi_init: MPI_Comm_create_keyval failed");
   if (state_of(comm)) return CUBERT_OK;
 
-  const char *rules = getenv("CUBERT_MPI_FAULTS");
-  if (rules && rules[0]) {
-    char why[256];
-    if (mpi_inject_set(rules, why, sizeof why) != CUBERT_OK) return fail(CUBERT_ERR_PARSE, "cubert_mpi_init: %s", why);
-  }
+  char why[256];
+  if (mpi_inject_env(why, sizeof why) != CUBERT_OK) return fail(CUBERT_ERR_PARSE, "cubert_mpi_init: %s", why);
   comm_state *cs = calloc(1, sizeof *cs);
   if (!cs) return fail(CUBERT_ERR_OUT_OF_MEMORY, "cubert_mpi_init: out of memory");
   MPI_Comm_size(comm, &cs->size);
@@ -211,7 +208,8 @@ bool cubert_mpi_gpu_aware(void) {
 
 cubert_status cubert_mpi_faults(const char *rules) {
   char why[256];
-  if (mpi_inject_set(rules, why, sizeof why) != CUBERT_OK) return fail(CUBERT_ERR_PARSE, "cubert_mpi_faults: %s", why);
+  if (mpi_inject_set(NULL, rules, why, sizeof why) != CUBERT_OK)
+    return fail(CUBERT_ERR_PARSE, "cubert_mpi_faults: %s", why);
   return CUBERT_OK;
 }
 

@@ -61,18 +61,18 @@ void cb_device_unref(cb_device *dev) {
   cb_free(dev);
 }
 
-cubert_status cb_check_runtime(const char *fn, const char *what, const cb_device *dev,
+cubert_status cb_check_runtime(cb_errb *eb, const char *fn, const char *what, const cb_device *dev,
                                const cb_alloc *a) {
   if (atomic_load(&a->dev->gone))
-    return cb_fail(CUBERT_ERR_EXPIRED,
-                   "%s: %s (memory %llu of device %d, %s) belongs to a runtime that was destroyed",
-                   fn, what, (unsigned long long)a->id, a->dev->index, a->dev->info.name);
+    return cb_errb_set(eb, CUBERT_ERR_EXPIRED,
+                       "%s: %s (memory %llu of device %d, %s) belongs to a runtime that was destroyed",
+                       fn, what, (unsigned long long)a->id, a->dev->index, a->dev->info.name);
   if (a->dev->rt != dev->rt)
-    return cb_fail(CUBERT_ERR_WRONG_DEVICE,
-                   "%s: %s (memory %llu) belongs to device %d (%s) of another runtime; the client "
-                   "is on device %d (%s) of this one",
-                   fn, what, (unsigned long long)a->id, a->dev->index, a->dev->info.name, dev->index,
-                   dev->info.name);
+    return cb_errb_set(eb, CUBERT_ERR_WRONG_DEVICE,
+                       "%s: %s (memory %llu) belongs to device %d (%s) of another runtime; the client "
+                       "is on device %d (%s) of this one",
+                       fn, what, (unsigned long long)a->id, a->dev->index, a->dev->info.name, dev->index,
+                       dev->info.name);
   return CUBERT_OK;
 }
 

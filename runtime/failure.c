@@ -14,6 +14,7 @@
 #include "base/alloc.h"
 #include "base/array.h"
 #include "runtime/internal.h"
+#include "runtime/fault_state.h"
 
 static _Atomic uint64_t next_failure_id = 1;
 

@@ -14,4 +14,9 @@ struct cb_fi_state;
  * without a fault layer). `rt` must not be NULL. */
 struct cb_fi_state *cb_runtime_fault_state(const cubert_runtime *rt);
 
+/* The rank set by cubert_set_rank(), -1 when none: what failures exported
+ * from this process name, and what the rank= filter of a fault rule
+ * compares (none counts as rank 0 there). */
+int cb_failure_rank(void);
+
 #endif

@@ -26,18 +26,19 @@ struct cubert_host_buffer {
 
 static _Atomic uint64_t next_host_buffer_id = 1;
 
-#define NULL_ARG(fn, what) cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, what)
+#define NULL_ARG(eb, fn, what) cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, what)
 
-static cubert_status make(const char *fn, cubert_client *c, void *data, uint64_t size, bool reg,
+static cubert_status make(cb_errb *eb, const char *fn, cubert_client *c, void *data, uint64_t size, bool reg,
                           cubert_host_buffer **out) {
-  if (!c) return NULL_ARG(fn, "client");
-  if (!out) return NULL_ARG(fn, "buffer");
-  if (reg && !data) return NULL_ARG(fn, "data");
-  if (size == 0) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "%s: size is 0", fn);
-  if (size > SIZE_MAX) return cb_fail(CUBERT_ERR_OUT_OF_RANGE, "%s: %llu bytes do not fit the address space", fn,
-                                      (unsigned long long)size);
+  if (!c) return NULL_ARG(eb, fn, "client");
+  if (!out) return NULL_ARG(eb, fn, "buffer");
+  if (reg && !data) return NULL_ARG(eb, fn, "data");
+  if (size == 0) return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT, "%s: size is 0", fn);
+  if (size > SIZE_MAX)
+    return cb_errb_set(eb, CUBERT_ERR_OUT_OF_RANGE, "%s: %llu bytes do not fit the address space", fn,
+                       (unsigned long long)size);
   cubert_host_buffer *b = cb_calloc(1, sizeof *b);
-  if (!b) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+  if (!b) return cb_errb_set(eb, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   cb_device *dev = c->dev;
   cubert_status st = cb_device_enter(dev);
   if (st) {
@@ -51,7 +52,8 @@ static cubert_status make(const char *fn, cubert_client *c, void *data, uint64_t
   cb_device_leave(dev);
   if (st) {
     cb_free(b);
-    return cb_fail_backend(st, &err, reg ? "registering a host buffer" : "allocating a host buffer", dev->info.name);
+    return cb_errb_backend(eb, st, &err, reg ? "registering a host buffer" : "allocating a host buffer",
+                           dev->info.name);
   }
   pthread_mutex_init(&b->cell.lock, NULL);
   b->cell.alloc = &b->alloc;
@@ -68,11 +70,15 @@ static cubert_status make(const char *fn, cubert_client *c, void *data, uint64_t
 }
 
 cubert_status cubert_host_buffer_alloc(cubert_client *c, uint64_t size, cubert_host_buffer **out) {
-  return make("cubert_host_buffer_alloc", c, NULL, size, false, out);
+  cb_errb eb;
+  cb_errb_init(&eb, CUBERT_OK);
+  return cb_errb_return(&eb, make(&eb, "cubert_host_buffer_alloc", c, NULL, size, false, out));
 }
 
 cubert_status cubert_host_buffer_register(cubert_client *c, void *data, uint64_t size, cubert_host_buffer **out) {
-  return make("cubert_host_buffer_register", c, data, size, true, out);
+  cb_errb eb;
+  cb_errb_init(&eb, CUBERT_OK);
+  return cb_errb_return(&eb, make(&eb, "cubert_host_buffer_register", c, data, size, true, out));
 }
 
 void cb_host_buffer_free(cb_alloc *a) {
@@ -109,27 +115,32 @@ void *cubert_host_buffer_data(const cubert_host_buffer *b) { return b ? b->mem.p
 
 uint64_t cubert_host_buffer_size(const cubert_host_buffer *b) { return b ? b->mem.size : 0; }
 
-static cubert_status check_range(const char *fn, const cubert_host_buffer *b, uint64_t offset, uint64_t size) {
+/* `b` and bytes offset.. of `size` of it; the error names `fn`. */
+static cubert_status check_range(cb_errb *eb, const char *fn, const cubert_host_buffer *b, uint64_t offset,
+                                 uint64_t size) {
+  if (!b) return NULL_ARG(eb, fn, "buffer");
   if (offset > b->mem.size || size > b->mem.size - offset)
-    return cb_fail(CUBERT_ERR_OUT_OF_RANGE, "%s: bytes %llu..+%llu lie outside host buffer %llu of %llu bytes", fn,
-                   (unsigned long long)offset, (unsigned long long)size, (unsigned long long)b->alloc.id,
-                   (unsigned long long)b->mem.size);
+    return cb_errb_set(eb, CUBERT_ERR_OUT_OF_RANGE, "%s: bytes %llu..+%llu lie outside host buffer %llu of %llu bytes",
+                       fn, (unsigned long long)offset, (unsigned long long)size, (unsigned long long)b->alloc.id,
+                       (unsigned long long)b->mem.size);
   return CUBERT_OK;
 }
 
 cubert_status cubert_host_buffer_check(const cubert_host_buffer *b, uint64_t offset, uint64_t size) {
-  if (!b) return NULL_ARG("cubert_host_buffer_check", "buffer");
-  cubert_status st = check_range("cubert_host_buffer_check", b, offset, size);
-  if (st) return st;
+  cb_errb eb;
+  cb_errb_init(&eb, CUBERT_OK);
+  cubert_status st = check_range(&eb, "cubert_host_buffer_check", b, offset, size);
+  if (st) return cb_errb_return(&eb, st);
   cb_errb report;
   cb_alloc *a = (cb_alloc *)&b->alloc; /* the ledger is asked, not changed */
   return cb_taint_refusal("check", a, offset, offset + size, &report) ? cb_errb_finish(&report) : CUBERT_OK;
 }
 
 cubert_status cubert_host_buffer_mark_written(cubert_host_buffer *b, uint64_t offset, uint64_t size) {
-  if (!b) return NULL_ARG("cubert_host_buffer_mark_written", "buffer");
-  cubert_status st = check_range("cubert_host_buffer_mark_written", b, offset, size);
-  if (st) return st;
+  cb_errb eb;
+  cb_errb_init(&eb, CUBERT_OK);
+  cubert_status st = check_range(&eb, "cubert_host_buffer_mark_written", b, offset, size);
+  if (st) return cb_errb_return(&eb, st);
   cb_ledger *l = cb_alloc_ledger_lock(&b->alloc);
   if (l->n) cb_ledger_clear(l, offset, offset + size);
   cb_alloc_ledger_unlock(&b->alloc);
@@ -137,24 +148,24 @@ cubert_status cubert_host_buffer_mark_written(cubert_host_buffer *b, uint64_t of
 }
 
 /* Checks common to both directions; refuses before anything is queued. */
-static cubert_status transfer_args(const char *fn, cubert_client *c, const cubert_handle *h,
+static cubert_status transfer_args(cb_errb *eb, const char *fn, cubert_client *c, const cubert_handle *h,
                                    const cubert_host_buffer *b, uint64_t offset, uint64_t size) {
-  if (!c) return NULL_ARG(fn, "client");
-  if (!h) return NULL_ARG(fn, "handle");
-  if (!b) return NULL_ARG(fn, "host buffer");
+  if (!c) return NULL_ARG(eb, fn, "client");
+  if (!h) return NULL_ARG(eb, fn, "handle");
+  if (!b) return NULL_ARG(eb, fn, "host buffer");
   if (size != h->end - h->start)
-    return cb_fail(CUBERT_ERR_OUT_OF_RANGE, "%s: %llu bytes given for a view of %llu bytes", fn,
-                   (unsigned long long)size, (unsigned long long)(h->end - h->start));
-  cubert_status st = check_range(fn, b, offset, size);
+    return cb_errb_set(eb, CUBERT_ERR_OUT_OF_RANGE, "%s: %llu bytes given for a view of %llu bytes", fn,
+                       (unsigned long long)size, (unsigned long long)(h->end - h->start));
+  cubert_status st = check_range(eb, fn, b, offset, size);
   if (st) return st;
-  if ((st = cb_check_runtime(fn, "the host buffer", c->dev, &b->alloc))) return st;
-  return cb_check_own(fn, c, h, "the handle");
+  if ((st = cb_check_runtime(eb, fn, "the host buffer", c->dev, &b->alloc))) return st;
+  return cb_check_own(eb, fn, c, h, "the handle");
 }
 
 /* One transfer between the handle's view and bytes offset.. of `b`, queued
  * as work that reads one side and writes the other. */
-static cubert_status transfer(cubert_client *c, const cubert_handle *h, cubert_host_buffer *b, uint64_t offset,
-                              bool to_host) {
+static cubert_status transfer(cb_errb *eb, cubert_client *c, const cubert_handle *h, cubert_host_buffer *b,
+                              uint64_t offset, bool to_host) {
   const char *op = to_host ? "read-host" : "write-host";
   cb_device *dev = c->dev;
   cubert_status st = cb_device_enter(dev);
@@ -163,7 +174,7 @@ static cubert_status transfer(cubert_client *c, const cubert_handle *h, cubert_h
   cb_work *w = NULL;
   if ((st = cb_client_stream(c, &s)) || !(w = cb_work_begin(dev, s, op, NULL, 2))) {
     cb_device_leave(dev);
-    return st ? st : cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+    return st ? st : cb_errb_set(eb, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   }
   uint64_t len = h->end - h->start;
   cb_alloc *hb = &b->alloc;
@@ -206,13 +217,19 @@ static cubert_status transfer(cubert_client *c, const cubert_handle *h, cubert_h
 
 cubert_status cubert_handle_write_host(cubert_client *c, cubert_handle *h, const cubert_host_buffer *src,
                                        uint64_t offset, uint64_t size) {
-  cubert_status st = transfer_args("cubert_handle_write_host", c, h, src, offset, size);
+  cb_errb eb;
+  cb_errb_init(&eb, CUBERT_OK);
+  cubert_status st = transfer_args(&eb, "cubert_handle_write_host", c, h, src, offset, size);
   /* the source's ledger is only read here; the record binds it read-only */
-  return st ? st : transfer(c, h, (cubert_host_buffer *)src, offset, false);
+  if (!st) st = transfer(&eb, c, h, (cubert_host_buffer *)src, offset, false);
+  return cb_errb_return(&eb, st);
 }
 
 cubert_status cubert_handle_read_host(cubert_client *c, const cubert_handle *h, cubert_host_buffer *dst,
                                       uint64_t offset, uint64_t size) {
-  cubert_status st = transfer_args("cubert_handle_read_host", c, h, dst, offset, size);
-  return st ? st : transfer(c, h, dst, offset, true);
+  cb_errb eb;
+  cb_errb_init(&eb, CUBERT_OK);
+  cubert_status st = transfer_args(&eb, "cubert_handle_read_host", c, h, dst, offset, size);
+  if (!st) st = transfer(&eb, c, h, dst, offset, true);
+  return cb_errb_return(&eb, st);
 }

@@ -80,21 +80,15 @@ uint64_t cb_failure_last_id(void);
 /* A new failure with the next id, all else zero (record.c builds imported
  * failures with it); NULL when out of memory. */
 cubert_failure *cb_failure_alloc(void);
-/* The rank set by cubert_set_rank(), -1 when none. */
-int cb_failure_rank(void);
+/* cb_failure_rank(): runtime/fault_state.h. */
 
 /* ------------------------------------------------------------ errors */
 
-/* Inside the library a failure travels as a value: internal functions fill
- * a cb_errb the caller owns (cb_errb_set, cb_taint_refusal, cb_order_access)
- * and never read the thread's last error; the public entry point records it
- * (cb_errb_finish, or cb_fail for a plain message). tests/
- * no_last_error_reads.cmake keeps it so. */
-
-typedef struct cb_err_entry {
-  cubert_failure *failure;
-  uint64_t start, end;
-} cb_err_entry;
+/* The error value (cb_errb: cb_errb_init, _set, _finish, _discard,
+ * _return) and cb_fail are in runtime/fail.h, shared with the layers above;
+ * internal functions fill a cb_errb the caller owns (cb_errb_set,
+ * cb_taint_refusal, cb_order_access) and never read the thread's last
+ * error. tests/no_last_error_reads.cmake keeps it so. */
 
 struct cubert_error {
   atomic_uint refs;
@@ -104,32 +98,8 @@ struct cubert_error {
   size_t nentries;
 };
 
-/* An error being built: message plus the failures it met. */
-typedef struct cb_errb {
-  cubert_status status;
-  cb_str msg;
-  cb_err_entry *entries;
-  size_t n, cap;
-} cb_errb;
-
-void cb_errb_init(cb_errb *b, cubert_status status);
-/* Starts `b` as an error of `status` with a formatted message, records
- * nothing (the failure as a value: a public entry point finishes it);
- * returns `status`. */
-cubert_status cb_errb_set(cb_errb *b, cubert_status status, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
+/* Adds failure `f` over [start, end) to `b` (a reference taken). */
 void cb_errb_add(cb_errb *b, const cubert_failure *f, uint64_t start, uint64_t end);
-/* Records the error for this thread; returns its status. */
-cubert_status cb_errb_finish(cb_errb *b);
-void cb_errb_discard(cb_errb *b);
-/* The end of a public entry point whose helpers fill `b` (started with
- * cb_errb_init(b, CUBERT_OK)): a failure `st` with `b` set is recorded from
- * it; otherwise `b` is discarded (a helper not yet converted recorded its
- * own). Returns `st`. */
-cubert_status cb_errb_return(cb_errb *b, cubert_status st);
 /* cb_fail: runtime/fail.h. */
 /* The same as a value (cb_errb_set). */
 cubert_status cb_errb_backend(cb_errb *b, cubert_status status, const cubert_berr *err, const char *what,
@@ -429,6 +399,7 @@ struct cubert_topology;
 
 struct cb_fi_state;
 struct cb_runtime_parts;
+struct cb_backend_settings;
 
 struct cubert_runtime {
   const struct cb_runtime_parts *parts; /* runtime/parts.h: backends, fault layer, topology */
@@ -440,8 +411,7 @@ struct cubert_runtime {
   int nbackends;
   cb_device **devices;
   int ndevices;
-  char **host_bus_ids;
-  int nhost_bus_ids;
+  struct cb_backend_settings *settings; /* the backends' own (parts->settings_new), or NULL */
 };
 
 struct cubert_client {
@@ -486,11 +456,12 @@ cubert_status cb_block_alloc(cb_device *dev, uint64_t size, uint32_t flags, cb_b
                              cubert_berr *err);
 void cb_block_free(cb_device *dev, const cb_block *block);
 /* runtime/memory.c: an allocation record for `block` (consumed: freed on
- * failure); caller holds dev->lock. cb_handle_adopt: the same, entered
- * through `c`, with a handle of view [start, end). */
-cubert_status cb_alloc_adopt(cb_device *dev, uint64_t size, const cb_block *block, cb_alloc **out);
-cubert_status cb_handle_adopt(cubert_client *c, uint64_t size, const cb_block *block, uint64_t start, uint64_t end,
-                              cb_alloc **alloc, cubert_handle **out);
+ * failure, the error in `eb`); caller holds dev->lock. cb_handle_adopt: the
+ * same, entered through `c`, with a handle of view [start, end) (a lost
+ * device's error is recorded by cb_device_enter, not put in `eb`). */
+cubert_status cb_alloc_adopt(cb_errb *eb, cb_device *dev, uint64_t size, const cb_block *block, cb_alloc **out);
+cubert_status cb_handle_adopt(cb_errb *eb, cubert_client *c, uint64_t size, const cb_block *block, uint64_t start,
+                              uint64_t end, cb_alloc **alloc, cubert_handle **out);
 
 /* runtime/xshare.c: memory shared with other processes (docs/processes.md).
  * An exported or imported allocation has `xshare`: the failure cell both
@@ -596,13 +567,14 @@ void cb_device_mark_lost(cb_device *dev, cubert_failure *f);
 cubert_status cb_work_fail_ordering(cb_device *dev, cb_work *w, cb_stream *s, cb_errb *err,
                                     const char *operation, const char *kernel);
 
-/* memory.c, shared with strided.c and host_buffer.c. cb_check_own: WRONG_DEVICE (recorded)
- * unless `h` is memory of the client's device of its runtime.
+/* memory.c, shared with strided.c and host_buffer.c. cb_check_own: WRONG_DEVICE
+ * (in `eb`) unless `h` is memory of the client's device of its runtime
+ * (cb_check_runtime's errors first).
  * cb_write_failed: settles write work that failed at enqueue (its write set
  * carries the failure) and records the error. cb_skip_copy: copy work whose
  * source is tainted (`report`, a refusal) is not done; its destination
  * carries a child failure; returns the refusal, recorded. */
-cubert_status cb_check_own(const char *fn, cubert_client *c, const cubert_handle *h, const char *what);
+cubert_status cb_check_own(cb_errb *eb, const char *fn, cubert_client *c, const cubert_handle *h, const char *what);
 cubert_status cb_write_failed(cb_device *dev, cb_work *w, cb_stream *s, cubert_status st,
                               const cubert_berr *err, const char *op);
 cubert_status cb_skip_copy(cb_device *dev, cb_work *w, const char *op, cb_errb *report);
@@ -612,15 +584,23 @@ cubert_status cb_skip_copy(cb_device *dev, cb_work *w, const char *op, cb_errb *
  * Takes dev->lock, drops the caller's binding on `a`; records the error. */
 cubert_status cb_read_finish(cb_device *dev, cb_stream *s, uint64_t work, cubert_status st, const cubert_berr *err,
                              cb_alloc *a, uint64_t start, uint64_t end, const cb_pattern *p, const char *op);
-/* The start of a peer copy from `src` (its footprint `sp`, or NULL for the
- * view) to the device of `dc`: 1. on the source's device, the verdict
- * (*tainted, the refusal in `refusal`) and its last writer waited for;
- * 2. the destination device entered (the caller leaves it), its stream,
- * and a work record `op` of two bindings begun (the caller binds them).
- * The caller then holds a binding on the source: it drops it with
- * cb_alloc_unref(src->alloc, CB_BINDING_ONE, dd) once bound. */
-cubert_status cb_peer_copy_begin(cubert_client *dc, const cubert_handle *src, const cb_pattern *sp, const char *op,
-                                 cb_stream **s, cb_work **w, bool *tainted, cb_errb *refusal);
+/* Binds the source (read) and destination (write) of a copy to slots 0
+ * and 1 of `w`: their footprints `sp` and `dp`, or their views where a
+ * footprint is NULL (or cannot be stored: out of memory). */
+void cb_work_bind_copy(cb_work *w, const cubert_handle *src, const cb_pattern *sp, const cubert_handle *dst,
+                       const cb_pattern *dp);
+/* The start of a peer copy `op` from `src` to `dst` on the device of `dc`
+ * (footprints `sp` and `dp`, or NULL for the views): 1. on the source's
+ * device, its verdict and its last writer waited for; 2. the destination
+ * device entered, its stream (*s) and a work record (*w) binding both;
+ * 3. a tainted source skips the work (cb_skip_copy), a destination that
+ * cannot be ordered fails it (cb_work_fail_ordering), both recorded.
+ * CUBERT_OK: the caller enqueues the copy, settles it and leaves the
+ * destination device. Otherwise the copy is over and no device is held;
+ * the error is in `eb` when this function made it, else recorded. */
+cubert_status cb_peer_copy_begin(cb_errb *eb, cubert_client *dc, const cubert_handle *src, const cb_pattern *sp,
+                                 const cubert_handle *dst, const cb_pattern *dp, const char *op, cb_stream **s,
+                                 cb_work **w);
 
 /* Module of `k` on `dev` (loaded on first use). */
 /* runtime/module.c: the module cache. open/close with the device (close
@@ -644,8 +624,8 @@ void cb_device_ref(cb_device *dev);
 void cb_device_unref(cb_device *dev);
 /* CUBERT_OK when memory `a` may be used with a client of `dev` (the same
  * runtime, which is still alive); else WRONG_DEVICE (another runtime) or
- * EXPIRED (its runtime was destroyed), recorded, naming `fn` and `what`. */
-cubert_status cb_check_runtime(const char *fn, const char *what, const cb_device *dev,
+ * EXPIRED (its runtime was destroyed), in `eb`, naming `fn` and `what`. */
+cubert_status cb_check_runtime(cb_errb *eb, const char *fn, const char *what, const cb_device *dev,
                                const cb_alloc *a);
 
 #endif

@@ -177,7 +177,7 @@ static cubert_status check_args(cb_errb *eb, const cb_device *dev, const cubert_
     if (al->dev == dev) continue; /* a peer parameter may bind local memory too (cubert.h) */
     char what[160];
     snprintf(what, sizeof what, "argument %u (`%s`) of `%s`", i, p->name, k->name);
-    cubert_status st = cb_check_runtime("cubert_launch", what, dev, al);
+    cubert_status st = cb_check_runtime(eb, "cubert_launch", what, dev, al);
     if (st) return st;
     if (p->kind == CUBERT_PARAM_BUFFER || p->kind == CUBERT_PARAM_TENSOR)
       return cb_errb_set(eb, CUBERT_ERR_WRONG_DEVICE,

@@ -15,7 +15,7 @@ static _Atomic uint64_t next_memory_id = 1;
 
 /* ------------------------------------------------------------ allocation */
 
-static cubert_status alloc_new(cb_device *dev, uint64_t size, uint32_t flags, cb_alloc **out) {
+static cubert_status alloc_new(cb_errb *eb, cb_device *dev, uint64_t size, uint32_t flags, cb_alloc **out) {
   cubert_berr err = {0};
   cb_block block;
   cubert_status st = cb_block_alloc(dev, size, flags, &block, &err);
@@ -25,18 +25,18 @@ static cubert_status alloc_new(cb_device *dev, uint64_t size, uint32_t flags, cb
       cubert_failure_release(f);
     }
     if (st == CUBERT_ERR_OUT_OF_MEMORY) /* the pool's message names the size */
-      return cb_fail(st, "device %d (%s): %s", dev->index, dev->info.name, err.message);
-    return cb_fail_backend(st, &err, "allocating memory", dev->info.name);
+      return cb_errb_set(eb, st, "device %d (%s): %s", dev->index, dev->info.name, err.message);
+    return cb_errb_backend(eb, st, &err, "allocating memory", dev->info.name);
   }
-  return cb_alloc_adopt(dev, size, &block, out);
+  return cb_alloc_adopt(eb, dev, size, &block, out);
 }
 
-cubert_status cb_alloc_adopt(cb_device *dev, uint64_t size, const cb_block *given, cb_alloc **out) {
+cubert_status cb_alloc_adopt(cb_errb *eb, cb_device *dev, uint64_t size, const cb_block *given, cb_alloc **out) {
   cb_block block = *given;
   cb_alloc *a = cb_alloc_record(dev);
   if (!a) {
     cb_block_free(dev, &block);
-    return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+    return cb_errb_set(eb, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   }
   if (!dev->nfree && dev->nslots == dev->capslots) {
     size_t cap = 0, fcap = 0;
@@ -48,7 +48,7 @@ cubert_status cb_alloc_adopt(cb_device *dev, uint64_t size, const cb_block *give
       cb_free(a);
       cb_device_unref(dev); /* the record's (cb_alloc_record) */
       cb_block_free(dev, &block);
-      return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+      return cb_errb_set(eb, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
     }
     dev->capslots = (uint32_t)cap;
   }
@@ -73,15 +73,15 @@ static cubert_handle *handle_new(cb_alloc *a, uint64_t start, uint64_t end, cube
   return h;
 }
 
-cubert_status cb_handle_adopt(cubert_client *c, uint64_t size, const cb_block *block, uint64_t start, uint64_t end,
-                              cb_alloc **alloc, cubert_handle **out) {
+cubert_status cb_handle_adopt(cb_errb *eb, cubert_client *c, uint64_t size, const cb_block *block, uint64_t start,
+                              uint64_t end, cb_alloc **alloc, cubert_handle **out) {
   cb_device *dev = c->dev;
   cubert_status st = cb_device_enter(dev);
   if (st) return st;
   cb_stream *s = NULL;
   cb_alloc *a = NULL;
   if ((st = cb_client_stream(c, &s))) cb_block_free(dev, block);
-  if (st || (st = cb_alloc_adopt(dev, size, block, &a))) { /* the block is gone either way */
+  if (st || (st = cb_alloc_adopt(eb, dev, size, block, &a))) { /* the block is gone either way */
     cb_device_leave(dev);
     return st;
   }
@@ -89,27 +89,28 @@ cubert_status cb_handle_adopt(cubert_client *c, uint64_t size, const cb_block *b
   cubert_handle *h = handle_new(a, start, end, s->id);
   if (!h) {
     cb_alloc_unref(a, CB_HANDLE_ONE, NULL);
-    return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+    return cb_errb_set(eb, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   }
   *alloc = a;
   *out = h;
   return CUBERT_OK;
 }
 
-static cubert_status empty_with(const char *fn, cubert_client *c, uint64_t size, uint32_t flags,
+static cubert_status empty_with(cb_errb *eb, const char *fn, cubert_client *c, uint64_t size, uint32_t flags,
                                 cubert_handle **out) {
-  if (!c) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "%s: client is NULL", fn);
-  if (!out) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "%s: handle is NULL", fn);
-  if (size == 0) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "%s: size is 0", fn);
+  if (!c) return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT, "%s: client is NULL", fn);
+  if (!out) return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT, "%s: handle is NULL", fn);
+  if (size == 0) return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT, "%s: size is 0", fn);
   if (flags & ~CB_MEMORY_FLAGS)
-    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "%s: unknown flags 0x%x (known: CUBERT_MEMORY_FINE_GRAINED, CUBERT_MEMORY_SHAREABLE)", fn,
-                   (unsigned)(flags & ~CB_MEMORY_FLAGS));
+    return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT,
+                       "%s: unknown flags 0x%x (known: CUBERT_MEMORY_FINE_GRAINED, CUBERT_MEMORY_SHAREABLE)", fn,
+                       (unsigned)(flags & ~CB_MEMORY_FLAGS));
   cb_device *dev = c->dev;
   cubert_status st = cb_device_enter(dev);
   if (st) return st;
   cb_stream *s = NULL;
   cb_alloc *a = NULL;
-  if ((st = cb_client_stream(c, &s)) || (st = alloc_new(dev, size, flags, &a))) {
+  if ((st = cb_client_stream(c, &s)) || (st = alloc_new(eb, dev, size, flags, &a))) {
     cb_device_leave(dev);
     return st;
   }
@@ -117,18 +118,22 @@ static cubert_status empty_with(const char *fn, cubert_client *c, uint64_t size,
   cubert_handle *h = handle_new(a, 0, size, s->id);
   if (!h) {
     cb_alloc_unref(a, CB_HANDLE_ONE, NULL);
-    return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+    return cb_errb_set(eb, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   }
   *out = h;
   return CUBERT_OK;
 }
 
 cubert_status cubert_handle_empty(cubert_client *c, uint64_t size, cubert_handle **out) {
-  return empty_with("cubert_handle_empty", c, size, 0, out);
+  cb_errb eb;
+  cb_errb_init(&eb, CUBERT_OK);
+  return cb_errb_return(&eb, empty_with(&eb, "cubert_handle_empty", c, size, 0, out));
 }
 
 cubert_status cubert_handle_empty_with(cubert_client *c, uint64_t size, uint32_t flags, cubert_handle **out) {
-  return empty_with("cubert_handle_empty_with", c, size, flags, out);
+  cb_errb eb;
+  cb_errb_init(&eb, CUBERT_OK);
+  return cb_errb_return(&eb, empty_with(&eb, "cubert_handle_empty_with", c, size, flags, out));
 }
 
 cubert_status cubert_handle_create(cubert_client *c, const void *data, uint64_t size,
@@ -225,10 +230,10 @@ cubert_claim_key cubert_binding_claim_key(const cubert_binding *b) {
   return k;
 }
 
-static cubert_status weak_new(cb_alloc *a, uint64_t start, uint64_t end, cubert_stream stream,
+static cubert_status weak_new(cb_errb *eb, cb_alloc *a, uint64_t start, uint64_t end, cubert_stream stream,
                               cubert_weak **out) {
   cubert_weak *w = cb_malloc(sizeof *w);
-  if (!w) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+  if (!w) return cb_errb_set(eb, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   *w = (cubert_weak){a->dev, a->slot, a->gen, a->id, start, end, stream};
   cb_device_ref(a->dev); /* the device record outlives its runtime for it */
   *out = w;
@@ -238,13 +243,17 @@ static cubert_status weak_new(cb_alloc *a, uint64_t start, uint64_t end, cubert_
 cubert_status cubert_binding_downgrade(const cubert_binding *b, cubert_weak **out) {
   if (!b) return NULL_ARG("cubert_binding_downgrade", "binding");
   if (!out) return NULL_ARG("cubert_binding_downgrade", "weak");
-  return weak_new(b->alloc, b->start, b->end, b->stream, out);
+  cb_errb eb;
+  cb_errb_init(&eb, CUBERT_OK);
+  return cb_errb_return(&eb, weak_new(&eb, b->alloc, b->start, b->end, b->stream, out));
 }
 
 cubert_status cubert_handle_downgrade(const cubert_handle *h, cubert_weak **out) {
   if (!h) return NULL_ARG("cubert_handle_downgrade", "handle");
   if (!out) return NULL_ARG("cubert_handle_downgrade", "weak");
-  return weak_new(h->alloc, h->start, h->end, h->stream, out);
+  cb_errb eb;
+  cb_errb_init(&eb, CUBERT_OK);
+  return cb_errb_return(&eb, weak_new(&eb, h->alloc, h->start, h->end, h->stream, out));
 }
 
 cubert_status cubert_weak_upgrade(const cubert_weak *w, cubert_binding **out) {
@@ -285,14 +294,14 @@ void cubert_weak_release(cubert_weak *w) {
 
 /* ------------------------------------------------------------ checks */
 
-cubert_status cb_check_own(const char *fn, cubert_client *c, const cubert_handle *h, const char *what) {
-  cubert_status st = cb_check_runtime(fn, what, c->dev, h->alloc);
+cubert_status cb_check_own(cb_errb *eb, const char *fn, cubert_client *c, const cubert_handle *h, const char *what) {
+  cubert_status st = cb_check_runtime(eb, fn, what, c->dev, h->alloc);
   if (st) return st;
   if (h->alloc->dev != c->dev)
-    return cb_fail(CUBERT_ERR_WRONG_DEVICE,
-                   "%s: %s (memory %llu) belongs to device %d (%s), the client to device %d (%s)", fn,
-                   what, (unsigned long long)h->alloc->id, h->alloc->dev->index,
-                   h->alloc->dev->info.name, c->dev->index, c->dev->info.name);
+    return cb_errb_set(eb, CUBERT_ERR_WRONG_DEVICE,
+                       "%s: %s (memory %llu) belongs to device %d (%s), the client to device %d (%s)", fn,
+                       what, (unsigned long long)h->alloc->id, h->alloc->dev->index,
+                       h->alloc->dev->info.name, c->dev->index, c->dev->info.name);
   return CUBERT_OK;
 }
 
@@ -301,9 +310,11 @@ cubert_status cubert_handle_check(cubert_client *c, const cubert_handle *h) {
   if (!h) return NULL_ARG("cubert_handle_check", "handle");
   cb_alloc *a = h->alloc;
   if (a->dev != c->dev) {
-    cubert_status st = cb_check_runtime("cubert_handle_check", "the handle", c->dev, a);
-    if (st) return st;
-    if (!atomic_load(&a->shared)) return cb_check_own("cubert_handle_check", c, h, "the handle");
+    cb_errb eb;
+    cb_errb_init(&eb, CUBERT_OK);
+    cubert_status st = cb_check_runtime(&eb, "cubert_handle_check", "the handle", c->dev, a);
+    if (!st && !atomic_load(&a->shared)) st = cb_check_own(&eb, "cubert_handle_check", c, h, "the handle");
+    if (st) return cb_errb_return(&eb, st);
     if (atomic_load(&a->dev->lost)) return cb_device_lost_error(a->dev);
     cb_errb report; /* a peer asks through the cell: no device lock */
     return cb_taint_refusal("check", a, h->start, h->end, &report) ? cb_errb_finish(&report) : CUBERT_OK;
@@ -325,7 +336,11 @@ cubert_status cubert_handle_tainted_range(cubert_client *c, const cubert_handle 
   if (!failure) return NULL_ARG(fn, "failure");
   cb_alloc *a = h->alloc;
   bool own = a->dev == c->dev;
-  if (!own && !atomic_load(&a->shared)) return cb_check_own(fn, c, h, "the handle");
+  if (!own && !atomic_load(&a->shared)) {
+    cb_errb eb;
+    cb_errb_init(&eb, CUBERT_OK);
+    return cb_errb_return(&eb, cb_check_own(&eb, fn, c, h, "the handle"));
+  }
   cubert_status st = own ? cb_device_enter(c->dev) : CUBERT_OK;
   if (st) return st;
   uint64_t start = from > h->start ? from : h->start;
@@ -365,7 +380,7 @@ cubert_status cb_write_failed(cb_device *dev, cb_work *w, cb_stream *s, cubert_s
 
 typedef enum { OP_WRITE, OP_FILL } wop;
 
-static cubert_status host_write(cubert_client *c, cubert_handle *h, wop op, const void *src,
+static cubert_status host_write(cb_errb *eb, cubert_client *c, cubert_handle *h, wop op, const void *src,
                                 uint32_t pattern_size) {
   cb_device *dev = c->dev;
   cubert_status st = cb_device_enter(dev);
@@ -379,7 +394,7 @@ static cubert_status host_write(cubert_client *c, cubert_handle *h, wop op, cons
   cb_work *w = cb_work_begin(dev, s, opname, NULL, 1);
   if (!w) {
     cb_device_leave(dev);
-    return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+    return cb_errb_set(eb, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   }
   cb_work_bind(w, 0, h->alloc, h->start, h->end, CUBERT_ACCESS_WRITE, "destination");
   uint64_t work = w->work;
@@ -416,9 +431,11 @@ cubert_status cubert_handle_write(cubert_client *c, cubert_handle *h, const void
   if (size != h->end - h->start)
     return cb_fail(CUBERT_ERR_OUT_OF_RANGE, "cubert_handle_write: %llu bytes given for a view of %llu bytes",
                    (unsigned long long)size, (unsigned long long)(h->end - h->start));
-  cubert_status st = cb_check_own("cubert_handle_write", c, h, "the handle");
-  if (st) return st;
-  return host_write(c, h, OP_WRITE, src, 0);
+  cb_errb eb;
+  cb_errb_init(&eb, CUBERT_OK);
+  cubert_status st = cb_check_own(&eb, "cubert_handle_write", c, h, "the handle");
+  if (!st) st = host_write(&eb, c, h, OP_WRITE, src, 0);
+  return cb_errb_return(&eb, st);
 }
 
 cubert_status cubert_handle_fill(cubert_client *c, cubert_handle *h, const void *pattern,
@@ -433,9 +450,11 @@ cubert_status cubert_handle_fill(cubert_client *c, cubert_handle *h, const void 
     return cb_fail(CUBERT_ERR_INVALID_ARGUMENT,
                    "cubert_handle_fill: a %zu-byte pattern does not divide the view's %llu bytes",
                    pattern_size, (unsigned long long)(h->end - h->start));
-  cubert_status st = cb_check_own("cubert_handle_fill", c, h, "the handle");
-  if (st) return st;
-  return host_write(c, h, OP_FILL, pattern, (uint32_t)pattern_size);
+  cb_errb eb;
+  cb_errb_init(&eb, CUBERT_OK);
+  cubert_status st = cb_check_own(&eb, "cubert_handle_fill", c, h, "the handle");
+  if (!st) st = host_write(&eb, c, h, OP_FILL, pattern, (uint32_t)pattern_size);
+  return cb_errb_return(&eb, st);
 }
 
 cubert_status cb_read_finish(cb_device *dev, cb_stream *s, uint64_t work, cubert_status st, const cubert_berr *err,
@@ -471,8 +490,10 @@ cubert_status cubert_handle_read(cubert_client *c, const cubert_handle *h, void 
   if (size != h->end - h->start)
     return cb_fail(CUBERT_ERR_OUT_OF_RANGE, "cubert_handle_read: %llu bytes asked of a view of %llu bytes",
                    (unsigned long long)size, (unsigned long long)(h->end - h->start));
-  cubert_status st = cb_check_own("cubert_handle_read", c, h, "the handle");
-  if (st) return st;
+  cb_errb eb;
+  cb_errb_init(&eb, CUBERT_OK);
+  cubert_status st = cb_check_own(&eb, "cubert_handle_read", c, h, "the handle");
+  if (st) return cb_errb_return(&eb, st);
   cb_device *dev = c->dev;
   cb_alloc *a = h->alloc;
   if ((st = cb_device_enter(dev))) return st;
@@ -503,8 +524,10 @@ cubert_status cubert_handle_taint(cubert_client *c, cubert_handle *h, const cube
   if (!c) return NULL_ARG(fn, "client");
   if (!h) return NULL_ARG(fn, "view");
   if (!failure) return NULL_ARG(fn, "failure");
-  cubert_status st = cb_check_own(fn, c, h, "the view");
-  if (st) return st;
+  cb_errb eb;
+  cb_errb_init(&eb, CUBERT_OK);
+  cubert_status st = cb_check_own(&eb, fn, c, h, "the view");
+  if (st) return cb_errb_return(&eb, st);
   cb_device *dev = c->dev;
   if ((st = cb_device_enter(dev))) return st;
   cb_stream *s;
@@ -542,14 +565,24 @@ cubert_status cb_skip_copy(cb_device *dev, cb_work *w, const char *op, cb_errb *
   return cb_errb_finish(report);
 }
 
+void cb_work_bind_copy(cb_work *w, const cubert_handle *src, const cb_pattern *sp, const cubert_handle *dst,
+                       const cb_pattern *dp) {
+  if (!sp || !cb_work_bind_pattern(w, 0, src->alloc, sp, CUBERT_ACCESS_READ, "source"))
+    cb_work_bind(w, 0, src->alloc, src->start, src->end, CUBERT_ACCESS_READ, "source");
+  if (!dp || !cb_work_bind_pattern(w, 1, dst->alloc, dp, CUBERT_ACCESS_WRITE, "destination"))
+    cb_work_bind(w, 1, dst->alloc, dst->start, dst->end, CUBERT_ACCESS_WRITE, "destination");
+}
+
 cubert_status cubert_handle_copy(cubert_client *c, const cubert_handle *src, cubert_handle *dst) {
   if (!c) return NULL_ARG("cubert_handle_copy", "client");
   if (!src) return NULL_ARG("cubert_handle_copy", "src");
   if (!dst) return NULL_ARG("cubert_handle_copy", "dst");
+  cb_errb eb;
+  cb_errb_init(&eb, CUBERT_OK);
   cubert_status st;
-  if ((st = cb_check_own("cubert_handle_copy", c, src, "the source")) ||
-      (st = cb_check_own("cubert_handle_copy", c, dst, "the destination")))
-    return st;
+  if ((st = cb_check_own(&eb, "cubert_handle_copy", c, src, "the source")) ||
+      (st = cb_check_own(&eb, "cubert_handle_copy", c, dst, "the destination")))
+    return cb_errb_return(&eb, st);
   uint64_t len = src->end - src->start;
   if (len != dst->end - dst->start)
     return cb_fail(CUBERT_ERR_OUT_OF_RANGE, "cubert_handle_copy: source has %llu bytes, destination %llu",
@@ -568,8 +601,7 @@ cubert_status cubert_handle_copy(cubert_client *c, const cubert_handle *src, cub
     cb_device_leave(dev);
     return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   }
-  cb_work_bind(w, 0, src->alloc, src->start, src->end, CUBERT_ACCESS_READ, "source");
-  cb_work_bind(w, 1, dst->alloc, dst->start, dst->end, CUBERT_ACCESS_WRITE, "destination");
+  cb_work_bind_copy(w, src, NULL, dst, NULL);
   cb_errb report;
   bool tainted = cb_taint_refusal("copy source", src->alloc, src->start, src->end, &report);
 #ifdef CUBERT_BREAK_TRANSITIVE
@@ -602,16 +634,18 @@ cubert_status cubert_handle_copy(cubert_client *c, const cubert_handle *src, cub
   return st;
 }
 
-cubert_status cb_peer_copy_begin(cubert_client *dc, const cubert_handle *src, const cb_pattern *sp, const char *op,
-                                 cb_stream **out_s, cb_work **out_w, bool *out_tainted, cb_errb *refusal) {
+cubert_status cb_peer_copy_begin(cb_errb *eb, cubert_client *dc, const cubert_handle *src, const cb_pattern *sp,
+                                 const cubert_handle *dst, const cb_pattern *dp, const char *op, cb_stream **out_s,
+                                 cb_work **out_w) {
   cb_device *sd = src->alloc->dev, *dd = dc->dev;
   cubert_status st;
+  cb_errb refusal; /* the source's verdict, carried to the destination side */
   /* 1. the source side: its verdict, and its last writer finished */
   if ((st = cb_device_enter(sd))) return st;
-  bool tainted = sp ? cb_taint_refusal_pattern("copy source", src->alloc, sp, refusal)
-                    : cb_taint_refusal("copy source", src->alloc, src->start, src->end, refusal);
+  bool tainted = sp ? cb_taint_refusal_pattern("copy source", src->alloc, sp, &refusal)
+                    : cb_taint_refusal("copy source", src->alloc, src->start, src->end, &refusal);
 #ifdef CUBERT_BREAK_TRANSITIVE
-  if (tainted) cb_errb_discard(refusal);
+  if (tainted) cb_errb_discard(&refusal);
   tainted = false;
 #endif
   void *src_stream = NULL;
@@ -624,12 +658,12 @@ cubert_status cb_peer_copy_begin(cubert_client *dc, const cubert_handle *src, co
   cubert_berr err = {0};
   if (src_stream && (st = sd->ops->sync(sd->bdev, src_stream, &err)) != CUBERT_OK) {
     cb_alloc_unref(src->alloc, CB_BINDING_ONE, NULL);
-    return cb_fail_backend(st, &err, "waiting for the copy source", sd->info.name);
+    return cb_errb_backend(eb, st, &err, "waiting for the copy source", sd->info.name);
   }
   /* 2. the destination side */
   if ((st = cb_device_enter(dd))) {
     cb_alloc_unref(src->alloc, CB_BINDING_ONE, NULL);
-    if (tainted) cb_errb_discard(refusal);
+    if (tainted) cb_errb_discard(&refusal);
     return st;
   }
   cb_stream *s;
@@ -637,12 +671,19 @@ cubert_status cb_peer_copy_begin(cubert_client *dc, const cubert_handle *src, co
   if ((st = cb_client_stream(dc, &s)) || !(w = cb_work_begin(dd, s, op, NULL, 2))) {
     cb_device_leave(dd);
     cb_alloc_unref(src->alloc, CB_BINDING_ONE, NULL);
-    if (tainted) cb_errb_discard(refusal);
-    return st ? st : cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+    if (tainted) cb_errb_discard(&refusal);
+    return st ? st : cb_errb_set(eb, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+  }
+  cb_work_bind_copy(w, src, sp, dst, dp);
+  cb_alloc_unref(src->alloc, CB_BINDING_ONE, dd); /* the record holds it now */
+  /* 3. a tainted source skips the work; a destination out of order fails it */
+  if (tainted || cb_order_access(dd, s, dst->alloc, true, &refusal)) {
+    st = tainted ? cb_skip_copy(dd, w, op, &refusal) : cb_work_fail_ordering(dd, w, s, &refusal, op, "");
+    cb_device_leave(dd);
+    return st;
   }
   *out_s = s;
   *out_w = w;
-  *out_tainted = tainted;
   return CUBERT_OK;
 }
 
@@ -658,10 +699,12 @@ cubert_status cubert_handle_copy_peer(cubert_client *sc, const cubert_handle *sr
                    "client (device %d, %s) belong to two runtimes; a copy cannot cross runtimes",
                    sc->dev->index, sc->dev->info.name, dc->dev->index, dc->dev->info.name);
   if (sc->dev == dc->dev) return cubert_handle_copy(dc, src, dst);
+  cb_errb eb;
+  cb_errb_init(&eb, CUBERT_OK);
   cubert_status st;
-  if ((st = cb_check_own("cubert_handle_copy_peer", sc, src, "the source")) ||
-      (st = cb_check_own("cubert_handle_copy_peer", dc, dst, "the destination")))
-    return st;
+  if ((st = cb_check_own(&eb, "cubert_handle_copy_peer", sc, src, "the source")) ||
+      (st = cb_check_own(&eb, "cubert_handle_copy_peer", dc, dst, "the destination")))
+    return cb_errb_return(&eb, st);
   cb_device *sd = sc->dev, *dd = dc->dev;
   if (sd->backend != dd->backend)
     return cb_fail(CUBERT_ERR_UNSUPPORTED, "cubert_handle_copy_peer: %s and %s belong to different backends",
@@ -670,24 +713,9 @@ cubert_status cubert_handle_copy_peer(cubert_client *sc, const cubert_handle *sr
   if (len != dst->end - dst->start)
     return cb_fail(CUBERT_ERR_OUT_OF_RANGE, "cubert_handle_copy_peer: source has %llu bytes, destination %llu",
                    (unsigned long long)len, (unsigned long long)(dst->end - dst->start));
-  cb_errb refusal; /* the source's verdict, carried to the destination side */
-  bool tainted;
   cb_stream *s;
   cb_work *w;
-  if ((st = cb_peer_copy_begin(dc, src, NULL, "copy-peer", &s, &w, &tainted, &refusal))) return st;
-  cb_work_bind(w, 0, src->alloc, src->start, src->end, CUBERT_ACCESS_READ, "source");
-  cb_work_bind(w, 1, dst->alloc, dst->start, dst->end, CUBERT_ACCESS_WRITE, "destination");
-  cb_alloc_unref(src->alloc, CB_BINDING_ONE, dd); /* the record holds it now */
-  if (tainted) {
-    st = cb_skip_copy(dd, w, "copy-peer", &refusal);
-    cb_device_leave(dd);
-    return st;
-  }
-  if (cb_order_access(dd, s, dst->alloc, true, &refusal)) {
-    st = cb_work_fail_ordering(dd, w, s, &refusal, "copy-peer", "");
-    cb_device_leave(dd);
-    return st;
-  }
+  if ((st = cb_peer_copy_begin(&eb, dc, src, NULL, dst, NULL, "copy-peer", &s, &w))) return cb_errb_return(&eb, st);
   uint64_t work = w->work;
   cubert_berr err = {0};
   if (len)
@@ -708,8 +736,10 @@ cubert_status cubert_handle_copy_peer(cubert_client *sc, const cubert_handle *sr
 cubert_status cubert_handle_share(cubert_client *c, cubert_handle *h) {
   if (!c) return NULL_ARG("cubert_handle_share", "client");
   if (!h) return NULL_ARG("cubert_handle_share", "handle");
-  cubert_status st = cb_check_own("cubert_handle_share", c, h, "the handle");
-  if (st) return st;
+  cb_errb eb;
+  cb_errb_init(&eb, CUBERT_OK);
+  cubert_status st = cb_check_own(&eb, "cubert_handle_share", c, h, "the handle");
+  if (st) return cb_errb_return(&eb, st);
   cb_device *owner = c->dev;
   cb_alloc *a = h->alloc;
   if ((st = cb_device_enter(owner))) return st;

@@ -13,10 +13,12 @@
 #include <stddef.h>
 
 #include "backends/backend.h"
+#include "base/str.h"
 #include "cubert/cubert.h"
 #include "cubert/faultinj.h"
 
 struct cubert_topology;
+struct cb_backend_settings;
 struct cb_fi_state;
 struct cb_placement;
 
@@ -45,11 +47,28 @@ typedef struct cb_runtime_parts {
                                const cubert_backend_config *config, void **backend, int *count,
                                cubert_berr *err);
 
-  /* A simulated node's PCI bus ids (CUBERT_HOST_NODE); the caller frees
-   * them with node_bus_ids_free. */
-  cubert_status (*node_bus_ids)(const char *spec, char ***bus_ids, int *count, char *message,
-                                size_t cap);
-  void (*node_bus_ids_free)(char **bus_ids, int count);
+  /* The backends' own settings, each one's cubert_backend_config.options,
+   * read before any backend is opened (whichever are opened then) from the
+   * runtime's options (complete: zero beyond the caller's struct_size) and
+   * the environment. libcubert's (lib/settings.h) are the host backend's:
+   * host_devices, host_memory, host_peer_deny, the CUBERT_HOST_* variables
+   * and a simulated node's bus ids; the core knows none of them.
+   * settings_new refuses with a status and the whole message a user sees
+   * appended to `why`, leaving nothing to free; the runtime keeps what it
+   * made until destroy (settings_free). settings_for: what backend `name`
+   * is opened with (borrowed), or NULL. settings_explain: backend `name`
+   * refused to open saying `message`; appends to `why` where a setting it
+   * names came from. settings_bus_ids_made_up: whether the PCI bus ids of
+   * backend `name`'s devices are made up (a simulated node's), so the
+   * placement is not given them. NULL settings_new: every backend is opened
+   * with NULL options (its defaults) and the others are not called. */
+  cubert_status (*settings_new)(const cubert_runtime_options *options, struct cb_backend_settings **settings,
+                                cb_str *why);
+  const void *(*settings_for)(const struct cb_backend_settings *settings, const char *name);
+  void (*settings_explain)(const struct cb_backend_settings *settings, const char *name, const char *message,
+                           cb_str *why);
+  bool (*settings_bus_ids_made_up)(const struct cb_backend_settings *settings, const char *name);
+  void (*settings_free)(struct cb_backend_settings *settings);
 
   /* The topology, for fault rules filtered by pair class. */
   cubert_status (*topology_create)(cubert_runtime *runtime, const char *xml_path,
@@ -67,7 +86,9 @@ typedef struct cb_runtime_parts {
   void (*placement_destroy)(struct cb_placement *p);
 } cb_runtime_parts;
 
-/* cubert_runtime_create() with the parts to use (lib/parts.c calls it). */
+/* cubert_runtime_create() with the parts to use (lib/parts.c calls it): the
+ * core's half of that public entry point, so it records the thread's last
+ * error (from the cb_errb its helpers fill) when it refuses. */
 cubert_status cb_runtime_create(const cb_runtime_parts *parts, const cubert_runtime_options *options,
                                 cubert_runtime **runtime);
 

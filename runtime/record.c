@@ -29,6 +29,7 @@
 #include "base/alloc.h"
 #include "base/hash.h"
 #include "runtime/internal.h"
+#include "runtime/fault_state.h"
 
 #define REC_MAGIC "CBFR"
 #define REC_VERSION 1u

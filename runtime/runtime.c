@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "base/alloc.h"
-#include "backends/host/host_backend.h"
 #include "base/shm.h"
 #include "runtime/fault_state.h"
 #include "runtime/internal.h"
@@ -19,13 +18,6 @@ void cubert_runtime_options_init(cubert_runtime_options *o) {
   o->struct_size = sizeof *o;
 }
 
-static cubert_status parse_u64(const char *name, const char *text, uint64_t *out) {
-  if (!cb_parse_size(text, out))
-    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "%s=%s is not a size (a whole number, optionally K, M, G or T)",
-                   name, text);
-  return CUBERT_OK;
-}
-
 /* Whether the parts hold a built backend called `name`. */
 static bool backend_built(const cb_runtime_parts *parts, const char *name) {
   for (int k = 0; k < parts->nbackends; k++) {
@@ -36,18 +28,18 @@ static bool backend_built(const cb_runtime_parts *parts, const char *name) {
 }
 
 /* `source` names where the list came from (an option or a variable). */
-static cubert_status check_backend_list(const cb_runtime_parts *parts, const char *source,
+static cubert_status check_backend_list(cb_errb *eb, const cb_runtime_parts *parts, const char *source,
                                         const char *list) {
   for (const char *p = list; p && *p;) {
     const char *e = strchr(p, ',');
     size_t len = e ? (size_t)(e - p) : strlen(p);
     if (!((len == 4 && !strncmp(p, "host", 4)) || (len == 3 && !strncmp(p, "hip", 3))))
-      return cb_fail(CUBERT_ERR_INVALID_ARGUMENT,
-                     "%s: unknown backend '%.*s' in the backend list '%s' (known: host, hip)",
-                     source, (int)len, p, list);
+      return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT,
+                         "%s: unknown backend '%.*s' in the backend list '%s' (known: host, hip)", source,
+                         (int)len, p, list);
     if (len == 3 && !backend_built(parts, "hip"))
-      return cb_fail(CUBERT_ERR_UNSUPPORTED, "%s: backend 'hip' was asked for but cubert was built without HIP",
-                     source);
+      return cb_errb_set(eb, CUBERT_ERR_UNSUPPORTED,
+                         "%s: backend 'hip' was asked for but cubert was built without HIP", source);
     p = e ? e + 1 : NULL;
   }
   return CUBERT_OK;
@@ -85,7 +77,7 @@ static int backend_order(const cb_runtime_parts *parts, const char *list,
  * backend's words from open), or, for the host backend opened because no
  * GPU backend found a device, that and their reasons. With $CUBERT_LOG set
  * (to anything but "" or "0"), says on stderr what was opened. */
-static cubert_status note_backend(cubert_runtime *rt, cb_backend *be, int count, bool fallback,
+static cubert_status note_backend(cb_errb *eb, cubert_runtime *rt, cb_backend *be, int count, bool fallback,
                                   const char *said) {
   cb_str n = {0};
   if (fallback) {
@@ -98,7 +90,7 @@ static cubert_status note_backend(cubert_runtime *rt, cb_backend *be, int count,
     cb_str_printf(&n, "%s", said && said[0] ? said : "the backend found no device");
   }
   be->note = n.p ? cb_str_take(&n) : cb_strdup("");
-  if (!be->note) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory opening the backends");
+  if (!be->note) return cb_errb_set(eb, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory opening the backends");
   const char *log = cb_env("CUBERT_LOG");
   if (log && log[0] && strcmp(log, "0") != 0)
     fprintf(stderr, "cubert: backend %s: %d device%s%s%s\n", be->inner->name, count, count == 1 ? "" : "s",
@@ -125,24 +117,25 @@ static void start_placement(cubert_runtime *rt) {
   if (rt->ndevices > 0 && !xml && (ids = cb_calloc((size_t)rt->ndevices, sizeof *ids))) {
     for (int i = 0; i < rt->ndevices; i++) {
       const cb_device *dev = rt->devices[i];
-      /* host devices take their bus ids from a simulated node only */
-      bool simulated = rt->host_bus_ids && dev->info.backend && strcmp(dev->info.backend, "host") == 0;
-      ids[i] = simulated ? NULL : dev->info.pci_bus_id;
+      /* made-up bus ids (a simulated node's) are not this machine's */
+      bool made_up = rt->settings && dev->info.backend &&
+                     rt->parts->settings_bus_ids_made_up(rt->settings, dev->info.backend);
+      ids[i] = made_up ? NULL : dev->info.pci_bus_id;
     }
   }
   rt->parts->placement_start(rt->placement, ids, ids ? rt->ndevices : 0);
   cb_free(ids);
 }
 
-static cubert_status open_device(cubert_runtime *rt, int b, int i, cb_device **out) {
+static cubert_status open_device(cb_errb *eb, cubert_runtime *rt, int b, int i, cb_device **out) {
   cb_backend *be = &rt->backends[b];
   cb_device *dev = cb_calloc(1, sizeof *dev);
-  if (!dev) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory opening a device");
+  if (!dev) return cb_errb_set(eb, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory opening a device");
   cubert_berr err = {0};
   cubert_status st = be->ops->device_open(be->state, i, &dev->bdev, &dev->info, &err);
   if (st) {
     cb_free(dev);
-    return cb_fail_backend(st, &err, "opening device", be->inner->name);
+    return cb_errb_backend(eb, st, &err, "opening device", be->inner->name);
   }
   dev->rt = rt;
   dev->backend = b;
@@ -164,22 +157,23 @@ static cubert_status open_device(cubert_runtime *rt, int b, int i, cb_device **o
     dev->ops->device_close(dev->bdev);
     pthread_mutex_destroy(&dev->lock);
     cb_free(dev);
-    return cb_fail(st, "creating the memory pools of %s", be->inner->name);
+    return cb_errb_set(eb, st, "creating the memory pools of %s", be->inner->name);
   }
   *out = dev;
   return CUBERT_OK;
 }
 
-cubert_status cb_runtime_create(const cb_runtime_parts *parts, const cubert_runtime_options *options,
-                                cubert_runtime **out) {
-  if (!out) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_runtime_create: runtime is NULL");
+/* cb_runtime_create's work: a refusal fills `eb`. */
+static cubert_status create(cb_errb *eb, const cb_runtime_parts *parts, const cubert_runtime_options *options,
+                            cubert_runtime **out) {
+  if (!out) return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT, "cubert_runtime_create: runtime is NULL");
   cubert_runtime_options o;
   cubert_runtime_options_init(&o);
   if (options) {
     if (options->struct_size == 0 || options->struct_size > sizeof o)
-      return cb_fail(CUBERT_ERR_INVALID_ARGUMENT,
-                     "cubert_runtime_options.struct_size is %u; call cubert_runtime_options_init",
-                     options->struct_size);
+      return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT,
+                         "cubert_runtime_options.struct_size is %u; call cubert_runtime_options_init",
+                         options->struct_size);
     memcpy(&o, options, options->struct_size);
   }
   /* shared segments of this user's processes of the node that ended without
@@ -187,64 +181,43 @@ cubert_status cb_runtime_create(const cb_runtime_parts *parts, const cubert_runt
   (void)cb_shm_sweep();
   const char *list = o.backends ? o.backends : cb_env("CUBERT_BACKENDS");
   cubert_status st = check_backend_list(
-      parts, o.backends ? "cubert_runtime_options.backends" : "CUBERT_BACKENDS", list);
+      eb, parts, o.backends ? "cubert_runtime_options.backends" : "CUBERT_BACKENDS", list);
   if (st) return st;
 
+  /* The backends' own settings (the host backend's: lib/settings.c), read
+   * and refused here, before anything is opened. */
+  struct cb_backend_settings *settings = NULL;
+  if (parts->settings_new) {
+    cb_str why = {0};
+    st = parts->settings_new(&o, &settings, &why);
+    if (st) cb_errb_set(eb, st, "%s", why.p ? why.p : "");
+    cb_str_free(&why);
+    if (st) return st;
+  }
+
   cubert_backend_config cfg = {0};
-  cb_host_options host = {0}; /* the host backend's own settings (config.options) */
-  host.devices = o.host_devices;
-  if (!host.devices) {
-    const char *v = cb_env("CUBERT_HOST_DEVICES");
-    uint64_t n = 4;
-    if (v && v[0] == '-')
-      return cb_fail(CUBERT_ERR_INVALID_ARGUMENT,
-                     "CUBERT_HOST_DEVICES=%s is negative: the number of host devices, 0 to 64", v);
-    if (v && (st = parse_u64("CUBERT_HOST_DEVICES", v, &n))) return st;
-    if (n > 64) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "CUBERT_HOST_DEVICES=%s: at most 64 host devices", v);
-    host.devices = (int)n;
-  }
-  if (host.devices < 0 || host.devices > 64)
-    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "host_devices is %d: 0 to 64", host.devices);
-  host.memory = o.host_memory;
-  if (!host.memory) {
-    const char *v = cb_env("CUBERT_HOST_MEMORY");
-    host.memory = 1ull << 30;
-    if (v && (st = parse_u64("CUBERT_HOST_MEMORY", v, &host.memory))) return st;
-    if (!host.memory) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "CUBERT_HOST_MEMORY is 0");
-  }
-  host.peer_deny = o.host_peer_deny ? o.host_peer_deny : cb_env("CUBERT_HOST_PEER_DENY");
-
   cubert_runtime *rt = cb_calloc(1, sizeof *rt);
-  if (!rt) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory creating the runtime");
-  /* From here every failure records its error and goes to `fail`, which
-   * destroys the half-built runtime (cubert_runtime_destroy takes any
-   * prefix of what is built below). */
-  rt->parts = parts;
-  rt->placement = parts->placement_new ? parts->placement_new() : NULL; /* NULL: no placement, not an error */
-
-  const char *node = cb_env("CUBERT_HOST_NODE");
-  if (node && parts->node_bus_ids) {
-    char msg[512] = "";
-    st = parts->node_bus_ids(node, &rt->host_bus_ids, &rt->nhost_bus_ids, msg, sizeof msg);
-    if (st) {
-      cb_fail(st, "CUBERT_HOST_NODE=%s: %s", node, msg);
-      goto fail;
-    }
-    host.pci_bus_ids = (const char *const *)rt->host_bus_ids;
-    host.pci_bus_id_count = rt->nhost_bus_ids;
-    if (!o.host_devices && !cb_env("CUBERT_HOST_DEVICES")) host.devices = rt->nhost_bus_ids;
+  if (!rt) {
+    if (settings) parts->settings_free(settings);
+    return cb_errb_set(eb, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory creating the runtime");
   }
+  /* From here every failure fills `eb` and goes to `fail`, which destroys
+   * the half-built runtime (cubert_runtime_destroy takes any prefix of what
+   * is built below). */
+  rt->parts = parts;
+  rt->settings = settings;
+  rt->placement = parts->placement_new ? parts->placement_new() : NULL; /* NULL: no placement, not an error */
 
   /* Fault injection is the runtime's own: its rules, log and classifier. */
   bool faults = !o.no_faultinj && parts->faults_open;
   if (faults) {
     cubert_faultinj_diag diag = {0};
     if (!(rt->faultinj = parts->faults_new())) {
-      st = cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory creating the runtime's fault layer");
+      st = cb_errb_set(eb, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory creating the runtime's fault layer");
       goto fail;
     }
     if ((st = parts->faults_configure(rt->faultinj, o.faults, &diag)) != CUBERT_OK) {
-      cb_fail(st, "fault rules: %s", diag.message);
+      cb_errb_set(eb, st, "fault rules: %s", diag.message);
       goto fail;
     }
   }
@@ -259,8 +232,8 @@ cubert_status cb_runtime_create(const cb_runtime_parts *parts, const cubert_runt
     bool fallback = !list && !strcmp(ops->name, "host");
     if (fallback && rt->ndevices > 0) continue; /* a GPU was found: no simulator */
     if (ops->abi != CUBERT_BACKEND_ABI) {
-      st = cb_fail(CUBERT_ERR_UNSUPPORTED, "backend %s has ABI %u, the runtime wants %u", ops->name,
-                   ops->abi, CUBERT_BACKEND_ABI);
+      st = cb_errb_set(eb, CUBERT_ERR_UNSUPPORTED, "backend %s has ABI %u, the runtime wants %u", ops->name,
+                       ops->abi, CUBERT_BACKEND_ABI);
       goto fail;
     }
     cb_backend *be = &rt->backends[rt->nbackends];
@@ -273,29 +246,26 @@ cubert_status cb_runtime_create(const cb_runtime_parts *parts, const cubert_runt
     cfg.place_alloc = rt->placement ? parts->place_alloc : NULL;
     cfg.place_free = rt->placement ? parts->place_free : NULL;
     cfg.place_ctx = rt->placement ? parts->placement_ctx(rt->placement, rt->nbackends, rt->ndevices) : NULL;
-    cfg.options = strcmp(ops->name, "host") == 0 ? &host : NULL; /* the host backend's own settings */
+    cfg.options = settings ? parts->settings_for(settings, ops->name) : NULL;
     st = faults ? parts->faults_open(ops, rt->faultinj, rt->ndevices, &cfg, &be->state, &count, &err)
                 : ops->open(&cfg, &be->state, &count, &err);
     if (st) {
-      cb_errb b;
-      cb_errb_backend(&b, st, &err, "opening the backend", ops->name);
-      if (!o.host_peer_deny && host.peer_deny && strstr(err.message, "peer_deny"))
-        cb_str_printf(&b.msg, "; the pairs came from CUBERT_HOST_PEER_DENY=%s", host.peer_deny);
-      cb_errb_finish(&b);
+      cb_errb_backend(eb, st, &err, "opening the backend", ops->name);
+      if (settings) parts->settings_explain(settings, ops->name, err.message, &eb->msg);
       goto fail;
     }
     rt->nbackends++;
-    if ((st = note_backend(rt, be, count, fallback, err.message))) goto fail;
+    if ((st = note_backend(eb, rt, be, count, fallback, err.message))) goto fail;
     if (count <= 0) continue;
     cb_device **v = cb_realloc(rt->devices, (rt->ndevices + count) * sizeof *v);
     if (!v) {
-      st = cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory opening devices");
+      st = cb_errb_set(eb, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory opening devices");
       goto fail;
     }
     rt->devices = v;
     for (int i = 0; i < count; i++) {
       cb_device *dev = NULL;
-      if ((st = open_device(rt, rt->nbackends - 1, i, &dev))) goto fail;
+      if ((st = open_device(eb, rt, rt->nbackends - 1, i, &dev))) goto fail;
       rt->devices[rt->ndevices++] = dev;
     }
     be->device_count = count;
@@ -305,7 +275,7 @@ cubert_status cb_runtime_create(const cb_runtime_parts *parts, const cubert_runt
     dev->peer_state = cb_calloc((size_t)rt->ndevices, 1);
     dev->peer_message = cb_calloc((size_t)rt->ndevices, sizeof *dev->peer_message);
     if (!dev->peer_state || !dev->peer_message) {
-      st = cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory opening devices");
+      st = cb_errb_set(eb, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory opening devices");
       goto fail;
     }
   }
@@ -324,8 +294,16 @@ cubert_status cb_runtime_create(const cb_runtime_parts *parts, const cubert_runt
   return CUBERT_OK;
 
 fail:
-  cubert_runtime_destroy(rt); /* records no error: the one above stays */
+  cubert_runtime_destroy(rt); /* records no error: cb_runtime_create records eb's */
   return st;
+}
+
+cubert_status cb_runtime_create(const cb_runtime_parts *parts, const cubert_runtime_options *options,
+                                cubert_runtime **out) {
+  cb_errb eb;
+  cb_errb_init(&eb, CUBERT_OK);
+  cubert_status st = create(&eb, parts, options, out);
+  return cb_errb_return(&eb, st);
 }
 
 struct cb_fi_state *cb_runtime_fault_state(const cubert_runtime *rt) { return rt->faultinj; }
@@ -351,7 +329,7 @@ void cubert_runtime_destroy(cubert_runtime *rt) {
       fprintf(stderr, "cubert: fault injection: CUBERT_FAULTS %s\n", idle);
     rt->parts->faults_free(rt->faultinj);
   }
-  if (rt->host_bus_ids) rt->parts->node_bus_ids_free(rt->host_bus_ids, rt->nhost_bus_ids);
+  if (rt->settings) rt->parts->settings_free(rt->settings);
   cb_free(rt);
 }
 
@@ -362,19 +340,21 @@ const char *cubert_runtime_backend_name(const cubert_runtime *rt, int i) {
   return rt->backends[i].inner->name;
 }
 
-static cubert_status get_device(cubert_runtime *rt, int device, cb_device **out) {
-  if (!rt) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "runtime is NULL");
+static cubert_status get_device(cb_errb *eb, cubert_runtime *rt, int device, cb_device **out) {
+  if (!rt) return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT, "runtime is NULL");
   if (device < 0 || device >= rt->ndevices)
-    return cb_fail(CUBERT_ERR_NO_DEVICE, "device %d does not exist (the runtime has %d)", device,
-                   rt->ndevices);
+    return cb_errb_set(eb, CUBERT_ERR_NO_DEVICE, "device %d does not exist (the runtime has %d)", device,
+                       rt->ndevices);
   *out = rt->devices[device];
   return CUBERT_OK;
 }
 
 cubert_status cubert_runtime_device_info(cubert_runtime *rt, int device, cubert_device_info *info) {
+  cb_errb eb;
+  cb_errb_init(&eb, CUBERT_OK);
   cb_device *dev = NULL;
-  cubert_status st = get_device(rt, device, &dev);
-  if (st) return st;
+  cubert_status st = get_device(&eb, rt, device, &dev);
+  if (st) return cb_errb_return(&eb, st);
   if (!info) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_runtime_device_info: info is NULL");
   *info = dev->info;
   info->lost = atomic_load(&dev->lost) != NULL;
@@ -382,9 +362,11 @@ cubert_status cubert_runtime_device_info(cubert_runtime *rt, int device, cubert_
 }
 
 cubert_status cubert_runtime_device_link(cubert_runtime *rt, int a, int b, cubert_device_link *link) {
+  cb_errb eb;
+  cb_errb_init(&eb, CUBERT_OK);
   cb_device *da = NULL, *db = NULL;
-  cubert_status st = get_device(rt, a, &da);
-  if (st || (st = get_device(rt, b, &db))) return st;
+  cubert_status st = get_device(&eb, rt, a, &da);
+  if (st || (st = get_device(&eb, rt, b, &db))) return cb_errb_return(&eb, st);
   if (!link) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_runtime_device_link: link is NULL");
   if (da->backend != db->backend)
     return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "devices %d (%s) and %d (%s) belong to different backends",
@@ -404,9 +386,11 @@ cubert_status cubert_runtime_device_link(cubert_runtime *rt, int a, int b, cuber
 /* ------------------------------------------------------------ clients */
 
 cubert_status cubert_client_create(cubert_runtime *rt, int device, cubert_client **out) {
+  cb_errb eb;
+  cb_errb_init(&eb, CUBERT_OK);
   cb_device *dev = NULL;
-  cubert_status st = get_device(rt, device, &dev);
-  if (st) return st;
+  cubert_status st = get_device(&eb, rt, device, &dev);
+  if (st) return cb_errb_return(&eb, st);
   if (!out) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_client_create: client is NULL");
   cubert_client *c = cb_calloc(1, sizeof *c);
   if (!c) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory creating a client");

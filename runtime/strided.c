@@ -13,16 +13,16 @@
 
 /* The footprint of `v` over `h`, checked; the error names `fn`, `what` and
  * the dimension at fault. */
-static cubert_status footprint(const char *fn, const char *what, const cubert_handle *h, const cubert_view *v,
-                               cb_pattern *p) {
-  if (!v) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "%s: the view of %s is NULL", fn, what);
+static cubert_status footprint(cb_errb *eb, const char *fn, const char *what, const cubert_handle *h,
+                               const cubert_view *v, cb_pattern *p) {
+  if (!v) return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT, "%s: the view of %s is NULL", fn, what);
   char why[256];
   bool empty = false;
   cubert_status st = cb_pattern_from_view(v, h->start, h->end, p, &empty, why, sizeof why);
   if (st)
-    return cb_fail(st, "%s: view of %s (memory %llu, bytes %llu..%llu): %s", fn, what,
-                   (unsigned long long)h->alloc->id, (unsigned long long)h->start, (unsigned long long)h->end,
-                   why);
+    return cb_errb_set(eb, st, "%s: view of %s (memory %llu, bytes %llu..%llu): %s", fn, what,
+                       (unsigned long long)h->alloc->id, (unsigned long long)h->start, (unsigned long long)h->end,
+                       why);
   if (empty) {
     memset(p, 0, sizeof *p);
     p->run = 1;
@@ -33,7 +33,9 @@ static cubert_status footprint(const char *fn, const char *what, const cubert_ha
 cubert_status cubert_view_check(const cubert_handle *h, const cubert_view *v) {
   if (!h) return NULL_ARG("cubert_view_check", "handle");
   cb_pattern p;
-  return footprint("cubert_view_check", "the handle", h, v, &p);
+  cb_errb eb;
+  cb_errb_init(&eb, CUBERT_OK);
+  return cb_errb_return(&eb, footprint(&eb, "cubert_view_check", "the handle", h, v, &p));
 }
 
 uint64_t cubert_view_bytes(const cubert_view *v) {
@@ -85,38 +87,39 @@ static uint64_t first_byte(const cubert_handle *h, const cubert_view *v) {
   return h->start + v->offset * v->elem_size;
 }
 
-static cubert_status same_shape(const char *fn, const cubert_view *a, const cubert_view *b) {
+static cubert_status same_shape(cb_errb *eb, const char *fn, const cubert_view *a, const cubert_view *b) {
   if (a->elem_size != b->elem_size)
-    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "%s: elements of %u bytes in the source, %u in the destination", fn,
-                   a->elem_size, b->elem_size);
+    return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT, "%s: elements of %u bytes in the source, %u in the destination",
+                       fn, a->elem_size, b->elem_size);
   if (a->ndims != b->ndims)
-    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "%s: %u dimensions in the source, %u in the destination", fn,
-                   a->ndims, b->ndims);
+    return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT, "%s: %u dimensions in the source, %u in the destination", fn,
+                       a->ndims, b->ndims);
   for (uint32_t d = 0; d < a->ndims; d++)
     if (a->shape[d] != b->shape[d])
-      return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "%s: dimension %u: %llu elements in the source, %llu in the destination",
-                     fn, d, (unsigned long long)a->shape[d], (unsigned long long)b->shape[d]);
+      return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT,
+                         "%s: dimension %u: %llu elements in the source, %llu in the destination", fn, d,
+                         (unsigned long long)a->shape[d], (unsigned long long)b->shape[d]);
   return CUBERT_OK;
 }
 
-static cubert_status size_matches(const char *fn, const cubert_view *v, uint64_t size) {
+static cubert_status size_matches(cb_errb *eb, const char *fn, const cubert_view *v, uint64_t size) {
   uint64_t want = cubert_view_bytes(v);
   if (size != want)
-    return cb_fail(CUBERT_ERR_OUT_OF_RANGE, "%s: %llu bytes given for a view of %llu packed bytes", fn,
-                   (unsigned long long)size, (unsigned long long)want);
+    return cb_errb_set(eb, CUBERT_ERR_OUT_OF_RANGE, "%s: %llu bytes given for a view of %llu packed bytes", fn,
+                       (unsigned long long)size, (unsigned long long)want);
   return CUBERT_OK;
 }
 
 /* The checks of a read or write between `h` and packed host memory `buf`
  * of `size` bytes; the footprint in *p. */
-static cubert_status host_args(const char *fn, cubert_client *c, const cubert_handle *h, const cubert_view *v,
-                               const void *buf, uint64_t size, cb_pattern *p) {
-  if (!c) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "%s: client is NULL", fn);
-  if (!h) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "%s: handle is NULL", fn);
-  if (!buf && size) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "%s: the host buffer is NULL", fn);
+static cubert_status host_args(cb_errb *eb, const char *fn, cubert_client *c, const cubert_handle *h,
+                               const cubert_view *v, const void *buf, uint64_t size, cb_pattern *p) {
+  if (!c) return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT, "%s: client is NULL", fn);
+  if (!h) return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT, "%s: handle is NULL", fn);
+  if (!buf && size) return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT, "%s: the host buffer is NULL", fn);
   cubert_status st;
-  if ((st = cb_check_own(fn, c, h, "the handle")) || (st = footprint(fn, "the handle", h, v, p)) ||
-      (st = size_matches(fn, v, size)))
+  if ((st = cb_check_own(eb, fn, c, h, "the handle")) || (st = footprint(eb, fn, "the handle", h, v, p)) ||
+      (st = size_matches(eb, fn, v, size)))
     return st;
   return CUBERT_OK;
 }
@@ -128,17 +131,18 @@ cubert_status cubert_handle_check_strided(cubert_client *c, const cubert_handle 
   if (!c) return NULL_ARG(fn, "client");
   if (!h) return NULL_ARG(fn, "handle");
   cb_pattern p;
-  cubert_status st = footprint(fn, "the handle", h, v, &p);
-  if (st) return st;
+  cb_errb eb;
+  cb_errb_init(&eb, CUBERT_OK);
+  cubert_status st = footprint(&eb, fn, "the handle", h, v, &p);
   cb_alloc *a = h->alloc;
   bool own = a->dev == c->dev;
-  if (!own) {
-    if ((st = cb_check_runtime(fn, "the handle", c->dev, a))) return st;
-    if (!atomic_load(&a->shared)) return cb_check_own(fn, c, h, "the handle");
-    if (atomic_load(&a->dev->lost)) return cb_device_lost_error(a->dev);
-  } else if ((st = cb_device_enter(c->dev))) {
-    return st;
+  if (!st && !own) {
+    st = cb_check_runtime(&eb, fn, "the handle", c->dev, a);
+    if (!st && !atomic_load(&a->shared)) st = cb_check_own(&eb, fn, c, h, "the handle");
   }
+  if (st) return cb_errb_return(&eb, st);
+  if (!own && atomic_load(&a->dev->lost)) return cb_device_lost_error(a->dev);
+  if (own && (st = cb_device_enter(c->dev))) return st;
   cb_errb report; /* a peer asks through the cell: no device lock */
   bool tainted = cb_taint_refusal_pattern("check", a, &p, &report);
   if (own) cb_device_leave(c->dev);
@@ -150,8 +154,10 @@ cubert_status cubert_handle_read_strided(cubert_client *c, const cubert_handle *
                                          uint64_t size) {
 #define fn "cubert_handle_read_strided"
   cb_pattern p;
-  cubert_status st = host_args(fn, c, h, v, dst, size, &p);
-  if (st) return st;
+  cb_errb eb;
+  cb_errb_init(&eb, CUBERT_OK);
+  cubert_status st = host_args(&eb, fn, c, h, v, dst, size, &p);
+  if (st) return cb_errb_return(&eb, st);
   cb_device *dev = c->dev;
   cb_alloc *a = h->alloc;
   if ((st = cb_device_enter(dev))) return st;
@@ -204,8 +210,10 @@ cubert_status cubert_handle_write_strided(cubert_client *c, cubert_handle *h, co
                                           uint64_t size) {
 #define fn "cubert_handle_write_strided"
   cb_pattern p;
-  cubert_status st = host_args(fn, c, h, v, src, size, &p);
-  if (st) return st;
+  cb_errb eb;
+  cb_errb_init(&eb, CUBERT_OK);
+  cubert_status st = host_args(&eb, fn, c, h, v, src, size, &p);
+  if (st) return cb_errb_return(&eb, st);
   cb_device *dev = c->dev;
   if ((st = cb_device_enter(dev))) return st;
   cb_stream *s;
@@ -231,24 +239,17 @@ cubert_status cubert_handle_write_strided(cubert_client *c, cubert_handle *h, co
 #undef fn
 }
 
-/* The checks both copies make before taking a device: each view valid on
- * its handle, one shape. */
-static cubert_status copy_views(const char *fn, const cubert_handle *src, const cubert_view *sv, cb_pattern *sp,
-                                const cubert_handle *dst, const cubert_view *dv, cb_pattern *dp) {
+/* The checks both copies make before taking a device: each handle memory
+ * of its client's device, each view valid on its handle, one shape. */
+static cubert_status copy_args(cb_errb *eb, const char *fn, cubert_client *sc, const cubert_handle *src,
+                               const cubert_view *sv, cb_pattern *sp, cubert_client *dc, const cubert_handle *dst,
+                               const cubert_view *dv, cb_pattern *dp) {
   cubert_status st;
-  if ((st = footprint(fn, "the source", src, sv, sp)) || (st = footprint(fn, "the destination", dst, dv, dp)) ||
-      (st = same_shape(fn, sv, dv)))
+  if ((st = cb_check_own(eb, fn, sc, src, "the source")) || (st = cb_check_own(eb, fn, dc, dst, "the destination")) ||
+      (st = footprint(eb, fn, "the source", src, sv, sp)) ||
+      (st = footprint(eb, fn, "the destination", dst, dv, dp)) || (st = same_shape(eb, fn, sv, dv)))
     return st;
   return CUBERT_OK;
-}
-
-/* Binds the source (read) and destination (write) footprints to `w`. */
-static void bind_copy(cb_work *w, const cubert_handle *src, const cb_pattern *sp, const cubert_handle *dst,
-                      const cb_pattern *dp) {
-  if (!cb_work_bind_pattern(w, 0, src->alloc, sp, CUBERT_ACCESS_READ, "source"))
-    cb_work_bind(w, 0, src->alloc, src->start, src->end, CUBERT_ACCESS_READ, "source");
-  if (!cb_work_bind_pattern(w, 1, dst->alloc, dp, CUBERT_ACCESS_WRITE, "destination"))
-    cb_work_bind(w, 1, dst->alloc, dst->start, dst->end, CUBERT_ACCESS_WRITE, "destination");
 }
 
 cubert_status cubert_handle_copy_strided(cubert_client *c, const cubert_handle *src, const cubert_view *sv,
@@ -257,11 +258,11 @@ cubert_status cubert_handle_copy_strided(cubert_client *c, const cubert_handle *
   if (!c) return NULL_ARG(fn, "client");
   if (!src) return NULL_ARG(fn, "src");
   if (!dst) return NULL_ARG(fn, "dst");
-  cubert_status st;
   cb_pattern sp, dp;
-  if ((st = cb_check_own(fn, c, src, "the source")) || (st = cb_check_own(fn, c, dst, "the destination")) ||
-      (st = copy_views(fn, src, sv, &sp, dst, dv, &dp)))
-    return st;
+  cb_errb eb;
+  cb_errb_init(&eb, CUBERT_OK);
+  cubert_status st = copy_args(&eb, fn, c, src, sv, &sp, c, dst, dv, &dp);
+  if (st) return cb_errb_return(&eb, st);
   if (src->alloc == dst->alloc && cb_pattern_meet(&sp, &dp, NULL, NULL))
     return cb_fail(CUBERT_ERR_INVALID_ARGUMENT,
                    "%s: the source and destination footprints share bytes of memory %llu (a strided copy "
@@ -275,7 +276,7 @@ cubert_status cubert_handle_copy_strided(cubert_client *c, const cubert_handle *
     cb_device_leave(dev);
     return st ? st : cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   }
-  bind_copy(w, src, &sp, dst, &dp);
+  cb_work_bind_copy(w, src, &sp, dst, &dp);
   cb_errb report;
   if (cb_taint_refusal_pattern("strided copy source", src->alloc, &sp, &report)) {
     st = cb_skip_copy(dev, w, "strided copy", &report);
@@ -309,32 +310,19 @@ cubert_status cubert_handle_copy_strided_peer(cubert_client *sc, const cubert_ha
                    "runtimes; a copy cannot cross runtimes",
                    fn, sc->dev->index, dc->dev->index);
   if (sc->dev == dc->dev) return cubert_handle_copy_strided(dc, src, sv, dst, dv);
-  cubert_status st;
   cb_pattern sp, dp;
-  if ((st = cb_check_own(fn, sc, src, "the source")) || (st = cb_check_own(fn, dc, dst, "the destination")) ||
-      (st = copy_views(fn, src, sv, &sp, dst, dv, &dp)))
-    return st;
+  cb_errb eb;
+  cb_errb_init(&eb, CUBERT_OK);
+  cubert_status st = copy_args(&eb, fn, sc, src, sv, &sp, dc, dst, dv, &dp);
+  if (st) return cb_errb_return(&eb, st);
   cb_device *sd = sc->dev, *dd = dc->dev;
   if (sd->backend != dd->backend)
     return cb_fail(CUBERT_ERR_UNSUPPORTED, "%s: %s and %s belong to different backends", fn, sd->info.name,
                    dd->info.name);
-  cb_errb refusal;
-  bool tainted;
   cb_stream *s;
   cb_work *w;
-  if ((st = cb_peer_copy_begin(dc, src, &sp, "strided copy-peer", &s, &w, &tainted, &refusal))) return st;
-  bind_copy(w, src, &sp, dst, &dp);
-  cb_alloc_unref(src->alloc, CB_BINDING_ONE, dd); /* the record holds it now */
-  if (tainted) {
-    st = cb_skip_copy(dd, w, "strided copy-peer", &refusal);
-    cb_device_leave(dd);
-    return st;
-  }
-  if (cb_order_access(dd, s, dst->alloc, true, &refusal)) {
-    st = cb_work_fail_ordering(dd, w, s, &refusal, "strided copy-peer", "");
-    cb_device_leave(dd);
-    return st;
-  }
+  if ((st = cb_peer_copy_begin(&eb, dc, src, &sp, dst, &dp, "strided copy-peer", &s, &w)))
+    return cb_errb_return(&eb, st);
   cubert_backend_strided l;
   layout_of(sv, dv, &l);
   st = transfer(dd, s, w, CUBERT_BACKEND_PEER_TO_DEVICE, dst->alloc->block.address + first_byte(dst, dv), sd->bdev,

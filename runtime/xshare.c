@@ -236,14 +236,15 @@ void cb_xshare_release(cb_alloc *a) {
 
 /* The exporter's segment for `a`, made on its first export (caller holds
  * the device lock); the taint `a` has moves into its cell. */
-static cubert_status share_begin(cb_alloc *a) {
+static cubert_status share_begin(cb_errb *eb, cb_alloc *a) {
   cb_xshare *x = cb_calloc(1, sizeof *x);
-  if (!x) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+  if (!x) return cb_errb_set(eb, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   char why[256];
   void *map = NULL;
   if (cb_shm_create(sizeof(xseg), x->name, &map, why, sizeof why)) {
     cb_free(x);
-    return cb_fail(CUBERT_ERR_BACKEND, "cubert_handle_export: memory %llu: %s", (unsigned long long)a->id, why);
+    return cb_errb_set(eb, CUBERT_ERR_BACKEND, "cubert_handle_export: memory %llu: %s", (unsigned long long)a->id,
+                       why);
   }
   xseg *seg = map;
   cubert_status st = cb_xcell_init(&seg->cell, a->size, why, sizeof why);
@@ -255,7 +256,7 @@ static cubert_status share_begin(cb_alloc *a) {
     munmap(map, sizeof(xseg));
     shm_unlink(x->name);
     cb_free(x);
-    return cb_fail(st, "cubert_handle_export: memory %llu: %s", (unsigned long long)a->id, why);
+    return cb_errb_set(eb, st, "cubert_handle_export: memory %llu: %s", (unsigned long long)a->id, why);
   }
   seg->owner = (int64_t)getpid();
   seg->size = a->size;
@@ -280,8 +281,10 @@ cubert_status cubert_handle_export(cubert_client *c, const cubert_handle *h, cub
   if (!h) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, fn ": view is NULL");
   if (!desc) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, fn ": descriptor is NULL");
   cb_alloc *a = h->alloc;
-  cubert_status st = cb_check_runtime(fn, "the view", c->dev, a);
-  if (st) return st;
+  cb_errb eb;
+  cb_errb_init(&eb, CUBERT_OK);
+  cubert_status st = cb_check_runtime(&eb, fn, "the view", c->dev, a);
+  if (st) return cb_errb_return(&eb, st);
   cb_device *dev = c->dev;
   if (a->dev != dev)
     return cb_fail(CUBERT_ERR_WRONG_DEVICE, fn ": the view (memory %llu) belongs to device %d, the client to device %d",
@@ -300,9 +303,9 @@ cubert_status cubert_handle_export(cubert_client *c, const cubert_handle *h, cub
                    "size, CUBERT_MEMORY_SHAREABLE, &handle) to export it",
                    (unsigned long long)a->id);
   if ((st = cb_device_enter(dev))) return st;
-  if (!a->xshare && (st = share_begin(a))) {
+  if (!a->xshare && (st = share_begin(&eb, a))) {
     cb_device_leave(dev);
-    return st;
+    return cb_errb_return(&eb, st);
   }
   xdesc d;
   memset(&d, 0, sizeof d);
@@ -336,60 +339,61 @@ cubert_status cubert_handle_export(cubert_client *c, const cubert_handle *h, cub
 
 /* ------------------------------------------------------------ import */
 
-#define REFUSE(...) cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_handle_import: " __VA_ARGS__)
+/* A refusal of cubert_handle_import, into `eb`. */
+#define REFUSE(eb, ...) cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT, "cubert_handle_import: " __VA_ARGS__)
 
 /* The descriptor's own checks: nothing opened yet. */
-static cubert_status check_desc(const cubert_export_desc *desc, const cb_device *dev, xdesc *d) {
+static cubert_status check_desc(cb_errb *eb, const cubert_export_desc *desc, const cb_device *dev, xdesc *d) {
   memcpy(d, desc->bytes, sizeof *d);
-  if (d->magic != DESC_MAGIC) return REFUSE("not a descriptor made by cubert_handle_export");
+  if (d->magic != DESC_MAGIC) return REFUSE(eb, "not a descriptor made by cubert_handle_export");
   if (d->version != DESC_VERSION)
-    return REFUSE("descriptor version %u is unknown to this cubert (it reads version %u)", d->version, DESC_VERSION);
+    return REFUSE(eb, "descriptor version %u is unknown to this cubert (it reads version %u)", d->version, DESC_VERSION);
   uint64_t sum;
   memcpy(&sum, desc->bytes + offsetof(xdesc, checksum), sizeof sum);
   if (sum != desc_sum(desc))
-    return REFUSE("the descriptor is corrupt or truncated (its checksum does not match its bytes)");
+    return REFUSE(eb, "the descriptor is corrupt or truncated (its checksum does not match its bytes)");
   d->host[sizeof d->host - 1] = d->boot[sizeof d->boot - 1] = d->backend[sizeof d->backend - 1] = '\0';
   d->cell[sizeof d->cell - 1] = '\0';
   char host[64], boot[40];
   host_id(host, boot);
   if (strcmp(host, d->host) != 0 || strcmp(boot, d->boot) != 0)
-    return REFUSE("the descriptor comes from host %s (boot %s), this is host %s (boot %s): memory is shared only "
+    return REFUSE(eb, "the descriptor comes from host %s (boot %s), this is host %s (boot %s): memory is shared only "
                   "between processes of one node",
                   d->host, d->boot, host, boot);
   if (d->uid != (uint32_t)geteuid())
-    return REFUSE("the descriptor was made by user %u, this process runs as user %u: memory is shared only between "
+    return REFUSE(eb, "the descriptor was made by user %u, this process runs as user %u: memory is shared only between "
                   "processes of one user",
                   d->uid, (unsigned)geteuid());
   if (strcmp(d->backend, dev->info.backend) != 0)
-    return REFUSE("the descriptor is of %s memory; device %d (%s) is a %s device", d->backend, dev->index,
+    return REFUSE(eb, "the descriptor is of %s memory; device %d (%s) is a %s device", d->backend, dev->index,
                   dev->info.name, dev->info.backend);
   if (!d->size || d->offset > d->alloc_size || d->size > d->alloc_size - d->offset)
-    return REFUSE("the descriptor's bytes %llu..+%llu do not fit its memory of %llu bytes",
+    return REFUSE(eb, "the descriptor's bytes %llu..+%llu do not fit its memory of %llu bytes",
                   (unsigned long long)d->offset, (unsigned long long)d->size, (unsigned long long)d->alloc_size);
-  if (!cb_shm_name_ok(d->cell)) return REFUSE("the descriptor names no cubert segment");
+  if (!cb_shm_name_ok(d->cell)) return REFUSE(eb, "the descriptor names no cubert segment");
   return CUBERT_OK;
 }
 
 /* Opens the exporter's segment and enters this process in it. */
-static cubert_status join(const xdesc *d, cb_xshare **out) {
+static cubert_status join(cb_errb *eb, const xdesc *d, cb_xshare **out) {
   char why[256];
   void *map = NULL;
   if (cb_shm_open(d->cell, sizeof(xseg), &map, why, sizeof why))
-    return REFUSE("memory %llu of process %lld is no longer exported (stale descriptor): %s",
+    return REFUSE(eb, "memory %llu of process %lld is no longer exported (stale descriptor): %s",
                   (unsigned long long)d->memory, (long long)d->pid, why);
   xseg *seg = map;
   cubert_status st = CUBERT_OK;
   if (seg->magic != SEG_MAGIC || seg->version != SEG_VERSION || !cb_xcell_valid(&seg->cell) ||
       memcmp(seg->secret, d->secret, sizeof d->secret) != 0 || seg->owner != d->pid)
-    st = REFUSE("the segment %s does not match the descriptor (not the memory it described)", d->cell);
+    st = REFUSE(eb, "the segment %s does not match the descriptor (not the memory it described)", d->cell);
   else if (atomic_load(&seg->dead))
-    st = REFUSE("process %lld freed memory %llu since it exported it (stale descriptor)", (long long)d->pid,
+    st = REFUSE(eb, "process %lld freed memory %llu since it exported it (stale descriptor)", (long long)d->pid,
                 (unsigned long long)d->memory);
   else if (!alive(d->pid))
-    st = REFUSE("process %lld, which exported memory %llu, has ended", (long long)d->pid,
+    st = REFUSE(eb, "process %lld, which exported memory %llu, has ended", (long long)d->pid,
                 (unsigned long long)d->memory);
   else if (cb_xcell_lock(&seg->cell, NULL))
-    st = REFUSE("the failure cell of memory %llu cannot be locked", (unsigned long long)d->memory);
+    st = REFUSE(eb, "the failure cell of memory %llu cannot be locked", (unsigned long long)d->memory);
   if (st) {
     munmap(map, sizeof(xseg));
     return st;
@@ -412,9 +416,9 @@ static cubert_status join(const xdesc *d, cb_xshare **out) {
       cb_xcell_unlock(&seg->cell);
     }
     munmap(map, sizeof(xseg));
-    return slot < 0 ? cb_fail(CUBERT_ERR_BUSY, "cubert_handle_import: memory %llu has %d importers already",
-                              (unsigned long long)d->memory, IMPORTERS)
-                    : cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+    return slot < 0 ? cb_errb_set(eb, CUBERT_ERR_BUSY, "cubert_handle_import: memory %llu has %d importers already",
+                                  (unsigned long long)d->memory, IMPORTERS)
+                    : cb_errb_set(eb, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   }
   x->seg = seg;
   memcpy(x->name, d->cell, sizeof x->name);
@@ -423,14 +427,18 @@ static cubert_status join(const xdesc *d, cb_xshare **out) {
 }
 
 cubert_status cubert_handle_import(cubert_client *c, const cubert_export_desc *desc, cubert_handle **out) {
-  if (!c) return REFUSE("client is NULL");
-  if (!desc) return REFUSE("descriptor is NULL");
-  if (!out) return REFUSE("handle is NULL");
+#define fn "cubert_handle_import"
+  if (!c) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, fn ": client is NULL");
+  if (!desc) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, fn ": descriptor is NULL");
+  if (!out) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, fn ": handle is NULL");
+#undef fn
+  cb_errb eb;
+  cb_errb_init(&eb, CUBERT_OK);
   cb_device *dev = c->dev;
   xdesc d;
-  cubert_status st = check_desc(desc, dev, &d);
+  cubert_status st = check_desc(&eb, desc, dev, &d);
   cb_xshare *x = NULL;
-  if (st || (st = join(&d, &x))) return st;
+  if (st || (st = join(&eb, &d, &x))) return cb_errb_return(&eb, st);
   cubert_backend_mem mem;
   memset(&mem, 0, sizeof mem);
   cubert_berr err = {0};
@@ -447,9 +455,9 @@ cubert_status cubert_handle_import(cubert_client *c, const cubert_export_desc *d
   cb_block block = {mem.address, d.alloc_size, mem.cookie, CB_BLOCK_IMPORTED};
   cb_alloc *a = NULL;
   cubert_handle *h = NULL;
-  if ((st = cb_handle_adopt(c, d.alloc_size, &block, d.offset, d.offset + d.size, &a, &h))) {
+  if ((st = cb_handle_adopt(&eb, c, d.alloc_size, &block, d.offset, d.offset + d.size, &a, &h))) {
     leave(x);
-    return st;
+    return cb_errb_return(&eb, st);
   }
   a->xshare = x; /* nobody else knows `a` yet */
   *out = h;

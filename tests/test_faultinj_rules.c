@@ -49,7 +49,7 @@ static uint32_t add(const char *text) {
 }
 
 static cb_fi_call call_of(uint32_t op, int device, uint64_t stream, const char *kernel) {
-  cb_fi_call c = {op, op, device, stream, 0, kernel, NULL, 0};
+  cb_fi_call c = {op, op, device, stream, 0, kernel, NULL, 0, 0};
   return c;
 }
 
@@ -268,6 +268,69 @@ START_TEST(test_filter_device_stream_peer) {
 }
 END_TEST
 
+/* rank= selects the process: the rank cubert_set_rank() gave it, 0 when
+ * none was given. */
+START_TEST(test_filter_rank) {
+  cb_fi_call c = call_of(CB_FI_OP_WRITE, 0, 1, NULL);
+  c.rank = 3;
+  ck_assert(selects("write rank=1,3-4", c));
+  ck_assert(!selects("write rank=0-2", c));
+  c.rank = 0;
+  ck_assert(selects("write rank=0", c));
+  ck_assert(!selects("write rank=1", c));
+  /* through a backend: the decorator asks the process's rank at each call */
+  setup();
+  add("write rank=2 fault=fail");
+  cubert_client *cl = NULL;
+  cubert_handle *h = NULL;
+  unsigned char b[16] = {1};
+  ck_assert_int_eq(cubert_client_create(rt, 0, &cl), CUBERT_OK);
+  ck_assert_int_eq(cubert_handle_empty(cl, sizeof b, &h), CUBERT_OK);
+  ck_assert_int_eq(cubert_handle_write(cl, h, b, sizeof b), CUBERT_OK); /* no rank: 0 */
+  cubert_set_rank(1);
+  ck_assert_int_eq(cubert_handle_write(cl, h, b, sizeof b), CUBERT_OK);
+  cubert_set_rank(2);
+  ck_assert_int_ne(cubert_handle_write(cl, h, b, sizeof b), CUBERT_OK);
+  ck_assert_uint_eq(cubert_faultinj_injected(rt), 1);
+  cubert_set_rank(-1);
+  cubert_faultinj_clear(rt);
+  add("write rank=0 fault=fail");
+  ck_assert_int_ne(cubert_handle_write(cl, h, b, sizeof b), CUBERT_OK); /* none counts as rank 0 */
+  cubert_handle_release(h);
+  cubert_client_destroy(cl);
+}
+END_TEST
+
+/* send and recv rules are the MPI component's: the runtime's parser skips
+ * them (whatever they hold) and counts them; mixed with its own operations
+ * they are an error that says whose they are. */
+START_TEST(test_mpi_rules_are_skipped) {
+  cb_fi_parsed p;
+  cubert_faultinj_diag diag;
+  const char *text = "send rank=1 peer=0 fault=scribble:0.5; launch nth=2\nrecv|send fault=fail # mpi\n"
+                     "RECV whatever=the mpi grammar says; write rank=0-1 fault=fail";
+  ck_assert_int_eq(cb_fi_parse(text, strlen(text), "t", &p, &diag), CUBERT_OK);
+  ck_assert_uint_eq(p.count, 2);
+  ck_assert_uint_eq(p.mpi_rules, 3);
+  ck_assert_uint_eq(p.rules[0].ops, CB_FI_OP_LAUNCH);
+  ck_assert_uint_eq(p.rules[1].nranks, 1);
+  ck_assert(p.rules[1].ranks[0].lo == 0 && p.rules[1].ranks[0].hi == 1);
+  cb_fi_parsed_free(&p);
+  const char *mixed = "launch|send fault=fail";
+  ck_assert_int_eq(cb_fi_parse(mixed, strlen(mixed), "t", &p, &diag), CUBERT_ERR_PARSE);
+  ck_assert_msg(strstr(diag.message, "MPI component") != NULL, "%s", diag.message);
+  ck_assert_int_eq(diag.column, 8);
+  const char *badrank = "write rank=x";
+  ck_assert_int_eq(cb_fi_parse(badrank, strlen(badrank), "t", &p, &diag), CUBERT_ERR_PARSE);
+  /* a runtime configured with them adds only its own */
+  setup();
+  ck_assert_int_eq(cubert_faultinj_configure(rt, "send fault=fail; recv fault=partial:0.5", &diag), CUBERT_OK);
+  cubert_faultinj_stats s;
+  cubert_faultinj_get_stats(rt, &s);
+  ck_assert_uint_eq(s.rules, 0);
+}
+END_TEST
+
 static const char *classify(void *ctx, int a, int b) {
   (*(int *)ctx)++;
   if ((a == 0 && b == 1) || (a == 1 && b == 0)) return "XGMI";
@@ -468,6 +531,7 @@ START_TEST(test_canonical_text_round_trips) {
       ("launch|copy_peer kernel=\"we,ird \\\"name\\\"\" device=0-3,7 peer=1 pair=pix stream=2 first=4 after=1 "
        "prob=1e-3 times=9 fault=scribble:0.75 status=ERR_IO"),
       "* fault=device-lost after=100",
+      "write|fill rank=1,3-5 nth=2 fault=fail",
       "work fault=async",
       "compile kernel=a*,b fault=compile-error",
   };
@@ -540,7 +604,7 @@ START_TEST(test_log_ids_records_and_summary) {
   cubert_faultinj_set_seed(rt, 5);
   add("launch kernel=k* every=2 fault=scribble:0.25; sync status=ERR_TIMEOUT");
   int peer = 3;
-  cb_fi_call l = {CB_FI_OP_LAUNCH, CB_FI_OP_LAUNCH | CB_FI_OP_PEER_WRITE, 2, 4, 0, "k7", &peer, 1};
+  cb_fi_call l = {CB_FI_OP_LAUNCH, CB_FI_OP_LAUNCH | CB_FI_OP_PEER_WRITE, 2, 4, 0, "k7", &peer, 1, 0};
   cb_fi_hit hit;
   for (uint64_t w = 1; w <= 4; w++) {
     l.work = w;
@@ -730,6 +794,8 @@ static Suite *suite(void) {
   tcase_add_test(t, test_filter_kernel_exact_prefix_list_quoted);
   tcase_add_test(t, test_filter_device_stream_peer);
   tcase_add_test(t, test_filter_pair_class_through_the_classifier);
+  tcase_add_test(t, test_filter_rank);
+  tcase_add_test(t, test_mpi_rules_are_skipped);
   tcase_add_loop_test(t, test_errors_name_source_line_and_column, 0, (int)(sizeof bad / sizeof bad[0]));
   tcase_add_test(t, test_error_adds_nothing);
   tcase_add_test(t, test_file_errors_name_the_file);

@@ -106,71 +106,103 @@ static cubert_handle *make(cubert_client *c, cubert_handle **slice) {
   return h;
 }
 
-static cubert_export_desc exported(cubert_client *c, const cubert_handle *view) {
+/* What most tests start from: a runtime on backend `i`, its first client,
+ * a handle of make() with its slice, and the slice exported. */
+typedef struct shared {
+  cb_test_env env;
+  cubert_client *c;
+  cubert_handle *h, *slice;
   cubert_export_desc d;
-  cb_test_ok(cubert_handle_export(c, view, &d));
-  return d;
+} shared;
+
+static bool share_open(int i, shared *s) {
+  memset(s, 0, sizeof *s);
+  if (!cb_test_open(i, 1, &s->env)) return false;
+  s->c = s->env.clients[0];
+  s->h = make(s->c, &s->slice);
+  cb_test_ok(cubert_handle_export(s->c, s->slice, &s->d));
+  return true;
+}
+
+static void share_close(shared *s) {
+  cubert_handle_release(s->slice);
+  cubert_handle_release(s->h);
+  cb_test_close(&s->env);
+}
+
+/* "process <pid>", as a failure from another process names it. */
+static const char *process_name(pid_t pid, char *buf, size_t cap) {
+  snprintf(buf, cap, "process %lld", (long long)pid);
+  return buf;
+}
+
+/* A read of `view` is refused naming `want`; a write of what it holds
+ * repairs it: a read passes again. */
+static void refused_naming_then_repaired(cubert_client *c, cubert_handle *view, const char *want) {
+  unsigned char back[256];
+  uint64_t n = cubert_handle_size_in_use(view);
+  ck_assert_uint_le(n, sizeof back);
+  cb_test_status(cubert_handle_read(c, view, back, n), CUBERT_ERR_TAINTED);
+  ck_assert_msg(strstr(cubert_last_error_message(), want), "%s", cubert_last_error_message());
+  cb_test_ok(cubert_handle_write(c, view, back, n));
+  cb_test_ok(cubert_handle_read(c, view, back, n));
 }
 
 START_TEST(test_exported_bytes_arrive_both_ways) {
-  cb_test_env env;
-  if (!cb_test_open(_i, 1, &env)) return;
-  cubert_client *c = env.clients[0];
-  cubert_handle *slice = NULL, *h = make(c, &slice);
-  cubert_export_desc d = exported(c, slice);
+  shared s;
+  if (!share_open(_i, &s)) return;
   char text[4096];
-  ck_assert_msg(run(env.backend, "read", &d, 2, text, sizeof text) == 0, "%s", text); /* exactly the slice */
-  ck_assert_int_eq(run(env.backend, "write", &d, 9, text, sizeof text), 0);
+  ck_assert_msg(run(s.env.backend, "read", &s.d, 2, text, sizeof text) == 0, "%s", text); /* exactly the slice */
+  ck_assert_int_eq(run(s.env.backend, "write", &s.d, 9, text, sizeof text), 0);
   unsigned char back[256];
-  cb_test_ok(cubert_handle_read(c, h, back, sizeof back));
+  cb_test_ok(cubert_handle_read(s.c, s.h, back, sizeof back));
   for (int i = 0; i < 256; i++) ck_assert_int_eq(back[i], i < 64 ? 1 : i < 192 ? 9 : 3);
-  cubert_handle_release(slice);
-  cubert_handle_release(h);
+  cubert_handle_release(s.slice);
+  cubert_handle_release(s.h);
+  s.slice = s.h = NULL;
   ck_assert_int_eq(segments_of(getpid()), 0); /* freed: names gone */
-  cb_test_close(&env);
+  share_close(&s);
 }
 END_TEST
 
 START_TEST(test_taint_crosses_both_ways_and_a_write_repairs) {
-  cb_test_env env;
-  if (!cb_test_open(_i, 1, &env)) return;
-  cubert_client *c = env.clients[0];
-  cubert_handle *slice = NULL, *h = make(c, &slice);
-  cubert_export_desc d = exported(c, slice);
+  shared s;
+  if (!share_open(_i, &s)) return;
+  cubert_client *c = s.c;
+  cubert_handle *slice = s.slice;
+  const char *backend = s.env.backend;
   char text[4096];
   /* importer -> owner: the child's failed transfer taints what we read */
-  ck_assert_int_eq(run(env.backend, "taint", &d, 0, text, sizeof text), 0);
+  ck_assert_int_eq(run(backend, "taint", &s.d, 0, text, sizeof text), 0);
   unsigned char back[128];
   cb_test_status(cubert_handle_read(c, slice, back, sizeof back), CUBERT_ERR_TAINTED);
   const char *m = cubert_last_error_message();
   ck_assert_msg(strstr(m, "the child's transfer failed") && strstr(m, "from process "), "%s", m);
   cubert_handle *head = NULL;
-  cb_test_ok(cubert_handle_slice(h, 0, 192, &head)); /* bytes 0..64: untouched */
+  cb_test_ok(cubert_handle_slice(s.h, 0, 192, &head)); /* bytes 0..64: untouched */
   unsigned char first[64];
   cb_test_ok(cubert_handle_read(c, head, first, sizeof first));
   /* the owner's write repairs, for both */
   unsigned char seven = 7;
   cb_test_ok(cubert_handle_fill(c, slice, &seven, 1));
   cb_test_ok(cubert_sync(c));
-  ck_assert_msg(run(env.backend, "read", &d, 7, text, sizeof text) == 0, "%s", text);
+  ck_assert_msg(run(backend, "read", &s.d, 7, text, sizeof text) == 0, "%s", text);
   /* owner -> importer: our failure is what the child is refused with */
   const cubert_failure *f = NULL;
   cb_test_ok(cubert_failure_create(c, CUBERT_ERR_LAUNCH, "the owner's kernel failed", &f));
   cb_test_ok(cubert_handle_taint(c, slice, f));
   cubert_failure_release(f);
-  ck_assert_int_eq(run(env.backend, "read", &d, 7, text, sizeof text), 3);
+  ck_assert_int_eq(run(backend, "read", &s.d, 7, text, sizeof text), 3);
   char pid[32];
-  snprintf(pid, sizeof pid, "process %lld", (long long)getpid());
+  process_name(getpid(), pid, sizeof pid);
   ck_assert_msg(strstr(text, "CUBERT_ERR_TAINTED") || strstr(text, "ERR_TAINTED"), "%s", text);
   ck_assert_msg(strstr(text, "the owner's kernel failed") && strstr(text, pid), "%s", text);
   /* the importer's write repairs it for us */
-  ck_assert_int_eq(run(env.backend, "write", &d, 5, text, sizeof text), 0);
+  ck_assert_int_eq(run(backend, "write", &s.d, 5, text, sizeof text), 0);
   cb_test_ok(cubert_handle_read(c, slice, back, sizeof back));
   ck_assert_int_eq(back[0], 5);
   cubert_handle_release(head);
-  cubert_handle_release(slice);
-  cubert_handle_release(h);
-  cb_test_close(&env);
+  share_close(&s);
 }
 END_TEST
 
@@ -187,71 +219,43 @@ static pid_t killed_importer(const char *backend, const cubert_export_desc *d) {
 }
 
 START_TEST(test_a_killed_importer_is_named) {
-  cb_test_env env;
-  if (!cb_test_open(_i, 1, &env)) return;
-  cubert_client *c = env.clients[0];
-  cubert_handle *slice = NULL, *h = make(c, &slice);
-  cubert_export_desc d = exported(c, slice);
-  pid_t lost = killed_importer(env.backend, &d);
-  unsigned char back[256];
-  cb_test_status(cubert_handle_read(c, h, back, sizeof back), CUBERT_ERR_TAINTED);
+  shared s;
+  if (!share_open(_i, &s)) return;
+  pid_t lost = killed_importer(s.env.backend, &s.d);
   char want[64];
-  snprintf(want, sizeof want, "process %lld", (long long)lost);
-  ck_assert_msg(strstr(cubert_last_error_message(), want), "%s", cubert_last_error_message());
   /* told once; a write repairs */
-  cb_test_ok(cubert_handle_write(c, h, back, sizeof back));
-  cb_test_ok(cubert_handle_read(c, h, back, sizeof back));
-  cubert_handle_release(slice);
-  cubert_handle_release(h);
-  cb_test_close(&env);
+  refused_naming_then_repaired(s.c, s.h, process_name(lost, want, sizeof want));
+  share_close(&s);
 }
 END_TEST
 
 /* Another importer, not only the exporter, is told of a killed importer
  * (found by `cubert faultinj procs`: only the exporter looked). */
 START_TEST(test_a_killed_importer_is_named_to_another_importer) {
-  cb_test_env env;
-  if (!cb_test_open(_i, 1, &env)) return;
-  cubert_client *c = env.clients[0];
-  cubert_handle *slice = NULL, *h = make(c, &slice);
-  cubert_export_desc d = exported(c, slice);
+  shared s;
+  if (!share_open(_i, &s)) return;
   char text[4096];
-  pid_t lost = killed_importer(env.backend, &d);
-  ck_assert_int_eq(run(env.backend, "read", &d, 2, text, sizeof text), 3);
+  pid_t lost = killed_importer(s.env.backend, &s.d);
+  ck_assert_int_eq(run(s.env.backend, "read", &s.d, 2, text, sizeof text), 3);
   char want[64];
-  snprintf(want, sizeof want, "process %lld", (long long)lost);
+  process_name(lost, want, sizeof want);
   ck_assert_msg(strstr(text, "ERR_TAINTED") && strstr(text, want), "%s", text);
   /* the cell is shared: we see it too, until a write repairs */
-  unsigned char back[128];
-  cb_test_status(cubert_handle_read(c, slice, back, sizeof back), CUBERT_ERR_TAINTED);
-  ck_assert_msg(strstr(cubert_last_error_message(), want), "%s", cubert_last_error_message());
-  cb_test_ok(cubert_handle_write(c, slice, back, sizeof back));
-  cb_test_ok(cubert_handle_read(c, slice, back, sizeof back));
-  cubert_handle_release(slice);
-  cubert_handle_release(h);
-  cb_test_close(&env);
+  refused_naming_then_repaired(s.c, s.slice, want);
+  share_close(&s);
 }
 END_TEST
 
 START_TEST(test_a_process_killed_holding_the_cell_is_named) {
-  cb_test_env env;
-  if (!cb_test_open(_i, 1, &env)) return;
-  cubert_client *c = env.clients[0];
-  cubert_handle *slice = NULL, *h = make(c, &slice);
-  cubert_export_desc d = exported(c, slice);
+  shared s;
+  if (!share_open(_i, &s)) return;
   char text[4096];
-  ck_assert_int_eq(run(env.backend, "die-locked", &d, 0, text, sizeof text), 128 + SIGKILL);
+  ck_assert_int_eq(run(s.env.backend, "die-locked", &s.d, 0, text, sizeof text), 128 + SIGKILL);
   ck_assert_str_eq(text, "locked\n");
-  /* the lock is the dead child's: the next use neither hangs nor reads a torn cell */
-  unsigned char back[128];
-  cb_test_status(cubert_handle_read(c, slice, back, sizeof back), CUBERT_ERR_TAINTED);
-  ck_assert_msg(strstr(cubert_last_error_message(), "died while it updated the failure cell"), "%s",
-                cubert_last_error_message());
-  cb_test_ok(cubert_handle_write(c, slice, back, sizeof back)); /* repairs */
-  cb_test_ok(cubert_handle_read(c, slice, back, sizeof back));
-  cubert_handle_release(slice);
-  cubert_handle_release(h);
-  cb_test_close(&env);
+  /* the lock is the dead child's: the next use neither hangs nor reads a
+   * torn cell; a write repairs */
+  refused_naming_then_repaired(s.c, s.slice, "died while it updated the failure cell");
+  share_close(&s);
 }
 END_TEST
 
@@ -280,7 +284,7 @@ START_TEST(test_a_killed_exporter_is_named_and_its_segments_swept) {
   kill_child(&k); /* SIGKILL: it removes nothing */
   cb_test_status(cubert_handle_read(c, h, back, sizeof back), CUBERT_ERR_TAINTED);
   char want[64];
-  snprintf(want, sizeof want, "process %lld", (long long)lost);
+  process_name(lost, want, sizeof want);
   ck_assert_msg(strstr(cubert_last_error_message(), want) && strstr(cubert_last_error_message(), "ended"), "%s",
                 cubert_last_error_message());
   cubert_handle_release(h);

@@ -13,6 +13,7 @@
 
 #include "backends/backend.h"
 #include "cubert/cubert.h"
+#include "lib/settings.h"
 #include "runtime/parts.h"
 #include "tests/testutil.h"
 
@@ -31,13 +32,19 @@ static const cubert_backend_ops *fake_gpu(void) {
   return &fake_gpu_ops;
 }
 
-/* libcubert's order, GPU first, with the fake GPU; no fault layer, no topology. */
+/* libcubert's order, GPU first, with the fake GPU, and libcubert's backend
+ * settings (the host's); no fault layer, no topology. */
 static cb_runtime_parts parts_with_gpu(void) {
   cb_runtime_parts p;
   memset(&p, 0, sizeof p);
   p.backends[0] = fake_gpu;
   p.backends[1] = cubert_backend_host;
   p.nbackends = 2;
+  p.settings_new = cb_settings_new;
+  p.settings_for = cb_settings_for;
+  p.settings_explain = cb_settings_explain;
+  p.settings_bus_ids_made_up = cb_settings_bus_ids_made_up;
+  p.settings_free = cb_settings_free;
   return p;
 }
 

@@ -74,6 +74,51 @@ static size_t ledger_entries(cubert_handle *h) {
   return n;
 }
 
+/* A strided write of zeros to `v` of `h` that the fault layer fails. */
+static void failed_strided_write(cubert_client *c, cubert_handle *h, const cubert_view *v) {
+  uint64_t n = cubert_view_bytes(v);
+  void *zero = calloc(1, n ? n : 1);
+  ck_assert_ptr_nonnull(zero);
+  rule("write times=1 fault=fail");
+  ck_assert_int_ne(cubert_handle_write_strided(c, h, v, zero, n), CUBERT_OK);
+  free(zero);
+}
+
+/* A read of row `r` of `h`, a matrix of `cols` u32 columns, is refused
+ * naming exactly the column ranges [at[2k], at[2k + 1]), k < n, in order. */
+static void row_refused_naming(cubert_client *c, cubert_handle *h, uint64_t r, uint64_t cols, const uint64_t *at,
+                               size_t n) {
+  cubert_handle *row = slice(h, r * cols * 4, (r + 1) * cols * 4);
+  uint32_t *buf = malloc(cols * 4);
+  cb_test_status(cubert_handle_read(c, row, buf, cols * 4), CUBERT_ERR_TAINTED);
+  cubert_error *e = cubert_last_error();
+  ck_assert_uint_eq(cubert_error_failure_count(e), n);
+  for (size_t k = 0; k < n; k++) {
+    uint64_t s, t;
+    cubert_error_failure(e, k, &s, &t);
+    ck_assert_uint_eq(s, (r * cols + at[2 * k]) * 4);
+    ck_assert_uint_eq(t, (r * cols + at[2 * k + 1]) * 4);
+  }
+  cubert_error_release(e);
+  free(buf);
+  cubert_handle_release(row);
+}
+
+/* In row `r` of `h` (`cols` u32 columns) the block of columns [c0, c0 + w)
+ * is tainted and the bytes either side of it are good. */
+static void row_block_alone_tainted(cubert_client *c, cubert_handle *h, uint64_t r, uint64_t cols, uint64_t c0,
+                                    uint64_t w) {
+  cubert_handle *left = slice(h, r * cols * 4, (r * cols + c0) * 4);
+  cubert_handle *right = slice(h, (r * cols + c0 + w) * 4, (r + 1) * cols * 4);
+  cubert_handle *block = slice(h, (r * cols + c0) * 4, (r * cols + c0 + w) * 4);
+  cb_test_ok(cubert_handle_check(c, left));
+  cb_test_ok(cubert_handle_check(c, right));
+  cb_test_status(cubert_handle_check(c, block), CUBERT_ERR_TAINTED);
+  cubert_handle_release(left);
+  cubert_handle_release(right);
+  cubert_handle_release(block);
+}
+
 /* ------------------------------------------------------------ validation */
 
 START_TEST(test_view_check_names_the_dimension_at_fault) {
@@ -222,29 +267,14 @@ START_TEST(test_failed_column_write_taints_exactly_its_footprint) {
   enum { R = 100, C = 10, C0 = 3, W = 2 };
   cubert_handle *h = matrix(c, R, C, 0);
   cubert_view v = columns(R, C, C0, W);
-  uint32_t in[R * W] = {0};
-  rule("write times=1 fault=fail");
-  ck_assert_int_ne(cubert_handle_write_strided(c, h, &v, in, sizeof in), CUBERT_OK);
+  failed_strided_write(c, h, &v);
   ck_assert_uint_eq(ledger_entries(h), 1); /* one claim, not 100 ranges */
-  /* read back by rows: every row refused, naming exactly the block's bytes */
+  /* read back by rows: every row refused, naming exactly the block's bytes;
+   * the bytes either side of the block are good */
+  static const uint64_t block[2] = {C0, C0 + W};
   for (uint64_t r = 0; r < R; r++) {
-    cubert_handle *row = slice(h, r * C * 4, (r + 1) * C * 4);
-    uint32_t buf[C];
-    cb_test_status(cubert_handle_read(c, row, buf, sizeof buf), CUBERT_ERR_TAINTED);
-    cubert_error *e = cubert_last_error();
-    ck_assert_uint_eq(cubert_error_failure_count(e), 1);
-    uint64_t s, t;
-    cubert_error_failure(e, 0, &s, &t);
-    ck_assert_uint_eq(s, (r * C + C0) * 4);
-    ck_assert_uint_eq(t, (r * C + C0 + W) * 4);
-    cubert_error_release(e);
-    /* the bytes either side of the block are good */
-    cubert_handle *left = slice(h, r * C * 4, (r * C + C0) * 4), *right = slice(h, (r * C + C0 + W) * 4, (r + 1) * C * 4);
-    cb_test_ok(cubert_handle_check(c, left));
-    cb_test_ok(cubert_handle_check(c, right));
-    cubert_handle_release(left);
-    cubert_handle_release(right);
-    cubert_handle_release(row);
+    row_refused_naming(c, h, r, C, block, 1);
+    row_block_alone_tainted(c, h, r, C, C0, W);
   }
   /* a strided read of the neighbouring columns passes between the taint */
   cubert_view before = columns(R, C, C0 - 1, 1), after = columns(R, C, C0 + W, 1);
@@ -271,6 +301,7 @@ START_TEST(test_failed_column_write_taints_exactly_its_footprint) {
   ck_assert_uint_eq(n, R);
   /* writing the block again repairs it, whole */
   cubert_faultinj_clear(fault_rt);
+  uint32_t in[R * W] = {0};
   cb_test_ok(cubert_handle_write_strided(c, h, &v, in, sizeof in));
   ck_assert_uint_eq(ledger_entries(h), 0);
   cubert_handle_release(h);
@@ -288,9 +319,7 @@ START_TEST(test_million_row_column_is_one_ledger_entry) {
   uint32_t fill = 7;
   cb_test_ok(cubert_handle_fill(c, h, &fill, 4));
   cubert_view v = columns(R, C, 1, 1);
-  uint32_t *in = calloc(R, 4);
-  rule("write times=1 fault=fail");
-  ck_assert_int_ne(cubert_handle_write_strided(c, h, &v, in, R * 4), CUBERT_OK);
+  failed_strided_write(c, h, &v);
   ck_assert_uint_eq(ledger_entries(h), 1);
   cubert_handle *row = slice(h, 500000 * C * 4, 500001 * C * 4);
   uint32_t buf[4];
@@ -298,7 +327,6 @@ START_TEST(test_million_row_column_is_one_ledger_entry) {
   cubert_view other = columns(R, C, 2, 1);
   cb_test_ok(cubert_handle_check_strided(c, h, &other));
   cubert_handle_release(row);
-  free(in);
   cubert_handle_release(h);
   cb_test_close(&env);
 }
@@ -311,9 +339,7 @@ START_TEST(test_contiguous_write_over_a_strided_taint_repairs_exactly) {
   enum { R = 50, C = 8 };
   cubert_handle *h = matrix(c, R, C, 0);
   cubert_view v = columns(R, C, 2, 3);
-  uint32_t in[R * 3] = {0};
-  rule("write times=1 fault=fail");
-  ck_assert_int_ne(cubert_handle_write_strided(c, h, &v, in, sizeof in), CUBERT_OK);
+  failed_strided_write(c, h, &v);
   /* rows 10..19 written whole, and half of row 30 from byte (30*C+3)*4 */
   cubert_handle *rows = slice(h, 10 * C * 4, 20 * C * 4);
   uint32_t ten[10 * C] = {0};
@@ -364,22 +390,8 @@ START_TEST(test_strided_write_over_a_contiguous_taint_repairs_exactly) {
   cb_test_ok(cubert_handle_read_strided(c, h, &v, out, sizeof out));
   ck_assert_int_eq(memcmp(in, out, sizeof in), 0);
   /* everything else still carries the failure: each row's other columns */
-  for (uint64_t r = 0; r < R; r++) {
-    cubert_handle *row = slice(h, r * C * 4, (r + 1) * C * 4);
-    uint32_t buf[C];
-    cb_test_status(cubert_handle_read(c, row, buf, sizeof buf), CUBERT_ERR_TAINTED);
-    cubert_error *e = cubert_last_error();
-    ck_assert_uint_eq(cubert_error_failure_count(e), 2);
-    uint64_t s, t;
-    cubert_error_failure(e, 0, &s, &t);
-    ck_assert_uint_eq(s, r * C * 4);
-    ck_assert_uint_eq(t, (r * C + 1) * 4);
-    cubert_error_failure(e, 1, &s, &t);
-    ck_assert_uint_eq(s, (r * C + 3) * 4);
-    ck_assert_uint_eq(t, (r + 1) * C * 4);
-    cubert_error_release(e);
-    cubert_handle_release(row);
-  }
+  static const uint64_t others[4] = {0, 1, 3, C};
+  for (uint64_t r = 0; r < R; r++) row_refused_naming(c, h, r, C, others, 2);
   cubert_handle_release(h);
   cb_test_close(&env);
 }
@@ -391,9 +403,7 @@ START_TEST(test_tainted_strided_source_gives_its_destination_a_child_exactly) {
   enum { R = 20, C = 5 };
   cubert_handle *a = matrix(env.clients[0], R, C, 0), *b = matrix(env.clients[1], R, C, 0);
   cubert_view v = columns(R, C, 1, 1), w = columns(R, C, 3, 1);
-  uint32_t in[R] = {0};
-  rule("write times=1 fault=fail");
-  ck_assert_int_ne(cubert_handle_write_strided(env.clients[0], a, &v, in, sizeof in), CUBERT_OK);
+  failed_strided_write(env.clients[0], a, &v);
   /* a copy of column 2 is fine (between the tainted column and the next) */
   cubert_view two = columns(R, C, 2, 1);
   cb_test_ok(cubert_handle_copy_strided_peer(env.clients[0], a, &two, env.clients[1], b, &w));
@@ -805,17 +815,7 @@ START_TEST(test_failed_tensor_launch_taints_exactly_the_footprint) {
   ck_assert_int_ne(launch_fill(c, h, &v, fill_value), CUBERT_OK);
   ck_assert_uint_eq(ledger_entries(h), 1); /* one strided claim, not TR ranges */
   cb_test_status(cubert_handle_check_strided(c, h, &v), CUBERT_ERR_TAINTED);
-  for (uint64_t r = 0; r < TR; r++) {
-    cubert_handle *left = slice(h, r * TC * 4, (r * TC + C0) * 4);
-    cubert_handle *right = slice(h, (r * TC + C0 + W) * 4, (r + 1) * TC * 4);
-    cubert_handle *block = slice(h, (r * TC + C0) * 4, (r * TC + C0 + W) * 4);
-    cb_test_ok(cubert_handle_check(c, left));
-    cb_test_ok(cubert_handle_check(c, right));
-    cb_test_status(cubert_handle_check(c, block), CUBERT_ERR_TAINTED);
-    cubert_handle_release(left);
-    cubert_handle_release(right);
-    cubert_handle_release(block);
-  }
+  for (uint64_t r = 0; r < TR; r++) row_block_alone_tainted(c, h, r, TC, C0, W);
   /* the columns beside it read fine, strided */
   cubert_view before = columns(TR, TC, C0 - 1, 1);
   uint32_t col[TR];

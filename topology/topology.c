@@ -141,14 +141,17 @@ static void add_note(cubert_topology *t, const char *text) {
   t->notes = n;
 }
 
+/* Out of host memory, as a value in `eb`. */
+static cubert_status oom(cb_errb *eb) { return cb_errb_set(eb, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory"); }
+
 
 /* Adds a machine that owns `topo` and `kfd` (both taken, also on failure). */
 static cubert_status add_machine(cubert_topology *t, hwloc_topology_t topo, cb_kfd *kfd,
-                                 const char *source, bool simulated, int *index) {
+                                 const char *source, bool simulated, int *index, cb_errb *eb) {
   if (t->nmachines == MAX_MACHINES) {
     hwloc_topology_destroy(topo);
     cb_kfd_free(kfd);
-    return cb_fail(CUBERT_ERR_INTERNAL, "topology: more than %d machines", MAX_MACHINES);
+    return cb_errb_set(eb, CUBERT_ERR_INTERNAL, "topology: more than %d machines", MAX_MACHINES);
   }
   machine *m = &t->machines[t->nmachines];
   m->topo = topo;
@@ -156,7 +159,7 @@ static cubert_status add_machine(cubert_topology *t, hwloc_topology_t topo, cb_k
   m->simulated = simulated;
   m->source = cb_strdup(source);
   t->nmachines++;
-  if (!m->source) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+  if (!m->source) return oom(eb);
   m->numa_count = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE);
   m->package_count = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PACKAGE);
   if (kfd && kfd->nrefused) {
@@ -176,25 +179,25 @@ static cubert_status add_machine(cubert_topology *t, hwloc_topology_t topo, cb_k
 
 /* Finds the device's PCI object and its locality. */
 static cubert_status place_device(cubert_topology *t, int i, int mi, const char *name,
-                                  const char *bus_id, bool nvidia_hint) {
+                                  const char *bus_id, bool nvidia_hint, cb_errb *eb) {
   dev *d = &t->devs[i];
   machine *m = &t->machines[mi];
   d->machine = mi;
   d->package = -1;
   d->nvidia = nvidia_hint;
   d->bus_id = cb_strdup(bus_id);
-  if (!d->bus_id) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+  if (!d->bus_id) return oom(eb);
   cb_pci_addr a;
   if (bus_id && *bus_id && cb_pci_parse(bus_id, &a)) {
     d->pci = hwloc_get_pcidev_by_busid(m->topo, a.domain, a.bus, a.dev, a.fn);
     char norm[20];
     cb_pci_format(&a, norm, sizeof norm);
     cb_free(d->bus_id);
-    if (!(d->bus_id = cb_strdup(norm))) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+    if (!(d->bus_id = cb_strdup(norm))) return oom(eb);
   } else if (bus_id && *bus_id) {
-    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT,
-                   "device %d: '%s' is not a PCI bus id (expected DDDD:BB:DD.F, e.g. 0000:c1:00.0)",
-                   i, bus_id);
+    return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT,
+                       "device %d: '%s' is not a PCI bus id (expected DDDD:BB:DD.F, e.g. 0000:c1:00.0)", i,
+                       bus_id);
   }
   const char *pci_name = d->pci ? hwloc_obj_get_info_by_name(d->pci, "PCIDevice") : NULL;
   d->pci_name = cb_strdup(pci_name);
@@ -207,22 +210,22 @@ static cubert_status place_device(cubert_topology *t, int i, int mi, const char 
     snprintf(buf, sizeof buf, "device %d", i);
     d->name = cb_strdup(buf);
   }
-  if (!d->pci_name || !d->name) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+  if (!d->pci_name || !d->name) return oom(eb);
   if (m->kfd) d->kfd_node = cb_kfd_find_bus(m->kfd, d->bus_id);
   if (!d->pci) {
     d->cpuset_text = cb_strdup("");
-    return d->cpuset_text ? CUBERT_OK : cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+    return d->cpuset_text ? CUBERT_OK : oom(eb);
   }
   if (d->pci->attr->pcidev.vendor_id == 0x10de) d->nvidia = true;
 
   hwloc_obj_t anchor = hwloc_get_non_io_ancestor_obj(m->topo, d->pci);
   d->cpuset = hwloc_bitmap_dup(anchor->cpuset);
   d->nodeset = hwloc_bitmap_alloc();
-  if (!d->cpuset || !d->nodeset) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+  if (!d->cpuset || !d->nodeset) return oom(eb);
   char *text = NULL; /* hwloc's, from the C library: copied so that all of ours is cb_free'd */
   if (hwloc_bitmap_list_asprintf(&text, d->cpuset) >= 0 && text) d->cpuset_text = cb_strdup(text);
   free(text);
-  if (!d->cpuset_text) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+  if (!d->cpuset_text) return oom(eb);
   hwloc_obj_t pkg = hwloc_get_ancestor_obj_by_type(m->topo, HWLOC_OBJ_PACKAGE, anchor);
   if (!pkg && anchor->type == HWLOC_OBJ_PACKAGE) pkg = anchor;
   /* Attached above the packages (a VM, firmware without locality): with one
@@ -234,7 +237,7 @@ static cubert_status place_device(cubert_topology *t, int i, int mi, const char 
    * Frontier a GCD hangs under an L3, smaller than its NUMA node). */
   unsigned cap = (unsigned)(m->numa_count > 0 ? m->numa_count : 1), nr = cap;
   hwloc_obj_t *nodes = cb_calloc(cap, sizeof *nodes);
-  if (!nodes) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+  if (!nodes) return oom(eb);
   struct hwloc_location loc;
   loc.type = HWLOC_LOCATION_TYPE_OBJECT;
   loc.location.object = d->pci;
@@ -245,7 +248,7 @@ static cubert_status place_device(cubert_topology *t, int i, int mi, const char 
   d->numa = cb_calloc(nr ? nr : 1, sizeof *d->numa);
   if (!d->numa) {
     cb_free(nodes);
-    return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+    return oom(eb);
   }
   for (unsigned k = 0; k < nr; k++) {
     d->numa[k] = (int)nodes[k]->os_index;
@@ -364,14 +367,15 @@ static int kfd_link_count(const cb_kfd_link *kl) {
 
 /* Shortest xGMI path from `from` to every GPU node (Dijkstra by weight, then
  * hops; a weight of 0 counts as 1). Results indexed like kfd->nodes. */
-static cubert_status xgmi_paths(const cb_kfd *kfd, const cb_kfd_node *from, int *hops, int *weight) {
+static cubert_status xgmi_paths(const cb_kfd *kfd, const cb_kfd_node *from, int *hops, int *weight,
+                                cb_errb *eb) {
   int n = kfd->nnodes;
   bool *done = cb_calloc((size_t)n, sizeof *done);
   long *cost = cb_calloc((size_t)n, sizeof *cost);
   if (!done || !cost) {
     cb_free(done);
     cb_free(cost);
-    return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+    return oom(eb);
   }
   for (int i = 0; i < n; i++) {
     hops[i] = -1;
@@ -408,10 +412,10 @@ static cubert_status xgmi_paths(const cb_kfd *kfd, const cb_kfd_node *from, int 
   return CUBERT_OK;
 }
 
-static cubert_status classify_all(cubert_topology *t, const drv_link *drv) {
+static cubert_status classify_all(cubert_topology *t, const drv_link *drv, cb_errb *eb) {
   int n = t->n;
   t->pairs = cb_calloc((size_t)n * (size_t)(n ? n : 1), sizeof *t->pairs);
-  if (!t->pairs) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+  if (!t->pairs) return oom(eb);
   for (int a = 0; a < n; a++) {
     const dev *da = &t->devs[a];
     const machine *m = &t->machines[da->machine];
@@ -419,8 +423,7 @@ static cubert_status classify_all(cubert_topology *t, const drv_link *drv) {
     if (m->kfd && da->kfd_node) {
       hops = cb_calloc((size_t)m->kfd->nnodes, sizeof *hops);
       weight = cb_calloc((size_t)m->kfd->nnodes, sizeof *weight);
-      cubert_status st = (!hops || !weight) ? cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory")
-                                            : xgmi_paths(m->kfd, da->kfd_node, hops, weight);
+      cubert_status st = (!hops || !weight) ? oom(eb) : xgmi_paths(m->kfd, da->kfd_node, hops, weight, eb);
       if (st) {
         cb_free(hops);
         cb_free(weight);
@@ -477,12 +480,12 @@ static cubert_status classify_all(cubert_topology *t, const drv_link *drv) {
 
 /* ------------------------------------------------------------ creation */
 
-static cubert_status alloc_topology(int n, cubert_topology **out) {
-  if (n < 0 || n > 4096) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "topology: %d devices", n);
+static cubert_status alloc_topology(int n, cubert_topology **out, cb_errb *eb) {
+  if (n < 0 || n > 4096) return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT, "topology: %d devices", n);
   cubert_topology *t = cb_calloc(1, sizeof *t);
   if (!t || !(t->devs = cb_calloc((size_t)(n ? n : 1), sizeof *t->devs))) {
     cb_free(t);
-    return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+    return oom(eb);
   }
   t->n = n;
   *out = t;
@@ -491,15 +494,15 @@ static cubert_status alloc_topology(int n, cubert_topology **out) {
 
 /* Loads a node's hwloc topology and KFD (kfd_root overrides the node's). */
 static cubert_status load_node_machine(cubert_topology *t, const char *spec, const char *kfd_root,
-                                       int *index) {
+                                       int *index, cb_errb *eb) {
   char msg[MSG] = "";
   cb_node_source src;
   cubert_status st = cb_node_resolve(spec, &src, msg, sizeof msg);
-  if (st) return cb_fail(st, "node %s: %s", spec, msg);
+  if (st) return cb_errb_set(eb, st, "node %s: %s", spec, msg);
   hwloc_topology_t topo;
   if ((st = cb_node_load_hwloc(&src, &topo, msg, sizeof msg))) {
     cb_node_source_free(&src);
-    return cb_fail(st, "%s", msg);
+    return cb_errb_set(eb, st, "%s", msg);
   }
   cb_kfd *kfd = NULL;
   if (kfd_root)
@@ -512,29 +515,29 @@ static cubert_status load_node_machine(cubert_topology *t, const char *spec, con
   if (st) {
     hwloc_topology_destroy(topo);
     cb_node_source_free(&src);
-    return cb_fail(st, "%s", msg);
+    return cb_errb_set(eb, st, "%s", msg);
   }
   char label[4200];
   snprintf(label, sizeof label, "node:%s", src.name);
   cb_node_source_free(&src);
-  return add_machine(t, topo, kfd, label, true, index);
+  return add_machine(t, topo, kfd, label, true, index, eb);
 }
 
 /* Loads this machine, or an XML file/buffer standing for it. `kfd_root`
  * NULL: "/" for this machine (absent is fine), none for XML. */
 static cubert_status load_plain_machine(cubert_topology *t, const char *xml_path, const char *xml_buffer,
-                                        const char *kfd_root, int *index) {
+                                        const char *kfd_root, int *index, cb_errb *eb) {
   char msg[MSG] = "";
   hwloc_topology_t topo;
   cubert_status st = cb_hwloc_load(xml_path, xml_buffer, xml_buffer ? "XML buffer" : NULL, &topo, msg,
                                    sizeof msg);
-  if (st) return cb_fail(st, "%s", msg);
+  if (st) return cb_errb_set(eb, st, "%s", msg);
   bool live = !xml_path && !xml_buffer;
   cb_kfd *kfd = NULL;
   if (kfd_root) {
     if ((st = cb_kfd_load_dir(kfd_root, false, &kfd, msg, sizeof msg))) {
       hwloc_topology_destroy(topo);
-      return cb_fail(st, "%s", msg);
+      return cb_errb_set(eb, st, "%s", msg);
     }
   } else if (live && cb_kfd_load_dir("/", true, &kfd, msg, sizeof msg)) {
     /* This machine's sysfs is what it is: say so, but keep going. */
@@ -553,53 +556,58 @@ static cubert_status load_plain_machine(cubert_topology *t, const char *xml_path
     snprintf(label, sizeof label, "xml:%s", xml_path);
   else
     snprintf(label, sizeof label, "xml:buffer");
-  return add_machine(t, topo, kfd, label, !live, index);
+  return add_machine(t, topo, kfd, label, !live, index, eb);
 }
 
 static cubert_status create_from(const cubert_topology_source *source, const cubert_device_link *driver,
-                                 cubert_topology **topology);
+                                 cubert_topology **topology, cb_errb *eb);
 
 cubert_status cubert_topology_create_from(const cubert_topology_source *source, cubert_topology **topology) {
-  return create_from(source, NULL, topology);
+  cb_errb eb;
+  cb_errb_init(&eb, CUBERT_OK);
+  return cb_errb_return(&eb, create_from(source, NULL, topology, &eb));
 }
 
 cubert_status cb_topology_create_with_driver(const cubert_topology_source *source,
                                              const cubert_device_link *driver, cubert_topology **topology) {
-  return create_from(source, driver, topology);
+  cb_errb eb;
+  cb_errb_init(&eb, CUBERT_OK);
+  return cb_errb_return(&eb, create_from(source, driver, topology, &eb));
 }
 
 static cubert_status create_from(const cubert_topology_source *source, const cubert_device_link *driver,
-                                 cubert_topology **topology) {
+                                 cubert_topology **topology, cb_errb *eb) {
   if (!source || !topology)
-    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_topology_create_from: %s is NULL",
-                   source ? "topology" : "source");
+    return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT, "cubert_topology_create_from: %s is NULL",
+                       source ? "topology" : "source");
   if (source->struct_size < sizeof *source)
-    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT,
-                   "topology: source.struct_size is %u (call cubert_topology_source_init)",
-                   source->struct_size);
+    return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT,
+                       "topology: source.struct_size is %u (call cubert_topology_source_init)",
+                       source->struct_size);
   if (source->device_count < 0 || (source->device_count > 0 && !source->bus_ids))
-    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "topology: %d devices but no bus ids", source->device_count);
+    return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT, "topology: %d devices but no bus ids",
+                       source->device_count);
   cubert_topology *t = NULL; /* set by alloc_topology only on success */
-  cubert_status st = alloc_topology(0, &t);
+  cubert_status st = alloc_topology(0, &t, eb);
   if (st) return st;
   int mi = 0;
   if (source->node)
-    st = load_node_machine(t, source->node, source->kfd_root, &mi);
+    st = load_node_machine(t, source->node, source->kfd_root, &mi, eb);
   else
-    st = load_plain_machine(t, source->xml_path, source->xml_buffer, source->kfd_root, &mi);
+    st = load_plain_machine(t, source->xml_path, source->xml_buffer, source->kfd_root, &mi, eb);
   char **gpus = NULL;
   int n = source->device_count;
   const char *const *ids = source->bus_ids;
   if (!st && !ids) {
     char msg[MSG] = "";
     if ((st = cb_hwloc_gpu_bus_ids(t->machines[mi].topo, &gpus, &n, msg, sizeof msg)))
-      st = cb_fail(st, "%s", msg);
+      st = cb_errb_set(eb, st, "%s", msg);
     ids = (const char *const *)gpus;
   }
   if (!st && n > 0) {
     dev *devs = cb_calloc((size_t)n, sizeof *devs);
     if (!devs)
-      st = cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+      st = oom(eb);
     else {
       cb_free(t->devs);
       t->devs = devs;
@@ -607,18 +615,17 @@ static cubert_status create_from(const cubert_topology_source *source, const cub
   }
   for (int i = 0; i < n && !st; i++) {
     t->n = i + 1;
-    st = place_device(t, i, mi, source->names ? source->names[i] : NULL, ids[i], false);
+    st = place_device(t, i, mi, source->names ? source->names[i] : NULL, ids[i], false, eb);
   }
   cb_host_node_free(gpus, gpus ? n : 0);
   drv_link *drv = NULL;
   if (!st && driver && n > 0) {
-    if (!(drv = cb_calloc((size_t)n * (size_t)n, sizeof *drv)))
-      st = cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+    if (!(drv = cb_calloc((size_t)n * (size_t)n, sizeof *drv))) st = oom(eb);
     for (size_t k = 0; drv && k < (size_t)n * (size_t)n; k++)
       if (driver[k].type >= 0) drv[k] = (drv_link){true, driver[k].type, driver[k].hops, driver[k].links};
   }
   if (!st) map_partitions(t);
-  if (!st) st = classify_all(t, drv);
+  if (!st) st = classify_all(t, drv, eb);
   cb_free(drv);
   if (st) {
     cubert_topology_destroy(t);
@@ -637,7 +644,9 @@ cubert_status cubert_topology_create(cubert_runtime *runtime, const char *xml_pa
   if (!info) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   cubert_topology *t = NULL;
   drv_link *drv = NULL;
-  cubert_status st = alloc_topology(n, &t);
+  cb_errb eb;
+  cb_errb_init(&eb, CUBERT_OK);
+  cubert_status st = alloc_topology(n, &t, &eb);
   for (int i = 0; i < n && !st; i++) st = cubert_runtime_device_info(runtime, i, &info[i]);
 
   const char *node = cb_env("CUBERT_HOST_NODE");
@@ -645,17 +654,17 @@ cubert_status cubert_topology_create(cubert_runtime *runtime, const char *xml_pa
   int sim = -1, live = -1;
   for (int i = 0; i < n && !st; i++) {
     bool simulated = node && !strcmp(info[i].backend, "host") && info[i].pci_bus_id[0];
-    if (simulated && sim < 0) st = load_node_machine(t, node, NULL, &sim);
-    if (!simulated && live < 0 && !st) st = load_plain_machine(t, xml_path, NULL, NULL, &live);
+    if (simulated && sim < 0) st = load_node_machine(t, node, NULL, &sim, &eb);
+    if (!simulated && live < 0 && !st) st = load_plain_machine(t, xml_path, NULL, NULL, &live, &eb);
     if (st) break;
     t->n = i + 1;
     st = place_device(t, i, simulated ? sim : live, info[i].name, info[i].pci_bus_id,
-                      !strncmp(info[i].arch, "sm_", 3));
+                      !strncmp(info[i].arch, "sm_", 3), &eb);
   }
   /* What the driver says of each pair of real devices of one backend. */
   if (!st && n > 1) {
     drv = cb_calloc((size_t)n * (size_t)n, sizeof *drv);
-    if (!drv) st = cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+    if (!drv) st = oom(&eb);
   }
   bool unknown_nvlink = false;
   for (int a = 0; a < n && !st; a++)
@@ -676,12 +685,12 @@ cubert_status cubert_topology_create(cubert_runtime *runtime, const char *xml_pa
     add_note(t, "the driver API does not report NVLink here (HIP on NVIDIA has no call for it): "
                 "NVIDIA pairs show their PCIe class");
   if (!st) map_partitions(t);
-  if (!st) st = classify_all(t, drv);
+  if (!st) st = classify_all(t, drv, &eb);
   cb_free(drv);
   cb_free(info);
   if (st) {
     cubert_topology_destroy(t);
-    return st;
+    return cb_errb_return(&eb, st);
   }
   *topology = t;
   return CUBERT_OK;
@@ -691,17 +700,20 @@ cubert_status cubert_topology_create(cubert_runtime *runtime, const char *xml_pa
 
 int cubert_topology_device_count(const cubert_topology *t) { return t ? t->n : 0; }
 
-static cubert_status check_device(const cubert_topology *t, int d) {
-  if (!t) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "topology is NULL");
+/* Whether `d` is a device of `t`; starts `eb`, which holds the refusal (and
+ * nothing to free when `d` is good). */
+static cubert_status check_device(const cubert_topology *t, int d, cb_errb *eb) {
+  cb_errb_init(eb, CUBERT_OK);
+  if (!t) return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT, "topology is NULL");
   if (d < 0 || d >= t->n)
-    return cb_fail(CUBERT_ERR_NO_DEVICE, "device %d: the topology has %d devices (0 to %d)", d, t->n,
-                   t->n - 1);
+    return cb_errb_set(eb, CUBERT_ERR_NO_DEVICE, "device %d: the topology has %d devices (0 to %d)", d, t->n,
+                       t->n - 1);
   return CUBERT_OK;
 }
 
 cubert_status cubert_topology_device_info(const cubert_topology *t, int device, cubert_topology_device *info) {
-  cubert_status st = check_device(t, device);
-  if (st) return st;
+  cb_errb eb;
+  if (check_device(t, device, &eb)) return cb_errb_finish(&eb);
   if (!info) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_topology_device_info: info is NULL");
   const dev *d = &t->devs[device];
   const machine *m = &t->machines[d->machine];
@@ -726,9 +738,8 @@ cubert_status cubert_topology_device_info(const cubert_topology *t, int device, 
 }
 
 cubert_status cubert_topology_pair(const cubert_topology *t, int a, int b, cubert_topology_link *link) {
-  cubert_status st = check_device(t, a);
-  if (!st) st = check_device(t, b);
-  if (st) return st;
+  cb_errb eb;
+  if (check_device(t, a, &eb) || check_device(t, b, &eb)) return cb_errb_finish(&eb);
   if (!link) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_topology_pair: link is NULL");
   *link = t->pairs[(size_t)a * (size_t)t->n + (size_t)b];
   return CUBERT_OK;
@@ -822,8 +833,8 @@ static bool bindable(const cubert_topology *t, int d, cubert_placement *why) {
 }
 
 cubert_status cubert_topology_bind_thread(const cubert_topology *t, int device, cubert_placement *placement) {
-  cubert_status st = check_device(t, device);
-  if (st) return st;
+  cb_errb eb;
+  if (check_device(t, device, &eb)) return cb_errb_finish(&eb);
   cubert_placement p = CUBERT_PLACEMENT_BOUND;
   if (bindable(t, device, &p)) {
     const dev *d = &t->devs[device];
@@ -837,12 +848,13 @@ cubert_status cubert_topology_bind_thread(const cubert_topology *t, int device, 
 
 cubert_status cubert_topology_alloc_local(const cubert_topology *t, int device, size_t size, void **memory,
                                           cubert_placement *placement) {
-  cubert_status st = check_device(t, device);
-  if (st) return st;
+  cb_errb eb;
+  if (check_device(t, device, &eb)) return cb_errb_finish(&eb);
   if (!memory) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_topology_alloc_local: memory is NULL");
   if (!size) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_topology_alloc_local: size is 0");
   cb_str why = {0};
-  if ((st = cb_topology_alloc_near(t, device, size, memory, placement, &why))) {
+  cubert_status st = cb_topology_alloc_near(t, device, size, memory, placement, &why);
+  if (st) {
     cb_fail(st, "%s", why.p ? why.p : "placement failed");
     cb_str_free(&why);
   }

@@ -234,8 +234,10 @@ typedef struct cubert_remote_origin {
 } cubert_remote_origin;
 CUBERT_API void cubert_failure_remote(const cubert_failure *failure, cubert_remote_origin *origin);
 
-/* The rank this process reports in failures it exports (cubert_mpi sets it);
- * -1 (the default, and any negative value) is none. Process-wide. */
+/* The rank this process reports in failures it exports (cubert_mpi sets it),
+ * and the one the rank= filter of fault rules compares (none counts as 0
+ * there, docs/faultinj.md); -1 (the default, and any negative value) is
+ * none. Process-wide. */
 CUBERT_API void cubert_set_rank(int rank);
 
 /* ---------------------------------------------------------------- runtime */

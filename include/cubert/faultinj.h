@@ -12,7 +12,10 @@
  * Fault injection belongs to a runtime: each runtime has its own rules, seed,
  * counters, injection log and pair classifier, and every function here takes
  * the runtime it acts on. Rules of one runtime never select calls of
- * another; `device=` and `peer=` name that runtime's devices. Rules come from
+ * another; `device=` and `peer=` name that runtime's devices, `rank=` the
+ * process's rank (cubert_set_rank(); none counts as 0). `send` and `recv`
+ * rules are the MPI component's (cubert/mpi.h): the parser here skips them
+ * without error and adds nothing for them. Rules come from
  * this API, from $CUBERT_FAULTS (or the runtime option `faults`), which
  * configures every runtime created in the process (each its own copy: counts
  * such as nth=3 are per runtime), and from rule files. Every injection gets

@@ -84,7 +84,11 @@ CUBERT_MPI_API bool cubert_mpi_gpu_aware(void);
 /* Fault injection at send and receive, for tests and campaigns: replaces
  * this process's MPI rules with `rules` (NULL or "": none); the grammar is
  * docs/cluster.md's ("send rank=1 nth=2 fault=partial:0.5; recv
- * fault=scribble"). cubert_mpi_init() reads $CUBERT_MPI_FAULTS the same way.
+ * fault=scribble"). cubert_mpi_init() sets them the same way from the send
+ * and recv statements of $CUBERT_FAULTS (its other statements are the
+ * runtime's, skipped here; "@path" names a rule file) followed by
+ * $CUBERT_MPI_FAULTS, when either is set (a rule there that does not parse
+ * fails it with CUBERT_ERR_PARSE naming the variable and the rule).
  * A rule text that does not parse: CUBERT_ERR_PARSE, the rules unchanged.
  * A fault fails the exchange as a real one would (the sender's call fails
  * and the receiver's bytes it covers are tainted; a scribble damages bytes

@@ -1,11 +1,15 @@
 # mpi/tool/tool_check.cmake: the checks of `cubert-mpi` run by ctest.
-#   -DMODE=campaign: `campaign` with the same SEED and PROGRAMS on 1 rank and
-#     on RANKS ranks: both PASS, and the line of counts (programs, steps,
-#     checks, faults by kind, violations by kind...) is the same. ci/test.sh's
-#     mpi stage does it with 100,000 faults and more.
+#   -DMODE=campaign: `campaign` with the same SEED, PROGRAMS and EXCHANGES
+#     (the programs that send and receive between ranks) on 1 rank, 2 ranks
+#     and RANKS ranks: each PASS, and the line of counts (programs, steps,
+#     checks, faults by kind, violations by kind..., then the same for the
+#     exchanges) is the same. ci/test.sh's mpi stage does it with 100,000
+#     faults and more.
 #   -DMODE=bench: `bench --quick` over RANKS ranks exits 0, says
-#     "validation: passed", and writes a CSV and a JSON whose validation is
-#     "passed", with every pair's rows.
+#     "validation: passed" and which raw baselines ran, and writes a CSV and
+#     a JSON whose validation passed, with cubert's rows of every pair beside
+#     a device baseline, every row validated; with -DSVG=ON its two SVG
+#     pictures, well-formed XML (xmllint from -DXMLLINT).
 file(MAKE_DIRECTORY ${OUT})
 
 # run(N ARGS...): the tool on N ranks; its stdout in `out`; a failure stops.
@@ -20,38 +24,93 @@ function(run n)
 endfunction()
 
 if(MODE STREQUAL "campaign")
-  foreach(n 1 ${RANKS})
-    run(${n} campaign --seed ${SEED} --programs ${PROGRAMS} --json ${OUT}/campaign-${n}.json)
+  foreach(n 1 2 ${RANKS})
+    run(${n} campaign --seed ${SEED} --programs ${PROGRAMS} --exchanges ${EXCHANGES} --json ${OUT}/campaign-${n}.json)
     if(NOT out MATCHES "verdict: PASS")
       message(FATAL_ERROR "no PASS verdict on ${n} rank(s)")
     endif()
     string(REGEX MATCH "counts: [^\n]*" counts_${n} "${out}")
-    if(NOT counts_${n} MATCHES "faults [1-9]")
-      message(FATAL_ERROR "no faults injected on ${n} rank(s): ${counts_${n}}")
+    if(NOT counts_${n} MATCHES "faults [1-9]" OR NOT counts_${n} MATCHES "; exchanges ${EXCHANGES}, .* faults [1-9]")
+      message(FATAL_ERROR "no faults injected, or not ${EXCHANGES} exchanges, on ${n} rank(s): ${counts_${n}}")
     endif()
   endforeach()
-  if(NOT counts_1 STREQUAL counts_${RANKS})
-    message(FATAL_ERROR "the counts differ:\n1 rank:   ${counts_1}\n${RANKS} ranks: ${counts_${RANKS}}")
-  endif()
-  message("same counts and verdict on 1 and ${RANKS} ranks")
+  foreach(n 2 ${RANKS})
+    if(NOT counts_1 STREQUAL counts_${n})
+      message(FATAL_ERROR "the counts differ:\n1 rank:   ${counts_1}\n${n} ranks: ${counts_${n}}")
+    endif()
+  endforeach()
+  message("same counts and verdict on 1, 2 and ${RANKS} ranks")
 elseif(MODE STREQUAL "bench")
-  run(${RANKS} bench --quick --csv ${OUT}/bench.csv --json ${OUT}/bench.json)
+  set(svg_args "")
+  if(SVG)
+    set(svg_args --svg ${OUT}/bench)
+    file(REMOVE ${OUT}/bench-matrix.svg ${OUT}/bench-sweep.svg)
+  endif()
+  run(${RANKS} bench --quick --csv ${OUT}/bench.csv --json ${OUT}/bench.json ${svg_args})
   if(NOT out MATCHES "validation: passed")
     message(FATAL_ERROR "no 'validation: passed'")
   endif()
+  if(NOT out MATCHES "staged by hand +ran" OR NOT out MATCHES "MPI on host buffers +ran" OR
+     NOT out MATCHES "MPI on device buffers +(ran|not run: [^\n]+)")
+    message(FATAL_ERROR "the table does not say which raw baselines ran and why one did not")
+  endif()
   file(READ ${OUT}/bench.json json)
-  string(JSON v GET "${json}" validation)
+  string(JSON passed GET "${json}" validation passed)
+  string(JSON checks GET "${json}" validation checks)
   string(JSON n LENGTH "${json}" results)
-  math(EXPR want "${RANKS} * (${RANKS} - 1) / 2 * 7") # per pair: 3 sizes x 2 modes + latency
   string(JSON floor GET "${json}" core_floor_us read)
-  if(NOT v STREQUAL "passed" OR NOT n EQUAL want OR NOT floor GREATER 0)
-    message(FATAL_ERROR "bench.json: validation ${v}, ${n} results (expected ${want}), core read floor ${floor} us")
+  if(NOT passed OR checks LESS 1 OR NOT floor GREATER 0)
+    message(FATAL_ERROR "bench.json: validation passed ${passed}, ${checks} checks, core read floor ${floor} us")
+  endif()
+  # per pair: cubert's rows (3 sizes x 2 directions + latency) beside the
+  # ratio's raw baseline, each with the raw ones alone; every row validated
+  math(EXPR last "${n} - 1")
+  set(cubert_rows 0)
+  foreach(i RANGE ${last})
+    string(JSON test GET "${json}" results ${i} test)
+    string(JSON valid GET "${json}" results ${i} validated)
+    string(JSON baseline GET "${json}" results ${i} baseline)
+    if(NOT valid)
+      message(FATAL_ERROR "bench.json: result ${i} (${test}) not validated")
+    endif()
+    if(test STREQUAL "send-recv")
+      math(EXPR cubert_rows "${cubert_rows} + 1")
+      if(NOT baseline MATCHES "^(staged by hand|MPI on device buffers)$")
+        message(FATAL_ERROR "bench.json: cubert's row ${i} beside '${baseline}', not a device baseline")
+      endif()
+    endif()
+  endforeach()
+  math(EXPR want "${RANKS} * (${RANKS} - 1) / 2 * 7")
+  if(NOT cubert_rows EQUAL want)
+    message(FATAL_ERROR "bench.json: ${cubert_rows} rows of cubert, expected ${want}")
   endif()
   file(STRINGS ${OUT}/bench.csv rows)
   list(LENGTH rows nrows)
-  math(EXPR want_rows "${want} + 1")
+  math(EXPR want_rows "${n} + 1")
   if(NOT nrows EQUAL want_rows)
     message(FATAL_ERROR "bench.csv: ${nrows} lines, expected ${want_rows}")
+  endif()
+  if(SVG)
+    foreach(f bench-matrix.svg bench-sweep.svg)
+      if(NOT EXISTS ${OUT}/${f})
+        message(FATAL_ERROR "--svg wrote no ${f}")
+      endif()
+      if(XMLLINT)
+        execute_process(COMMAND ${XMLLINT} --noout ${OUT}/${f} RESULT_VARIABLE xrc ERROR_VARIABLE xerr)
+        if(NOT xrc EQUAL 0)
+          message(FATAL_ERROR "${f} is not well-formed XML:\n${xerr}")
+        endif()
+      else()
+        file(READ ${OUT}/${f} svg)
+        if(NOT svg MATCHES "^<\\?xml[^\n]*\n<svg" OR NOT svg MATCHES "</svg>[ \n]*$")
+          message(FATAL_ERROR "${f} does not begin and end as an SVG document")
+        endif()
+        message("xmllint not found (Debian: libxml2-utils): ${f} checked for its head and tail only")
+      endif()
+    endforeach()
+    message("SVG pictures written and well-formed")
+  else()
+    message("built without cairo: no SVG to check")
   endif()
 else()
   message(FATAL_ERROR "MODE must be campaign or bench")

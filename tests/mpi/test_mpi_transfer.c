@@ -442,6 +442,71 @@ START_TEST(test_fault_rule_selects_a_rank) {
 }
 END_TEST
 
+/* One CUBERT_FAULTS for every rank carries the send/recv rules too
+ * (cubert_mpi_init reads them, skipping the runtime's statements, which may
+ * hold quoted `;`), beside CUBERT_MPI_FAULTS: rank 1's receive fails by the
+ * first, rank 3's by the second. A bad send rule there fails the init,
+ * naming CUBERT_FAULTS. */
+START_TEST(test_cubert_faults_carries_mpi_rules) {
+  SKIP_IF_BROKEN();
+  cb_test_env env;
+  open_env(&env);
+  MPI_Comm comm;
+  ck_assert_int_eq(MPI_Comm_dup(MPI_COMM_WORLD, &comm), MPI_SUCCESS);
+  setenv("CUBERT_FAULTS", "launch kernel=\"a;recv\" nth=99 # recv fault=fail\nrecv rank=1 fault=fail; write nth=1000", 1);
+  setenv("CUBERT_MPI_FAULTS", "recv rank=3 fault=fail", 1);
+  cubert_status st = cubert_mpi_init(comm);
+  unsetenv("CUBERT_FAULTS");
+  unsetenv("CUBERT_MPI_FAULTS");
+  cb_test_ok(st);
+  uint64_t before = cubert_mpi_faults_injected();
+  cubert_handle *h = NULL;
+  if (sender) {
+    h = pattern_handle(&env, 41, 1000);
+    cb_test_ok(cubert_mpi_send(env.clients[0], h, partner, 9, comm, NULL));
+  } else {
+    cb_test_ok(cubert_handle_empty(env.clients[0], 1000, &h));
+    st = cubert_mpi_recv(env.clients[0], h, partner, 9, comm, NULL);
+    if (rank == 1 || rank == 3) cb_test_status(st, CUBERT_ERR_BACKEND);
+    else cb_test_ok(st);
+  }
+  ck_assert_uint_eq(cubert_mpi_faults_injected(), before + (rank == 1 || rank == 3));
+  cubert_handle_release(h);
+  cb_test_ok(cubert_mpi_faults(NULL));
+  cb_test_ok(cubert_mpi_finalize(comm));
+  MPI_Comm_free(&comm);
+  ck_assert_int_eq(MPI_Comm_dup(MPI_COMM_WORLD, &comm), MPI_SUCCESS);
+  setenv("CUBERT_FAULTS", "launch nth=2; send fault=sometimes", 1);
+  cb_test_status(cubert_mpi_init(comm), CUBERT_ERR_PARSE);
+  unsetenv("CUBERT_FAULTS");
+  ck_assert_msg(strstr(cubert_last_error_message(), "CUBERT_FAULTS rule 2") != NULL, "%s", cubert_last_error_message());
+  MPI_Comm_free(&comm);
+  cb_test_close(&env);
+  done();
+}
+END_TEST
+
+/* rank= of the runtime's own rules: one rule text given to every rank
+ * fails a write on rank 1 only (cubert_mpi_init gave each runtime its
+ * rank). */
+START_TEST(test_runtime_rule_selects_a_rank) {
+  SKIP_IF_BROKEN();
+  cb_test_env env;
+  open_env(&env);
+  cb_test_ok(cubert_faultinj_add(env.runtime, "write rank=1 fault=fail", "test", NULL, NULL));
+  unsigned char b[64] = {7};
+  cubert_handle *h = NULL;
+  cb_test_ok(cubert_handle_empty(env.clients[0], sizeof b, &h));
+  cubert_status st = cubert_handle_write(env.clients[0], h, b, sizeof b);
+  if (rank == 1) ck_assert_int_ne(st, CUBERT_OK);
+  else cb_test_ok(st);
+  ck_assert_uint_eq(cubert_faultinj_injected(env.runtime), rank == 1);
+  cubert_handle_release(h);
+  cb_test_close(&env);
+  done();
+}
+END_TEST
+
 /* Mismatched sizes: the receiver takes the whole exchange, refuses, and its
  * view is unchanged; the sender completes. Then the pair still talks. */
 START_TEST(test_size_mismatch_refused_without_hang) {
@@ -599,6 +664,8 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, test_injected_scribble_in_flight_is_taint_not_data);
   tcase_add_test(tc, test_injected_receive_faults);
   tcase_add_test(tc, test_fault_rule_selects_a_rank);
+  tcase_add_test(tc, test_cubert_faults_carries_mpi_rules);
+  tcase_add_test(tc, test_runtime_rule_selects_a_rank);
   tc = add_case(s, "misuse");
   tcase_add_test(tc, test_size_mismatch_refused_without_hang);
   tcase_add_test(tc, test_other_clients_handle);

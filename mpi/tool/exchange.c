@@ -1,0 +1,522 @@
+/* mpi/tool/exchange.c: the send/receive programs of `cubert-mpi campaign`
+ * (mpi/tool/exchange.h says what one is). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "mpi/tool/exchange.h"
+
+#include <inttypes.h>
+#include <mpi.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cubert/faultinj.h"
+#include "cubert/mpi.h"
+#include "mpi/wire.h"
+
+#define CHUNK 1024 /* CUBERT_MPI_CHUNK while the programs run */
+#define TAG 77
+#define MAX_OPS 4
+
+static const char *const names[XC_COUNT] = {
+    [XC_PROGRAMS] = "exchanges", [XC_STEPS] = "steps", [XC_CHECKS] = "checks", [XC_FAULTS] = "faults",
+    [XC_SEND_FAIL] = "send-fail", [XC_SEND_PARTIAL] = "send-partial", [XC_SEND_SCRIBBLE] = "send-scribble",
+    [XC_RECV_FAIL] = "recv-fail", [XC_RECV_PARTIAL] = "recv-partial", [XC_RECV_SCRIBBLE] = "recv-scribble",
+    [XC_SENDER_FAIL] = "sender-fail", [XC_SENDER_SCRIBBLE] = "sender-scribble",
+    [XC_SENDER_PARTIAL] = "sender-partial", [XC_SENDER_ASYNC] = "sender-async",
+    [XC_SENDER_ASYNC_SCRIBBLE] = "sender-async-scribble", [XC_RECEIVER_FAIL] = "receiver-write-fail",
+    [XC_RECEIVER_SCRIBBLE] = "receiver-write-scribble", [XC_RECEIVER_PARTIAL] = "receiver-write-partial",
+    [XC_VIOLATIONS] = "violations", [XC_V_WRONG_BYTES] = "wrong-bytes", [XC_V_NOT_REFUSED] = "taint-not-refused",
+    [XC_V_FALSE_TAINT] = "false-taint", [XC_V_ORIGIN] = "wrong-origin", [XC_V_STATUS] = "wrong-status",
+    [XC_V_NOT_INJECTED] = "fault-not-injected", [XC_V_SETUP] = "could-not-run",
+};
+
+const char *xc_name(int k) { return k >= 0 && k < XC_COUNT ? names[k] : "?"; }
+
+static uint64_t mix(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+static uint64_t below(uint64_t *s, uint64_t n) { return n ? mix(s) % n : 0; }
+
+/* ------------------------------------------------------------ programs */
+
+enum { MPI_NONE, MPI_FAIL, MPI_PARTIAL, MPI_SCRIBBLE };
+static const char *const fractions[] = {"0.25", "0.5", "0.75", "1"};
+
+typedef struct op {
+  uint64_t off, len;
+  bool fill;          /* cubert_handle_fill of one byte, else a write */
+  uint8_t value;      /* the fill's byte */
+  uint64_t data;      /* the write's bytes, from this seed */
+  int fault;          /* -1: none; else a cubert_fault_kind */
+  const char *frac;
+} op;
+
+typedef struct program {
+  uint64_t index, seed;
+  int sender, receiver;
+  /* the sender's handle: total bytes, the view [so, so + size) is sent */
+  uint64_t total, so, size, pattern;
+  int nops;
+  op ops[MAX_OPS];
+  /* one MPI rule: at the send or the receive */
+  bool mpi_at_send;
+  int mpi_fault;
+  const char *mpi_frac;
+  bool nb_send, nb_recv;
+  /* the receiver's handle: rtotal bytes, the view at ro; stale bytes from
+   * stale, a stale taint over [ts, te) */
+  uint64_t rtotal, ro, stale, ts, te;
+  int recv_fault; /* -1: none; else fail, scribble or partial on its nth landing write */
+  const char *recv_frac;
+  uint64_t recv_nth;
+} program;
+
+static void draw(uint64_t seed, uint64_t i, int nranks, program *p) {
+  memset(p, 0, sizeof *p);
+  uint64_t s = seed ^ (0xd1b54a32d192ed03ull * (i + 1));
+  p->index = i;
+  p->seed = mix(&s);
+  s = p->seed;
+  p->sender = (int)(i % (uint64_t)nranks);
+  p->receiver = nranks == 1 ? 0 : (int)((p->sender + 1 + (int)((i / (uint64_t)nranks) % (uint64_t)(nranks - 1))) % nranks);
+  static const uint64_t lo[4] = {1, 65, 4097, 16385}, span[4] = {64, 4032, 12288, 8000};
+  int c = (int)below(&s, 4);
+  p->size = lo[c] + below(&s, span[c]);
+  p->so = below(&s, 3) == 0 ? below(&s, 256) : 0;
+  p->total = p->so + p->size + (below(&s, 2) ? below(&s, 256) : 0);
+  p->pattern = mix(&s);
+  p->nops = (int)below(&s, MAX_OPS + 1);
+  static const int kinds[5] = {CUBERT_FAULT_FAIL, CUBERT_FAULT_SCRIBBLE, CUBERT_FAULT_PARTIAL, CUBERT_FAULT_ASYNC,
+                               CUBERT_FAULT_ASYNC_SCRIBBLE};
+  for (int k = 0; k < p->nops; k++) {
+    op *o = &p->ops[k];
+    o->off = below(&s, p->total);
+    uint64_t room = p->total - o->off;
+    o->len = 1 + below(&s, room < 6000 ? room : 6000);
+    o->fill = below(&s, 2);
+    o->value = (uint8_t)mix(&s);
+    o->data = mix(&s);
+    o->fault = below(&s, 2) ? kinds[below(&s, 5)] : -1;
+    o->frac = fractions[below(&s, 4)];
+  }
+  p->mpi_fault = below(&s, 10) < 6 ? 1 + (int)below(&s, 3) : MPI_NONE;
+  p->mpi_at_send = below(&s, 2);
+  p->mpi_frac = fractions[below(&s, 4)];
+  p->nb_send = below(&s, 2);
+  p->nb_recv = below(&s, 2);
+  p->ro = below(&s, 2) ? below(&s, 300) : 0;
+  p->rtotal = p->ro + p->size + (below(&s, 2) ? below(&s, 300) : 0);
+  p->stale = mix(&s);
+  if (below(&s, 3) == 0) {
+    p->ts = below(&s, p->rtotal);
+    p->te = p->ts + 1 + below(&s, p->rtotal - p->ts);
+  }
+  static const int rkinds[3] = {CUBERT_FAULT_FAIL, CUBERT_FAULT_SCRIBBLE, CUBERT_FAULT_PARTIAL};
+  p->recv_fault = below(&s, 5) == 0 ? rkinds[below(&s, 3)] : -1;
+  p->recv_frac = fractions[below(&s, 3)]; /* partial:1 would write every byte and still fail: fine, but keep it plain */
+  p->recv_nth = 1 + below(&s, 3);
+}
+
+static void bytes_of(uint64_t seed, unsigned char *dst, uint64_t n) {
+  for (uint64_t j = 0; j < n; j += 8) {
+    uint64_t v = mix(&seed);
+    for (uint64_t b = 0; b < 8 && j + b < n; b++) dst[j + b] = (unsigned char)(v >> (8 * b));
+  }
+}
+
+/* ------------------------------------------------------------ the model */
+
+/* A byte's account: good (its value), tainted by a failure of this process
+ * (LOCAL) or of the sender's (REMOTE: cubert_failure_remote names it). */
+enum { GOOD, LOCAL, REMOTE };
+
+typedef struct model {
+  uint64_t n;
+  unsigned char *val, *state;
+} model;
+
+static bool model_new(model *m, uint64_t n) {
+  m->n = n;
+  m->val = calloc(n + 1, 1);
+  m->state = calloc(n + 1, 1);
+  return m->val && m->state;
+}
+static void model_free(model *m) {
+  free(m->val);
+  free(m->state);
+}
+
+/* The sender's handle after its steps: every op in order, a faulted one
+ * tainting its whole write set (an async one too: the sync before the send
+ * finds it, and what wrote the bytes later keeps its own verdict). */
+static void sender_model(const program *p, model *m, unsigned char *tmp) {
+  bytes_of(p->pattern, m->val, p->total);
+  memset(m->state, GOOD, p->total);
+  for (int k = 0; k < p->nops; k++) {
+    const op *o = &p->ops[k];
+    if (o->fault >= 0) {
+      memset(m->state + o->off, LOCAL, o->len);
+      continue;
+    }
+    if (o->fill) memset(m->val + o->off, o->value, o->len);
+    else {
+      bytes_of(o->data, tmp, o->len);
+      memcpy(m->val + o->off, tmp, o->len);
+    }
+    memset(m->state + o->off, GOOD, o->len);
+  }
+}
+
+/* What the transfer makes of the view, chunk by chunk, as mpi/transfer.c
+ * does it (docs/cluster.md): returns the landing writes that fire the
+ * receiver's write fault (0 or 1) in *recv_fired. */
+static void receiver_model(const program *p, const model *snd, model *m, bool *recv_fired, bool *send_ok,
+                           bool *recv_ok) {
+  bytes_of(p->stale, m->val, p->rtotal);
+  memset(m->state, GOOD, p->rtotal);
+  if (p->te > p->ts) memset(m->state + p->ts, LOCAL, p->te - p->ts);
+  const unsigned char *sv = snd->val + p->so, *ss = snd->state + p->so;
+  unsigned char *rv = m->val + p->ro, *rs = m->state + p->ro;
+  bool sender_taint = memchr(ss, LOCAL, p->size) != NULL;
+  bool send_fault = p->mpi_fault != MPI_NONE && p->mpi_at_send;
+  bool recv_fault = p->mpi_fault != MPI_NONE && !p->mpi_at_send;
+  bool eager = !send_fault && !sender_taint && p->size <= WIRE_EAGER_MAX;
+  uint64_t chunk = eager ? p->size : CHUNK, nchunks = (p->size + chunk - 1) / chunk;
+  double f = strtod(p->mpi_frac, NULL);
+  uint64_t send_stop = nchunks, recv_stop = nchunks;
+  if (send_fault && p->mpi_fault == MPI_FAIL) send_stop = 0;
+  if (send_fault && p->mpi_fault == MPI_PARTIAL) send_stop = (uint64_t)((double)nchunks * f);
+  if (recv_fault && p->mpi_fault == MPI_FAIL) recv_stop = 0;
+  if (recv_fault && p->mpi_fault == MPI_PARTIAL) recv_stop = (uint64_t)((double)nchunks * f);
+  bool scribbled = p->mpi_fault == MPI_SCRIBBLE;
+  *send_ok = !sender_taint && send_stop == nchunks;
+  *recv_fired = false;
+  uint64_t writes = 0;
+  for (uint64_t k = 0; k < nchunks; k++) {
+    uint64_t a = k * chunk, b = a + chunk < p->size ? a + chunk : p->size;
+    int whole = -1; /* the chunk's own failure, over the sender's ranges */
+    if (k >= send_stop) whole = REMOTE;
+    else if (k >= recv_stop || scribbled) whole = LOCAL;
+    if (whole >= 0) {
+      memset(rs + a, whole, b - a);
+      continue;
+    }
+    bool write_fails = p->recv_fault >= 0 && ++writes == p->recv_nth;
+    *recv_fired = *recv_fired || write_fails;
+    for (uint64_t j = a; j < b; j++) {
+      rv[j] = sv[j];
+      rs[j] = ss[j] == LOCAL ? REMOTE : write_fails ? LOCAL : GOOD;
+    }
+  }
+  *recv_ok = memchr(rs, LOCAL, p->size) == NULL && memchr(rs, REMOTE, p->size) == NULL;
+}
+
+/* ------------------------------------------------------------ checks */
+
+typedef struct ctx {
+  cubert_runtime *rt;
+  cubert_client *client;
+  uint64_t *counts;
+  FILE *err;
+  const program *p;
+  const char *side;
+  unsigned char *buf;
+  int told;
+} ctx;
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static void violation(ctx *x, int kind, const char *fmt, ...) {
+  x->counts[XC_VIOLATIONS]++;
+  x->counts[kind]++;
+  if (x->told++ >= 3) return; /* the first few of a program */
+  char what[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  const program *p = x->p;
+  fprintf(x->err, "exchange %" PRIu64 " (seed %" PRIu64 ", rank %d to rank %d, %" PRIu64 " bytes), %s: %s: %s\n",
+          p->index, p->seed, p->sender, p->receiver, p->size, x->side, names[kind], what);
+}
+
+static const char *state_name(int s) {
+  return s == GOOD ? "good bytes" : s == LOCAL ? "a failure of this process" : "the sender's failure";
+}
+
+/* Every byte of `h` (a whole handle) against the model: the tainted ranges
+ * and their origins, then a read of every stretch of one state. */
+static void check_handle(ctx *x, cubert_handle *h, const model *m, int sender_rank) {
+  uint64_t n = m->n, from = 0;
+  unsigned char *seen = calloc(n + 1, 1);
+  if (!seen) return;
+  for (;;) { /* the tainted ranges, with the origin of each */
+    uint64_t s = 0, e = 0;
+    const cubert_failure *f = NULL;
+    cubert_status st = cubert_handle_tainted_range(x->client, h, from, &s, &e, &f);
+    x->counts[XC_CHECKS]++;
+    if (st != CUBERT_OK) {
+      violation(x, XC_V_SETUP, "cubert_handle_tainted_range: %s", cubert_last_error_message());
+      break;
+    }
+    if (!f) break;
+    cubert_remote_origin o;
+    cubert_failure_remote(f, &o);
+    bool bad_good = false, bad_origin = false;
+    for (uint64_t j = s; j < e && j < n; j++) {
+      seen[j] = 1;
+      if (m->state[j] == GOOD) bad_good = true;
+      else if (m->state[j] == LOCAL ? o.remote : !o.remote || o.rank != sender_rank) bad_origin = true;
+    }
+    if (bad_good)
+      violation(x, XC_V_FALSE_TAINT, "bytes %" PRIu64 "..%" PRIu64 " tainted (%s), the model has good bytes there", s, e,
+                cubert_failure_message(f));
+    if (bad_origin)
+      violation(x, XC_V_ORIGIN, "bytes %" PRIu64 "..%" PRIu64 " carry a failure %s (rank %d): %s", s, e,
+                o.remote ? "from another process" : "of this process", o.rank, cubert_failure_message(f));
+    cubert_failure_release(f);
+    if (e <= from) break;
+    from = e;
+  }
+  for (uint64_t j = 0; j < n; j++)
+    if (m->state[j] != GOOD && !seen[j]) {
+      uint64_t e = j;
+      while (e < n && m->state[e] != GOOD && !seen[e]) e++;
+      violation(x, XC_V_NOT_REFUSED, "bytes %" PRIu64 "..%" PRIu64 " are not tainted; the model has %s", j, e,
+                state_name(m->state[j]));
+      j = e;
+    }
+  free(seen);
+  for (uint64_t a = 0; a < n;) { /* a read of every stretch */
+    uint64_t b = a;
+    bool good = m->state[a] == GOOD;
+    while (b < n && (m->state[b] == GOOD) == good) b++;
+    cubert_handle *part = NULL;
+    cubert_status st = cubert_handle_slice(h, a, n - b, &part);
+    if (st == CUBERT_OK) st = cubert_handle_read(x->client, part, x->buf, b - a);
+    cubert_handle_release(part);
+    x->counts[XC_CHECKS]++;
+    if (good && st != CUBERT_OK)
+      violation(x, XC_V_FALSE_TAINT, "reading good bytes %" PRIu64 "..%" PRIu64 ": %s", a, b, cubert_last_error_message());
+    else if (good && memcmp(x->buf, m->val + a, b - a) != 0) {
+      uint64_t j = a;
+      while (x->buf[j - a] == m->val[j]) j++;
+      violation(x, XC_V_WRONG_BYTES, "byte %" PRIu64 " reads 0x%02x, the model has 0x%02x", j, x->buf[j - a], m->val[j]);
+    } else if (!good && st != CUBERT_ERR_TAINTED)
+      violation(x, XC_V_NOT_REFUSED, "reading tainted bytes %" PRIu64 "..%" PRIu64 " returned %s", a, b,
+                cubert_status_name(st));
+    a = b;
+  }
+}
+
+static void expect_status(ctx *x, const char *call, cubert_status st, bool ok) {
+  if ((st == CUBERT_OK) != ok)
+    violation(x, XC_V_STATUS, "%s returned %s, the model expects %s: %s", call, cubert_status_name(st),
+              ok ? "OK" : "an error", st == CUBERT_OK ? "" : cubert_last_error_message());
+}
+
+static void expect_injected(ctx *x, const char *what, uint64_t got, uint64_t want) {
+  if (got != want) violation(x, XC_V_NOT_INJECTED, "%s: %" PRIu64 " faults injected, the model expects %" PRIu64, what, got, want);
+}
+
+static char *mpi_rule(const program *p, char *buf, size_t cap) {
+  static const char *const kind[] = {"", "fail", "partial", "scribble"};
+  buf[0] = '\0';
+  if (p->mpi_fault == MPI_NONE) return buf;
+  snprintf(buf, cap, "%s nth=1 fault=%s%s%s", p->mpi_at_send ? "send" : "recv", kind[p->mpi_fault],
+           p->mpi_fault == MPI_FAIL ? "" : ":", p->mpi_fault == MPI_FAIL ? "" : p->mpi_frac);
+  return buf;
+}
+
+/* The send (or the receive) of the exchange, with its MPI rule armed, and
+ * the check that the rule fired exactly when the model says. */
+static cubert_status transfer(ctx *x, const program *p, cubert_handle *view, bool send) {
+  char rule[96];
+  cubert_mpi_faults(mpi_rule(p, rule, sizeof rule));
+  uint64_t before = cubert_mpi_faults_injected();
+  cubert_status st;
+  cubert_mpi_request *rq = NULL;
+  /* isend to itself (one rank): its wait would wait for the receive */
+  bool nb = send ? p->nb_send && p->receiver != p->sender : p->nb_recv;
+  if (nb) {
+    st = send ? cubert_mpi_isend(x->client, view, p->receiver, TAG, MPI_COMM_WORLD, &rq)
+              : cubert_mpi_irecv(x->client, view, p->sender, TAG, MPI_COMM_WORLD, &rq);
+    if (st == CUBERT_OK) st = cubert_mpi_wait(rq, NULL);
+  } else {
+    st = send ? cubert_mpi_send(x->client, view, p->receiver, TAG, MPI_COMM_WORLD, NULL)
+              : cubert_mpi_recv(x->client, view, p->sender, TAG, MPI_COMM_WORLD, NULL);
+  }
+  x->counts[XC_STEPS]++;
+  expect_injected(x, send ? "the MPI send" : "the MPI receive", cubert_mpi_faults_injected() - before,
+                  p->mpi_fault != MPI_NONE && p->mpi_at_send == send);
+  cubert_mpi_faults(NULL);
+  return st;
+}
+
+/* ------------------------------------------------------------ the two sides */
+
+static void run_sender(ctx *x, const program *p, const model *snd, unsigned char *tmp) {
+  x->side = "sender";
+  cubert_handle *h = NULL, *view = NULL;
+  cubert_faultinj_reset(x->rt);
+  bytes_of(p->pattern, tmp, p->total);
+  if (cubert_handle_create(x->client, tmp, p->total, &h) != CUBERT_OK) {
+    /* the receiver would wait for ever */
+    fprintf(x->err, "exchange %" PRIu64 ": the sender cannot make its handle: %s\n", p->index,
+            cubert_last_error_message());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  char rules[512] = "", one[96];
+  for (int k = 0; k < p->nops; k++) {
+    const op *o = &p->ops[k];
+    if (o->fault < 0) continue;
+    bool frac = o->fault == CUBERT_FAULT_SCRIBBLE || o->fault == CUBERT_FAULT_PARTIAL ||
+                o->fault == CUBERT_FAULT_ASYNC_SCRIBBLE;
+    snprintf(one, sizeof one, "write|fill nth=%d fault=%s%s%s; ", k + 1, cubert_fault_kind_name((cubert_fault_kind)o->fault),
+             frac ? ":" : "", frac ? o->frac : "");
+    strncat(rules, one, sizeof rules - strlen(rules) - 1);
+    static const int at[] = {[CUBERT_FAULT_FAIL] = XC_SENDER_FAIL, [CUBERT_FAULT_SCRIBBLE] = XC_SENDER_SCRIBBLE,
+                             [CUBERT_FAULT_PARTIAL] = XC_SENDER_PARTIAL, [CUBERT_FAULT_OOM] = 0, [CUBERT_FAULT_COMPILE] = 0,
+                             [CUBERT_FAULT_DEVICE_LOST] = 0, [CUBERT_FAULT_ASYNC] = XC_SENDER_ASYNC,
+                             [CUBERT_FAULT_ASYNC_SCRIBBLE] = XC_SENDER_ASYNC_SCRIBBLE};
+    x->counts[at[o->fault]]++;
+    x->counts[XC_FAULTS]++;
+  }
+  uint64_t want = 0;
+  for (int k = 0; k < p->nops; k++) want += p->ops[k].fault >= 0;
+  if (rules[0] && cubert_faultinj_add(x->rt, rules, "exchange", NULL, NULL) != CUBERT_OK)
+    violation(x, XC_V_SETUP, "cubert_faultinj_add(%s): %s", rules, cubert_last_error_message());
+  for (int k = 0; k < p->nops; k++) {
+    const op *o = &p->ops[k];
+    cubert_handle *part = NULL;
+    if (cubert_handle_slice(h, o->off, p->total - o->off - o->len, &part) != CUBERT_OK) continue;
+    if (o->fill) cubert_handle_fill(x->client, part, &o->value, 1);
+    else {
+      bytes_of(o->data, tmp, o->len);
+      cubert_handle_write(x->client, part, tmp, o->len);
+    }
+    cubert_handle_release(part);
+    x->counts[XC_STEPS]++;
+  }
+  cubert_sync(x->client); /* an async failure is found here */
+  expect_injected(x, "the sender's runtime", cubert_faultinj_injected(x->rt), want);
+  cubert_faultinj_clear(x->rt);
+  check_handle(x, h, snd, -1);
+  cubert_handle_slice(h, p->so, p->total - p->so - p->size, &view);
+  cubert_status st = transfer(x, p, view, true);
+  model rcv = {0};
+  bool fired, send_ok, recv_ok;
+  if (model_new(&rcv, p->rtotal)) {
+    receiver_model(p, snd, &rcv, &fired, &send_ok, &recv_ok);
+    expect_status(x, p->nb_send ? "cubert_mpi_isend/wait" : "cubert_mpi_send", st, send_ok);
+  }
+  model_free(&rcv);
+  cubert_handle_release(view);
+  cubert_handle_release(h);
+}
+
+static void run_receiver(ctx *x, const program *p, const model *snd, unsigned char *tmp) {
+  x->side = "receiver";
+  model m = {0};
+  if (!model_new(&m, p->rtotal)) return;
+  bool fired = false, send_ok, recv_ok;
+  receiver_model(p, snd, &m, &fired, &send_ok, &recv_ok);
+  cubert_faultinj_reset(x->rt);
+  cubert_handle *h = NULL, *view = NULL;
+  bytes_of(p->stale, tmp, p->rtotal);
+  if (cubert_handle_create(x->client, tmp, p->rtotal, &h) != CUBERT_OK ||
+      cubert_handle_slice(h, p->ro, p->rtotal - p->ro - p->size, &view) != CUBERT_OK) {
+    /* the sender may wait for ever */
+    fprintf(x->err, "exchange %" PRIu64 ": the receiver cannot make its handle: %s\n", p->index,
+            cubert_last_error_message());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  if (p->te > p->ts) {
+    const cubert_failure *f = NULL;
+    cubert_handle *part = NULL;
+    if (cubert_failure_create(x->client, CUBERT_ERR_BACKEND, "a stale failure of the receiver's", &f) == CUBERT_OK &&
+        cubert_handle_slice(h, p->ts, p->rtotal - p->te, &part) == CUBERT_OK)
+      cubert_handle_taint(x->client, part, f);
+    cubert_handle_release(part);
+    cubert_failure_release(f);
+  }
+  if (p->recv_fault >= 0) {
+    char rule[96];
+    bool frac = p->recv_fault != CUBERT_FAULT_FAIL;
+    snprintf(rule, sizeof rule, "write nth=%" PRIu64 " fault=%s%s%s", p->recv_nth,
+             cubert_fault_kind_name((cubert_fault_kind)p->recv_fault), frac ? ":" : "", frac ? p->recv_frac : "");
+    if (cubert_faultinj_add(x->rt, rule, "exchange", NULL, NULL) != CUBERT_OK)
+      violation(x, XC_V_SETUP, "cubert_faultinj_add(%s): %s", rule, cubert_last_error_message());
+  }
+  if (fired) {
+    x->counts[XC_FAULTS]++;
+    x->counts[p->recv_fault == CUBERT_FAULT_FAIL       ? XC_RECEIVER_FAIL
+              : p->recv_fault == CUBERT_FAULT_SCRIBBLE ? XC_RECEIVER_SCRIBBLE
+                                                        : XC_RECEIVER_PARTIAL]++;
+  }
+  if (p->mpi_fault != MPI_NONE) { /* counted once, here */
+    static const int at[2][4] = {{0, XC_RECV_FAIL, XC_RECV_PARTIAL, XC_RECV_SCRIBBLE},
+                                 {0, XC_SEND_FAIL, XC_SEND_PARTIAL, XC_SEND_SCRIBBLE}};
+    x->counts[at[p->mpi_at_send][p->mpi_fault]]++;
+    x->counts[XC_FAULTS]++;
+  }
+  cubert_status st = transfer(x, p, view, false);
+  expect_injected(x, "the receiver's runtime", cubert_faultinj_injected(x->rt), fired);
+  cubert_faultinj_clear(x->rt);
+  expect_status(x, p->nb_recv ? "cubert_mpi_irecv/wait" : "cubert_mpi_recv", st, recv_ok);
+  check_handle(x, h, &m, p->sender);
+  cubert_handle_release(view);
+  cubert_handle_release(h);
+  model_free(&m);
+}
+
+void xc_run(uint64_t seed, uint64_t programs, int rank, int nranks, uint64_t *counts, FILE *err) {
+  char *old = getenv("CUBERT_MPI_CHUNK") ? strdup(getenv("CUBERT_MPI_CHUNK")) : NULL;
+  setenv("CUBERT_MPI_CHUNK", "1024", 1);
+  cubert_runtime_options o;
+  cubert_runtime_options_init(&o);
+  o.faults = ""; /* the programs arm their own rules */
+  ctx x = {.counts = counts, .err = err};
+  size_t big = 16384 + 8000 + 1024;
+  unsigned char *tmp = malloc(big);
+  x.buf = malloc(big);
+  bool ready = tmp && x.buf && cubert_runtime_create(&o, &x.rt) == CUBERT_OK &&
+               cubert_runtime_device_count(x.rt) > 0 &&
+               cubert_client_create(x.rt, rank % cubert_runtime_device_count(x.rt), &x.client) == CUBERT_OK;
+  if (!ready) fprintf(err, "rank %d: exchanges cannot run: %s\n", rank, cubert_last_error_message());
+  for (uint64_t i = 0; i < programs; i++) {
+    program p;
+    draw(seed, i, nranks, &p);
+    if (rank != p.sender && rank != p.receiver) continue;
+    x.p = &p;
+    x.told = 0;
+    model snd = {0};
+    if (!ready || !model_new(&snd, p.total)) {
+      counts[XC_VIOLATIONS]++;
+      counts[XC_V_SETUP]++;
+      model_free(&snd);
+      continue;
+    }
+    sender_model(&p, &snd, tmp);
+    if (rank == p.sender) {
+      counts[XC_PROGRAMS]++;
+      run_sender(&x, &p, &snd, tmp);
+    }
+    if (rank == p.receiver) run_receiver(&x, &p, &snd, tmp);
+    model_free(&snd);
+  }
+  if (x.client) cubert_client_destroy(x.client);
+  if (x.rt) cubert_runtime_destroy(x.rt);
+  free(tmp);
+  free(x.buf);
+  if (old) setenv("CUBERT_MPI_CHUNK", old, 1);
+  else unsetenv("CUBERT_MPI_CHUNK");
+  free(old);
+}
