@@ -57,7 +57,7 @@ fi
   echo; echo "== test suite (ci/gpu-h200.sh)"; cat "$tmp/suite/summary.txt" 2>/dev/null
   echo; echo "== fault injection"; grep -E '^(==|runs:|programs:|faults injected:|violations:|exit:)' "$tmp/faultinj.log"
   echo; echo "== benchmarks (ci/bench-h200.sh)"; tail -n 12 "$tmp/benchrun.log"
-  echo; echo "== MPI (ci/gpu-mpi.sh): $mpi_state"; [ -f "$tmp/mpi/run.log" ] && tail -n 20 "$tmp/mpi/run.log"
+  echo; echo "== MPI (ci/gpu-mpi.sh): $mpi_state"; cat "$tmp/mpi/summary.txt" 2>/dev/null
   echo; echo "overall: $([ "$rc" -eq 0 ] && echo PASS || echo FAIL)"
 } >"$out/summary.txt"
 cp "$tmp/suite/ctest.log" "$out/ctest.log" 2>/dev/null

@@ -10,12 +10,15 @@
 # Steps: configure build-gpu-mpi/ (-DCUBERT_HIP=ON -DCUBERT_HIP_PLATFORM=nvidia
 # -DCUBERT_MPI=ON, MPI from .mpi-kit), build the MPI suite and cubert-mpi,
 # run tests/mpi/test_mpi_transfer with 2 ranks on the HIP backend (both on
-# device 0), then `cubert-mpi bench` with 2 ranks (device buffers through
-# cubert beside raw MPI: on device buffers where GPU-aware, else staged by
-# hand; and on host buffers), and a short sharded campaign.
-# Writes to $OUT: summary.txt, build.log, tests.log, bench.txt, bench.json,
-# bench.csv (and bench-matrix.svg, bench-sweep.svg where cairo was found).
-# Exit status: non-zero when any step failed.
+# device 0), through shared memory (HIP IPC between the two processes, the
+# default CUBERT_MPI_IPC=auto) and again through MPI's messages
+# (CUBERT_MPI_IPC=off), then `cubert-mpi bench` with 2 ranks (device buffers
+# through cubert beside raw MPI: on device buffers where GPU-aware, else
+# staged by hand; and on host buffers) the same two ways, and a short
+# sharded campaign. Writes to $OUT: summary.txt, build.log, tests.log,
+# tests-wire.log, bench.txt, bench.json, bench.csv, bench-wire.txt,
+# bench-wire.json, bench-wire.csv (and bench-matrix.svg, bench-sweep.svg
+# where cairo was found). Exit status: non-zero when any step failed.
 #
 # Trying the script's logic where there is no GPU: CUBERT_GPU_MPI_BACKEND=host
 # (no .gpu-kit needed; the system's MPI is used when .mpi-kit is absent).
@@ -64,6 +67,7 @@ run_ranks() {
     "$mpirun" --oversubscribe "${root_flag[@]}" "$@"
 }
 
+# with the benchmarks: `cubert-mpi bench` is built only with them
 if cmake -S "$root" -B "$build" -G Ninja "${platform[@]}" -DCUBERT_MPI=ON -DMPI_C_COMPILER="$mpicc" \
      -DCUBERT_BUILD_BENCH=ON >"$out/build.log" 2>&1 &&
    cmake --build "$build" --parallel "$jobs" --target test_mpi_transfer cubert_mpi_tool >>"$out/build.log" 2>&1; then
@@ -75,36 +79,51 @@ else
 fi
 
 # The suite: taint across ranks exactly, injected transport faults, bad
-# input; 2 ranks, each with its client on device 0 of $backend.
-if CUBERT_MPI_TEST_BACKEND=$backend CK_VERBOSITY=verbose \
-     run_ranks -n 2 "$build/tests/mpi/test_mpi_transfer" >"$out/tests.log" 2>&1; then
-  summary "tests (2 ranks, $backend): $(grep -m1 '%: Checks' "$out/tests.log")"
-else
-  summary "tests (2 ranks, $backend): FAILED (tests.log)"
-  grep -E ':[FE]:|skipped' "$out/tests.log" | head -n 20 | tee -a "$out/summary.txt"
-  rc=1
-fi
+# input; 2 ranks, each with its client on device 0 of $backend. Twice: the
+# ranks share the node, so through shared memory (auto; the suite asserts
+# it), then through MPI's messages (off).
+for ipc in auto off; do
+  log=tests.log
+  [ "$ipc" = off ] && log=tests-wire.log
+  if CUBERT_MPI_IPC=$ipc CUBERT_MPI_TEST_BACKEND=$backend CK_VERBOSITY=verbose \
+       run_ranks -n 2 "$build/tests/mpi/test_mpi_transfer" >"$out/$log" 2>&1; then
+    summary "tests (2 ranks, $backend, CUBERT_MPI_IPC=$ipc): $(grep -m1 '%: Checks' "$out/$log")"
+  else
+    summary "tests (2 ranks, $backend, CUBERT_MPI_IPC=$ipc): FAILED ($log)"
+    grep -E ':[FE]:|skipped|left behind' "$out/$log" | head -n 20 | tee -a "$out/summary.txt"
+    rc=1
+  fi
+done
 
 # Bandwidth and latency between the two ranks (osu_bw/osu_bibw/osu_latency's
 # method); device buffers through cubert beside MPI on device buffers where
 # the MPI is GPU-aware, else staged by hand (hipMemcpy to pinned memory, MPI,
 # hipMemcpy), and MPI on host buffers. The pictures where cairo is in.
+# Through shared memory (auto), then through MPI's messages (off).
 svg=()
 grep -q 'SVG output on' "$out/build.log" && svg=(--svg "$out/bench")
-if run_ranks -n 2 "$build/mpi/tool/cubert-mpi" bench --sizes 8,4K,64K,1M,16M,64M --iters 10 \
-     --json "$out/bench.json" --csv "$out/bench.csv" "${svg[@]}" >"$out/bench.txt" 2>&1; then
-  summary "bench (2 ranks): $(grep -m1 '^validation' "$out/bench.txt")"
-else
-  summary "bench (2 ranks): FAILED (bench.txt)"
-  rc=1
-fi
-grep -E '^(pair|0-1| +latency| +of which|  (MPI on|staged by))' "$out/bench.txt" | tee -a "$out/summary.txt"
+for ipc in auto off; do
+  b=bench
+  pictures=("${svg[@]}")
+  [ "$ipc" = off ] && b=bench-wire && pictures=()
+  if CUBERT_MPI_IPC=$ipc run_ranks -n 2 "$build/mpi/tool/cubert-mpi" bench --sizes 8,4K,64K,1M,16M,64M \
+       --iters 10 --json "$out/$b.json" --csv "$out/$b.csv" "${pictures[@]}" >"$out/$b.txt" 2>&1; then
+    summary "bench (2 ranks, CUBERT_MPI_IPC=$ipc): $(grep -m1 '^validation' "$out/$b.txt")"
+  else
+    summary "bench (2 ranks, CUBERT_MPI_IPC=$ipc): FAILED ($b.txt)"
+    rc=1
+  fi
+  grep -E '^(pair|0-1| +latency| +of which|  (MPI on|staged by)|through shared)' "$out/$b.txt" |
+    tee -a "$out/summary.txt"
+done
 
 # A campaign sharded over the 2 ranks (the harness's programs run on the
-# host backend: the campaign's devices are simulated ones).
-if run_ranks -n 2 "$build/mpi/tool/cubert-mpi" campaign --seed 20261201 --programs 400 \
+# host backend: the campaign's devices are simulated ones), then 200
+# exchanges between the ranks on $backend's device 0 (docs/cluster.md).
+if run_ranks -n 2 "$build/mpi/tool/cubert-mpi" campaign --seed 20261201 --programs 400 --exchanges 200 \
      >>"$out/tests.log" 2>&1; then
   summary "campaign (2 ranks): $(grep -m1 '^verdict' "$out/tests.log")"
+  summary "exchanges: $(grep -m1 '^counts:' "$out/tests.log" | sed 's/.*; exchanges/exchanges/')"
 else
   summary "campaign (2 ranks): FAILED (tests.log)"
   rc=1

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "mpi/inject.h"
+#include "mpi/ipc.h"
 #include "mpi/wire.h"
 
 #if defined(__has_include)
@@ -116,9 +117,12 @@ typedef struct comm_state {
   int size;
   int tag_ub;
   _Atomic uint32_t *next; /* per peer: payload tag pairs handed out */
+  mpi_ipc *ipc;        /* ranks of this node: mpi/ipc.c */
 } comm_state;
 
 static void reap(bool wait, const comm_state *only);
+static const comm_state shared_sends; /* reap(.., SHARED_SENDS): the sends through shared memory */
+#define SHARED_SENDS (&shared_sends)
 
 static pthread_mutex_t keyval_lock = PTHREAD_MUTEX_INITIALIZER;
 static int keyval = MPI_KEYVAL_INVALID;
@@ -169,6 +173,13 @@ cubert_status cubert_mpi_init(MPI_Comm comm) {
     return fail(CUBERT_ERR_BACKEND, "cubert_mpi_init: MPI_Comm_dup failed");
   }
   MPI_Comm_set_errhandler(cs->dup, MPI_ERRORS_RETURN);
+  cubert_status ist = mpi_ipc_open(cs->dup, &cs->ipc, why, sizeof why);
+  if (ist != CUBERT_OK) {
+    MPI_Comm_free(&cs->dup);
+    free(cs->next);
+    free(cs);
+    return fail(ist, "cubert_mpi_init: %s", why);
+  }
   MPI_Comm_set_attr(comm, keyval, cs);
   pthread_mutex_lock(&stage_lock);
   comms_live++;
@@ -184,6 +195,7 @@ cubert_status cubert_mpi_finalize(MPI_Comm comm) {
   comm_state *cs = state_of(comm);
   if (!cs) return CUBERT_OK;
   reap(true, cs);
+  mpi_ipc_close(cs->ipc, cs->dup);
   MPI_Comm_delete_attr(comm, keyval);
   MPI_Comm_free(&cs->dup);
   free(cs->next);
@@ -215,13 +227,12 @@ cubert_status cubert_mpi_faults(const char *rules) {
 
 uint64_t cubert_mpi_faults_injected(void) { return mpi_inject_count(); }
 
+uint64_t cubert_mpi_shared_transfers(void) { return mpi_ipc_count(); }
+
 /* ------------------------------------------------------------ requests */
 
-/* One failed stretch of the view and the failure it gets. */
-typedef struct span {
-  uint64_t start, end; /* view-relative */
-  const cubert_failure *failure; /* a reference */
-} span;
+/* One failed stretch of the view and the failure it gets (mpi/ipc.h). */
+typedef ipc_span span;
 
 struct cubert_mpi_request {
   bool send;
@@ -248,6 +259,8 @@ struct cubert_mpi_request {
   char message[512];      /* its message */
   mpi_hit hit;
   bool injected;
+  bool shared;       /* through shared memory (mpi/ipc.c) */
+  ipc_ticket *ipc;   /* a send's hold on its staging buffer */
   struct cubert_mpi_request *next; /* in the list of sends still travelling */
 };
 
@@ -266,6 +279,7 @@ static void request_free(cubert_mpi_request *r) {
   stage_put(r->stage, r->stage_cap);
   free(r->records);
   free(r->reqs);
+  mpi_ipc_ticket_end(r->ipc);
   free(r);
 }
 
@@ -284,7 +298,7 @@ static void reap(bool wait, const comm_state *only) {
   for (cubert_mpi_request **p = &pending; *p;) {
     cubert_mpi_request *r = *p;
     int done = 0;
-    if (only && r->cs != only) {
+    if (only == SHARED_SENDS ? !r->ipc : only && r->cs != only) {
       p = &r->next;
       continue;
     }
@@ -423,6 +437,32 @@ static cubert_status request_new(const char *fn, cubert_client *client, const cu
   return CUBERT_OK;
 }
 
+/* ------------------------------------------------------------ ranks of one node (mpi/ipc.c) */
+
+void mpi_req_span(void *req, uint64_t start, uint64_t end, const cubert_failure *failure) {
+  if (failure) span_add(req, start, end, failure);
+}
+void mpi_req_note(void *req, cubert_status st, const char *message) { note(req, st, "%s", message); }
+size_t mpi_req_spans(void *req, const ipc_span **spans) {
+  *spans = ((cubert_mpi_request *)req)->spans;
+  return ((cubert_mpi_request *)req)->nspans;
+}
+const cubert_failure *mpi_req_injected(void *req, const char *what) { return injected_failure(req, what); }
+const cubert_failure *mpi_req_failure(void *req, cubert_status st, const char *why) {
+  return failure_for(((cubert_mpi_request *)req)->client, st, why);
+}
+void mpi_req_finish_shared(void *ctx) {
+  (void)ctx;
+  if (mpi_ready()) reap(true, SHARED_SENDS);
+}
+
+/* What mpi/ipc.c is told of a transfer; `stop`: an injected fail or
+ * partial stops the chunks from there on. */
+static ipc_call ipc_call_of(cubert_mpi_request *r, uint64_t stop) {
+  return (ipc_call){r->cs->ipc, r, r->client, r->view, r->size, r->chunk, r->nchunks, stop, r->peer, r->tag,
+                    r->ptag, r->comm, r->cs->dup, r->injected ? &r->hit : NULL};
+}
+
 /* ------------------------------------------------------------ send */
 
 /* Reads view bytes [a, b) into dst; on failure, a reference to why. */
@@ -512,6 +552,14 @@ static cubert_status start_send(const char *fn, cubert_client *client, const cub
     *out = r;
     return CUBERT_OK;
   }
+  uint64_t ipc_stop = r->nchunks;
+  if (r->injected && r->hit.fault == MPI_FAULT_PARTIAL) ipc_stop = (uint64_t)((double)r->nchunks * r->hit.fraction);
+  if (r->injected && r->hit.fault == MPI_FAULT_FAIL) ipc_stop = 0;
+  ipc_call call = ipc_call_of(r, ipc_stop);
+  if ((r->shared = mpi_ipc_send(&call, r->header, &r->reqs, &r->nreqs, &r->ranges, &r->ipc))) {
+    *out = r;
+    return CUBERT_OK;
+  }
   r->reqs = calloc((size_t)(2 + 2 * r->nchunks), sizeof *r->reqs);
   r->ranges = malloc(r->nspans * WIRE_RANGE_SIZE + 1);
   /* chunk k's message at k * (prefix + chunk); the last may be shorter */
@@ -526,13 +574,9 @@ static cubert_status start_send(const char *fn, cubert_client *client, const cub
   wire_header h = {r->size, r->nspans, r->chunk, r->nchunks, r->ptag, 0};
   wire_header_encode(&h, r->header);
   post(r, MPI_Isend(r->header, WIRE_HEADER_SIZE, MPI_BYTE, dest, tag, comm, &r->reqs[r->nreqs++]), "the header");
-  for (size_t i = 0; i < r->nspans; i++) {
-    unsigned char *p = r->ranges + i * WIRE_RANGE_SIZE;
-    wire_put64(p, r->spans[i].start);
-    wire_put64(p + 8, r->spans[i].end - r->spans[i].start);
-    if (cubert_failure_export(r->spans[i].failure, (cubert_failure_record *)(p + 16)) != CUBERT_OK)
-      memset(p + 16, 0, CUBERT_FAILURE_RECORD_SIZE); /* the receiver says: corrupt record */
-  }
+  for (size_t i = 0; i < r->nspans; i++)
+    wire_range_encode(r->ranges + i * WIRE_RANGE_SIZE, r->spans[i].start, r->spans[i].end - r->spans[i].start,
+                      r->spans[i].failure);
   if (r->nspans)
     post(r, MPI_Isend(r->ranges, (int)(r->nspans * WIRE_RANGE_SIZE), MPI_BYTE, dest, r->ptag, r->cs->dup,
                       &r->reqs[r->nreqs++]),
@@ -620,6 +664,7 @@ static void fill_info(const cubert_mpi_request *r, cubert_mpi_info *info) {
   info->tag = r->tag;
   info->bytes = r->size;
   info->chunks = r->nchunks;
+  info->shared_memory = r->shared;
   /* spans may overlap (a chunk that failed over a tainted range): count
    * each byte once */
   uint64_t covered = 0, reach = 0;
@@ -716,6 +761,11 @@ static void drain(cubert_mpi_request *r, const wire_header *h) {
     unsigned char *tmp = malloc((size_t)count + 1);
     MPI_Recv(tmp ? tmp : buf, tmp ? count : 0, MPI_BYTE, r->peer, r->ptag, r->cs->dup, MPI_STATUS_IGNORE);
     free(tmp);
+  }
+  if (h->flags & WIRE_IPC) { /* no chunk follows: the sender waits to hear its buffer is free */
+    mpi_ipc_ack(r->peer, r->cs->dup, r->ptag);
+    free(buf);
+    return;
   }
   for (uint64_t k = 0; k < h->nchunks; k++) {
     if (MPI_Recv(buf, (int)cap, MPI_BYTE, r->peer, r->ptag, r->cs->dup, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
@@ -833,7 +883,8 @@ static cubert_status finish_recv(cubert_mpi_request *r, cubert_mpi_info *info) {
     snprintf(notheader, sizeof notheader, "a message of %d bytes is not a cubert transfer header (%d bytes)", count,
              WIRE_HEADER_SIZE);
   } else if (wire_header_decode(r->header, &h, notheader, sizeof notheader)) {
-    uint64_t want = WIRE_HEADER_SIZE + ((h.flags & WIRE_EAGER) ? WIRE_CHUNK_PREFIX + h.size : 0);
+    uint64_t want = WIRE_HEADER_SIZE + ((h.flags & WIRE_EAGER) ? WIRE_CHUNK_PREFIX + h.size : 0) +
+                    ((h.flags & WIRE_IPC) ? WIRE_IPC_BLOCK : 0);
     if ((uint64_t)count == want)
       notheader[0] = '\0';
     else
@@ -905,13 +956,18 @@ static cubert_status finish_recv(cubert_mpi_request *r, cubert_mpi_info *info) {
   bool eager = h.flags & WIRE_EAGER;
   if (r->chunk > r->size) slot = (size_t)(WIRE_CHUNK_PREFIX + r->size); /* one chunk: no bigger */
   size_t ring_cap = 0;
-  unsigned char *ring = r->nchunks && !eager ? stage_get(2 * slot, &ring_cap) : NULL;
+  bool shared = r->shared = h.flags & WIRE_IPC;
+  unsigned char *ring = r->nchunks && !eager && !shared ? stage_get(2 * slot, &ring_cap) : NULL;
   MPI_Request rq[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
   uint64_t stop = r->nchunks, posted = 0, k = 0;
   if (r->injected && r->hit.fault == MPI_FAULT_PARTIAL) stop = (uint64_t)((double)r->nchunks * r->hit.fraction);
   if (r->injected && r->hit.fault == MPI_FAULT_FAIL) stop = 0;
   const cubert_failure *inj = NULL;
-  if (eager) { /* the one chunk came with the header */
+  if (shared) { /* the bytes wait in the sender's shared memory */
+    ipc_call call = ipc_call_of(r, stop);
+    mpi_ipc_land(&call, r->header + WIRE_HEADER_SIZE);
+    k = r->nchunks;
+  } else if (eager) { /* the one chunk came with the header */
     land_chunk(r, 0, r->header + WIRE_HEADER_SIZE, stop, &inj);
     k = r->nchunks;
   } else if (r->nchunks && !ring) {

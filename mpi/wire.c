@@ -44,7 +44,7 @@ bool wire_header_decode(const unsigned char in[WIRE_HEADER_SIZE], wire_header *h
   h->payload_tag = (int32_t)(uint32_t)tf;
   h->flags = (uint32_t)(tf >> 32);
   uint64_t want = h->chunk ? (h->size + h->chunk - 1) / h->chunk : 0;
-  bool eager_bad = (h->flags & ~WIRE_EAGER) ||
+  bool eager_bad = (h->flags & ~(WIRE_EAGER | WIRE_IPC)) || ((h->flags & WIRE_EAGER) && (h->flags & WIRE_IPC)) ||
                    ((h->flags & WIRE_EAGER) && (h->nranges || h->nchunks != 1 || h->size > WIRE_EAGER_MAX));
   if ((h->size && !h->chunk) || h->nchunks != want || h->payload_tag < 0 || h->nranges > h->size || eager_bad) {
     snprintf(why, cap, "corrupt cubert transfer header (size %llu, chunk %llu, chunks %llu, ranges %llu, flags %x)",
@@ -53,6 +53,13 @@ bool wire_header_decode(const unsigned char in[WIRE_HEADER_SIZE], wire_header *h
     return false;
   }
   return true;
+}
+
+void wire_range_encode(unsigned char *p, uint64_t offset, uint64_t size, const cubert_failure *f) {
+  wire_put64(p, offset);
+  wire_put64(p + 8, size);
+  if (cubert_failure_export(f, (cubert_failure_record *)(p + 16)) != CUBERT_OK)
+    memset(p + 16, 0, CUBERT_FAILURE_RECORD_SIZE); /* the receiver says: corrupt record */
 }
 
 /* Eight bytes at a time, multiply and rotate, with the length and the

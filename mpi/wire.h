@@ -15,6 +15,12 @@
  * with no tainted range, read whole, travels as one message: the header,
  * then its one chunk (prefix and bytes) in the same message; nothing
  * follows on cubert's communicator.
+ * Shared-memory form (header flag WIRE_IPC; mpi/ipc.c): the bytes were
+ * copied into device memory the receiver maps (HIP IPC, POSIX shm on the
+ * host backend); the header message carries WIRE_IPC_BLOCK more bytes
+ * (which staging buffer, its descriptor), the tainted ranges follow as in
+ * 2., no chunk follows, and the receiver answers with WIRE_ACK_SIZE bytes
+ * on the payload tag + 1 once it has taken the bytes.
  * Every number is little-endian. */
 #ifndef CUBERT_MPI_WIRE_H
 #define CUBERT_MPI_WIRE_H
@@ -35,6 +41,9 @@
 
 /* Header flags. */
 #define WIRE_EAGER 1u /* the one chunk follows the header in its message */
+#define WIRE_IPC 2u   /* the bytes wait in shared memory: WIRE_IPC_BLOCK follows the header */
+#define WIRE_IPC_BLOCK (32 + CUBERT_EXPORT_DESC_SIZE)
+#define WIRE_ACK_SIZE 16
 
 /* Chunk flags. */
 #define WIRE_CHUNK_UNREAD 1u /* the sender could not read these bytes: a record follows */
@@ -54,6 +63,11 @@ void wire_header_encode(const wire_header *h, unsigned char out[WIRE_HEADER_SIZE
 /* False, with `why` filled, when the bytes are not a cubert header of this
  * version. */
 bool wire_header_decode(const unsigned char in[WIRE_HEADER_SIZE], wire_header *h, char *why, size_t cap);
+
+/* Writes one tainted range (WIRE_RANGE_SIZE bytes): offset in the view,
+ * size, and f's record (zeros, which the receiver calls a corrupt record,
+ * when it cannot be exported). */
+void wire_range_encode(unsigned char *p, uint64_t offset, uint64_t size, const cubert_failure *f);
 
 /* The checksum of a chunk's bytes (detects bytes damaged in flight, such as
  * an injected scribble; not a defence against an adversary). */

@@ -401,6 +401,7 @@ struct cb_fi_state;
 struct cb_runtime_parts;
 struct cb_backend_settings;
 
+#define CB_RUNTIME_MAX_ON_DESTROY 8
 struct cubert_runtime {
   const struct cb_runtime_parts *parts; /* runtime/parts.h: backends, fault layer, topology */
   struct cubert_topology *topology; /* for fault rules filtered by pair class */
@@ -412,6 +413,12 @@ struct cubert_runtime {
   cb_device **devices;
   int ndevices;
   struct cb_backend_settings *settings; /* the backends' own (parts->settings_new), or NULL */
+  /* cubert_client_on_runtime_destroy: called first by cubert_runtime_destroy */
+  struct {
+    void (*fn)(void *ctx);
+    void *ctx;
+  } on_destroy[CB_RUNTIME_MAX_ON_DESTROY];
+  int non_destroy;
 };
 
 struct cubert_client {

@@ -12,6 +12,9 @@
 
 void cb_device_free(cb_device *dev);
 
+/* Guards every runtime's on_destroy list (registrations are rare). */
+static pthread_mutex_t on_destroy_lock = PTHREAD_MUTEX_INITIALIZER;
+
 void cubert_runtime_options_init(cubert_runtime_options *o) {
   if (!o) return;
   memset(o, 0, sizeof *o);
@@ -310,6 +313,13 @@ struct cb_fi_state *cb_runtime_fault_state(const cubert_runtime *rt) { return rt
 
 void cubert_runtime_destroy(cubert_runtime *rt) {
   if (!rt) return;
+  /* components that hold this runtime's memory in work still in flight
+   * finish it while the memory is there (cubert_client_on_runtime_destroy) */
+  pthread_mutex_lock(&on_destroy_lock);
+  int n = rt->non_destroy;
+  rt->non_destroy = 0;
+  pthread_mutex_unlock(&on_destroy_lock);
+  for (int i = 0; i < n; i++) rt->on_destroy[i].fn(rt->on_destroy[i].ctx);
   if (rt->faultinj) rt->parts->faults_set_pair_classifier(rt->faultinj, NULL, NULL);
   if (rt->topology) rt->parts->topology_destroy(rt->topology);
   for (int i = 0; i < rt->ndevices; i++) cb_device_destroy(rt->devices[i]);
@@ -401,6 +411,30 @@ cubert_status cubert_client_create(cubert_runtime *rt, int device, cubert_client
 }
 
 void cubert_client_destroy(cubert_client *c) { cb_free(c); }
+
+cubert_status cubert_client_on_runtime_destroy(cubert_client *c, void (*fn)(void *ctx), void *ctx) {
+  if (!c || !fn)
+    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_client_on_runtime_destroy: %s is NULL", c ? "fn" : "client");
+  cubert_runtime *rt = c->rt;
+  cubert_status st = CUBERT_OK;
+  pthread_mutex_lock(&on_destroy_lock);
+  int i = 0;
+  while (i < rt->non_destroy && !(rt->on_destroy[i].fn == fn && rt->on_destroy[i].ctx == ctx)) i++;
+  if (i == rt->non_destroy) {
+    if (i == CB_RUNTIME_MAX_ON_DESTROY) {
+      st = CUBERT_ERR_OUT_OF_MEMORY;
+    } else {
+      rt->on_destroy[i].fn = fn;
+      rt->on_destroy[i].ctx = ctx;
+      rt->non_destroy++;
+    }
+  }
+  pthread_mutex_unlock(&on_destroy_lock);
+  if (st)
+    return cb_fail(st, "cubert_client_on_runtime_destroy: the runtime already has %d functions to call (the most)",
+                   CB_RUNTIME_MAX_ON_DESTROY);
+  return CUBERT_OK;
+}
 int cubert_client_device(const cubert_client *c) { return c ? c->dev->index : -1; }
 
 /* ------------------------------------------------------------ kernels */

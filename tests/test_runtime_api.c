@@ -53,6 +53,37 @@ START_TEST(test_runtime_creates_one_client_per_device) {
 }
 END_TEST
 
+/* cubert_client_on_runtime_destroy: each function once, in order, before
+ * the devices go; the same one twice is one; the ninth is refused. */
+static int hook_calls[10], hook_order[10], nhook_order;
+static void hook(void *ctx) {
+  int i = (int)(intptr_t)ctx;
+  hook_calls[i]++;
+  hook_order[nhook_order++] = i;
+}
+
+START_TEST(test_runtime_destroy_calls_what_was_registered_once) {
+  cb_test_env env;
+  if (!cb_test_open(_i, 1, &env)) return;
+  memset(hook_calls, 0, sizeof hook_calls);
+  nhook_order = 0;
+  cb_test_status(cubert_client_on_runtime_destroy(NULL, hook, NULL), CUBERT_ERR_INVALID_ARGUMENT);
+  cb_test_status(cubert_client_on_runtime_destroy(env.clients[0], NULL, NULL), CUBERT_ERR_INVALID_ARGUMENT);
+  for (int i = 0; i < 8; i++) cb_test_ok(cubert_client_on_runtime_destroy(env.clients[0], hook, (void *)(intptr_t)i));
+  cb_test_ok(cubert_client_on_runtime_destroy(env.clients[0], hook, (void *)(intptr_t)3)); /* again: nothing */
+  cb_test_status(cubert_client_on_runtime_destroy(env.clients[0], hook, (void *)(intptr_t)8), CUBERT_ERR_OUT_OF_MEMORY);
+  expect_message("the most");
+  ck_assert_int_eq(nhook_order, 0);
+  cb_test_close(&env);
+  ck_assert_int_eq(nhook_order, 8);
+  for (int i = 0; i < 8; i++) {
+    ck_assert_int_eq(hook_calls[i], 1);
+    ck_assert_int_eq(hook_order[i], i);
+  }
+  ck_assert_int_eq(hook_calls[8], 0);
+}
+END_TEST
+
 START_TEST(test_runtime_names_its_backends) {
   cb_test_env env;
   if (!cb_test_open(_i, 0, &env)) return;
@@ -668,6 +699,7 @@ static void add_once(Suite *s, const char *name, const TTest *test) {
 int main(void) {
   Suite *s = suite_create("runtime_api");
   LOOP(s, test_runtime_creates_one_client_per_device);
+  LOOP(s, test_runtime_destroy_calls_what_was_registered_once);
   LOOP(s, test_runtime_names_its_backends);
   LOOP(s, test_device_info_describes_each_device);
   LOOP(s, test_host_device_names_are_distinct);

@@ -339,6 +339,15 @@ CUBERT_API cubert_status cubert_runtime_device_link(cubert_runtime *runtime, int
 CUBERT_API cubert_status cubert_client_create(cubert_runtime *runtime, int device,
                                               cubert_client **client);
 CUBERT_API void cubert_client_destroy(cubert_client *client);
+/* Asks cubert_runtime_destroy() of the client's runtime to call fn(ctx)
+ * first, while every device and its memory are still there: for components
+ * built on this API (libcubert_mpi) whose work in flight uses memory of the
+ * runtime that another process may still be reading. fn must not use the
+ * runtime's clients (they are gone by then). Registering the same fn and
+ * ctx again does nothing; a runtime takes 8 (then CUBERT_ERR_OUT_OF_MEMORY,
+ * nothing registered). Each is called once, in the order registered. */
+CUBERT_API cubert_status cubert_client_on_runtime_destroy(cubert_client *client, void (*fn)(void *ctx),
+                                                          void *ctx);
 CUBERT_API int cubert_client_device(const cubert_client *client);
 
 /* A new stream on the client's device. Streams live as long as the runtime. */
@@ -479,9 +488,13 @@ typedef struct cubert_export_desc {
   unsigned char bytes[CUBERT_EXPORT_DESC_SIZE];
 } cubert_export_desc;
 
-/* Writes a descriptor of `view` (a handle or slice on the client's device)
- * into *desc. The allocation must be CUBERT_MEMORY_SHAREABLE (else
- * CUBERT_ERR_INVALID_ARGUMENT saying so); the first export of an allocation
+/* Writes a descriptor of `view` (a handle or slice on the client's device,
+ * of at least one byte) into *desc. The allocation must be
+ * CUBERT_MEMORY_SHAREABLE (else CUBERT_ERR_INVALID_ARGUMENT saying so);
+ * memory imported from another process is not exported again
+ * (CUBERT_ERR_INVALID_ARGUMENT: hand on the descriptor it came with); a view
+ * of another device is CUBERT_ERR_WRONG_DEVICE, an empty view
+ * CUBERT_ERR_OUT_OF_RANGE. The first export of an allocation
  * makes its shared failure cell (later ones reuse it) and moves the taint
  * the allocation already has into it. The segments are removed when the
  * allocation is freed or its runtime destroyed; after a SIGKILL the next
@@ -494,8 +507,10 @@ CUBERT_API cubert_status cubert_handle_export(cubert_client *client, const cuber
  * goes with its last reference). Refused, with nothing mapped and nothing
  * tainted, with CUBERT_ERR_INVALID_ARGUMENT naming what was wrong: a
  * descriptor that is corrupt or truncated (checksum), of an unknown version,
- * from another host or another user, of memory already freed (stale), or of
- * another backend than the client's device (wrong device kind). A
+ * from another host or another user, of memory already freed (stale) or
+ * whose exporter has ended, or of another backend than the client's device
+ * (wrong device kind); with CUBERT_ERR_BUSY when the memory already has 16
+ * importers; with the backend's error when it cannot map the memory. A
  * descriptor of this very process imports too on the host backend; HIP
  * (CUDA) refuses to open a handle in the process that made it. */
 CUBERT_API cubert_status cubert_handle_import(cubert_client *client, const cubert_export_desc *desc,

@@ -22,6 +22,20 @@
  * (MPIX_Query_cuda_support, MPIX_Query_rocm_support) and reported, but the
  * bytes are staged through host memory in this version (docs/cluster.md).
  *
+ * Ranks of one node (the same MPI_COMM_TYPE_SHARED group, host name and
+ * boot id) skip MPI's host copies: the sender copies the good bytes, device
+ * to device, into a staging buffer of shareable memory that the receiver
+ * maps (HIP IPC; POSIX shm on the host backend), and MPI carries only the
+ * header, the tainted ranges and the receiver's acknowledgement. The taint
+ * crosses exactly as on the wire. $CUBERT_MPI_IPC (read by cubert_mpi_init,
+ * agreed by both ranks): auto (the default) or off. A send whose scribble
+ * fault fires, a view of at most 16 KiB with no tainted byte (the eager
+ * form), a send to itself, and a send that finds its peer's 4 staging
+ * buffers all still in use go through MPI. A send through shared memory
+ * holds the staging buffer, memory of the client's runtime, until the
+ * receiver has taken the bytes: cubert_runtime_destroy() of that runtime
+ * waits for it (cubert_client_on_runtime_destroy).
+ *
  * Both sides always complete the exchange: a sender whose bytes are tainted,
  * whose device is lost or whose read fails still sends the header, every
  * chunk and the failures, so the receiver never waits for a message that
@@ -44,8 +58,10 @@
  * Threading: calls may come from any thread if MPI was initialised with
  * MPI_THREAD_MULTIPLE; otherwise from the thread MPI allows. Ownership: the
  * communicator, client and handles stay the caller's; a request is owned by
- * the caller until cubert_mpi_wait() (or cubert_mpi_request_free) frees it,
- * and the handle it names must stay alive until then. */
+ * the caller until cubert_mpi_wait() frees it (every started request needs
+ * its wait: there is no other way to free one). A request holds a reference
+ * of its own to the view, so the caller may release its handle before the
+ * wait; the client must stay alive until then. */
 #ifndef CUBERT_MPI_H
 #define CUBERT_MPI_H
 
@@ -96,6 +112,9 @@ CUBERT_MPI_API bool cubert_mpi_gpu_aware(void);
 CUBERT_MPI_API cubert_status cubert_mpi_faults(const char *rules);
 /* Faults injected at send and receive in this process so far. */
 CUBERT_MPI_API uint64_t cubert_mpi_faults_injected(void);
+/* Transfers of this process (sends and receives) that moved through shared
+ * memory so far (cubert_mpi_info.shared_memory). */
+CUBERT_MPI_API uint64_t cubert_mpi_shared_transfers(void);
 
 /* What one transfer did, on either side. */
 typedef struct cubert_mpi_info {
@@ -106,6 +125,8 @@ typedef struct cubert_mpi_info {
   size_t tainted_ranges;   /* how many ranges */
   uint64_t chunks;         /* payload messages */
   bool device_direct;      /* moved by GPU-aware MPI (false: staged through host memory) */
+  bool shared_memory;      /* moved through memory both processes of one node map
+                              (CUBERT_MPI_IPC), not through MPI's messages */
 } cubert_mpi_info;
 
 /* Sends the bytes of `view` (on `client`'s device) and their taint to rank

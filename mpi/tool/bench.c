@@ -654,14 +654,15 @@ int cbt_bench(int argc, char **argv) {
            " B): cubert_handle_read %.2f us + cubert_handle_write %.2f us per transfer\n",
            "", x.sizes[0], frd, fwr);
   }
-  uint64_t mine[2] = {x.checked, x.wrong}, all[2] = {0, 0};
-  MPI_Reduce(mine, all, 2, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+  uint64_t mine[3] = {x.checked, x.wrong, cubert_mpi_shared_transfers()}, all[3] = {0, 0, 0};
+  MPI_Reduce(mine, all, 3, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
   if (cbt_rank == 0) {
     bool passed = all[1] == 0 && all[0] > 0;
     for (size_t k = 0; k < rows.n; k++) passed = passed && rows.v[k].validated == 1;
     rc = passed ? CB_CLI_OK : CB_CLI_FAILED;
     printf("\nvalidation: %s (%" PRIu64 " windows checked byte for byte, %" PRIu64 " wrong; every transfer's status)\n",
            passed ? "passed" : "FAILED", all[0], all[1]);
+    printf("through shared memory (CUBERT_MPI_IPC, ranks of one node): %" PRIu64 " sends and receives\n", all[2]);
     json_t *doc = cb_bench_json_head("cubert-mpi bench", di.backend);
     json_t *devs = json_array(), *base = json_object(), *notes = json_array(), *targets = json_array();
     for (int r = 0; r < cbt_nranks; r++)

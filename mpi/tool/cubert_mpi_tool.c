@@ -53,7 +53,10 @@ static void usage(FILE *f) {
              "  CUBERT_MPI_CHUNK      bytes per chunk of a transfer (default 4M; 64k, 1M... accepted)\n"
              "  CUBERT_FAULTS         also the rules at send and receive (its send/recv statements;\n"
              "                        rank= aims one at a rank)\n"
-             "  CUBERT_MPI_FAULTS     more rules at send and receive (docs/cluster.md)\n");
+             "  CUBERT_MPI_FAULTS     more rules at send and receive (docs/cluster.md)\n"
+             "  CUBERT_MPI_IPC        auto (default): ranks of one node move the bytes through shared\n"
+             "                        device memory (HIP IPC; shm on the host backend); off: through\n"
+             "                        MPI's messages\n");
 }
 
 int cbt_parse(const cb_cli_spec *spec, int argc, char **argv, int *first) {
@@ -266,6 +269,11 @@ int main(int argc, char **argv) {
     usage(stderr);
     return CB_CLI_USAGE;
   }
+  /* The campaign's exchanges model the wire path (the runtime's faults at
+   * the sender's reads and the receiver's writes): they go through MPI's
+   * messages even between ranks of one node. The shared-memory path is
+   * proven by tests/mpi/test_mpi_transfer.c. */
+  if (cmd->run == cbt_campaign) setenv("CUBERT_MPI_IPC", "off", 1);
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &cbt_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &cbt_nranks);

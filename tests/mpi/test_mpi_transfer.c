@@ -6,11 +6,17 @@
  * process per rank). Host backend, 2 simulated devices per rank (or
  * $CUBERT_MPI_TEST_BACKEND, see open_env). Chunks of
  * 64 KiB (CUBERT_MPI_CHUNK), so that views of a few hundred KiB cross in
- * several chunks and ranges straddle chunk boundaries. */
+ * several chunks and ranges straddle chunk boundaries.
+ *
+ * All ranks run on one node, so views that are not sent in the eager form
+ * cross through shared memory (mpi/ipc.c) unless CUBERT_MPI_IPC=off: ctest
+ * runs the suite both ways (test_mpi_transfer, test_mpi_transfer_wire), and
+ * test_ranks_of_one_node_share_memory asserts which path was taken. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include <check.h>
+#include <dirent.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +31,7 @@
 
 static int rank, partner;
 static bool sender;
+static bool shared; /* CUBERT_MPI_IPC is not off: transfers between these ranks go through shared memory */
 
 /* The backend: host (2 simulated devices per rank), or the one
  * $CUBERT_MPI_TEST_BACKEND names ("hip": ci/gpu-mpi.sh, ranks sharing a
@@ -601,6 +608,19 @@ START_TEST(test_bad_arguments_send_nothing) {
   cb_test_status(cubert_mpi_send(NULL, h, partner, 1, MPI_COMM_WORLD, NULL), CUBERT_ERR_INVALID_ARGUMENT);
   cb_test_status(cubert_mpi_recv(env.clients[0], NULL, partner, 1, MPI_COMM_WORLD, NULL), CUBERT_ERR_INVALID_ARGUMENT);
   cb_test_status(cubert_mpi_wait(NULL, NULL), CUBERT_ERR_INVALID_ARGUMENT);
+  /* a CUBERT_MPI_IPC that is neither auto nor off: refused, on every rank */
+  const char *was = getenv("CUBERT_MPI_IPC");
+  char *keep = was ? strdup(was) : NULL;
+  setenv("CUBERT_MPI_IPC", "maybe", 1);
+  MPI_Comm comm;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  cb_test_status(cubert_mpi_init(comm), CUBERT_ERR_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(cubert_last_error_message(), "CUBERT_MPI_IPC=maybe") != NULL, "%s",
+                cubert_last_error_message());
+  MPI_Comm_free(&comm);
+  if (keep) setenv("CUBERT_MPI_IPC", keep, 1);
+  else unsetenv("CUBERT_MPI_IPC");
+  free(keep);
   if (sender) {
     char junk[10] = "not cubert";
     MPI_Send(junk, sizeof junk, MPI_CHAR, partner, 11, MPI_COMM_WORLD);
@@ -616,6 +636,82 @@ START_TEST(test_bad_arguments_send_nothing) {
   done();
 }
 END_TEST
+
+/* The path between ranks of one node: through shared memory unless
+ * CUBERT_MPI_IPC=off. Buffers are reused, grown (1 MiB, then 4 MiB) and,
+ * with 4 sends waiting, the fifth goes through MPI; every byte lands. On
+ * communicators of the test's own, whose buffers start empty (the second
+ * one's all free when its five sends start). */
+START_TEST(test_ranks_of_one_node_share_memory) {
+  SKIP_IF_BROKEN();
+  cb_test_env env;
+  open_env(&env);
+  MPI_Comm comm;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  cb_test_ok(cubert_mpi_init(comm));
+  cubert_mpi_info info;
+  const uint64_t sizes[3] = {N, N, 3u << 20};
+  uint64_t before = cubert_mpi_shared_transfers();
+  for (int i = 0; i < 3; i++) {
+    cubert_handle *h = NULL;
+    if (sender) {
+      h = pattern_handle(&env, 80 + (uint64_t)i, sizes[i]);
+      cb_test_ok(cubert_mpi_send(env.clients[0], h, partner, 13, comm, &info));
+    } else {
+      cb_test_ok(cubert_handle_empty(env.clients[0], sizes[i], &h));
+      cb_test_ok(cubert_mpi_recv(env.clients[0], h, partner, 13, comm, &info));
+      expect_good(&env, h, 0, sizes[i], 80 + (uint64_t)i);
+    }
+    ck_assert_msg(info.shared_memory == shared, "transfer %d: shared_memory %d, expected %d", i,
+                  (int)info.shared_memory, (int)shared);
+    ck_assert_uint_eq(info.bytes, sizes[i]);
+    cubert_handle_release(h);
+  }
+  ck_assert_uint_eq(cubert_mpi_shared_transfers(), before + (shared ? 3 : 0));
+  cb_test_ok(cubert_mpi_finalize(comm));
+  MPI_Comm_free(&comm);
+  /* five sends before the receiver takes any: four buffers, then MPI */
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  cb_test_ok(cubert_mpi_init(comm));
+  cubert_handle *v[5] = {NULL};
+  cubert_mpi_request *rq[5] = {NULL};
+  for (int i = 0; i < 5; i++) {
+    if (sender) {
+      v[i] = pattern_handle(&env, 90 + (uint64_t)i, N);
+      cb_test_ok(cubert_mpi_isend(env.clients[0], v[i], partner, 14, comm, &rq[i]));
+      cb_test_ok(cubert_mpi_wait(rq[i], &info));
+      ck_assert_msg(info.shared_memory == (shared && i < 4), "send %d: shared_memory %d", i, (int)info.shared_memory);
+    }
+  }
+  barrier();
+  for (int i = 0; i < 5 && !sender; i++) {
+    cb_test_ok(cubert_handle_empty(env.clients[0], N, &v[i]));
+    cb_test_ok(cubert_mpi_recv(env.clients[0], v[i], partner, 14, comm, &info));
+    ck_assert_msg(info.shared_memory == (shared && i < 4), "receive %d: shared_memory %d", i, (int)info.shared_memory);
+    expect_good(&env, v[i], 0, N, 90 + (uint64_t)i);
+  }
+  for (int i = 0; i < 5; i++) cubert_handle_release(v[i]);
+  cb_test_close(&env);
+  cb_test_ok(cubert_mpi_finalize(comm));
+  MPI_Comm_free(&comm);
+  done();
+}
+END_TEST
+
+/* Segments this process made that are still in /dev/shm (cubert.<pid>.*). */
+static int leftover_segments(void) {
+  char prefix[64];
+  snprintf(prefix, sizeof prefix, "cubert.%ld.", (long)getpid());
+  DIR *d = opendir("/dev/shm");
+  int n = 0;
+  for (struct dirent *e; d && (e = readdir(d));)
+    if (!strncmp(e->d_name, prefix, strlen(prefix))) {
+      fprintf(stderr, "rank %d: /dev/shm/%s left behind\n", rank, e->d_name);
+      n++;
+    }
+  if (d) closedir(d);
+  return n;
+}
 
 static TCase *add_case(Suite *s, const char *name) {
   TCase *tc = tcase_create(name);
@@ -643,6 +739,8 @@ int main(int argc, char **argv) {
   }
   partner = rank ^ 1;
   sender = rank % 2 == 0;
+  const char *ipc = getenv("CUBERT_MPI_IPC");
+  shared = !(ipc && (!strcmp(ipc, "off") || !strcmp(ipc, "0")));
   setenv("CK_FORK", "no", 1);
   setenv("CUBERT_MPI_CHUNK", "65536", 1);
   if (cubert_mpi_init(MPI_COMM_WORLD) != CUBERT_OK || cubert_mpi_init(MPI_COMM_WORLD) != CUBERT_OK) {
@@ -658,6 +756,7 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, test_fully_tainted_view_carries_senders_cause);
   tcase_add_test(tc, test_nonblocking_both_ways);
   tcase_add_test(tc, test_small_views_cross_in_one_message);
+  tcase_add_test(tc, test_ranks_of_one_node_share_memory);
   tc = add_case(s, "faults");
   tcase_add_test(tc, test_injected_send_failure_taints_receiver);
   tcase_add_test(tc, test_injected_partial_send_taints_the_rest);
@@ -679,6 +778,9 @@ int main(int argc, char **argv) {
   int all = 0;
   MPI_Allreduce(&rc, &all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   cubert_mpi_finalize(MPI_COMM_WORLD);
+  /* every segment of the transfers is gone, this rank's runtimes and
+   * cubert_mpi being finished */
+  if (leftover_segments()) all = 1;
   MPI_Finalize();
   return all;
 }
