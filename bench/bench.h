@@ -292,9 +292,11 @@ cubert_status cb_bench_raw_staged(cb_bench_raw *raw, int src_dev, uint64_t src, 
 cubert_status cb_bench_raw_chase(cb_bench_raw *raw, int exec, uint64_t next, uint64_t state,
                                  uint64_t steps, double *ms);
 /* `count` launches of the empty kernel with `nbuffers` (0, 4, 16) buffer
- * arguments, then one sync; host-timed ns per launch. */
+ * arguments, then one sync; host-timed ns per launch, and (enqueue_ns, may
+ * be NULL) of the launches alone, before the sync. */
 cubert_status cb_bench_raw_launch_loop(cb_bench_raw *raw, int dev, int nbuffers,
-                                       const uint64_t *buffers, uint32_t count, double *ns);
+                                       const uint64_t *buffers, uint32_t count, double *ns,
+                                       double *enqueue_ns);
 /* `count` allocations of `size` each freed at once (hipMalloc+hipFree,
  * malloc+free); host-timed ns per pair. */
 cubert_status cb_bench_raw_alloc_loop(cb_bench_raw *raw, int dev, uint64_t size, uint32_t count,

@@ -243,8 +243,9 @@ cubert_status cb_bench_raw_chase(cb_bench_raw *r, int exec, uint64_t next, uint6
 }
 
 cubert_status cb_bench_raw_launch_loop(cb_bench_raw *r, int dev, int nbuffers,
-                                       const uint64_t *buffers, uint32_t count, double *ns) {
-  if (!r->host) return hip(r, cb_hip_raw_launch_loop(r->hip, dev, nbuffers, buffers, count, ns));
+                                       const uint64_t *buffers, uint32_t count, double *ns,
+                                       double *enqueue_ns) {
+  if (!r->host) return hip(r, cb_hip_raw_launch_loop(r->hip, dev, nbuffers, buffers, count, ns, enqueue_ns));
   cb_bench_kernel_id id = nbuffers == 0 ? CB_BENCH_EMPTY0 : nbuffers == 4 ? CB_BENCH_EMPTY4 : CB_BENCH_EMPTY16;
   cubert_host_fn fn = cb_bench_kernel_host_fn(id);
   void *args[16];
@@ -261,6 +262,7 @@ cubert_status cb_bench_raw_launch_loop(cb_bench_raw *r, int dev, int nbuffers,
     if (st) return fail(r, st, "raw host: empty kernel: %s", msg);
   }
   *ns = (cb_bench_now() - t0) * 1e9 / (count ? count : 1);
+  if (enqueue_ns) *enqueue_ns = *ns; /* direct calls: nothing to wait for */
   return CUBERT_OK;
 }
 

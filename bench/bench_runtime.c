@@ -23,6 +23,11 @@
  *             100k, 10k with --quick, of 256 B each): alloc+free of 256 B,
  *             a launch binding 4 of them, and a 256-byte read of one;
  *             baseline: the same with one live allocation
+ *   small     where the time of small transfers goes: a 4-byte write, 4-byte
+ *             and 4 KiB reads (host clock per call) against raw
+ *             hipMemcpyAsync from/to pageable memory, and the same calls of
+ *             0 bytes, which run the runtime's whole path but no backend
+ *             call: the runtime's own share
  *   faultinj  the default runtime (fault layer present, no rule) against one
  *             created with no_faultinj = true; baseline: no fault layer
  * Every figure is ns per operation (host clock over a batch; launches
@@ -65,6 +70,11 @@ typedef struct rctx {
   size_t grow_msg[4];
   double unsynced_mean[5]; /* mean ns per failed call over the window before each point */
   double alloc_curve[3][5]; /* the allocs section: alloc+free, launch, read (ns) per live count */
+  double enq_ns;            /* the last launch batch's host time per launch before its sync */
+  double launch_enq[3][2];  /* launch-0/4/16buf: that time, median, cubert and raw */
+  /* the small section, ns per call: write 4 B, read 4 B, read 4 KiB; cubert,
+   * raw, and cubert with 0 bytes (no backend call) */
+  double small[3][3];
 } rctx;
 
 static const uint32_t unsynced_points[5] = {1, 1000, 65536, 131072, 1000000};
@@ -105,7 +115,6 @@ typedef struct launch_arg {
 } launch_arg;
 
 static cubert_status cubert_launch_batch(rctx *c, const void *p, uint32_t count, double *ns) {
-  (void)c;
   const launch_arg *a = p;
   cubert_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0};
   double t0 = cb_bench_now();
@@ -114,6 +123,7 @@ static cubert_status cubert_launch_batch(rctx *c, const void *p, uint32_t count,
     if (!st) st = cubert_launch(a->client, a->kernel, &cfg, a->args, a->nargs);
     if (st) return st;
   }
+  c->enq_ns = (cb_bench_now() - t0) * 1e9 / count;
   cubert_status st = a->nstreams ? cubert_sync_device(a->client) : cubert_sync(a->client);
   *ns = (cb_bench_now() - t0) * 1e9 / count;
   return st;
@@ -145,7 +155,7 @@ typedef struct raw_launch_arg {
 
 static cubert_status raw_launch_batch(rctx *c, const void *p, uint32_t count, double *ns) {
   const raw_launch_arg *a = p;
-  return cb_bench_raw_launch_loop(c->raw, c->raw_dev, a->nbuffers, a->buffers, count, ns);
+  return cb_bench_raw_launch_loop(c->raw, c->raw_dev, a->nbuffers, a->buffers, count, ns, &c->enq_ns);
 }
 
 static cubert_status raw_alloc_batch(rctx *c, const void *p, uint32_t count, double *ns) {
@@ -180,6 +190,19 @@ static cubert_status series_row(rctx *c, batch_fn fn, const void *arg, uint32_t 
   if (!st) cb_bench_row_set(row, raw, v, c->o.reps);
   free(v);
   return st;
+}
+
+/* The median over --reps batches of `count` of a launch batch's host time
+ * per launch before its sync (c->enq_ns); 0 when a batch failed. */
+static double enqueue_median(rctx *c, batch_fn fn, const void *arg, uint32_t count) {
+  double v[64];
+  int n = c->o.reps < 64 ? c->o.reps : 64;
+  for (int i = 0; i < n; i++) {
+    double ns;
+    if (fn(c, arg, count, &ns)) return 0;
+    v[i] = c->enq_ns;
+  }
+  return n ? cb_bench_stats_of(v, n).median : 0;
 }
 
 static cb_bench_row *new_row(rctx *c, const char *section, const char *test, uint64_t size) {
@@ -301,6 +324,16 @@ static void bench_launch(rctx *c) {
       /* the same kernel, the same count, so the one sync weighs the same */
       raw_launch_arg ra = {nb[k], raw_buf};
       run_raw(c, r, raw_launch_batch, &ra, &count);
+      /* where the difference is: the host's time in the calls, before the
+       * sync (the GPU runs empty kernels; the calls are what differ) */
+      if (r->have_raw && (cb_bench_kernel(ids[k], &kernel) == CUBERT_OK)) {
+        a.kernel = kernel;
+        c->launch_enq[k][0] = enqueue_median(c, cubert_launch_batch, &a, count);
+        c->launch_enq[k][1] = enqueue_median(c, raw_launch_batch, &ra, count);
+        cubert_kernel_release(kernel);
+        snprintf(r->note, sizeof r->note, "host time per launch before the sync: cubert %.0f ns, raw %.0f ns (%+.0f)",
+                 c->launch_enq[k][0], c->launch_enq[k][1], c->launch_enq[k][0] - c->launch_enq[k][1]);
+      }
     } else if (!r->note[0]) {
       snprintf(r->note, sizeof r->note, "no raw baseline");
     }
@@ -315,6 +348,120 @@ out:
     cubert_handle_release(h[i]);
     if (raw_buf[i]) cb_bench_raw_free(c->raw, c->raw_dev, raw_buf[i]);
   }
+}
+
+/* ------------------------------------------------------------ small transfers */
+
+typedef struct small_arg {
+  cubert_client *client;
+  cubert_handle *view;
+  bool write;
+  void *buf;
+  uint64_t size;
+} small_arg;
+
+/* Calls of 0 bytes reach no backend, so no progress passes their records:
+ * a sync every 128 calls, not timed, keeps as few pending as the sized
+ * calls leave (the device reaps every 256 records). */
+static cubert_status cubert_small_batch(rctx *c, const void *p, uint32_t count, double *ns) {
+  (void)c;
+  const small_arg *a = p;
+  double t = 0;
+  for (uint32_t k = 0; k < count;) {
+    uint32_t n = a->size ? count : (count - k < 128 ? count - k : 128);
+    double t0 = cb_bench_now();
+    for (uint32_t j = 0; j < n; j++, k++) {
+      cubert_status st = a->write ? cubert_handle_write(a->client, a->view, a->buf, a->size)
+                                  : cubert_handle_read(a->client, a->view, a->buf, a->size);
+      if (st) return st;
+    }
+    t += cb_bench_now() - t0;
+    if (!a->size) {
+      cubert_status st = cubert_sync(a->client);
+      if (st) return st;
+    }
+  }
+  *ns = t * 1e9 / count;
+  return CUBERT_OK;
+}
+
+/* Raw: `count` hipMemcpyAsync (memcpy on the host backend) queued back to
+ * back, host clock over the calls: from pageable memory a call returns once
+ * the source is consumed, to pageable memory once the copy landed. */
+static cubert_status raw_small_batch(rctx *c, const void *p, uint32_t count, double *ns) {
+  const cb_bench_xfer *x = p;
+  double ms = 0, enq_ms = 0;
+  cubert_status st = cb_bench_raw_run(c->raw, x, 1, count, 0, &ms, &enq_ms);
+  *ns = enq_ms * 1e6 / count;
+  return st;
+}
+
+/* Where a small transfer's time goes: cubert's call against raw's, and the
+ * same call of 0 bytes: the runtime's whole path (checks, the ledger, the
+ * work record, ordering, the lock, the reap after a read) without the
+ * backend call. The difference to raw less that is the backend's own. */
+static void bench_small(rctx *c) {
+  static const char *const tests[3] = {"write", "read", "read"};
+  static const uint64_t sizes[3] = {4, 4, 4096};
+  cubert_handle *h = NULL, *empty = NULL, *view[3] = {NULL, NULL, NULL};
+  uint64_t raw_buf = 0;
+  unsigned char *buf = calloc(1, 4096);
+  cubert_status st = buf ? cubert_handle_empty(c->client, 4096, &h) : CUBERT_ERR_OUT_OF_MEMORY;
+  uint32_t zero = 0;
+  if (!st) st = cubert_handle_fill(c->client, h, &zero, 4);
+  if (!st) st = cubert_sync(c->client);
+  if (!st) st = cubert_handle_slice(h, 0, 4096, &empty);
+  for (int i = 0; i < 3 && !st; i++) st = cubert_handle_slice(h, 0, 4096 - sizes[i], &view[i]);
+  if (st) {
+    note(c, "small: buffers: %s", cubert_last_error_message());
+    c->errors++;
+    goto out;
+  }
+  bool raw_ok = c->raw && cb_bench_raw_alloc(c->raw, c->raw_dev, 4096, &raw_buf) == CUBERT_OK;
+  for (int i = 0; i < 3; i++) {
+    char sz[32], what[64];
+    snprintf(what, sizeof what, "small %s %s", tests[i], cb_bench_size_name(sizes[i], sz, sizeof sz));
+    progress(c, what);
+    cb_bench_row *r = new_row(c, "small", tests[i], sizes[i]);
+    if (!r) break;
+    small_arg a = {c->client, view[i], i == 0, buf, sizes[i]};
+    uint32_t count = 0;
+    if (!run_cubert(c, r, cubert_small_batch, &a, &count)) continue;
+    c->small[i][0] = r->cubert.median;
+    if (raw_ok) {
+      cb_bench_xfer x = {i == 0 ? CB_RAW_H2D : CB_RAW_D2H, c->raw_dev, i == 0 ? -1 : c->raw_dev, i == 0 ? c->raw_dev : -1,
+                         i == 0 ? (uint64_t)(uintptr_t)buf : raw_buf, i == 0 ? raw_buf : (uint64_t)(uintptr_t)buf,
+                         sizes[i], 0, 0};
+      run_raw(c, r, raw_small_batch, &x, &count);
+      if (r->have_raw) c->small[i][1] = r->raw.median;
+    } else {
+      snprintf(r->note, sizeof r->note, "no raw baseline");
+    }
+    /* the same call of 0 bytes: the runtime's path, no backend call */
+    cb_bench_row *z = new_row(c, "small", tests[i], 0);
+    if (!z) break;
+    small_arg za = {c->client, empty, i == 0, buf, 0};
+    uint32_t zcount = count;
+    if (!run_cubert(c, z, cubert_small_batch, &za, &zcount)) continue;
+    c->small[i][2] = z->cubert.median;
+    snprintf(z->note, sizeof z->note, "0 bytes: the runtime's path without the backend call (beside %s of %s)", tests[i],
+             cb_bench_size_name(sizes[i], sz, sizeof sz));
+    r->validated = z->validated = 1;
+    check(c, true, "small");
+  }
+  /* the bytes went through: a read of what was written */
+  if (view[0] && view[1]) {
+    uint32_t w = 0x5eed1234u, got = 0;
+    bool ok = cubert_handle_write(c->client, view[0], &w, 4) == CUBERT_OK &&
+              cubert_handle_read(c->client, view[1], &got, 4) == CUBERT_OK && got == w;
+    check(c, ok, "small: a 4-byte write read back");
+  }
+  if (raw_buf) cb_bench_raw_free(c->raw, c->raw_dev, raw_buf);
+out:
+  for (int i = 0; i < 3; i++) cubert_handle_release(view[i]);
+  cubert_handle_release(empty);
+  cubert_handle_release(h);
+  free(buf);
 }
 
 /* Fails launches of cb_bench_taint writing `count` slices of `h`, every
@@ -988,6 +1135,22 @@ static void targets(const rctx *c, json_t *list) {
   target(list, "pool alloc+free, times faster than the baseline", worst_speedup, 200, true, d1);
   target(list, "pool alloc+free 256 B to 1 MiB, ns per pair", worst_pair, 150, false, d4);
   target(list, "launch path, cubert / raw", worst_launch, 1.10, false, d2);
+  /* why: the host's time in the calls (before the sync), per launch */
+  static const int nbs[3] = {0, 4, 16};
+  for (int k = 0; k < 3; k++)
+    if (c->launch_enq[k][0] > 0 && c->launch_enq[k][1] > 0)
+      printf("    launch-%dbuf before the sync: cubert %.0f ns, raw %.0f ns per launch (%+.0f ns in the calls)\n", nbs[k],
+             c->launch_enq[k][0], c->launch_enq[k][1], c->launch_enq[k][0] - c->launch_enq[k][1]);
+  /* small transfers (their targets are `bench peer`'s lat-h2d, lat-d2h
+   * and d2h rows): where a call's time goes */
+  static const char *const small_names[3] = {"4-byte write", "4-byte read", "4 KiB read"};
+  for (int i = 0; i < 3; i++) {
+    const double *m = c->small[i];
+    if (m[0] <= 0 || m[1] <= 0 || m[2] <= 0) continue;
+    printf("  %s, host clock per call: cubert %.0f ns, raw %.0f ns (%+.0f ns); of it the runtime alone (0 bytes, no "
+           "backend call) %.0f ns, the layers below it (fault layer, backend) beyond raw's call %+.0f ns\n",
+           small_names[i], m[0], m[1], m[0] - m[1], m[2], m[0] - m[1] - m[2]);
+  }
   target(list, "fault layer with no rule / none (launch-4buf)", fault, 1.02, false, "");
   /* issue 15 item 7: the growth section, 1M ranges against 1k (100k with
    * --quick); on the host backend the ledger's own cost is the same code */
@@ -1031,7 +1194,9 @@ static void usage(FILE *out) {
           "launch path against hipModuleLaunchKernel (the host function on the host), the\n"
           "ledger with 1 and 1000 tainted ranges against a clean one, how cost grows with\n"
           "tainted ranges, unsynced failures, streams and live allocations (1 to 100k:\n"
-          "alloc+free, a clean launch, a read), the fault layer with no rule against none.\n"
+          "alloc+free, a clean launch, a read), small writes and reads against\n"
+          "hipMemcpyAsync with the runtime's own share (the same calls of 0 bytes), the\n"
+          "fault layer with no rule against none.\n"
           "\n"
           "  --reps N         timed batches per figure (default 5)\n"
           "  --warmup N       untimed batches first (default 1)\n"
@@ -1055,7 +1220,7 @@ static int run(rctx *c) {
   if (c->dev < 0) return 1;
   c->raw_dev = c->info.backend_index;
   c->batch_s = c->o.quick ? 0.005 : 0.02;
-  c->steps = 6 + 3 + 3 + 4 + 2 + 4 + 1 + 1 + (c->o.quick ? 4 : 5);
+  c->steps = 6 + 3 + 3 + 3 + 4 + 2 + 4 + 1 + 1 + (c->o.quick ? 4 : 5);
   printf("cubert bench runtime: device %d (%s, backend %s)\nbaseline: %s\n", c->dev, c->info.name, c->info.backend,
          c->raw ? cb_bench_raw_describe(c->raw) : "none");
   printf("%d warm-up + %d timed batches per figure, ~%.0f ms each; ns per operation, median\n", c->o.warmup,
@@ -1063,6 +1228,7 @@ static int run(rctx *c) {
 
   bench_alloc(c);
   bench_launch(c);
+  bench_small(c);
   bench_ledger(c);
   bench_growth(c);
   bench_strided(c);

@@ -72,7 +72,8 @@ cubert_status cb_hip_raw_chase(cb_hip_raw *raw, int exec, uint64_t next, uint64_
   return CUBERT_ERR_UNSUPPORTED;
 }
 cubert_status cb_hip_raw_launch_loop(cb_hip_raw *raw, int dev, int nbuffers,
-                                     const uint64_t *buffers, uint32_t count, double *ns) {
+                                     const uint64_t *buffers, uint32_t count, double *ns,
+                                     double *enqueue_ns) {
   return CUBERT_ERR_UNSUPPORTED;
 }
 cubert_status cb_hip_raw_alloc_loop(cb_hip_raw *raw, int dev, uint64_t size, uint32_t count,

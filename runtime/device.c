@@ -28,21 +28,28 @@ static void alloc_free(cb_alloc *a) {
     if (dev->free_slots) dev->free_slots[dev->nfree++] = a->slot;
   }
   if (!a->orphan && dev->nspare < CB_SPARE_ALLOCS && !atomic_load(&dev->gone)) {
-    a->next_grave = dev->spare; /* under dev->lock: kept for alloc_new (memory.c) */
+    a->next_grave = dev->spare; /* under dev->lock: kept for alloc_new (memory.c), with its device reference */
     dev->spare = a;
     dev->nspare++;
   } else {
     cb_free(a);
+    cb_device_unref(dev); /* never the last while the runtime lives */
   }
-  cb_device_unref(dev); /* never the last while the runtime lives */
 }
 
 cb_alloc *cb_alloc_record(cb_device *dev) {
   cb_alloc *a = dev->spare;
-  if (!a) return cb_calloc(1, sizeof *a);
+  if (!a) {
+    if ((a = cb_calloc(1, sizeof *a))) {
+      a->dev = dev;
+      cb_device_ref(dev); /* dropped when the record is freed (alloc_free) */
+    }
+    return a;
+  }
   dev->spare = a->next_grave;
   dev->nspare--;
   memset(a, 0, sizeof *a);
+  a->dev = dev; /* the reference it kept */
   return a;
 }
 
@@ -240,6 +247,7 @@ void cb_device_free(cb_device *dev) {
     cb_alloc *a = dev->spare;
     dev->spare = a->next_grave;
     cb_free(a);
+    cb_device_unref(dev); /* its reference; the runtime's is dropped last */
   }
   dev->nspare = 0;
   pthread_mutex_unlock(&dev->lock);

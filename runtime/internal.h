@@ -228,6 +228,11 @@ struct cb_alloc {
   bool host;   /* the ledger of a host buffer (host_buffer.c), not device
                   memory: `dev` is the device it was placed near, `shared`
                   its own cell; never in a slot, never ordered by streams */
+  /* bindings of pending work records of its own device (work.c), under
+   * that device's lock: together they hold one CB_BINDING_ONE reference,
+   * taken by the first and dropped by the last, so binding memory again
+   * and again costs no atomic operation each time */
+  uint64_t local_binds;
 };
 
 struct cubert_handle {
@@ -261,6 +266,7 @@ struct cubert_kernel {
   cubert_host_fn host_fn;
   uint64_t source_hash;
   bool has_write; /* some parameter writes */
+  uint32_t ntensors; /* tensor parameters (a launch's slots for them) */
   atomic_bool cached; /* some device's module cache has had it (module.c) */
 };
 
@@ -291,6 +297,7 @@ typedef struct cb_wbind {
 /* Work enqueued and not yet known complete: what an asynchronous failure is
  * attributed to, and what keeps the memory it uses alive. */
 typedef struct cb_work {
+  cb_device *dev; /* whose lock guards the record */
   uint64_t work;
   uint32_t stream;
   bool failed; /* settled as failed at enqueue (or skipped) */
@@ -347,9 +354,11 @@ struct cb_device {
    * lock-free stack */
   cb_alloc *_Atomic grave;
   /* freed records kept for the next allocation (cb_alloc_record), linked by
-   * next_grave; under `lock` */
+   * next_grave; under `lock`. Each keeps the device reference it had, so
+   * reusing one takes none (no atomic operation) */
   cb_alloc *spare;
   uint32_t nspare;
+  uint32_t next_gen; /* the generation the next allocation gets (a slot's only grows); under `lock` */
   /* streams, by id - 1 */
   cb_stream **streams;
   uint32_t nstreams, capstreams;
@@ -431,8 +440,9 @@ void cb_alloc_ref(cb_alloc *a, uint64_t what);
  * NULL: memory of another device is left in its graveyard for its next
  * locked call rather than taking a second device lock. */
 void cb_alloc_unref(cb_alloc *a, uint64_t what, cb_device *held);
-/* A zeroed allocation record: a spare one of the device's, else a new one
- * (NULL: out of host memory). Caller holds dev->lock. */
+/* A zeroed allocation record of `dev` (a->dev set) holding a device
+ * reference: a spare one of the device's (which kept its reference), else a
+ * new one (NULL: out of host memory). Caller holds dev->lock. */
 #define CB_SPARE_ALLOCS 64
 cb_alloc *cb_alloc_record(cb_device *dev);
 /* Frees allocations in the graveyard; caller holds dev->lock. */

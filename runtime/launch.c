@@ -107,10 +107,42 @@ static cubert_status resolve_tensor(cb_errb *eb, const cubert_kernel *k, uint32_
   return CUBERT_OK;
 }
 
+/* The arguments of one launch, resolved: the memory each binds (res), the
+ * tensors' footprints and descriptors, and what the backend is handed
+ * (bargs); on the stack for up to 16 arguments and 2 tensors. */
+typedef struct launch_args {
+  resolved *res;
+  cubert_backend_arg *bargs;
+  tensor_arg *tensors;
+  uint32_t nbound, npeer; /* arguments binding memory; peer ones among them */
+  resolved res_stack[16];
+  cubert_backend_arg bargs_stack[16];
+  tensor_arg tensors_stack[2];
+} launch_args;
+
+static cubert_status launch_args_init(cb_errb *eb, launch_args *la, const cubert_kernel *k, uint32_t nargs) {
+  uint32_t nt = k->ntensors;
+  la->nbound = la->npeer = 0;
+  la->res = nargs <= 16 ? la->res_stack : cb_calloc(nargs, sizeof *la->res);
+  la->bargs = nargs <= 16 ? la->bargs_stack : cb_calloc(nargs, sizeof *la->bargs);
+  la->tensors = nt <= 2 ? la->tensors_stack : cb_calloc(nt, sizeof *la->tensors);
+  if (!la->res || !la->bargs || !la->tensors) return cb_errb_set(eb, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+  return CUBERT_OK; /* check_args sets every slot of res it reaches */
+}
+
+static void launch_args_free(launch_args *la) {
+  if (la->res != la->res_stack) cb_free(la->res);
+  if (la->bargs != la->bargs_stack) cb_free(la->bargs);
+  if (la->tensors != la->tensors_stack) cb_free(la->tensors);
+}
+
 /* Checks each argument against its parameter and the device; no lock.
- * Tensors take the slots of `tensors` in order. */
+ * Tensors take the slots of `la->tensors` in order; la->nbound and
+ * la->npeer count the arguments that bind memory and the peer ones. */
 static cubert_status check_args(cb_errb *eb, const cb_device *dev, const cubert_kernel *k, const cubert_arg *args,
-                                uint32_t nargs, resolved *res, tensor_arg *tensors) {
+                                uint32_t nargs, launch_args *la) {
+  resolved *res = la->res;
+  tensor_arg *tensors = la->tensors;
   if (nargs != k->nparams)
     return cb_errb_set(eb, CUBERT_ERR_LAUNCH_CONFIG, "kernel `%s` takes %u argument%s, the launch gives %u", k->name,
                    k->nparams, k->nparams == 1 ? "" : "s", nargs);
@@ -121,6 +153,8 @@ static cubert_status check_args(cb_errb *eb, const cb_device *dev, const cubert_
       return cb_errb_set(eb, CUBERT_ERR_LAUNCH_CONFIG, "argument %u (`%s`) of `%s` must be %s, the launch gives %s", i,
                      p->name, k->name, kind_name(p->kind), kind_name(a->kind));
     if (p->kind == CUBERT_PARAM_SCALAR) {
+      res[i].alloc = NULL;
+      res[i].peer = false;
       if (!a->scalar)
         return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT, "argument %u (`%s`) of `%s`: scalar value is NULL", i,
                        p->name, k->name);
@@ -134,6 +168,7 @@ static cubert_status check_args(cb_errb *eb, const cb_device *dev, const cubert_
                      k->name);
     cb_alloc *al = a->handle->alloc;
     res[i] = (resolved){al, a->handle->start, a->handle->end, false, NULL};
+    la->nbound++;
     if (p->kind == CUBERT_PARAM_TENSOR) {
       res[i].t = tensors++;
       cubert_status st = resolve_tensor(eb, k, i, a, res[i].t);
@@ -165,6 +200,7 @@ static cubert_status check_args(cb_errb *eb, const cb_device *dev, const cubert_
                      "names (%llu)",
                      i, p->name, k->name, (unsigned long long)sh->memory_id, (unsigned long long)al->id);
     res[i].peer = true;
+    la->npeer++;
   }
   return CUBERT_OK;
 }
@@ -186,35 +222,6 @@ static cubert_status launch_failed(cb_errb *eb, cb_device *dev, cb_work *w, cb_s
     cubert_failure_release(f);
   }
   return st;
-}
-
-/* The arguments of one launch, resolved: the memory each binds (res), the
- * tensors' footprints and descriptors, and what the backend is handed
- * (bargs); on the stack for up to 16 arguments and 2 tensors. */
-typedef struct launch_args {
-  resolved *res;
-  cubert_backend_arg *bargs;
-  tensor_arg *tensors;
-  resolved res_stack[16];
-  cubert_backend_arg bargs_stack[16];
-  tensor_arg tensors_stack[2];
-} launch_args;
-
-static cubert_status launch_args_init(cb_errb *eb, launch_args *la, const cubert_kernel *k, uint32_t nargs) {
-  uint32_t nt = 0;
-  for (uint32_t i = 0; i < nargs && i < k->nparams; i++) nt += k->params[i].kind == CUBERT_PARAM_TENSOR;
-  la->res = nargs <= 16 ? la->res_stack : cb_calloc(nargs, sizeof *la->res);
-  la->bargs = nargs <= 16 ? la->bargs_stack : cb_calloc(nargs, sizeof *la->bargs);
-  la->tensors = nt <= 2 ? la->tensors_stack : cb_calloc(nt, sizeof *la->tensors);
-  if (!la->res || !la->bargs || !la->tensors) return cb_errb_set(eb, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
-  memset(la->res, 0, nargs * sizeof *la->res);
-  return CUBERT_OK;
-}
-
-static void launch_args_free(launch_args *la) {
-  if (la->res != la->res_stack) cb_free(la->res);
-  if (la->bargs != la->bargs_stack) cb_free(la->bargs);
-  if (la->tensors != la->tensors_stack) cb_free(la->tensors);
 }
 
 static cubert_status check_call(cb_errb *eb, const cubert_client *c, const cubert_kernel *k,
@@ -246,39 +253,37 @@ static cubert_status check_peer_access(cb_errb *eb, const cb_device *dev, const 
   return CUBERT_OK;
 }
 
-/* The launch's work record, its buffers bound; NULL for want of memory. */
+/* The launch's work record, its `nb` buffers bound; NULL for want of
+ * memory. *clean: every input is local, unshared memory with an empty
+ * ledger (read under the device lock that guards it), so no input can be
+ * tainted: one load each, in the same pass. */
 static cb_work *begin_work(cb_device *dev, cb_stream *s, const cubert_kernel *k, const resolved *res,
-                           uint32_t nargs) {
-  uint32_t nb = 0;
-  for (uint32_t i = 0; i < nargs; i++) nb += res[i].alloc != NULL;
+                           uint32_t nargs, uint32_t nb, bool *clean) {
   cb_work *w = cb_work_begin(dev, s, "launch", (cubert_kernel *)k, nb);
   if (!w) return NULL;
+  bool c = true;
   for (uint32_t i = 0, j = 0; i < nargs; i++) {
-    if (!res[i].alloc) continue;
+    const resolved *r = &res[i];
+    if (!r->alloc) continue;
+    const cubert_param *p = &k->params[i];
     /* a tensor binds its footprint; wanting memory for that, the handle's
      * view around it (more taint on failure, never less) */
-    if (!res[i].t || !cb_work_bind_pattern(w, j, res[i].alloc, &res[i].t->pat, k->params[i].access,
-                                           k->params[i].name))
-      cb_work_bind(w, j, res[i].alloc, res[i].start, res[i].end, k->params[i].access, k->params[i].name);
+    if (!r->t || !cb_work_bind_pattern(w, j, r->alloc, &r->t->pat, p->access, p->name))
+      cb_work_bind(w, j, r->alloc, r->start, r->end, p->access, p->name);
+    if (c && (p->access & CUBERT_ACCESS_READ))
+      c = !r->peer && !atomic_load_explicit(&r->alloc->shared, memory_order_relaxed) && r->alloc->ledger.n == 0;
     j++;
   }
+  *clean = c;
   return w;
 }
 
-/* Inputs: a kernel with a tainted input is not run; its outputs get a child
- * failure (runtime/taint.c) and the result is CUBERT_ERR_TAINTED naming the
- * input. CUBERT_OK: no input is tainted, the launch goes on. */
+/* Inputs, for a launch begin_work did not find clean: a kernel with a
+ * tainted input is not run; its outputs get a child failure
+ * (runtime/taint.c) and the result is CUBERT_ERR_TAINTED naming the input.
+ * CUBERT_OK: no input is tainted, the launch goes on. */
 static cubert_status skip_if_tainted(cb_errb *eb, cb_device *dev, cb_work *w, const cubert_kernel *k, const resolved *res,
                                      uint32_t nargs) {
-  /* A clean launch: every input is local, unshared memory with an empty
-   * ledger (read under the device lock that guards it): one load each, no
-   * error builder. */
-  bool clean = true;
-  for (uint32_t i = 0; i < nargs && clean; i++)
-    if (res[i].alloc && (k->params[i].access & CUBERT_ACCESS_READ))
-      clean = !res[i].peer && !atomic_load_explicit(&res[i].alloc->shared, memory_order_relaxed) &&
-              res[i].alloc->ledger.n == 0;
-  if (clean) return CUBERT_OK;
   cb_errb in;
   cb_errb_init(&in, CUBERT_ERR_TAINTED);
   const cubert_failure *first = NULL;
@@ -316,43 +321,41 @@ static cubert_status skip_if_tainted(cb_errb *eb, cb_device *dev, cb_work *w, co
 
 /* Order first: a failed launch still counts as its outputs' last writer
  * (launch_failed), which is only true once this stream waits for the
- * writers and readers before it. */
-static cubert_status order_accesses(cb_device *dev, cb_stream *s, cb_work *w, const cubert_kernel *k,
-                                    const resolved *res, uint32_t nargs) {
+ * writers and readers before it. In the same pass, what the backend is
+ * handed (bargs): scalars by value, buffers by address, tensors as their
+ * descriptor (by value) with the address of element 0. A binding with no
+ * other stream to wait for (the usual case) calls nothing. */
+static cubert_status order_and_marshal(cb_device *dev, cb_stream *s, cb_work *w, const cubert_kernel *k,
+                                       const cubert_arg *args, const resolved *res, uint32_t nargs,
+                                       cubert_backend_arg *bargs) {
   for (uint32_t i = 0; i < nargs; i++) {
-    cb_errb order;
-    if (res[i].alloc && !res[i].peer &&
-        cb_order_access(dev, s, res[i].alloc, (k->params[i].access & CUBERT_ACCESS_WRITE) != 0, &order))
-      return cb_work_fail_ordering(dev, w, s, &order, "launch", k->name);
+    const cubert_param *p = &k->params[i];
+    const resolved *r = &res[i];
+    if (p->kind == CUBERT_PARAM_SCALAR) {
+      bargs[i] = (cubert_backend_arg){.kind = p->kind, .access = p->access, .scalar = args[i].scalar,
+                                      .scalar_size = args[i].scalar_size};
+      continue;
+    }
+    bool write = (p->access & CUBERT_ACCESS_WRITE) != 0;
+    cb_alloc *a = r->alloc;
+    if (!r->peer && ((a->last_writer && a->last_writer != s->id) || (write && a->nreaders))) {
+      cb_errb order;
+      if (cb_order_access(dev, s, a, write, &order)) return cb_work_fail_ordering(dev, w, s, &order, "launch", k->name);
+    }
+    if (p->kind == CUBERT_PARAM_TENSOR) {
+      bargs[i] = (cubert_backend_arg){.kind = p->kind, .access = p->access, .address = r->t->desc.address,
+                                      .scalar = &r->t->desc, .scalar_size = sizeof r->t->desc};
+      continue;
+    }
+    cb_shared *sh = r->peer ? atomic_load(&a->shared) : NULL;
+    /* A peer buffer names its allocation's owner (backend.h), so no layer
+     * below needs a registry of addresses to tell. */
+    bargs[i] = (cubert_backend_arg){.kind = p->kind, .access = p->access,
+                                    .address = (sh ? sh->address : a->block.address) + r->start,
+                                    .size = r->end - r->start,
+                                    .owner = p->kind == CUBERT_PARAM_PEER_BUFFER ? a->dev->bdev : NULL};
   }
   return CUBERT_OK;
-}
-
-/* What the backend is handed: scalars by value, buffers by address,
- * tensors as their descriptor (by value) with the address of element 0. */
-static void backend_args(const cubert_kernel *k, const cubert_arg *args, const resolved *res, uint32_t nargs,
-                         cubert_backend_arg *bargs) {
-  for (uint32_t i = 0; i < nargs; i++) {
-    cubert_backend_arg *b = &bargs[i];
-    memset(b, 0, sizeof *b);
-    b->kind = k->params[i].kind;
-    b->access = k->params[i].access;
-    if (k->params[i].kind == CUBERT_PARAM_SCALAR) {
-      b->scalar = args[i].scalar;
-      b->scalar_size = args[i].scalar_size;
-    } else if (k->params[i].kind == CUBERT_PARAM_TENSOR) {
-      b->address = res[i].t->desc.address;
-      b->scalar = &res[i].t->desc;
-      b->scalar_size = sizeof res[i].t->desc;
-    } else {
-      cb_shared *sh = res[i].peer ? atomic_load(&res[i].alloc->shared) : NULL;
-      b->address = (sh ? sh->address : res[i].alloc->block.address) + res[i].start;
-      b->size = res[i].end - res[i].start;
-      /* A peer buffer names its allocation's owner (backend.h), so no layer
-       * below needs a registry of addresses to tell. */
-      if (k->params[i].kind == CUBERT_PARAM_PEER_BUFFER) b->owner = res[i].alloc->dev->bdev;
-    }
-  }
 }
 
 /* The launch under the device lock: the stream, the work record, the input
@@ -362,15 +365,19 @@ static cubert_status launch_locked(cb_errb *eb, cubert_client *c, const cubert_k
   cb_device *dev = c->dev;
   cb_stream *s;
   cubert_status st;
-  if ((st = cb_client_stream(c, &s)) || (st = check_peer_access(eb, dev, k, la->res, nargs))) return st;
-  cb_work *w = begin_work(dev, s, k, la->res, nargs);
-  if (!w) return cb_errb_set(eb, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
-  if ((st = skip_if_tainted(eb, dev, w, k, la->res, nargs)) || (st = order_accesses(dev, s, w, k, la->res, nargs)))
+  if ((st = cb_client_stream(c, &s)) || (la->npeer && (st = check_peer_access(eb, dev, k, la->res, nargs))))
     return st;
-  cubert_berr err = {0};
+  bool clean;
+  cb_work *w = begin_work(dev, s, k, la->res, nargs, la->nbound, &clean);
+  if (!w) return cb_errb_set(eb, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+  if ((!clean && (st = skip_if_tainted(eb, dev, w, k, la->res, nargs))) ||
+      (st = order_and_marshal(dev, s, w, k, args, la->res, nargs, la->bargs)))
+    return st;
+  cubert_berr err; /* a backend that fails fills it; the message buffer is not cleared for each launch */
+  err.sticky = false;
+  err.message[0] = '\0';
   void *module = NULL;
   if ((st = cb_module_get(dev, k, &module, &err))) return launch_failed(eb, dev, w, s, k, st, &err);
-  backend_args(k, args, la->res, nargs, la->bargs);
   st = dev->ops->launch(dev->bdev, s->bs, w->work, module, cfg, la->bargs, nargs, &err);
   if (st) return launch_failed(eb, dev, w, s, k, st, &err);
   cb_taint_settle(dev, w, NULL);
@@ -387,7 +394,7 @@ cubert_status cubert_launch(cubert_client *c, const cubert_kernel *k, const cube
   if (!st) {
     launch_args la;
     if (!(st = launch_args_init(&eb, &la, k, nargs)) && !(st = check_config(&eb, c->dev, k, cfg)) &&
-        !(st = check_args(&eb, c->dev, k, args, nargs, la.res, la.tensors))) {
+        !(st = check_args(&eb, c->dev, k, args, nargs, &la))) {
       /* the slow part of a first launch (a compile) without the device lock:
        * launches of other kernels go on meanwhile (runtime/module.c) */
       if (!atomic_load(&c->dev->gone)) cb_module_prepare(c->dev, k);

@@ -46,18 +46,16 @@ cubert_status cb_alloc_adopt(cb_errb *eb, cb_device *dev, uint64_t size, const c
     if (f) dev->free_slots = f;
     if (!v || !f || cap > UINT32_MAX) {
       cb_free(a);
+      cb_device_unref(dev); /* the record's (cb_alloc_record) */
       cb_block_free(dev, &block);
       return cb_errb_set(eb, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
     }
     dev->capslots = (uint32_t)cap;
   }
   a->slot = dev->nfree ? dev->free_slots[--dev->nfree] : dev->nslots++;
-  /* a slot's generation only grows, so a weak binding to an earlier tenant
-   * never upgrades to this one */
-  static _Atomic uint32_t gen_counter = 1;
-  a->gen = atomic_fetch_add(&gen_counter, 1);
-  a->dev = dev;
-  cb_device_ref(dev); /* dropped when the record is freed (alloc_free) */
+  /* a slot's generation only grows (the device's count, under its lock),
+   * so a weak binding to an earlier tenant never upgrades to this one */
+  a->gen = ++dev->next_gen;
   a->id = atomic_fetch_add(&next_memory_id, 1);
   atomic_init(&a->refs, CB_HANDLE_ONE);
   atomic_init(&a->shared, NULL);

@@ -524,6 +524,7 @@ cubert_status cubert_kernel_create(const cubert_kernel_desc *d, cubert_kernel **
     ok = k->params[i].name != NULL;
     if (k->params[i].kind != CUBERT_PARAM_SCALAR && (k->params[i].access & CUBERT_ACCESS_WRITE))
       k->has_write = true;
+    k->ntensors += k->params[i].kind == CUBERT_PARAM_TENSOR;
   }
   for (uint32_t i = 0; ok && i < d->nobjects; i++) {
     void *bytes = cb_malloc(d->objects[i].size);

@@ -111,6 +111,12 @@ void cb_taint_settle(cb_device *dev, cb_work *w, cubert_failure *f) {
   for (uint32_t i = 0; i < w->nb; i++) {
     cb_wbind *b = &cb_work_binds(w)[i];
     if (!b->alloc || !(b->access & CUBERT_ACCESS_WRITE)) continue;
+    /* clearing an empty ledger of unshared memory changes nothing: the
+     * usual success, with no call (memory of another device is shared, so
+     * its ledger is not read here) */
+    if (!f && !atomic_load_explicit(&b->alloc->shared, memory_order_relaxed) && !b->alloc->xshare &&
+        b->alloc->ledger.n == 0)
+      continue;
     cb_ledger *l = cb_alloc_ledger_lock(b->alloc);
     if (b->pat && f)
       cb_ledger_set_pattern(l, b->pat, f);

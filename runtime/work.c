@@ -2,6 +2,7 @@
  * number and a record of the ranges it read and wrote. The record keeps
  * those allocations alive until the backend says the work completed, and
  * it is what an asynchronous failure is attributed to (replay.c). */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,7 +20,9 @@ cb_work *cb_work_begin(cb_device *dev, cb_stream *s, const char *operation, cube
   cb_wbind *heap = NULL;
   if (nbinds > CB_WBIND_INLINE && !(heap = cb_calloc(nbinds, sizeof *heap))) return NULL;
   cb_work *w = &dev->pending[dev->npending++];
-  memset(w, 0, sizeof *w);
+  /* the header only: the caller binds each of the nbinds entries */
+  memset(w, 0, offsetof(cb_work, inl));
+  w->dev = dev;
   w->work = ++dev->next_work;
   w->stream = s ? s->id : 0;
   w->operation = operation;
@@ -31,9 +34,14 @@ cb_work *cb_work_begin(cb_device *dev, cb_stream *s, const char *operation, cube
   return w;
 }
 
+/* Memory of the record's own device (not a host buffer's ledger) is counted
+ * in a->local_binds under the device lock the caller holds; the count's
+ * one reference keeps it alive. */
+static bool bind_local(const cb_work *w, const cb_alloc *a) { return a->dev == w->dev && !a->host; }
+
 void cb_work_bind(cb_work *w, uint32_t i, cb_alloc *a, uint64_t start, uint64_t end,
                   cubert_access access, const char *name) {
-  cb_alloc_ref(a, CB_BINDING_ONE);
+  if (!bind_local(w, a) || a->local_binds++ == 0) cb_alloc_ref(a, CB_BINDING_ONE);
   cb_work_binds(w)[i] = (cb_wbind){a, start, end, (uint8_t)access, name, NULL};
 }
 
@@ -54,10 +62,11 @@ bool cb_work_bind_pattern(cb_work *w, uint32_t i, cb_alloc *a, const cb_pattern 
 static void work_release(cb_device *dev, cb_work *w) {
   cb_wbind *b = cb_work_binds(w);
   for (uint32_t i = 0; i < w->nb; i++) {
-    if (b[i].alloc) cb_alloc_unref(b[i].alloc, CB_BINDING_ONE, dev);
-    cb_free(b[i].pat);
+    cb_alloc *a = b[i].alloc;
+    if (a && (!bind_local(w, a) || --a->local_binds == 0)) cb_alloc_unref(a, CB_BINDING_ONE, dev);
+    if (b[i].pat) cb_free(b[i].pat);
   }
-  cb_free(w->heap);
+  if (w->heap) cb_free(w->heap);
   cubert_kernel_release(w->kernel);
 }
 

@@ -545,7 +545,8 @@ cubert_status cb_hip_raw_chase(cb_hip_raw *r, int exec, uint64_t next, uint64_t 
 }
 
 cubert_status cb_hip_raw_launch_loop(cb_hip_raw *r, int dev, int nbuffers,
-                                     const uint64_t *buffers, uint32_t count, double *ns) {
+                                     const uint64_t *buffers, uint32_t count, double *ns,
+                                     double *enqueue_ns) {
   int which = nbuffers == 0 ? FN_EMPTY0 : nbuffers == 4 ? FN_EMPTY4 : nbuffers == 16 ? FN_EMPTY16 : -1;
   if (which < 0)
     return fail(r, hipSuccess, CUBERT_ERR_INVALID_ARGUMENT, "raw HIP: no empty kernel with %d buffers",
@@ -565,6 +566,7 @@ cubert_status cb_hip_raw_launch_loop(cb_hip_raw *r, int dev, int nbuffers,
     hipError_t e = launch(f, 1, 1, s, nbuffers ? params : NULL);
     if (e != hipSuccess) return fail(r, e, CUBERT_ERR_LAUNCH, "raw HIP: empty kernel on device %d", dev);
   }
+  if (enqueue_ns) *enqueue_ns = (now() - t0) * 1e9 / (count ? count : 1);
   if ((st = sync_slot(r, dev, 0, "launch loop"))) return st;
   *ns = (now() - t0) * 1e9 / (count ? count : 1);
   return CUBERT_OK;

@@ -60,9 +60,15 @@
  * hipHostRegister; otherwise, or when that pinning fails, from
  * hipHostMalloc.
  *
- * Reads (device to host): hipMemcpyAsync into the caller's buffer, then an
- * event after it, waited for (D2H to pageable memory is synchronous anyway;
- * to pinned memory the event is what says the bytes landed). */
+ * Writes of up to SMALL_WRITE bytes are copied onto the stack first and go
+ * the pageable way from there, so no driver query of the source's kind is
+ * made for them.
+ *
+ * Reads (device to host): hipMemcpyAsync into the caller's buffer. D2H to
+ * pageable memory is synchronous, so the stream is idle when it returns,
+ * which hipStreamQuery confirms at no GPU round trip; otherwise (pinned
+ * memory, other work on the stream) an event after the copy is waited for:
+ * the event is what says the bytes landed. */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -75,6 +81,7 @@
 #define MARK_EVERY 32u
 #define MARK_CAPACITY 256u
 #define STAGE_FROM UINT64_MAX /* pageable writes never stage (see above) */
+#define SMALL_WRITE 4096u     /* writes up to this size bounce through the stack (cb_hip_write) */
 #define STAGING_BYTES (8u << 20)
 #define STAGING_HALF (STAGING_BYTES / 2)
 #define STAGING_MAX 8
@@ -631,7 +638,17 @@ cubert_status cb_hip_write(void *device, void *stream, uint64_t work, uint64_t d
   if (st) return st;
   hipError_t e = hipSuccess;
   const char *where = "hipMemcpyAsync";
-  bool pageable = size && host_pageable(src);
+  /* A small source is copied onto this stack first, memory HIP cannot know:
+   * a pageable copy like raw HIP's, without asking the driver what `src`
+   * is (that query was a driver call per write, about a third of the
+   * 4-byte write's overhead over raw on the H200: docs/bench.md). */
+  unsigned char bounce[SMALL_WRITE];
+  bool small = size && size <= SMALL_WRITE;
+  if (small) {
+    memcpy(bounce, src, (size_t)size);
+    src = bounce;
+  }
+  bool pageable = small || (size && host_pageable(src));
   cb_hip_staging *sb = NULL;
   bool piped = pageable && size >= cb_hip_pipe_from() && cb_hip_pipe_write(dev, s, dst, src, size, &e, &where);
   if (piped) {
@@ -684,18 +701,32 @@ cubert_status cb_hip_read(void *device, void *stream, uint64_t work, void *dst, 
   cb_hip_stream *s = stream;
   cubert_status st = cb_hip_work_begin(dev, s, "read", err);
   if (st) return st;
-  /* An event of the read's own (not a mark: progress() may reap and reuse
-   * a mark's event while this thread waits on it). */
-  hipEvent_t ev = NULL;
   pthread_mutex_lock(&s->lock);
   if (work > s->enqueued) s->enqueued = work;
-  if (event_take(s, &ev) != hipSuccess) ev = NULL;
   pthread_mutex_unlock(&s->lock);
   hipError_t e = hipSuccess;
   const char *where = "hipMemcpyAsync";
   bool piped = size >= cb_hip_pipe_from() && host_pageable(dst) && cb_hip_pipe_read(dev, s, dst, src, size, &e, &where);
   if (size && !piped) e = hipMemcpyAsync(dst, CB_HIP_PTR(src), (size_t)size, hipMemcpyDeviceToHost, s->stream);
-  if (e == hipSuccess && ev) {
+  /* Into pageable memory the copy has completed when hipMemcpyAsync
+   * returns (see the top), and with it everything before it on the stream:
+   * hipStreamQuery confirms that without a round trip to the GPU. An event
+   * recorded after such a copy and waited for cost a second round trip,
+   * about 2.8 us a read on the H200 (docs/bench.md). Otherwise (pinned
+   * memory, work another thread queued since, an error) the event below
+   * says when the bytes landed. */
+  bool idle = e == hipSuccess && size && !piped && hipStreamQuery(s->stream) == hipSuccess;
+  /* An event of the read's own (not a mark: progress() may reap and reuse
+   * a mark's event while this thread waits on it). */
+  hipEvent_t ev = NULL;
+  if (e == hipSuccess && !idle) {
+    pthread_mutex_lock(&s->lock);
+    if (event_take(s, &ev) != hipSuccess) ev = NULL;
+    pthread_mutex_unlock(&s->lock);
+  }
+  if (idle) {
+    /* done */
+  } else if (e == hipSuccess && ev) {
     where = "hipEventRecord";
     if ((e = hipEventRecord(ev, s->stream)) == hipSuccess) {
       where = "waiting for the copy";
