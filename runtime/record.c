@@ -148,6 +148,7 @@ typedef struct reader {
   const unsigned char *p;
   size_t n, end;
   const char *bad; /* the first thing that was wrong, NULL while all is well */
+  bool oom;        /* what went wrong was host memory, not the record */
 } reader;
 
 static uint64_t get_u(reader *r, unsigned bytes, const char *what) {
@@ -177,7 +178,8 @@ static char *get_str(reader *r, size_t max, const char *what) {
   }
   char *s = cb_malloc(n + 1);
   if (!s) {
-    r->bad = "memory (out of host memory)";
+    r->bad = what;
+    r->oom = true;
     return NULL;
   }
   memcpy(s, r->p + r->n, n);
@@ -189,7 +191,8 @@ static char *get_str(reader *r, size_t max, const char *what) {
 static cubert_failure *get_failure(reader *r, size_t max_message) {
   cubert_failure *f = cb_failure_alloc();
   if (!f) {
-    r->bad = "memory (out of host memory)";
+    r->bad = "the failure";
+    r->oom = true;
     return NULL;
   }
   f->remote = true;
@@ -228,7 +231,7 @@ cubert_status cubert_failure_import(const cubert_failure_record *record, const c
     return cb_fail(CUBERT_ERR_INVALID_ARGUMENT,
                    fn ": not a failure record (its first bytes are %02x %02x %02x %02x, not \"CBFR\")", b[0],
                    b[1], b[2], b[3]);
-  reader r = {b, 4, REC_HEADER, NULL};
+  reader r = {b, 4, REC_HEADER, NULL, false};
   unsigned version = (unsigned)get_u(&r, 2, "");
   if (version != REC_VERSION)
     return cb_fail(CUBERT_ERR_INVALID_ARGUMENT,
@@ -266,6 +269,8 @@ cubert_status cubert_failure_import(const cubert_failure_record *record, const c
   if (r.bad) {
     cubert_failure_release(f);
     cubert_failure_release(root);
+    if (r.oom)
+      return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, fn ": out of host memory reading %s of the record", r.bad);
     return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, fn ": the record is malformed: %s is out of place or out of range",
                    r.bad);
   }

@@ -303,18 +303,19 @@ cubert_status cubert_handle_export(cubert_client *c, const cubert_handle *h, cub
                    "size, CUBERT_MEMORY_SHAREABLE, &handle) to export it",
                    (unsigned long long)a->id);
   if ((st = cb_device_enter(dev))) return st;
-  if (!a->xshare && (st = share_begin(&eb, a))) {
-    cb_device_leave(dev);
-    return cb_errb_return(&eb, st);
-  }
   xdesc d;
   memset(&d, 0, sizeof d);
   cubert_backend_mem mem;
   cb_block_mem(&a->block, &mem);
   cubert_berr err = {0};
+  /* the driver's description first: a refusal there leaves no cell made */
   if ((st = dev->ops->mem_export(dev->bdev, &mem, d.ipc, &err))) {
     cb_device_leave(dev);
     return cb_fail_backend(st, &err, "exporting memory", dev->info.name);
+  }
+  if (!a->xshare && (st = share_begin(&eb, a))) {
+    cb_device_leave(dev);
+    return cb_errb_return(&eb, st);
   }
   d.magic = DESC_MAGIC;
   d.version = DESC_VERSION;

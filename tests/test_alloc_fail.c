@@ -73,6 +73,19 @@ static void t_free(void *ptr) {
 
 static const cubert_allocator counting = {t_malloc, t_calloc, t_realloc, t_free};
 
+/* Runs fn(arg) on a thread of its own (its last error goes with it) with
+ * the Nth allocation failing; true when the run reached it. */
+static bool run_failing(long n, void *(*fn)(void *), void *arg) {
+  atomic_store(&calls, 0);
+  atomic_store(&failed, false);
+  atomic_store(&fail_at, n);
+  pthread_t t;
+  ck_assert_int_eq(pthread_create(&t, NULL, fn, arg), 0);
+  ck_assert_int_eq(pthread_join(t, NULL), 0);
+  atomic_store(&fail_at, 0);
+  return atomic_load(&failed);
+}
+
 /* ------------------------------------------------------------ the program */
 
 #define WORDS 64
@@ -214,14 +227,7 @@ START_TEST(test_every_failed_allocation_fails_one_call_cleanly_and_leaks_nothing
   long n = only ? atol(only) : 1, deviations = 0, absorbed = 0;
   for (;; n++) {
     run r = {.n = n};
-    atomic_store(&calls, 0);
-    atomic_store(&failed, false);
-    atomic_store(&fail_at, n);
-    pthread_t t;
-    ck_assert_int_eq(pthread_create(&t, NULL, program, &r), 0);
-    ck_assert_int_eq(pthread_join(t, NULL), 0);
-    atomic_store(&fail_at, 0);
-    if (!atomic_load(&failed)) {
+    if (!run_failing(n, program, &r)) {
       ck_assert_msg(r.deviated == 0, "N=%ld (never reached): step %d %s returned %s: %s", n,
                     r.deviated, r.what, cubert_status_name(r.st), r.message);
       ck_assert_int_eq(atomic_load(&live), kept);
@@ -250,6 +256,63 @@ START_TEST(test_every_failed_allocation_fails_one_call_cleanly_and_leaks_nothing
 }
 END_TEST
 
+/* One import of `record` on a thread of its own (its last error goes with
+ * the thread): the status, and whether its message spoke of memory. */
+typedef struct import_run {
+  const cubert_failure_record *record;
+  cubert_status st;
+  bool says_memory;
+} import_run;
+
+static void *import_once(void *arg) {
+  import_run *r = arg;
+  const cubert_failure *f = NULL;
+  r->st = cubert_failure_import(r->record, &f);
+  cubert_error *e = cubert_last_error();
+  r->says_memory = !e || strstr(cubert_error_message(e), "memory") != NULL; /* no error: recording it failed */
+  cubert_error_release(e);
+  cubert_failure_release(f);
+  return NULL;
+}
+
+/* A failure record read while host memory runs out is refused with
+ * CUBERT_ERR_OUT_OF_MEMORY, as every call short of memory is (cubert.h),
+ * not called malformed; nothing leaks. */
+START_TEST(test_a_record_imported_short_of_memory_says_so) {
+  ck_assert_int_eq(cubert_set_allocator(&counting), CUBERT_OK);
+  cubert_failure_record rec;
+  {
+    cubert_runtime_options o;
+    cb_test_options("host", &o);
+    cubert_runtime *rt = NULL;
+    cubert_client *c = NULL;
+    const cubert_failure *f = NULL;
+    ck_assert_int_eq(cubert_runtime_create(&o, &rt), CUBERT_OK);
+    ck_assert_int_eq(cubert_client_create(rt, 0, &c), CUBERT_OK);
+    ck_assert_int_eq(cubert_failure_create(c, CUBERT_ERR_LAUNCH, "the kernel failed", &f), CUBERT_OK);
+    ck_assert_int_eq(cubert_failure_export(f, &rec), CUBERT_OK);
+    cubert_failure_release(f);
+    cubert_client_destroy(c);
+    cubert_runtime_destroy(rt);
+  }
+  const long kept = atomic_load(&live);
+  long n = 1;
+  for (;; n++) {
+    import_run r = {&rec, CUBERT_OK, false};
+    bool reached = run_failing(n, import_once, &r);
+    ck_assert_msg(atomic_load(&live) == kept, "N=%ld: %ld blocks leaked", n, (long)atomic_load(&live) - kept);
+    if (!reached) {
+      ck_assert_int_eq(r.st, CUBERT_OK);
+      break;
+    }
+    ck_assert_msg(r.st == CUBERT_OK || (r.st == CUBERT_ERR_OUT_OF_MEMORY && r.says_memory),
+                  "N=%ld: the import returned %s", n, cubert_status_name(r.st));
+  }
+  ck_assert_int_gt(n, 2); /* the import allocates: the failure and its strings */
+  ck_assert_int_eq(cubert_set_allocator(NULL), CUBERT_OK);
+}
+END_TEST
+
 START_TEST(test_an_allocator_with_a_missing_function_is_refused_and_changes_nothing) {
   cubert_allocator partial = counting;
   partial.free_fn = NULL;
@@ -269,6 +332,7 @@ int main(void) {
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, test_every_failed_allocation_fails_one_call_cleanly_and_leaks_nothing);
   tcase_add_test(tc, test_an_allocator_with_a_missing_function_is_refused_and_changes_nothing);
+  tcase_add_test(tc, test_a_record_imported_short_of_memory_says_so);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -18,7 +18,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "backends/backend.h"
 #include "base/shm.h"
+#include "runtime/internal.h"
+#include "runtime/parts.h"
 #include "tests/testutil.h"
 
 extern char **environ;
@@ -373,6 +376,54 @@ START_TEST(test_bad_descriptors_open_nothing) {
 }
 END_TEST
 
+/* The host backend, but the driver refuses every export. */
+static cubert_backend_ops export_refused_ops;
+
+static cubert_status export_refused(void *device, const cubert_backend_mem *mem,
+                                    unsigned char ipc[CUBERT_BACKEND_IPC_SIZE], cubert_berr *err) {
+  (void)device;
+  (void)mem;
+  (void)ipc;
+  return cubert_berr_set(err, CUBERT_ERR_BACKEND, "the test's driver refuses to export");
+}
+
+static const cubert_backend_ops *host_export_refused(void) {
+  export_refused_ops = *cubert_backend_host();
+  export_refused_ops.mem_export = export_refused;
+  return &export_refused_ops;
+}
+
+/* An export the backend fails changes nothing: no failure cell is made (no
+ * segment of this process appears, the allocation keeps its own ledger), and
+ * the handle works on as before. */
+START_TEST(test_an_export_the_backend_fails_changes_nothing) {
+  cb_runtime_parts parts;
+  memset(&parts, 0, sizeof parts);
+  parts.backends[0] = host_export_refused;
+  parts.nbackends = 1;
+  cubert_runtime_options o;
+  cb_test_options("host", &o);
+  cubert_runtime *rt = NULL;
+  cb_test_ok(cb_runtime_create(&parts, &o, &rt));
+  cubert_client *c = NULL;
+  cb_test_ok(cubert_client_create(rt, 0, &c));
+  cubert_handle *slice = NULL, *h = make(c, &slice);
+  int before = segments_of(getpid());
+  cubert_export_desc d;
+  cb_test_status(cubert_handle_export(c, slice, &d), CUBERT_ERR_BACKEND);
+  ck_assert_msg(strstr(cubert_last_error_message(), "refuses to export"), "%s", cubert_last_error_message());
+  ck_assert_int_eq(segments_of(getpid()), before);
+  ck_assert_ptr_null(cb_xshare_cell(h));
+  unsigned char back[256];
+  cb_test_ok(cubert_handle_read(c, h, back, sizeof back));
+  ck_assert_int_eq(back[100], 2);
+  cubert_handle_release(slice);
+  cubert_handle_release(h);
+  cubert_client_destroy(c);
+  cubert_runtime_destroy(rt);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("processes");
   TCase *tc = tcase_create("processes");
@@ -383,6 +434,7 @@ static Suite *suite(void) {
   cb_test_add_backend_loop(tc, test_a_process_killed_holding_the_cell_is_named);
   cb_test_add_backend_loop(tc, test_a_killed_exporter_is_named_and_its_segments_swept);
   cb_test_add_backend_loop(tc, test_bad_descriptors_open_nothing);
+  tcase_add_test(tc, test_an_export_the_backend_fails_changes_nothing);
   suite_add_tcase(s, tc);
   return s;
 }

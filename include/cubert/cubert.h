@@ -488,9 +488,13 @@ typedef struct cubert_export_desc {
   unsigned char bytes[CUBERT_EXPORT_DESC_SIZE];
 } cubert_export_desc;
 
-/* Writes a descriptor of `view` (a handle or slice on the client's device)
- * into *desc. The allocation must be CUBERT_MEMORY_SHAREABLE (else
- * CUBERT_ERR_INVALID_ARGUMENT saying so); the first export of an allocation
+/* Writes a descriptor of `view` (a handle or slice on the client's device,
+ * of at least one byte) into *desc. The allocation must be
+ * CUBERT_MEMORY_SHAREABLE (else CUBERT_ERR_INVALID_ARGUMENT saying so);
+ * memory imported from another process is not exported again
+ * (CUBERT_ERR_INVALID_ARGUMENT: hand on the descriptor it came with); a view
+ * of another device is CUBERT_ERR_WRONG_DEVICE, an empty view
+ * CUBERT_ERR_OUT_OF_RANGE. The first export of an allocation
  * makes its shared failure cell (later ones reuse it) and moves the taint
  * the allocation already has into it. The segments are removed when the
  * allocation is freed or its runtime destroyed; after a SIGKILL the next
@@ -503,8 +507,10 @@ CUBERT_API cubert_status cubert_handle_export(cubert_client *client, const cuber
  * goes with its last reference). Refused, with nothing mapped and nothing
  * tainted, with CUBERT_ERR_INVALID_ARGUMENT naming what was wrong: a
  * descriptor that is corrupt or truncated (checksum), of an unknown version,
- * from another host or another user, of memory already freed (stale), or of
- * another backend than the client's device (wrong device kind). A
+ * from another host or another user, of memory already freed (stale) or
+ * whose exporter has ended, or of another backend than the client's device
+ * (wrong device kind); with CUBERT_ERR_BUSY when the memory already has 16
+ * importers; with the backend's error when it cannot map the memory. A
  * descriptor of this very process imports too on the host backend; HIP
  * (CUDA) refuses to open a handle in the process that made it. */
 CUBERT_API cubert_status cubert_handle_import(cubert_client *client, const cubert_export_desc *desc,

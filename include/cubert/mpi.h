@@ -58,8 +58,10 @@
  * Threading: calls may come from any thread if MPI was initialised with
  * MPI_THREAD_MULTIPLE; otherwise from the thread MPI allows. Ownership: the
  * communicator, client and handles stay the caller's; a request is owned by
- * the caller until cubert_mpi_wait() (or cubert_mpi_request_free) frees it,
- * and the handle it names must stay alive until then. */
+ * the caller until cubert_mpi_wait() frees it (every started request needs
+ * its wait: there is no other way to free one). A request holds a reference
+ * of its own to the view, so the caller may release its handle before the
+ * wait; the client must stay alive until then. */
 #ifndef CUBERT_MPI_H
 #define CUBERT_MPI_H
 

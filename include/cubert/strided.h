@@ -84,7 +84,10 @@ typedef struct cubert_tensor {
 CUBERT_API cubert_status cubert_view_check(const cubert_handle *handle, const cubert_view *view);
 
 /* Packed bytes of the view's elements (product of the shape times the
- * element size); 0 for NULL or an invalid view. */
+ * element size); 0 for NULL, for ndims 0 or above CUBERT_VIEW_MAX_DIMS, and
+ * when the product overflows 64 bits. It checks nothing else (an element
+ * size of 3 gives 3 bytes an element): cubert_view_check says whether a
+ * view is valid. */
 CUBERT_API uint64_t cubert_view_bytes(const cubert_view *view);
 
 /* Reads the footprint of `view` into `dst`, packed (`size` must be
@@ -107,8 +110,9 @@ CUBERT_API cubert_status cubert_handle_write_strided(cubert_client *client, cube
  * `dst_view` for every index of the shape, which both views must share
  * (element sizes too). Same device. Footprints that share a byte are
  * refused (CUBERT_ERR_INVALID_ARGUMENT); footprints that interleave without
- * sharing a byte are fine. A tainted source footprint: the copy is not done
- * and the destination footprint carries a child failure. */
+ * sharing a byte are fine. A tainted source footprint: the copy is not done,
+ * the destination footprint carries a child failure, and the call returns
+ * CUBERT_ERR_TAINTED naming the tainted pieces. */
 CUBERT_API cubert_status cubert_handle_copy_strided(cubert_client *client, const cubert_handle *src,
                                                     const cubert_view *src_view, cubert_handle *dst,
                                                     const cubert_view *dst_view);

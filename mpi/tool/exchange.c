@@ -26,7 +26,7 @@ static const char *const names[XC_COUNT] = {
     [XC_RECV_FAIL] = "recv-fail", [XC_RECV_PARTIAL] = "recv-partial", [XC_RECV_SCRIBBLE] = "recv-scribble",
     [XC_SENDER_FAIL] = "sender-fail", [XC_SENDER_SCRIBBLE] = "sender-scribble",
     [XC_SENDER_PARTIAL] = "sender-partial", [XC_SENDER_ASYNC] = "sender-async",
-    [XC_SENDER_ASYNC_SCRIBBLE] = "sender-async-scribble", [XC_RECEIVER_FAIL] = "receiver-write-fail",
+    [XC_SENDER_ASYNC_SCRIBBLE] = "sender-async-scribble", [XC_SENDER_READ_FAIL] = "sender-read-fail", [XC_RECEIVER_FAIL] = "receiver-write-fail",
     [XC_RECEIVER_SCRIBBLE] = "receiver-write-scribble", [XC_RECEIVER_PARTIAL] = "receiver-write-partial",
     [XC_VIOLATIONS] = "violations", [XC_V_WRONG_BYTES] = "wrong-bytes", [XC_V_NOT_REFUSED] = "taint-not-refused",
     [XC_V_FALSE_TAINT] = "false-taint", [XC_V_ORIGIN] = "wrong-origin", [XC_V_STATUS] = "wrong-status",
@@ -75,6 +75,7 @@ typedef struct program {
   int recv_fault; /* -1: none; else fail, scribble or partial on its nth landing write */
   const char *recv_frac;
   uint64_t recv_nth;
+  uint64_t read_nth; /* 0: none; else the sender's nth read during the send fails */
 } program;
 
 static void draw(uint64_t seed, uint64_t i, int nranks, program *p) {
@@ -119,8 +120,9 @@ static void draw(uint64_t seed, uint64_t i, int nranks, program *p) {
   }
   static const int rkinds[3] = {CUBERT_FAULT_FAIL, CUBERT_FAULT_SCRIBBLE, CUBERT_FAULT_PARTIAL};
   p->recv_fault = below(&s, 5) == 0 ? rkinds[below(&s, 3)] : -1;
-  p->recv_frac = fractions[below(&s, 3)]; /* partial:1 would write every byte and still fail: fine, but keep it plain */
+  p->recv_frac = fractions[below(&s, 3)]; /* 0.25 to 0.75 */
   p->recv_nth = 1 + below(&s, 3);
+  p->read_nth = below(&s, 6) == 0 ? 1 + below(&s, 3) : 0;
 }
 
 static void bytes_of(uint64_t seed, unsigned char *dst, uint64_t n) {
@@ -173,11 +175,20 @@ static void sender_model(const program *p, model *m, unsigned char *tmp) {
   }
 }
 
-/* What the transfer makes of the view, chunk by chunk, as mpi/transfer.c
- * does it (docs/cluster.md): returns the landing writes that fire the
- * receiver's write fault (0 or 1) in *recv_fired. */
-static void receiver_model(const program *p, const model *snd, model *m, bool *recv_fired, bool *send_ok,
-                           bool *recv_ok) {
+/* What the transfer makes of the receiver's handle, chunk by chunk, as
+ * docs/cluster.md says it goes: the eager form or chunks of CHUNK bytes; a
+ * chunk a send fault stopped carries the sender's failure, one a receive
+ * fault stopped or a scribble damaged the receiver's own; the others land
+ * with one write each (the receiver's write fault fails its nth), and the
+ * sender's tainted ranges are tainted over them with the sender's failure.
+ * *recv_fired: whether the write fault fires; *send_ok, *recv_ok: whether
+ * each call must return CUBERT_OK. */
+typedef struct outcome {
+  bool recv_fired, read_fired; /* the receiver's write fault, the sender's read fault */
+  bool send_ok, recv_ok;       /* whether each call must return CUBERT_OK */
+} outcome;
+
+static void receiver_model(const program *p, const model *snd, model *m, outcome *out) {
   bytes_of(p->stale, m->val, p->rtotal);
   memset(m->state, GOOD, p->rtotal);
   if (p->te > p->ts) memset(m->state + p->ts, LOCAL, p->te - p->ts);
@@ -187,6 +198,9 @@ static void receiver_model(const program *p, const model *snd, model *m, bool *r
   bool send_fault = p->mpi_fault != MPI_NONE && p->mpi_at_send;
   bool recv_fault = p->mpi_fault != MPI_NONE && !p->mpi_at_send;
   bool eager = !send_fault && !sender_taint && p->size <= WIRE_EAGER_MAX;
+  uint64_t reads = 0; /* the sender's reads during the send: the eager form reads the view whole first */
+  out->read_fired = false;
+  if (eager && p->read_nth && ++reads == p->read_nth) eager = false, out->read_fired = true; /* then chunks */
   uint64_t chunk = eager ? p->size : CHUNK, nchunks = (p->size + chunk - 1) / chunk;
   double f = strtod(p->mpi_frac, NULL);
   uint64_t send_stop = nchunks, recv_stop = nchunks;
@@ -195,26 +209,35 @@ static void receiver_model(const program *p, const model *snd, model *m, bool *r
   if (recv_fault && p->mpi_fault == MPI_FAIL) recv_stop = 0;
   if (recv_fault && p->mpi_fault == MPI_PARTIAL) recv_stop = (uint64_t)((double)nchunks * f);
   bool scribbled = p->mpi_fault == MPI_SCRIBBLE;
-  *send_ok = !sender_taint && send_stop == nchunks;
-  *recv_fired = false;
+  out->send_ok = !sender_taint && send_stop == nchunks;
+  out->recv_fired = false;
   uint64_t writes = 0;
   for (uint64_t k = 0; k < nchunks; k++) {
     uint64_t a = k * chunk, b = a + chunk < p->size ? a + chunk : p->size;
     int whole = -1; /* the chunk's own failure, over the sender's ranges */
-    if (k >= send_stop) whole = REMOTE;
+    bool unread = false; /* one read per good stretch of the chunk, until one fails */
+    for (uint64_t j = a; k < send_stop && !eager && p->read_nth && j < b && !unread;) {
+      while (j < b && ss[j] == LOCAL) j++;
+      if (j == b) break;
+      unread = ++reads == p->read_nth;
+      while (j < b && ss[j] != LOCAL) j++;
+    }
+    out->read_fired = out->read_fired || unread;
+    out->send_ok = out->send_ok && !unread;
+    if (k >= send_stop || unread) whole = REMOTE;
     else if (k >= recv_stop || scribbled) whole = LOCAL;
     if (whole >= 0) {
       memset(rs + a, whole, b - a);
       continue;
     }
     bool write_fails = p->recv_fault >= 0 && ++writes == p->recv_nth;
-    *recv_fired = *recv_fired || write_fails;
+    out->recv_fired = out->recv_fired || write_fails;
     for (uint64_t j = a; j < b; j++) {
       rv[j] = sv[j];
       rs[j] = ss[j] == LOCAL ? REMOTE : write_fails ? LOCAL : GOOD;
     }
   }
-  *recv_ok = memchr(rs, LOCAL, p->size) == NULL && memchr(rs, REMOTE, p->size) == NULL;
+  out->recv_ok = memchr(rs, LOCAL, p->size) == NULL && memchr(rs, REMOTE, p->size) == NULL;
 }
 
 /* ------------------------------------------------------------ checks */
@@ -410,14 +433,26 @@ static void run_sender(ctx *x, const program *p, const model *snd, unsigned char
   cubert_faultinj_clear(x->rt);
   check_handle(x, h, snd, -1);
   cubert_handle_slice(h, p->so, p->total - p->so - p->size, &view);
-  cubert_status st = transfer(x, p, view, true);
   model rcv = {0};
-  bool fired, send_ok, recv_ok;
-  if (model_new(&rcv, p->rtotal)) {
-    receiver_model(p, snd, &rcv, &fired, &send_ok, &recv_ok);
-    expect_status(x, p->nb_send ? "cubert_mpi_isend/wait" : "cubert_mpi_send", st, send_ok);
+  outcome out = {0};
+  if (!model_new(&rcv, p->rtotal)) {
+    fprintf(x->err, "exchange %" PRIu64 ": out of memory\n", p->index);
+    MPI_Abort(MPI_COMM_WORLD, 1);
   }
+  receiver_model(p, snd, &rcv, &out);
   model_free(&rcv);
+  char rule[64];
+  snprintf(rule, sizeof rule, "read nth=%" PRIu64 " fault=fail", p->read_nth);
+  if (p->read_nth && cubert_faultinj_add(x->rt, rule, "exchange", NULL, NULL) != CUBERT_OK)
+    violation(x, XC_V_SETUP, "cubert_faultinj_add(%s): %s", rule, cubert_last_error_message());
+  if (out.read_fired) {
+    x->counts[XC_SENDER_READ_FAIL]++;
+    x->counts[XC_FAULTS]++;
+  }
+  cubert_status st = transfer(x, p, view, true);
+  expect_injected(x, "the sender's reads", cubert_faultinj_injected(x->rt), want + out.read_fired);
+  cubert_faultinj_clear(x->rt);
+  expect_status(x, p->nb_send ? "cubert_mpi_isend/wait" : "cubert_mpi_send", st, out.send_ok);
   cubert_handle_release(view);
   cubert_handle_release(h);
 }
@@ -426,8 +461,9 @@ static void run_receiver(ctx *x, const program *p, const model *snd, unsigned ch
   x->side = "receiver";
   model m = {0};
   if (!model_new(&m, p->rtotal)) return;
-  bool fired = false, send_ok, recv_ok;
-  receiver_model(p, snd, &m, &fired, &send_ok, &recv_ok);
+  outcome out;
+  receiver_model(p, snd, &m, &out);
+  bool fired = out.recv_fired;
   cubert_faultinj_reset(x->rt);
   cubert_handle *h = NULL, *view = NULL;
   bytes_of(p->stale, tmp, p->rtotal);
@@ -470,7 +506,7 @@ static void run_receiver(ctx *x, const program *p, const model *snd, unsigned ch
   cubert_status st = transfer(x, p, view, false);
   expect_injected(x, "the receiver's runtime", cubert_faultinj_injected(x->rt), fired);
   cubert_faultinj_clear(x->rt);
-  expect_status(x, p->nb_recv ? "cubert_mpi_irecv/wait" : "cubert_mpi_recv", st, recv_ok);
+  expect_status(x, p->nb_recv ? "cubert_mpi_irecv/wait" : "cubert_mpi_recv", st, out.recv_ok);
   check_handle(x, h, &m, p->sender);
   cubert_handle_release(view);
   cubert_handle_release(h);

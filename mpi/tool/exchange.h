@@ -4,7 +4,9 @@
  * Exchange program i of seed S moves one view from a sender to a receiver
  * through cubert_mpi_send/recv (or isend/irecv and wait). Everything it does
  * is drawn from S and i alone: the sender's view (a handle or a slice), the
- * runtime faults that taint the sender's bytes before they are sent, the
+ * runtime faults that taint the sender's bytes before they are sent, a
+ * failed read of the sender's device while it sends (that chunk goes
+ * unread, with the read's failure), the
  * MPI fault rule armed at the send or the receive (fail, partial, scribble),
  * a write fault on the receiver, the receiver's stale bytes and stale taint.
  * Its sender and receiver are ranks (i mod N) and another one picked from i
@@ -27,7 +29,7 @@ enum {
   XC_PROGRAMS, XC_STEPS, XC_CHECKS, XC_FAULTS,
   /* faults by kind */
   XC_SEND_FAIL, XC_SEND_PARTIAL, XC_SEND_SCRIBBLE, XC_RECV_FAIL, XC_RECV_PARTIAL, XC_RECV_SCRIBBLE,
-  XC_SENDER_FAIL, XC_SENDER_SCRIBBLE, XC_SENDER_PARTIAL, XC_SENDER_ASYNC, XC_SENDER_ASYNC_SCRIBBLE,
+  XC_SENDER_FAIL, XC_SENDER_SCRIBBLE, XC_SENDER_PARTIAL, XC_SENDER_ASYNC, XC_SENDER_ASYNC_SCRIBBLE, XC_SENDER_READ_FAIL,
   XC_RECEIVER_FAIL, XC_RECEIVER_SCRIBBLE, XC_RECEIVER_PARTIAL,
   XC_VIOLATIONS,
   /* violations by kind */
