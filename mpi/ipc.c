@@ -244,6 +244,29 @@ static const cubert_failure *plain(const ipc_call *c, cubert_status st, const ch
 
 /* ------------------------------------------------------------ send */
 
+/* Adds a span for every tainted range of h's view (view-relative) that
+ * falls in one of the `ng` good stretches, below `end`. */
+static void cross_tainted(const ipc_call *c, const cubert_handle *h, const stretch *good, size_t ng, uint64_t end) {
+  uint64_t base = cubert_handle_offset_start(h);
+  for (uint64_t from = base;;) {
+    uint64_t fs = 0, fe = 0;
+    const cubert_failure *f = NULL;
+    if (cubert_handle_tainted_range(c->client, h, from, &fs, &fe, &f) != CUBERT_OK || !f || fs - base >= end) {
+      cubert_failure_release(f);
+      return;
+    }
+    for (size_t i = 0; i < ng; i++) {
+      uint64_t a = fs - base > good[i].a ? fs - base : good[i].a, b = fe - base < good[i].b ? fe - base : good[i].b;
+      if (a >= b) continue;
+      cubert_failure_retain(f);
+      mpi_req_note(c->req, cubert_failure_status(f), cubert_failure_message(f));
+      mpi_req_span(c->req, a, b, f);
+    }
+    cubert_failure_release(f);
+    from = fe;
+  }
+}
+
 /* A free buffer of at least `size` bytes for the peer, made if need be;
  * -1 when there is none (all busy, or no memory). Caller holds x->lock. */
 static int slot_for(ipc_peer *p, cubert_client *client, uint64_t size) {
@@ -346,25 +369,15 @@ bool mpi_ipc_send(const ipc_call *c, unsigned char *header, MPI_Request **reqsp,
       good[i].b = good[i].a; /* nothing of it counts below */
     }
   }
-  /* Wait for the copies; one that failed on the device tainted its bytes of
-   * the buffer (this rank is its only writer): those cross as spans. */
-  if (ng) fence(c->client, sl.h, sl.cap);
-  for (uint64_t from = 0; ng;) {
-    uint64_t fs = 0, fe = 0;
-    const cubert_failure *f = NULL;
-    if (cubert_handle_tainted_range(c->client, sl.h, from, &fs, &fe, &f) != CUBERT_OK || !f || fs >= end) {
-      cubert_failure_release(f);
-      break;
-    }
-    for (size_t i = 0; i < ng; i++) {
-      uint64_t a = fs > good[i].a ? fs : good[i].a, b = fe < good[i].b ? fe : good[i].b;
-      if (a >= b) continue;
-      cubert_failure_retain(f);
-      mpi_req_note(c->req, cubert_failure_status(f), cubert_failure_message(f));
-      mpi_req_span(c->req, a, b, f);
-    }
-    cubert_failure_release(f);
-    from = fe;
+  /* Wait for the copies. One that failed on the device tainted its bytes of
+   * the buffer (this rank is its only writer); work on the view that failed
+   * after the walk, found at this fence, tainted the view's bytes (and, as
+   * the copy read them, the buffer's with a child): those cross as spans,
+   * the view's own failure last, so that it is the one the receiver gets. */
+  if (ng) {
+    fence(c->client, sl.h, sl.cap);
+    cross_tainted(c, sl.h, good, ng, end);
+    cross_tainted(c, c->view, good, ng, end);
   }
   free(good);
 
