@@ -69,8 +69,6 @@ typedef struct comm_state {
 
 static void reap(bool wait, const comm_state *only, const cubert_client *client);
 static void drain_client(cubert_client *client);
-static const comm_state shared_sends; /* reap(.., SHARED_SENDS): the sends through shared memory */
-#define SHARED_SENDS (&shared_sends)
 
 static pthread_mutex_t keyval_lock = PTHREAD_MUTEX_INITIALIZER;
 static int keyval = MPI_KEYVAL_INVALID;
@@ -259,7 +257,7 @@ static void reap(bool wait, const comm_state *only, const cubert_client *client)
   for (cubert_mpi_request **p = &pending; *p;) {
     cubert_mpi_request *r = *p;
     int done = 0;
-    if ((only == SHARED_SENDS ? !r->ipc : only && r->cs != only) || (client && r->client != client)) {
+    if ((only && r->cs != only) || (client && r->client != client)) {
       p = &r->next;
       continue;
     }
@@ -423,10 +421,6 @@ size_t mpi_req_spans(void *req, const ipc_span **spans) {
 const cubert_failure *mpi_req_injected(void *req, const char *what) { return injected_failure(req, what); }
 const cubert_failure *mpi_req_failure(void *req, cubert_status st, const char *why) {
   return failure_for(((cubert_mpi_request *)req)->client, st, why);
-}
-void mpi_req_finish_shared(void *ctx) {
-  (void)ctx;
-  if (mpi_ready()) reap(true, SHARED_SENDS, NULL);
 }
 
 /* What mpi/ipc.c is told of a transfer; `stop`: an injected fail or

@@ -38,8 +38,8 @@
  * form), a send to itself, and a send that finds its peer's 4 staging
  * buffers all still in use go through MPI. A send through shared memory
  * holds the staging buffer, memory of the client's runtime, until the
- * receiver has taken the bytes: cubert_runtime_destroy() of that runtime
- * waits for it (cubert_client_on_runtime_destroy).
+ * receiver has taken the bytes: the client's teardown hook (below) waits
+ * for it.
  *
  * Both sides always complete the exchange: a sender whose bytes are tainted,
  * whose device is lost or whose read fails still sends the header, every
@@ -61,10 +61,12 @@
  * every cubert call does.
  *
  * Clients: the component keeps pinned staging buffers per client and a
- * teardown hook on it (cubert_client_on_destroy): cubert_client_destroy
- * first waits for that client's sends still travelling (the receivers must
- * take them), then releases the buffers; a client and its runtime may so be
- * destroyed before cubert_mpi_finalize.
+ * teardown hook on every client it sent or staged for
+ * (cubert_client_on_destroy): the client's end (cubert_client_destroy, or
+ * cubert_runtime_destroy of a client still alive) first waits for that
+ * client's sends still travelling, through MPI's messages or shared memory
+ * (the receivers must take them), then releases the buffers; a client and
+ * its runtime may so be destroyed before cubert_mpi_finalize.
  *
  * Threading: calls may come from any thread if MPI was initialised with
  * MPI_THREAD_MULTIPLE; otherwise from the thread MPI allows. Ownership: the
