@@ -108,7 +108,8 @@ cubert_status cubert_mpi_init(MPI_Comm comm) {
   char gwhy[128];
   if (!direct_init(gwhy, sizeof gwhy)) return fail(CUBERT_ERR_PARSE, "cubert_mpi_init: %s", gwhy);
   char why[256];
-  if (mpi_inject_env(why, sizeof why) != CUBERT_OK) return fail(CUBERT_ERR_PARSE, "cubert_mpi_init: %s", why);
+  cubert_status rst = mpi_inject_env(why, sizeof why); /* a parse error, or out of memory */
+  if (rst != CUBERT_OK) return fail(rst, "cubert_mpi_init: %s", why);
   comm_state *cs = calloc(1, sizeof *cs);
   if (!cs) return fail(CUBERT_ERR_OUT_OF_MEMORY, "cubert_mpi_init: out of memory");
   MPI_Comm_size(comm, &cs->size);
@@ -173,8 +174,8 @@ bool cubert_mpi_gpu_aware(void) {
 
 cubert_status cubert_mpi_faults(const char *rules) {
   char why[256];
-  if (mpi_inject_set(NULL, rules, why, sizeof why) != CUBERT_OK)
-    return fail(CUBERT_ERR_PARSE, "cubert_mpi_faults: %s", why);
+  cubert_status st = mpi_inject_set(NULL, rules, why, sizeof why); /* a parse error, or out of memory */
+  if (st != CUBERT_OK) return fail(st, "cubert_mpi_faults: %s", why);
   return CUBERT_OK;
 }
 

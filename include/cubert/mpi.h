@@ -100,8 +100,8 @@ extern "C" {
  * in MPI_COMM_WORLD, so that failures it exports name it. MPI must be
  * initialised (else CUBERT_ERR_INVALID_ARGUMENT, "MPI is not initialised").
  * Reads the fault rules (below), $CUBERT_MPI_GPU_AWARE (auto, force or off)
- * and $CUBERT_MPI_PROFILE; a value that does not parse: CUBERT_ERR_PARSE.
- * Calling it again for the same communicator does nothing. */
+ * and $CUBERT_MPI_PROFILE; a value that does not parse: CUBERT_ERR_PARSE;
+ * out of host memory: CUBERT_ERR_OUT_OF_MEMORY. Calling it again for the same communicator does nothing. */
 CUBERT_MPI_API cubert_status cubert_mpi_init(MPI_Comm comm);
 /* Frees what cubert_mpi_init made for `comm` (collective). Call it before
  * MPI_Comm_free or MPI_Finalize. A communicator never initialised: nothing. */
@@ -120,7 +120,9 @@ CUBERT_MPI_API bool cubert_mpi_gpu_aware(void);
  * runtime's, skipped here; "@path" names a rule file) followed by
  * $CUBERT_MPI_FAULTS, when either is set (a rule there that does not parse
  * fails it with CUBERT_ERR_PARSE naming the variable and the rule).
- * A rule text that does not parse: CUBERT_ERR_PARSE, the rules unchanged.
+ * A rule text that does not parse: CUBERT_ERR_PARSE; no host memory to
+ * copy it (or a rule file) into: CUBERT_ERR_OUT_OF_MEMORY ("out of host
+ * memory ..."); either way the rules are unchanged.
  * A fault fails the exchange as a real one would (the sender's call fails
  * and the receiver's bytes it covers are tainted; a scribble damages bytes
  * in flight, which the receiver's checksum finds and taints). */
