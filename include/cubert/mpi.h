@@ -61,8 +61,9 @@
  * every cubert call does.
  *
  * Clients: the component keeps pinned staging buffers per client and a
- * teardown hook on every client it sent or staged for
- * (cubert_client_on_destroy): the client's end (cubert_client_destroy, or
+ * teardown hook on every client whose sends hold memory of its runtime
+ * (staged, direct or through shared memory: all but the eager form's;
+ * cubert_client_on_destroy): the client's end (cubert_client_destroy, or
  * cubert_runtime_destroy of a client still alive) first waits for that
  * client's sends still travelling, through MPI's messages or shared memory
  * (the receivers must take them), then releases the buffers; a client and
