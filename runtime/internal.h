@@ -6,8 +6,11 @@
  *
  * Lifetimes: a cb_alloc lives while handles or bindings name it (one atomic
  * word counts both); at zero it goes to its device's graveyard and is freed
- * under that device's lock. Pending work records hold bindings, so memory
- * used by enqueued work is never reused before the work completed. */
+ * under that device's lock, or, when a handle release dropped the last
+ * reference to clean pooled memory, waits whole in that thread's cache
+ * (tcache.c) for the thread's next allocation of its size. Pending work
+ * records hold bindings, so memory used by enqueued work is never reused
+ * before the work completed. */
 #ifndef CUBERT_RUNTIME_INTERNAL_H
 #define CUBERT_RUNTIME_INTERNAL_H
 

@@ -36,6 +36,22 @@
 #include "base/alloc.h"
 #include "runtime/internal.h"
 
+/* Under AddressSanitizer a parked handle object is poisoned, so that a use
+ * of a handle after its release still reports, as when the release freed it. */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CB_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(CB_ASAN)
+#include <sanitizer/asan_interface.h>
+#define PARKED(h) ASAN_POISON_MEMORY_REGION((h), sizeof *(h))
+#define UNPARKED(h) ASAN_UNPOISON_MEMORY_REGION((h), sizeof *(h))
+#else
+#define PARKED(h) ((void)(h))
+#define UNPARKED(h) ((void)(h))
+#endif
+
 #define SLOTS 8u                      /* parked allocations per thread and device */
 #define MAX_BYTES (UINT64_C(4) << 20) /* and at most this many bytes of blocks */
 
@@ -63,6 +79,7 @@ static cb_tcache *find(const cb_device *dev) {
 static bool empty_slot(cb_tcache *t, uint32_t i) {
   cubert_handle *h = atomic_exchange_explicit(&t->slot[i], NULL, memory_order_acquire);
   if (!h) return false;
+  UNPARKED(h);
   cb_alloc *a = h->alloc;
   cb_free(h);
   cb_alloc_free(a);
@@ -112,6 +129,7 @@ cubert_handle *cb_tcache_reuse(cubert_client *c, uint64_t size) {
       h = atomic_exchange_explicit(&t->slot[i], NULL, memory_order_acquire); /* NULL: drained meanwhile */
   }
   if (!h) return NULL;
+  UNPARKED(h);
   /* a new tenant: what cb_alloc_adopt sets, with the slot, block, device
    * reference and the (empty) ledger kept; the generation before the count,
    * so a weak upgrade that sees the count sees the new generation too */
@@ -144,6 +162,7 @@ bool cb_tcache_park(cubert_handle *h) {
   }
   if (free_slot == SLOTS || bytes > MAX_BYTES) return false;
   t->key[free_slot] = a->block.size;
+  PARKED(h);
   atomic_store_explicit(&t->slot[free_slot], h, memory_order_release);
   return true;
 }
