@@ -112,11 +112,6 @@ static cubert_status empty_with(cb_errb *eb, const char *fn, cubert_client *c, u
                        "%s: unknown flags 0x%x (known: CUBERT_MEMORY_FINE_GRAINED, CUBERT_MEMORY_SHAREABLE)", fn,
                        (unsigned)(flags & ~CB_MEMORY_FLAGS));
   cb_device *dev = c->dev;
-  cubert_handle *h = flags ? NULL : cb_tcache_reuse(c, size);
-  if (h) { /* the fast path: a block this thread released, no lock (tcache.c) */
-    *out = h;
-    return CUBERT_OK;
-  }
   cubert_status st = cb_device_enter(dev);
   if (st) return st;
   cb_stream *s = NULL;
@@ -127,7 +122,7 @@ static cubert_status empty_with(cb_errb *eb, const char *fn, cubert_client *c, u
   }
   if (!flags) cb_tcache_attach(dev, atomic_load(&c->pinned_stream) ? 0 : s->id);
   cb_device_leave(dev);
-  h = handle_new(a, 0, size, s->id);
+  cubert_handle *h = handle_new(a, 0, size, s->id);
   if (!h) {
     cb_alloc_unref(a, CB_HANDLE_ONE, NULL);
     return cb_errb_set(eb, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
@@ -136,13 +131,23 @@ static cubert_status empty_with(cb_errb *eb, const char *fn, cubert_client *c, u
   return CUBERT_OK;
 }
 
+/* The fast path (tcache.c): a block of this size that this thread released,
+ * taken back with no lock and no host allocation; false: the slow path. */
+static bool empty_fast(cubert_client *c, uint64_t size, uint32_t flags, cubert_handle **out) {
+  cubert_handle *h = c && out && size && !flags ? cb_tcache_reuse(c, size) : NULL;
+  if (h) *out = h;
+  return h != NULL;
+}
+
 cubert_status cubert_handle_empty(cubert_client *c, uint64_t size, cubert_handle **out) {
+  if (empty_fast(c, size, 0, out)) return CUBERT_OK;
   cb_errb eb;
   cb_errb_init(&eb, CUBERT_OK);
   return cb_errb_return(&eb, empty_with(&eb, "cubert_handle_empty", c, size, 0, out));
 }
 
 cubert_status cubert_handle_empty_with(cubert_client *c, uint64_t size, uint32_t flags, cubert_handle **out) {
+  if (empty_fast(c, size, flags, out)) return CUBERT_OK;
   cb_errb eb;
   cb_errb_init(&eb, CUBERT_OK);
   return cb_errb_return(&eb, empty_with(&eb, "cubert_handle_empty_with", c, size, flags, out));

@@ -61,6 +61,11 @@ typedef struct cb_tcache {
   struct cb_tcache *next_of_thread; /* the owner's list (`mine`) */
   uint32_t stream;            /* the owner's stream on dev; 0: not known yet */
   uint64_t key[SLOTS];        /* block size of what the owner parked in slot i */
+  /* the owner's view of its slots: those it filled and has not taken back,
+   * and their bytes; a drain by another thread makes it an overestimate,
+   * counted again (recount) when it says the cache is full */
+  uint32_t filled;
+  uint64_t bytes;
   cubert_handle *_Atomic slot[SLOTS];
 } cb_tcache;
 
@@ -112,6 +117,17 @@ static void thread_exit(void *head) {
 
 static void exit_init(void) { exit_ok = pthread_key_create(&exit_key, thread_exit) == 0; }
 
+/* The owner's view of its slots made exact again (after drains). */
+static void recount(cb_tcache *t) {
+  t->filled = 0;
+  t->bytes = 0;
+  for (uint32_t i = 0; i < SLOTS; i++) {
+    if (!atomic_load_explicit(&t->slot[i], memory_order_relaxed)) continue;
+    t->filled |= 1u << i;
+    t->bytes += t->key[i];
+  }
+}
+
 /* ------------------------------------------------------------ fast path */
 
 cubert_handle *cb_tcache_reuse(cubert_client *c, uint64_t size) {
@@ -124,9 +140,12 @@ cubert_handle *cb_tcache_reuse(cubert_client *c, uint64_t size) {
   if (!stream || !bytes || atomic_load_explicit(&dev->lost, memory_order_relaxed))
     return NULL; /* the slow path knows, or says why not */
   cubert_handle *h = NULL;
-  for (uint32_t i = 0; i < SLOTS && !h; i++) {
-    if (t->key[i] == bytes && atomic_load_explicit(&t->slot[i], memory_order_relaxed))
-      h = atomic_exchange_explicit(&t->slot[i], NULL, memory_order_acquire); /* NULL: drained meanwhile */
+  for (uint32_t m = t->filled; m && !h; m &= m - 1) {
+    uint32_t i = (uint32_t)__builtin_ctz(m);
+    if (t->key[i] != bytes) continue;
+    h = atomic_exchange_explicit(&t->slot[i], NULL, memory_order_acquire); /* NULL: drained meanwhile */
+    t->filled &= ~(1u << i);
+    t->bytes -= bytes;
   }
   if (!h) return NULL;
   UNPARKED(h);
@@ -152,18 +171,17 @@ bool cb_tcache_park(cubert_handle *h) {
     return false;
   cb_tcache *t = find(a->dev);
   if (!t) return false;
-  uint64_t bytes = a->block.size;
-  uint32_t free_slot = SLOTS;
-  for (uint32_t i = 0; i < SLOTS; i++) {
-    if (atomic_load_explicit(&t->slot[i], memory_order_relaxed))
-      bytes += t->key[i];
-    else if (free_slot == SLOTS)
-      free_slot = i;
+  uint64_t size = a->block.size;
+  if (t->filled == (1u << SLOTS) - 1 || t->bytes + size > MAX_BYTES) {
+    recount(t);
+    if (t->filled == (1u << SLOTS) - 1 || t->bytes + size > MAX_BYTES) return false;
   }
-  if (free_slot == SLOTS || bytes > MAX_BYTES) return false;
-  t->key[free_slot] = a->block.size;
+  uint32_t i = (uint32_t)__builtin_ctz(~t->filled);
+  t->key[i] = size;
+  t->filled |= 1u << i;
+  t->bytes += size;
   PARKED(h);
-  atomic_store_explicit(&t->slot[free_slot], h, memory_order_release);
+  atomic_store_explicit(&t->slot[i], h, memory_order_release);
   return true;
 }
 
