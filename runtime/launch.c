@@ -29,6 +29,16 @@ typedef struct resolved {
 static cubert_status check_config(cb_errb *eb, const cb_device *dev, const cubert_kernel *k,
                                   const cubert_launch_config *cfg) {
   const cubert_device_info *in = &dev->info;
+  /* the usual case, every test at once without a branch each; any
+   * failure is named by the tests below */
+  const uint32_t *g = cfg->grid, *b = cfg->block;
+  /* x - 1 >= max: x is 0 or above max (unsigned) */
+  bool bad = (g[0] - 1u >= in->max_grid[0]) | (g[1] - 1u >= in->max_grid[1]) | (g[2] - 1u >= in->max_grid[2]) |
+             (b[0] - 1u >= in->max_block[0]) | (b[1] - 1u >= in->max_block[1]) | (b[2] - 1u >= in->max_block[2]) |
+             ((uint64_t)g[0] * b[0] > UINT32_MAX) | ((uint64_t)g[1] * b[1] > UINT32_MAX) |
+             ((uint64_t)g[2] * b[2] > UINT32_MAX) | (cfg->shared_memory > in->max_shared_memory);
+  /* each block dimension is within its maximum here, so the product fits */
+  if (!bad && (uint64_t)b[0] * b[1] * b[2] <= in->max_threads_per_block) return CUBERT_OK;
   static const char axis[] = "xyz";
   uint64_t threads = 1;
   for (int i = 0; i < 3; i++) {
@@ -123,14 +133,21 @@ typedef struct launch_args {
 static cubert_status launch_args_init(cb_errb *eb, launch_args *la, const cubert_kernel *k, uint32_t nargs) {
   uint32_t nt = k->ntensors;
   la->nbound = la->npeer = 0;
-  la->res = nargs <= 16 ? la->res_stack : cb_calloc(nargs, sizeof *la->res);
-  la->bargs = nargs <= 16 ? la->bargs_stack : cb_calloc(nargs, sizeof *la->bargs);
-  la->tensors = nt <= 2 ? la->tensors_stack : cb_calloc(nt, sizeof *la->tensors);
+  la->res = la->res_stack;
+  la->bargs = la->bargs_stack;
+  la->tensors = la->tensors_stack;
+  if (nargs <= 16 && nt <= 2) return CUBERT_OK; /* the usual case: the stack */
+  if (nargs > 16) {
+    la->res = cb_calloc(nargs, sizeof *la->res);
+    la->bargs = cb_calloc(nargs, sizeof *la->bargs);
+  }
+  if (nt > 2) la->tensors = cb_calloc(nt, sizeof *la->tensors);
   if (!la->res || !la->bargs || !la->tensors) return cb_errb_set(eb, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   return CUBERT_OK; /* check_args sets every slot of res it reaches */
 }
 
 static void launch_args_free(launch_args *la) {
+  if (la->res == la->res_stack && la->tensors == la->tensors_stack) return;
   if (la->res != la->res_stack) cb_free(la->res);
   if (la->bargs != la->bargs_stack) cb_free(la->bargs);
   if (la->tensors != la->tensors_stack) cb_free(la->tensors);
@@ -174,8 +191,10 @@ static cubert_status check_args(cb_errb *eb, const cb_device *dev, const cubert_
     if (!a->handle)
       return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT, "argument %u (`%s`) of `%s`: handle is NULL", i, p->name,
                      k->name);
-    cb_alloc *al = a->handle->alloc;
-    res[i] = (resolved){al, a->handle->start, a->handle->end, false, NULL};
+    const cubert_handle *h = a->handle;
+    cb_alloc *al = h->alloc;
+    uint64_t start = h->start, end = h->end;
+    res[i] = (resolved){al, start, end, false, NULL};
     la->nbound++;
     if (p->kind == CUBERT_PARAM_TENSOR) {
       tensor_arg *t = res[i].t = tensors++;
@@ -187,8 +206,7 @@ static cubert_status check_args(cb_errb *eb, const cb_device *dev, const cubert_
       /* A peer buffer names its allocation's owner (backend.h), so no layer
        * below needs a registry of addresses to tell. */
       bargs[i] = (cubert_backend_arg){.kind = p->kind, .access = p->access,
-                                      .address = al->block.address + a->handle->start,
-                                      .size = a->handle->end - a->handle->start,
+                                      .address = al->block.address + start, .size = end - start,
                                       .owner = p->kind == CUBERT_PARAM_PEER_BUFFER ? al->dev->bdev : NULL};
     }
     if (al->dev == dev) continue; /* a peer parameter may bind local memory too (cubert.h) */
