@@ -563,8 +563,21 @@ cubert_status cb_order_access(cb_device *dev, cb_stream *s, cb_alloc *a, bool wr
 /* Work records. */
 cb_work *cb_work_begin(cb_device *dev, cb_stream *s, const char *operation, cubert_kernel *k,
                        uint32_t nbinds);
-void cb_work_bind(cb_work *w, uint32_t i, cb_alloc *a, uint64_t start, uint64_t end,
-                  cubert_access access, const char *name);
+/* Memory of the record's own device (not a host buffer's ledger) is counted
+ * in a->local_binds under the device lock the caller holds; the count's one
+ * reference keeps it alive. */
+static inline bool cb_work_bind_local(const cb_work *w, const cb_alloc *a) { return a->dev == w->dev && !a->host; }
+/* Binding `i` of `w`: [start, end) of `a`. Inline: a launch binds each of
+ * its buffers here (issue 15: the per-binding cost). */
+static inline void cb_work_bind_at(const cb_work *w, cb_wbind *slot, cb_alloc *a, uint64_t start, uint64_t end,
+                                   cubert_access access, const char *name) {
+  if (!cb_work_bind_local(w, a) || a->local_binds++ == 0) cb_alloc_ref(a, CB_BINDING_ONE);
+  *slot = (cb_wbind){a, start, end, (uint8_t)access, name, NULL};
+}
+static inline void cb_work_bind(cb_work *w, uint32_t i, cb_alloc *a, uint64_t start, uint64_t end,
+                                cubert_access access, const char *name) {
+  cb_work_bind_at(w, &cb_work_binds(w)[i], a, start, end, access, name);
+}
 /* A strided binding: the footprint `p` (copied; an empty one binds
  * nothing). False when out of memory (the binding is then left empty). */
 bool cb_work_bind_pattern(cb_work *w, uint32_t i, cb_alloc *a, const cb_pattern *p, cubert_access access,
@@ -592,6 +605,14 @@ cubert_failure *cb_taint_skip(cb_device *dev, cb_work *w, const cubert_failure *
                               const char *input, const char *operation);
 /* Settles the write set of `w`: releases it (f NULL), or taints it with `f`. */
 void cb_taint_settle(cb_device *dev, cb_work *w, cubert_failure *f);
+/* Whether releasing binding `b` (a write) changes anything: its memory is
+ * shared (cells, other processes) or its ledger holds a range. Under the
+ * device lock. */
+static inline bool cb_taint_settle_needed(const cb_wbind *b) {
+  return atomic_load_explicit(&b->alloc->shared, memory_order_relaxed) || b->alloc->xshare || b->alloc->ledger.n;
+}
+/* cb_taint_settle for one write binding. */
+void cb_taint_settle_bind(cb_wbind *b, cubert_failure *f);
 /* Adds `f` to `b` once per range of the write set of `w` (which `f` now
  * taints), in binding order; once with range 0..0 when it writes nothing. A
  * strided binding adds its first CB_REPORT_RUNS runs, and the message says
@@ -600,6 +621,9 @@ void cb_taint_settle(cb_device *dev, cb_work *w, cubert_failure *f);
 void cb_work_report(cb_work *w, const cubert_failure *f, cb_errb *b);
 /* Marks uses: last writer and last reader stream/work of each allocation. */
 void cb_work_mark_uses(cb_device *dev, cb_work *w);
+/* Work that was handed to the backend: cb_taint_settle(dev, w, NULL) then
+ * cb_work_mark_uses(dev, w), in one pass over the bindings. */
+void cb_work_succeeded(cb_device *dev, cb_work *w);
 /* Drains asynchronous failures and frees records of completed work. With
  * `all`, waits for nothing but drops every record up to progress. */
 void cb_device_reap(cb_device *dev);
