@@ -701,7 +701,7 @@ static bool small_arrived(ctx *c, ttype t, const cubert_handle *v, uint64_t size
 }
 
 static void small_split(ctx *c) {
-  static const struct { ttype t; uint64_t size; } cases[] = {{T_H2D, 4}, {T_D2H, 4}, {T_D2H, 4096}};
+  static const struct { ttype t; uint64_t size; } cases[] = {{T_H2D, 4}, {T_D2H, 4}, {T_D2H, 4096}, {T_D2H, 65536}};
   static const char *const suffix[SPLIT_N] = {"host", "no-timer", "0B", "", ""};
   int total = c->o.warmup + c->o.reps;
   uint32_t count = c->o.lat_count;

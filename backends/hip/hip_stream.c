@@ -74,7 +74,9 @@
  * API documentation, "API synchronization behavior": to pageable host
  * memory the call returns once the copy has completed), so a small read is
  * raw's one call, with no stream query and no event; on AMD the query
- * still confirms it. */
+ * still confirms it. A larger read on NVIDIA whose stream query says busy
+ * asks the driver whether `dst` is pageable before it falls back to the
+ * event. */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -729,8 +731,20 @@ cubert_status cb_hip_read(void *device, void *stream, uint64_t work, void *dst, 
    * about 2.8 us a read on the H200 (docs/bench.md). Otherwise (pinned
    * memory, work another thread queued since, an error) the event below
    * says when the bytes landed. */
-  bool idle = e == hipSuccess && size && !piped &&
-              ((small && CB_HIP_NVIDIA) || hipStreamQuery(s->stream) == hipSuccess);
+  bool idle = false;
+  if (e == hipSuccess && size && !piped) {
+    if (small && CB_HIP_NVIDIA) {
+      idle = true;
+    } else {
+      /* On NVIDIA a stream still busy (work queued since by another
+       * thread, or a driver that reports the stream busy a moment longer)
+       * does not make the bytes late: into pageable memory they landed
+       * when the call returned, which the driver's answer for `dst`
+       * settles for less than an event's round trip. */
+      hipError_t q = hipStreamQuery(s->stream);
+      idle = q == hipSuccess || (CB_HIP_NVIDIA && q == hipErrorNotReady && host_pageable(dst));
+    }
+  }
   /* An event of the read's own (not a mark: progress() may reap and reuse
    * a mark's event while this thread waits on it). */
   hipEvent_t ev = NULL;
