@@ -501,6 +501,7 @@ static bool send_eager(cubert_mpi_request *r) {
   post(r, MPI_Isend(r->header, (int)(WIRE_HEADER_SIZE + WIRE_CHUNK_PREFIX + r->size), MPI_BYTE, r->peer, r->tag,
                     r->comm, &r->reqs[r->nreqs++]),
        "the message");
+  prof_event_add(PROF_EV_EAGER);
   return true;
 }
 
@@ -615,6 +616,8 @@ static cubert_status start_send(const char *fn, cubert_client *client, const cub
   if (r->injected && r->hit.fault == MPI_FAULT_FAIL) ipc_stop = 0;
   ipc_call call = ipc_call_of(r, ipc_stop);
   if ((r->shared = mpi_ipc_send(&call, r->header, &r->reqs, &r->nreqs, &r->ranges, &r->ipc))) {
+    prof_lap(PROF_IPC_SEND, &r->pt);
+    r->messages += (uint64_t)r->nreqs;
     *out = r;
     return CUBERT_OK;
   }
@@ -622,8 +625,11 @@ static cubert_status start_send(const char *fn, cubert_client *client, const cub
   r->ranges = malloc(r->nspans * WIRE_RANGE_SIZE + 1);
   /* chunk k's message at k * (prefix + chunk); the last may be shorter */
   r->records = malloc((size_t)r->nchunks * sizeof *r->records + 1);
-  if (!r->reqs || !r->ranges || !r->records ||
-      !stage_take(client, (size_t)(r->nchunks * WIRE_CHUNK_PREFIX + r->size), &r->stage)) {
+  prof_lap(PROF_CHECK, &r->pt);
+  bool staged = r->reqs && r->ranges && r->records &&
+                stage_take(client, (size_t)(r->nchunks * WIRE_CHUNK_PREFIX + r->size), &r->stage);
+  prof_lap(PROF_STAGE_TAKE, &r->pt);
+  if (!staged) {
     /* Nothing sent yet: the caller may retry. */
     request_free(r);
     return fail(CUBERT_ERR_OUT_OF_MEMORY, "%s: out of memory staging %llu bytes", fn,
@@ -778,6 +784,7 @@ static cubert_status verdict(const cubert_mpi_request *r, cubert_mpi_info *info)
 static cubert_status finish_send(cubert_mpi_request *r, cubert_mpi_info *info) {
   char t[MPI_MAX_ERROR_STRING + 1];
   int done = 0;
+  r->pt = prof_now(); /* the time since the isend returned is the caller's */
   int rc = MPI_Testall(r->nreqs, r->reqs, &done, MPI_STATUSES_IGNORE);
   if (rc != MPI_SUCCESS) {
     mpi_text(rc, t, sizeof t);
@@ -1178,6 +1185,8 @@ static cubert_status finish_recv(cubert_mpi_request *r, cubert_mpi_info *info) {
   if (shared) { /* the bytes wait in the sender's shared memory */
     ipc_call call = ipc_call_of(r, stop);
     mpi_ipc_land(&call, r->header + WIRE_HEADER_SIZE);
+    r->messages++; /* the answer */
+    prof_lap(PROF_IPC_LAND, &r->pt);
     k = r->nchunks;
   } else if (eager) { /* the one chunk came with the header */
     land_chunk(r, 0, r->header + WIRE_HEADER_SIZE, stop, &inj, NULL, 0);
