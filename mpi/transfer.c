@@ -248,15 +248,20 @@ static void request_free(cubert_mpi_request *r) {
  * holds the staging buffers until the receiver takes them. Finishing them
  * is not the sender's call's business: two ranks that each send to the
  * other before receiving would otherwise wait for each other forever. Every
- * later call tests them (MPI_Testall); cubert_mpi_finalize waits for those
- * of its communicator. */
+ * later call tests them (MPI_Testall), oldest first, and stops at the
+ * REAP_OPEN-th still open: sends to one peer finish in the order they were
+ * posted, and testing every one of a window of 64 on each call (each test
+ * a turn of MPI's progress engine) made each call cost O(window).
+ * cubert_mpi_finalize waits for those of its communicator. */
 static pthread_mutex_t pending_lock = PTHREAD_MUTEX_INITIALIZER;
-static cubert_mpi_request *pending;
+static cubert_mpi_request *pending, **pending_tail = &pending; /* oldest first */
+#define REAP_OPEN 2
 
 static void reap(bool wait, const comm_state *only, const cubert_client *client) {
   bool live = mpi_ready();
+  int open = 0;
   pthread_mutex_lock(&pending_lock);
-  for (cubert_mpi_request **p = &pending; *p;) {
+  for (cubert_mpi_request **p = &pending; *p && (wait || open < REAP_OPEN);) {
     cubert_mpi_request *r = *p;
     int done = 0;
     if ((only == SHARED_SENDS ? !r->ipc : only && r->cs != only) || (client && r->client != client)) {
@@ -273,9 +278,11 @@ static void reap(bool wait, const comm_state *only, const cubert_client *client)
     }
     if (done) {
       *p = r->next;
+      if (pending_tail == &r->next) pending_tail = p;
       request_free(r);
     } else {
       p = &r->next;
+      open++;
     }
   }
   pthread_mutex_unlock(&pending_lock);
@@ -800,8 +807,9 @@ static cubert_status finish_send(cubert_mpi_request *r, cubert_mpi_info *info) {
   } else {
     request_settle(r);
     pthread_mutex_lock(&pending_lock);
-    r->next = pending;
-    pending = r;
+    r->next = NULL;
+    *pending_tail = r;
+    pending_tail = &r->next;
     pthread_mutex_unlock(&pending_lock);
   }
   return st;
