@@ -148,11 +148,14 @@ done
 
 # A campaign sharded over the 2 ranks (the harness's programs run on the
 # host backend: the campaign's devices are simulated ones), then 200
-# exchanges between the ranks on $backend's device 0 (docs/cluster.md).
+# exchanges between the ranks on $backend's device 0 through MPI's
+# messages and 100 shared exchanges through shared memory (HIP IPC on the
+# GPU; docs/cluster.md).
 if run_ranks -n 2 "$build/mpi/tool/cubert-mpi" campaign --seed 20261201 --programs 400 --exchanges 200 \
      >>"$out/tests.log" 2>&1; then
   summary "campaign (2 ranks): $(grep -m1 '^verdict' "$out/tests.log")"
   summary "exchanges: $(grep -m1 '^counts:' "$out/tests.log" | sed 's/.*; exchanges/exchanges/')"
+  summary "shared exchanges: $(grep -m1 '^shared counts:' "$out/tests.log" | sed 's/^shared counts: //')"
 else
   summary "campaign (2 ranks): FAILED (tests.log)"
   rc=1

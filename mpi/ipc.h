@@ -93,9 +93,5 @@ void mpi_req_note(void *req, cubert_status st, const char *message);
 size_t mpi_req_spans(void *req, const ipc_span **spans); /* valid until the next mpi_req_span */
 const cubert_failure *mpi_req_injected(void *req, const char *what);
 const cubert_failure *mpi_req_failure(void *req, cubert_status st, const char *why);
-/* Finishes every send through shared memory still in flight (registered
- * with cubert_client_on_runtime_destroy: the runtime's memory stays until
- * the receivers took their bytes). */
-void mpi_req_finish_shared(void *ctx);
 
 #endif

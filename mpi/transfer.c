@@ -69,8 +69,6 @@ typedef struct comm_state {
 
 static void reap(bool wait, const comm_state *only, const cubert_client *client);
 static void drain_client(cubert_client *client);
-static const comm_state shared_sends; /* reap(.., SHARED_SENDS): the sends through shared memory */
-#define SHARED_SENDS (&shared_sends)
 
 static pthread_mutex_t keyval_lock = PTHREAD_MUTEX_INITIALIZER;
 static int keyval = MPI_KEYVAL_INVALID;
@@ -110,7 +108,8 @@ cubert_status cubert_mpi_init(MPI_Comm comm) {
   char gwhy[128];
   if (!direct_init(gwhy, sizeof gwhy)) return fail(CUBERT_ERR_PARSE, "cubert_mpi_init: %s", gwhy);
   char why[256];
-  if (mpi_inject_env(why, sizeof why) != CUBERT_OK) return fail(CUBERT_ERR_PARSE, "cubert_mpi_init: %s", why);
+  cubert_status rst = mpi_inject_env(why, sizeof why); /* a parse error, or out of memory */
+  if (rst != CUBERT_OK) return fail(rst, "cubert_mpi_init: %s", why);
   comm_state *cs = calloc(1, sizeof *cs);
   if (!cs) return fail(CUBERT_ERR_OUT_OF_MEMORY, "cubert_mpi_init: out of memory");
   MPI_Comm_size(comm, &cs->size);
@@ -175,8 +174,8 @@ bool cubert_mpi_gpu_aware(void) {
 
 cubert_status cubert_mpi_faults(const char *rules) {
   char why[256];
-  if (mpi_inject_set(NULL, rules, why, sizeof why) != CUBERT_OK)
-    return fail(CUBERT_ERR_PARSE, "cubert_mpi_faults: %s", why);
+  cubert_status st = mpi_inject_set(NULL, rules, why, sizeof why); /* a parse error, or out of memory */
+  if (st != CUBERT_OK) return fail(st, "cubert_mpi_faults: %s", why);
   return CUBERT_OK;
 }
 
@@ -264,7 +263,7 @@ static void reap(bool wait, const comm_state *only, const cubert_client *client)
   for (cubert_mpi_request **p = &pending; *p && (wait || open < REAP_OPEN);) {
     cubert_mpi_request *r = *p;
     int done = 0;
-    if ((only == SHARED_SENDS ? !r->ipc : only && r->cs != only) || (client && r->client != client)) {
+    if ((only && r->cs != only) || (client && r->client != client)) {
       p = &r->next;
       continue;
     }
@@ -430,10 +429,6 @@ size_t mpi_req_spans(void *req, const ipc_span **spans) {
 const cubert_failure *mpi_req_injected(void *req, const char *what) { return injected_failure(req, what); }
 const cubert_failure *mpi_req_failure(void *req, cubert_status st, const char *why) {
   return failure_for(((cubert_mpi_request *)req)->client, st, why);
-}
-void mpi_req_finish_shared(void *ctx) {
-  (void)ctx;
-  if (mpi_ready()) reap(true, SHARED_SENDS, NULL);
 }
 
 /* What mpi/ipc.c is told of a transfer; `stop`: an injected fail or

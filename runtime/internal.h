@@ -409,7 +409,6 @@ struct cb_fi_state;
 struct cb_runtime_parts;
 struct cb_backend_settings;
 
-#define CB_RUNTIME_MAX_ON_DESTROY 8
 struct cubert_runtime {
   const struct cb_runtime_parts *parts; /* runtime/parts.h: backends, fault layer, topology */
   struct cubert_topology *topology; /* for fault rules filtered by pair class */
@@ -421,12 +420,10 @@ struct cubert_runtime {
   cb_device **devices;
   int ndevices;
   struct cb_backend_settings *settings; /* the backends' own (parts->settings_new), or NULL */
-  /* cubert_client_on_runtime_destroy: called first by cubert_runtime_destroy */
-  struct {
-    void (*fn)(void *ctx);
-    void *ctx;
-  } on_destroy[CB_RUNTIME_MAX_ON_DESTROY];
-  int non_destroy;
+  /* the clients not yet destroyed, newest first: cubert_runtime_destroy
+   * runs the hooks of those still alive (runtime/component.c) */
+  pthread_mutex_t clients_lock;
+  struct cubert_client *clients;
 };
 
 struct cb_client_hook;
@@ -434,11 +431,19 @@ struct cubert_client {
   cubert_runtime *rt;
   cb_device *dev;
   _Atomic uint32_t pinned_stream; /* 0: the thread's */
-  pthread_mutex_t hook_lock;      /* guards hooks */
+  pthread_mutex_t hook_lock;      /* guards hooks and orphan */
   struct cb_client_hook *hooks;   /* cubert_client_on_destroy, newest first */
+  bool orphan;                    /* its runtime was destroyed first: only cubert_client_destroy is left */
+  struct cubert_client *prev, *next; /* in rt->clients, under rt->clients_lock; unlinked: prev == next == NULL */
+  bool linked;
 };
-/* Runs and frees the client's teardown hooks (runtime/component.c). */
-void cb_client_run_hooks(cubert_client *c);
+/* runtime/component.c: links a new client into its runtime's list; runs
+ * and frees the client's teardown hooks and unlinks it (its destroy); runs
+ * the hooks of every client still alive and leaves them orphans (the
+ * runtime's destroy, before anything of it goes). */
+void cb_client_link(cubert_client *c);
+void cb_client_end(cubert_client *c);
+void cb_runtime_end_clients(cubert_runtime *rt);
 
 /* ------------------------------------------------------------ helpers */
 
