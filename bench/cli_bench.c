@@ -2,8 +2,11 @@
  * (cli/commands.h): peer bandwidth, the runtime's own costs, and redrawing
  * the pictures of a saved run. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bench/bench.h"
 #include "bench/bench_numa.h"
@@ -28,6 +31,9 @@ static void usage(FILE *out) {
           "            device's local node(s) marked\n"
           "  plot      draw the SVG pictures of a saved `bench peer --json` run:\n"
           "            cubert bench plot RUN.json PREFIX\n"
+          "  mpi       bandwidth and latency between MPI ranks through cubert's send and\n"
+          "            receive, beside plain MPI: runs `cubert-mpi bench` (the optional MPI\n"
+          "            component's tool), so start it as `mpirun -n 2 cubert bench mpi`\n"
           "\n"
           "`cubert bench <what> --help` lists the options. docs/bench.md explains the\n"
           "columns. Both run on the host backend (--quick for CI) and on HIP devices.\n");
@@ -71,12 +77,50 @@ int cb_bench_plot_main(int argc, char **argv) {
   return ok ? CB_CLI_OK : CB_CLI_FAILED;
 }
 
+/* `cubert bench mpi ...` is `cubert-mpi bench ...`: the MPI component is
+ * optional and this tool never links MPI, so it replaces itself with the
+ * MPI tool (same process, so mpirun's rank environment carries over): the
+ * one installed beside this program, else the one of this build tree, else
+ * the first on PATH. */
+static int bench_mpi(int argc, char **argv) {
+  char **args = calloc((size_t)argc + 2, sizeof *args);
+  if (!args) {
+    fputs("cubert bench mpi: out of memory\n", stderr);
+    return CB_CLI_FAILED;
+  }
+  args[0] = "cubert-mpi";
+  args[1] = "bench";
+  for (int i = 1; i < argc; i++) args[i + 1] = argv[i];
+  char self[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0) {
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    if (slash && (size_t)(slash - self) + sizeof "/cubert-mpi" <= sizeof self) {
+      strcpy(slash, "/cubert-mpi");
+      execv(self, args);
+    }
+  }
+#ifdef CB_MPI_TOOL_BUILD
+  execv(CB_MPI_TOOL_BUILD, args);
+#endif
+  execvp("cubert-mpi", args);
+  fprintf(stderr,
+          "cubert bench mpi: no cubert-mpi beside cubert or on PATH (%s): this cubert was built "
+          "without its MPI component (configure with -DCUBERT_MPI=ON where an MPI-3 library is "
+          "installed; docs/cluster.md)\n",
+          strerror(errno));
+  free(args);
+  return CB_CLI_FAILED;
+}
+
 static const cb_cli_command benchmarks[] = {
     {"peer", cb_bench_peer_main, "peer bandwidth and latency (the default)"},
     {"runtime", cb_bench_runtime_main, "the runtime's own costs"},
     {"strided", cb_bench_strided_main, "strided copies beside hipMemcpy2D/3DAsync"},
     {"numa", cb_bench_numa_main, "host<->device bandwidth per NUMA node"},
     {"plot", cb_bench_plot_main, "the SVG pictures of a saved run"},
+    {"mpi", bench_mpi, "bandwidth and latency between MPI ranks (cubert-mpi bench)"},
 };
 
 int cb_cli_bench(int argc, char **argv) {
@@ -93,7 +137,7 @@ int cb_cli_bench(int argc, char **argv) {
   }
   const cb_cli_command *b = cb_cli_find(benchmarks, sizeof benchmarks / sizeof benchmarks[0], what);
   if (b) return b->run(argc - 1, argv + 1);
-  fprintf(stderr, "cubert bench: unknown benchmark '%s' (peer, runtime, strided, numa or plot)\n", what);
+  fprintf(stderr, "cubert bench: unknown benchmark '%s' (peer, runtime, strided, numa, plot or mpi)\n", what);
   usage(stderr);
   return CB_CLI_USAGE;
 }
