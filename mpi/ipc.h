@@ -10,8 +10,9 @@
  * the buffer once (kept for the next transfer), copies the good bytes into
  * its view, device to device, waits for the copies and answers with a small
  * acknowledgement, after which the sender may fill the buffer again. Up to
- * IPC_SLOTS buffers per peer are in flight; with none free the transfer
- * takes the wire form, so a send never waits for its receiver. MPI only
+ * IPC_SLOTS buffers per peer are in flight (as many as osu_bw's window of
+ * nonblocking sends); with none free the transfer takes the wire form, so
+ * a send never waits for its receiver. MPI only
  * agrees: it carries the header, the ranges and the acknowledgement. */
 #ifndef CUBERT_MPI_IPC_H
 #define CUBERT_MPI_IPC_H
@@ -24,7 +25,7 @@
 #include "cubert/cubert.h"
 #include "mpi/inject.h"
 
-#define IPC_SLOTS 4 /* staging buffers per (communicator, peer) */
+#define IPC_SLOTS 64 /* staging buffers per (communicator, peer of this node) */
 
 /* One failed stretch of the view and the failure it gets (a reference). */
 typedef struct ipc_span {

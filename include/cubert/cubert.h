@@ -676,7 +676,8 @@ typedef struct cubert_pool_usage {
   uint64_t pages;
   uint64_t reserved;      /* bytes taken from the driver */
   uint64_t in_use;        /* bytes handed out (a block freed and kept for
-                             the next allocation of its size is not) */
+                             the next allocation of its size is not: the
+                             threads' caches are emptied first) */
   uint64_t high_water;    /* most bytes in use at once */
 } cubert_pool_usage;
 
@@ -684,7 +685,8 @@ typedef struct cubert_pool_usage {
  * pools there are. */
 CUBERT_API cubert_status cubert_memory_usage(cubert_client *client, cubert_pool_usage *pools,
                                              size_t capacity, size_t *count);
-/* Returns every idle page to the driver. */
+/* Empties every thread's cache of freed blocks of the client's device
+ * (docs/guide.md, section 3), then returns every idle page to the driver. */
 CUBERT_API cubert_status cubert_memory_cleanup(cubert_client *client);
 
 /* ---------------------------------------------------------------- kernels */
