@@ -409,7 +409,6 @@ struct cb_fi_state;
 struct cb_runtime_parts;
 struct cb_backend_settings;
 
-#define CB_RUNTIME_MAX_ON_DESTROY 8
 struct cubert_runtime {
   const struct cb_runtime_parts *parts; /* runtime/parts.h: backends, fault layer, topology */
   struct cubert_topology *topology; /* for fault rules filtered by pair class */
@@ -421,12 +420,10 @@ struct cubert_runtime {
   cb_device **devices;
   int ndevices;
   struct cb_backend_settings *settings; /* the backends' own (parts->settings_new), or NULL */
-  /* cubert_client_on_runtime_destroy: called first by cubert_runtime_destroy */
-  struct {
-    void (*fn)(void *ctx);
-    void *ctx;
-  } on_destroy[CB_RUNTIME_MAX_ON_DESTROY];
-  int non_destroy;
+  /* the clients not yet destroyed, newest first: cubert_runtime_destroy
+   * runs the hooks of those still alive (runtime/component.c) */
+  pthread_mutex_t clients_lock;
+  struct cubert_client *clients;
 };
 
 struct cb_client_hook;
@@ -434,11 +431,19 @@ struct cubert_client {
   cubert_runtime *rt;
   cb_device *dev;
   _Atomic uint32_t pinned_stream; /* 0: the thread's */
-  pthread_mutex_t hook_lock;      /* guards hooks */
+  pthread_mutex_t hook_lock;      /* guards hooks and orphan */
   struct cb_client_hook *hooks;   /* cubert_client_on_destroy, newest first */
+  bool orphan;                    /* its runtime was destroyed first: only cubert_client_destroy is left */
+  struct cubert_client *prev, *next; /* in rt->clients, under rt->clients_lock; unlinked: prev == next == NULL */
+  bool linked;
 };
-/* Runs and frees the client's teardown hooks (runtime/component.c). */
-void cb_client_run_hooks(cubert_client *c);
+/* runtime/component.c: links a new client into its runtime's list; runs
+ * and frees the client's teardown hooks and unlinks it (its destroy); runs
+ * the hooks of every client still alive and leaves them orphans (the
+ * runtime's destroy, before anything of it goes). */
+void cb_client_link(cubert_client *c);
+void cb_client_end(cubert_client *c);
+void cb_runtime_end_clients(cubert_runtime *rt);
 
 /* ------------------------------------------------------------ helpers */
 
@@ -563,8 +568,21 @@ cubert_status cb_order_access(cb_device *dev, cb_stream *s, cb_alloc *a, bool wr
 /* Work records. */
 cb_work *cb_work_begin(cb_device *dev, cb_stream *s, const char *operation, cubert_kernel *k,
                        uint32_t nbinds);
-void cb_work_bind(cb_work *w, uint32_t i, cb_alloc *a, uint64_t start, uint64_t end,
-                  cubert_access access, const char *name);
+/* Memory of the record's own device (not a host buffer's ledger) is counted
+ * in a->local_binds under the device lock the caller holds; the count's one
+ * reference keeps it alive. */
+static inline bool cb_work_bind_local(const cb_work *w, const cb_alloc *a) { return a->dev == w->dev && !a->host; }
+/* Binding `i` of `w`: [start, end) of `a`. Inline: a launch binds each of
+ * its buffers here (issue 15: the per-binding cost). */
+static inline void cb_work_bind_at(const cb_work *w, cb_wbind *slot, cb_alloc *a, uint64_t start, uint64_t end,
+                                   cubert_access access, const char *name) {
+  if (!cb_work_bind_local(w, a) || a->local_binds++ == 0) cb_alloc_ref(a, CB_BINDING_ONE);
+  *slot = (cb_wbind){a, start, end, (uint8_t)access, name, NULL};
+}
+static inline void cb_work_bind(cb_work *w, uint32_t i, cb_alloc *a, uint64_t start, uint64_t end,
+                                cubert_access access, const char *name) {
+  cb_work_bind_at(w, &cb_work_binds(w)[i], a, start, end, access, name);
+}
 /* A strided binding: the footprint `p` (copied; an empty one binds
  * nothing). False when out of memory (the binding is then left empty). */
 bool cb_work_bind_pattern(cb_work *w, uint32_t i, cb_alloc *a, const cb_pattern *p, cubert_access access,
@@ -592,6 +610,14 @@ cubert_failure *cb_taint_skip(cb_device *dev, cb_work *w, const cubert_failure *
                               const char *input, const char *operation);
 /* Settles the write set of `w`: releases it (f NULL), or taints it with `f`. */
 void cb_taint_settle(cb_device *dev, cb_work *w, cubert_failure *f);
+/* Whether releasing binding `b` (a write) changes anything: its memory is
+ * shared (cells, other processes) or its ledger holds a range. Under the
+ * device lock. */
+static inline bool cb_taint_settle_needed(const cb_wbind *b) {
+  return atomic_load_explicit(&b->alloc->shared, memory_order_relaxed) || b->alloc->xshare || b->alloc->ledger.n;
+}
+/* cb_taint_settle for one write binding. */
+void cb_taint_settle_bind(cb_wbind *b, cubert_failure *f);
 /* Adds `f` to `b` once per range of the write set of `w` (which `f` now
  * taints), in binding order; once with range 0..0 when it writes nothing. A
  * strided binding adds its first CB_REPORT_RUNS runs, and the message says
@@ -600,6 +626,9 @@ void cb_taint_settle(cb_device *dev, cb_work *w, cubert_failure *f);
 void cb_work_report(cb_work *w, const cubert_failure *f, cb_errb *b);
 /* Marks uses: last writer and last reader stream/work of each allocation. */
 void cb_work_mark_uses(cb_device *dev, cb_work *w);
+/* Work that was handed to the backend: cb_taint_settle(dev, w, NULL) then
+ * cb_work_mark_uses(dev, w), in one pass over the bindings. */
+void cb_work_succeeded(cb_device *dev, cb_work *w);
 /* Drains asynchronous failures and frees records of completed work. With
  * `all`, waits for nothing but drops every record up to progress. */
 void cb_device_reap(cb_device *dev);
