@@ -338,6 +338,33 @@ int cb_bench_basic_report(const char *command, const cb_bench_basic_opts *o, jso
 bool cb_bench_basic_close(const char *command, cb_bench_basic_opts *o, cubert_client *client, cb_bench_raw *raw,
                           cubert_runtime *rt);
 
+/* Where a one-device run's context keeps what the shared main sets up and
+ * releases: its options, runtime, client, raw baseline, rows and notes. */
+typedef struct cb_bench_basic_parts {
+  cb_bench_basic_opts *o;
+  cubert_runtime **rt;
+  cubert_client **client;
+  cb_bench_raw **raw;
+  cb_bench_rows *rows;
+  json_t **notes;
+} cb_bench_basic_parts;
+
+/* One one-device benchmark, for cb_bench_basic_main. */
+typedef struct cb_bench_basic_def {
+  const char *command;                     /* "bench runtime" */
+  void (*usage)(FILE *out);
+  size_t size;                             /* of its context, allocated zeroed */
+  cb_bench_basic_parts (*parts)(void *ctx);
+  int (*run)(void *ctx);                   /* the exit status */
+  void (*drop)(void *ctx);                 /* what else the context holds; NULL: nothing */
+} cb_bench_basic_def;
+
+/* The main of a one-device benchmark: a zeroed context, the options
+ * (cb_bench_parse_basic), a notes array, def->run, then def->drop and
+ * everything cb_bench_basic_close releases. Returns the exit status: run's,
+ * or 1 when an output cannot be closed or there is no memory. */
+int cb_bench_basic_main(const cb_bench_basic_def *def, int argc, char **argv);
+
 /* ------------------------------------------------------------ commands */
 
 int cb_bench_peer_main(int argc, char **argv);

@@ -124,6 +124,25 @@ bool cb_bench_basic_close(const char *command, cb_bench_basic_opts *o, cubert_cl
   return ok;
 }
 
+int cb_bench_basic_main(const cb_bench_basic_def *def, int argc, char **argv) {
+  void *ctx = calloc(1, def->size);
+  if (!ctx) return 1;
+  cb_bench_basic_parts p = def->parts(ctx);
+  int rc = cb_bench_parse_basic(def->command, def->usage, argc, argv, p.o);
+  if (rc != CB_CLI_PARSED) {
+    free(ctx);
+    return rc;
+  }
+  *p.notes = json_array();
+  rc = def->run(ctx);
+  if (def->drop) def->drop(ctx);
+  if (!cb_bench_basic_close(def->command, p.o, *p.client, *p.raw, *p.rt)) rc = 1;
+  cb_bench_rows_free(p.rows);
+  json_decref(*p.notes);
+  free(ctx);
+  return rc;
+}
+
 /* ------------------------------------------------------------ sizes */
 
 bool cb_bench_parse_size(const char *text, uint64_t *bytes) {

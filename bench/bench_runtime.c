@@ -1256,10 +1256,6 @@ static void usage(FILE *out) {
           "when a check or a measurement failed.\n");
 }
 
-static int parse(int argc, char **argv, ropts *o) {
-  return cb_bench_parse_basic("bench runtime", usage, argc, argv, o);
-}
-
 static int run(rctx *c) {
   c->dev = cb_bench_basic_open("bench runtime", &c->o, &c->rt, &c->info, &c->client, &c->raw, c->notes);
   if (c->dev < 0) return 1;
@@ -1302,19 +1298,14 @@ static int run(rctx *c) {
                                c->notes);
 }
 
+static cb_bench_basic_parts parts(void *ctx) {
+  rctx *c = ctx;
+  return (cb_bench_basic_parts){&c->o, &c->rt, &c->client, &c->raw, &c->rows, &c->notes};
+}
+
+static int run_ctx(void *ctx) { return run(ctx); }
+
 int cb_bench_runtime_main(int argc, char **argv) {
-  rctx *c = calloc(1, sizeof *c);
-  if (!c) return 1;
-  int rc = parse(argc, argv, &c->o);
-  if (rc != CB_CLI_PARSED) {
-    free(c);
-    return rc;
-  }
-  c->notes = json_array();
-  rc = run(c);
-  if (!cb_bench_basic_close("bench runtime", &c->o, c->client, c->raw, c->rt)) rc = 1;
-  cb_bench_rows_free(&c->rows);
-  json_decref(c->notes);
-  free(c);
-  return rc;
+  static const cb_bench_basic_def def = {"bench runtime", usage, sizeof(rctx), parts, run_ctx, NULL};
+  return cb_bench_basic_main(&def, argc, argv);
 }

@@ -394,10 +394,6 @@ static void usage(FILE *out) {
           "check or a measurement failed.\n");
 }
 
-static int parse(int argc, char **argv, sopts *o) {
-  return cb_bench_parse_basic("bench strided", usage, argc, argv, o);
-}
-
 static bool open_device(sctx *c) {
   c->dev = cb_bench_basic_open("bench strided", &c->o, &c->rt, &c->info, &c->client, &c->raw, c->notes);
   if (c->dev < 0) return false;
@@ -431,21 +427,20 @@ static int run(sctx *c) {
                                c->notes);
 }
 
-int cb_bench_strided_main(int argc, char **argv) {
-  sctx *c = calloc(1, sizeof *c);
-  if (!c) return 1;
-  int rc = parse(argc, argv, &c->o);
-  if (rc != CB_CLI_PARSED) {
-    free(c);
-    return rc;
-  }
-  c->notes = json_array();
-  rc = run(c);
+static cb_bench_basic_parts parts(void *ctx) {
+  sctx *c = ctx;
+  return (cb_bench_basic_parts){&c->o, &c->rt, &c->client, &c->raw, &c->rows, &c->notes};
+}
+
+static int run_ctx(void *ctx) { return run(ctx); }
+
+static void drop(void *ctx) {
+  sctx *c = ctx;
   drop_layout(c);
   if (c->k_copy) cubert_kernel_release(c->k_copy);
-  if (!cb_bench_basic_close("bench strided", &c->o, c->client, c->raw, c->rt)) rc = 1;
-  cb_bench_rows_free(&c->rows);
-  json_decref(c->notes);
-  free(c);
-  return rc;
+}
+
+int cb_bench_strided_main(int argc, char **argv) {
+  static const cb_bench_basic_def def = {"bench strided", usage, sizeof(sctx), parts, run_ctx, drop};
+  return cb_bench_basic_main(&def, argc, argv);
 }

@@ -91,32 +91,34 @@ stage_build() {
 # Whether this build draws SVG (cairo found at configure time).
 have_svg() { grep -q '^CAIRO_FOUND:INTERNAL=1' "$build/CMakeCache.txt" 2>/dev/null; }
 
+# Runs `cubert bench NAME ARGS...` on the HIP devices for at most LIMIT
+# seconds under a "==== cubert bench NAME ====" header, its output appended
+# to bench.log; a run past the limit says so there and on stdout. Returns
+# the benchmark's status (124: ran past the limit).
+run_limited() {
+  local name=$1 limit=$2 rc
+  shift 2
+  echo "==== cubert bench $name ====" >>"$out/bench.log"
+  CUBERT_BACKENDS=hip timeout "$limit" "$tool" bench "$name" "$@" >>"$out/bench.log" 2>&1
+  rc=$?
+  [ "$rc" -eq 124 ] && echo "bench-h200: bench $name ran past ${limit} s" | tee -a "$out/bench.log"
+  return "$rc"
+}
+
 stage_peer() {
   local svg=()
   have_svg && svg=(--svg "$out/peer")
   # shellcheck disable=SC2086 # extra arguments are words on purpose
-  CUBERT_BACKENDS=hip timeout "$peer_limit" "$tool" bench peer --sizes 1K..1G \
-    --json "$out/peer.json" --csv "$out/peer.csv" "${svg[@]}" ${CUBERT_BENCH_PEER_ARGS:-} \
-    >>"$out/bench.log" 2>&1
-  local rc=$?
-  [ "$rc" -eq 124 ] && echo "bench-h200: bench peer ran past ${peer_limit} s" | tee -a "$out/bench.log"
-  return "$rc"
+  run_limited peer "$peer_limit" --sizes 1K..1G --json "$out/peer.json" --csv "$out/peer.csv" \
+    "${svg[@]}" ${CUBERT_BENCH_PEER_ARGS:-}
 }
 
 stage_runtime() {
-  CUBERT_BACKENDS=hip timeout "$runtime_limit" "$tool" bench runtime \
-    --json "$out/runtime.json" --csv "$out/runtime.csv" >>"$out/bench.log" 2>&1
-  local rc=$?
-  [ "$rc" -eq 124 ] && echo "bench-h200: bench runtime ran past ${runtime_limit} s" | tee -a "$out/bench.log"
-  return "$rc"
+  run_limited runtime "$runtime_limit" --json "$out/runtime.json" --csv "$out/runtime.csv"
 }
 
 stage_strided() {
-  CUBERT_BACKENDS=hip timeout "$strided_limit" "$tool" bench strided \
-    --json "$out/strided.json" --csv "$out/strided.csv" >>"$out/bench.log" 2>&1
-  local rc=$?
-  [ "$rc" -eq 124 ] && echo "bench-h200: bench strided ran past ${strided_limit} s" | tee -a "$out/bench.log"
-  return "$rc"
+  run_limited strided "$strided_limit" --json "$out/strided.json" --csv "$out/strided.csv"
 }
 
 # The pageable staging pipeline's settings (backends/hip/hip_pipe.c) swept
@@ -142,11 +144,8 @@ stage_pipe_sweep() {
 : >"$out/build.log"
 : >"$out/bench.log"
 if cb_stage system stage_system && cb_stage configure stage_configure && cb_stage build stage_build; then
-  echo "==== cubert bench peer ====" >>"$out/bench.log"
   cb_stage peer stage_peer
-  echo "==== cubert bench runtime ====" >>"$out/bench.log"
   cb_stage runtime stage_runtime
-  echo "==== cubert bench strided ====" >>"$out/bench.log"
   cb_stage strided stage_strided
   if [ "${CUBERT_BENCH_PIPE_SWEEP:-1}" != 0 ]; then
     echo "==== pageable pipeline sweep ====" >>"$out/bench.log"
@@ -154,9 +153,7 @@ if cb_stage system stage_system && cb_stage configure stage_configure && cb_stag
   fi
   grep -E '^(validation|  [a-z].*(met|figure))' "$out/bench.log"
 else
-  cb_stage_skip peer "configure or build failed"
-  cb_stage_skip runtime "configure or build failed"
-  cb_stage_skip strided "configure or build failed"
+  for stage in peer runtime strided; do cb_stage_skip "$stage" "configure or build failed"; done
 fi
 cb_summary 2>&1 | tee -a "$out/bench.log"
 rc=${PIPESTATUS[0]}

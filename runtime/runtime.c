@@ -12,8 +12,6 @@
 
 void cb_device_free(cb_device *dev);
 
-/* Guards every runtime's on_destroy list (registrations are rare). */
-static pthread_mutex_t on_destroy_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void cubert_runtime_options_init(cubert_runtime_options *o) {
   if (!o) return;
@@ -166,139 +164,165 @@ static cubert_status open_device(cb_errb *eb, cubert_runtime *rt, int b, int i, 
   return CUBERT_OK;
 }
 
-/* cb_runtime_create's work: a refusal fills `eb`. */
+/* The caller's options over the defaults; refused when struct_size does
+ * not come from cubert_runtime_options_init. */
+static cubert_status read_options(cb_errb *eb, const cubert_runtime_options *options, cubert_runtime_options *o) {
+  cubert_runtime_options_init(o);
+  if (!options) return CUBERT_OK;
+  if (options->struct_size == 0 || options->struct_size > sizeof *o)
+    return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT,
+                       "cubert_runtime_options.struct_size is %u; call cubert_runtime_options_init",
+                       options->struct_size);
+  memcpy(o, options, options->struct_size);
+  return CUBERT_OK;
+}
+
+/* The backends' own settings (the host backend's: lib/settings.c), read
+ * and refused here, before anything is opened; NULL when the parts have
+ * none. */
+static cubert_status read_settings(cb_errb *eb, const cb_runtime_parts *parts, const cubert_runtime_options *o,
+                                   struct cb_backend_settings **settings) {
+  *settings = NULL;
+  if (!parts->settings_new) return CUBERT_OK;
+  cb_str why = {0};
+  cubert_status st = parts->settings_new(o, settings, &why);
+  if (st) cb_errb_set(eb, st, "%s", why.p ? why.p : "");
+  cb_str_free(&why);
+  return st;
+}
+
+/* Fault injection is the runtime's own: its rules, log and classifier. */
+static cubert_status open_fault_layer(cb_errb *eb, cubert_runtime *rt, const char *rules) {
+  cubert_faultinj_diag diag = {0};
+  if (!(rt->faultinj = rt->parts->faults_new()))
+    return cb_errb_set(eb, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory creating the runtime's fault layer");
+  cubert_status st = rt->parts->faults_configure(rt->faultinj, rules, &diag);
+  if (st) cb_errb_set(eb, st, "fault rules: %s", diag.message);
+  return st;
+}
+
+/* Opens backend `ops` (through the fault layer when `faults`) as the
+ * runtime's next backend, then its devices. `fallback`: the host backend
+ * standing in for GPUs none of which was found. */
+static cubert_status open_backend(cb_errb *eb, cubert_runtime *rt, const cubert_backend_ops *ops, bool faults,
+                                  bool fallback) {
+  const cb_runtime_parts *parts = rt->parts;
+  if (ops->abi != CUBERT_BACKEND_ABI)
+    return cb_errb_set(eb, CUBERT_ERR_UNSUPPORTED, "backend %s has ABI %u, the runtime wants %u", ops->name,
+                       ops->abi, CUBERT_BACKEND_ABI);
+  cb_backend *be = &rt->backends[rt->nbackends];
+  be->inner = ops;
+  be->ops = faults ? parts->faults_ops() : ops;
+  be->first_device = rt->ndevices;
+  cubert_backend_config cfg = {0};
+  if (rt->placement) {
+    cfg.place_thread = parts->place_thread;
+    cfg.place_alloc = parts->place_alloc;
+    cfg.place_free = parts->place_free;
+    cfg.place_ctx = parts->placement_ctx(rt->placement, rt->nbackends, rt->ndevices);
+  }
+  cfg.options = rt->settings ? parts->settings_for(rt->settings, ops->name) : NULL;
+  cubert_berr err = {0};
+  int count = 0;
+  cubert_status st = faults ? parts->faults_open(ops, rt->faultinj, rt->ndevices, &cfg, &be->state, &count, &err)
+                            : ops->open(&cfg, &be->state, &count, &err);
+  if (st) {
+    cb_errb_backend(eb, st, &err, "opening the backend", ops->name);
+    if (rt->settings) parts->settings_explain(rt->settings, ops->name, err.message, &eb->msg);
+    return st;
+  }
+  rt->nbackends++;
+  if ((st = note_backend(eb, rt, be, count, fallback, err.message))) return st;
+  if (count <= 0) return CUBERT_OK;
+  cb_device **v = cb_realloc(rt->devices, (rt->ndevices + count) * sizeof *v);
+  if (!v) return cb_errb_set(eb, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory opening devices");
+  rt->devices = v;
+  for (int i = 0; i < count; i++) {
+    cb_device *dev = NULL;
+    if ((st = open_device(eb, rt, rt->nbackends - 1, i, &dev))) return st;
+    rt->devices[rt->ndevices++] = dev;
+  }
+  be->device_count = count;
+  return CUBERT_OK;
+}
+
+/* The order of the backends: the list's, when one is given; else GPU
+ * backends first, and the host backend (the simulator) only when none of
+ * them found a device. */
+static cubert_status open_backends(cb_errb *eb, cubert_runtime *rt, const char *list, bool faults) {
+  const cubert_backend_ops *order[CB_RUNTIME_MAX_BACKENDS];
+  int norder = backend_order(rt->parts, list, order);
+  for (int k = 0; k < norder; k++) {
+    bool fallback = !list && !strcmp(order[k]->name, "host");
+    if (fallback && rt->ndevices > 0) continue; /* a GPU was found: no simulator */
+    cubert_status st = open_backend(eb, rt, order[k], faults, fallback);
+    if (st) return st;
+  }
+  return CUBERT_OK;
+}
+
+/* Each device's peer-access state and messages, one entry per device. */
+static cubert_status make_peer_tables(cb_errb *eb, cubert_runtime *rt) {
+  for (int i = 0; i < rt->ndevices; i++) {
+    cb_device *dev = rt->devices[i];
+    dev->peer_state = cb_calloc((size_t)rt->ndevices, 1);
+    dev->peer_message = cb_calloc((size_t)rt->ndevices, sizeof *dev->peer_message);
+    if (!dev->peer_state || !dev->peer_message)
+      return cb_errb_set(eb, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory opening devices");
+  }
+  return CUBERT_OK;
+}
+
+/* Fault rules filtered by pair class need each pair's class. The topology
+ * is made here, not on first use: the fault layer asks while a device lock
+ * is held, and making a topology asks the devices. Without one, such rules
+ * match no pair (not an error). */
+static void classify_pairs(cubert_runtime *rt, const char *rules) {
+  const cb_runtime_parts *parts = rt->parts;
+  if (rules && strstr(rules, "pair=") && rt->ndevices && parts->topology_create &&
+      parts->topology_create(rt, NULL, &rt->topology) == CUBERT_OK)
+    parts->faults_set_pair_classifier(rt->faultinj, pair_class, rt);
+}
+
+/* cb_runtime_create's work, step by step: a refusal fills `eb`; a failure
+ * once the runtime exists destroys what was built of it
+ * (cubert_runtime_destroy takes any prefix of it). */
 static cubert_status create(cb_errb *eb, const cb_runtime_parts *parts, const cubert_runtime_options *options,
                             cubert_runtime **out) {
   if (!out) return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT, "cubert_runtime_create: runtime is NULL");
   cubert_runtime_options o;
-  cubert_runtime_options_init(&o);
-  if (options) {
-    if (options->struct_size == 0 || options->struct_size > sizeof o)
-      return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT,
-                         "cubert_runtime_options.struct_size is %u; call cubert_runtime_options_init",
-                         options->struct_size);
-    memcpy(&o, options, options->struct_size);
-  }
+  cubert_status st = read_options(eb, options, &o);
+  if (st) return st;
   /* shared segments of this user's processes of the node that ended without
    * removing them (a SIGKILL): docs/processes.md */
   (void)cb_shm_sweep();
   const char *list = o.backends ? o.backends : cb_env("CUBERT_BACKENDS");
-  cubert_status st = check_backend_list(
-      eb, parts, o.backends ? "cubert_runtime_options.backends" : "CUBERT_BACKENDS", list);
-  if (st) return st;
-
-  /* The backends' own settings (the host backend's: lib/settings.c), read
-   * and refused here, before anything is opened. */
+  st = check_backend_list(eb, parts, o.backends ? "cubert_runtime_options.backends" : "CUBERT_BACKENDS", list);
   struct cb_backend_settings *settings = NULL;
-  if (parts->settings_new) {
-    cb_str why = {0};
-    st = parts->settings_new(&o, &settings, &why);
-    if (st) cb_errb_set(eb, st, "%s", why.p ? why.p : "");
-    cb_str_free(&why);
-    if (st) return st;
-  }
+  if (st || (st = read_settings(eb, parts, &o, &settings))) return st;
 
-  cubert_backend_config cfg = {0};
   cubert_runtime *rt = cb_calloc(1, sizeof *rt);
   if (!rt) {
     if (settings) parts->settings_free(settings);
     return cb_errb_set(eb, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory creating the runtime");
   }
-  /* From here every failure fills `eb` and goes to `fail`, which destroys
-   * the half-built runtime (cubert_runtime_destroy takes any prefix of what
-   * is built below). */
   rt->parts = parts;
   rt->settings = settings;
+  pthread_mutex_init(&rt->clients_lock, NULL);
   rt->placement = parts->placement_new ? parts->placement_new() : NULL; /* NULL: no placement, not an error */
-
-  /* Fault injection is the runtime's own: its rules, log and classifier. */
   bool faults = !o.no_faultinj && parts->faults_open;
-  if (faults) {
-    cubert_faultinj_diag diag = {0};
-    if (!(rt->faultinj = parts->faults_new())) {
-      st = cb_errb_set(eb, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory creating the runtime's fault layer");
-      goto fail;
-    }
-    if ((st = parts->faults_configure(rt->faultinj, o.faults, &diag)) != CUBERT_OK) {
-      cb_errb_set(eb, st, "fault rules: %s", diag.message);
-      goto fail;
-    }
+  if ((faults && (st = open_fault_layer(eb, rt, o.faults))) || (st = open_backends(eb, rt, list, faults)) ||
+      (st = make_peer_tables(eb, rt))) {
+    cubert_runtime_destroy(rt); /* records no error: cb_runtime_create records eb's */
+    return st;
   }
-
-  /* The order of the backends: the list's, when one is given; else GPU
-   * backends first, and the host backend (the simulator) only when none of
-   * them found a device. */
-  const cubert_backend_ops *order[CB_RUNTIME_MAX_BACKENDS];
-  int norder = backend_order(parts, list, order);
-  for (int k = 0; k < norder; k++) {
-    const cubert_backend_ops *ops = order[k];
-    bool fallback = !list && !strcmp(ops->name, "host");
-    if (fallback && rt->ndevices > 0) continue; /* a GPU was found: no simulator */
-    if (ops->abi != CUBERT_BACKEND_ABI) {
-      st = cb_errb_set(eb, CUBERT_ERR_UNSUPPORTED, "backend %s has ABI %u, the runtime wants %u", ops->name,
-                       ops->abi, CUBERT_BACKEND_ABI);
-      goto fail;
-    }
-    cb_backend *be = &rt->backends[rt->nbackends];
-    be->inner = ops;
-    be->ops = faults ? parts->faults_ops() : ops;
-    be->first_device = rt->ndevices;
-    cubert_berr err = {0};
-    int count = 0;
-    cfg.place_thread = rt->placement ? parts->place_thread : NULL;
-    cfg.place_alloc = rt->placement ? parts->place_alloc : NULL;
-    cfg.place_free = rt->placement ? parts->place_free : NULL;
-    cfg.place_ctx = rt->placement ? parts->placement_ctx(rt->placement, rt->nbackends, rt->ndevices) : NULL;
-    cfg.options = settings ? parts->settings_for(settings, ops->name) : NULL;
-    st = faults ? parts->faults_open(ops, rt->faultinj, rt->ndevices, &cfg, &be->state, &count, &err)
-                : ops->open(&cfg, &be->state, &count, &err);
-    if (st) {
-      cb_errb_backend(eb, st, &err, "opening the backend", ops->name);
-      if (settings) parts->settings_explain(settings, ops->name, err.message, &eb->msg);
-      goto fail;
-    }
-    rt->nbackends++;
-    if ((st = note_backend(eb, rt, be, count, fallback, err.message))) goto fail;
-    if (count <= 0) continue;
-    cb_device **v = cb_realloc(rt->devices, (rt->ndevices + count) * sizeof *v);
-    if (!v) {
-      st = cb_errb_set(eb, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory opening devices");
-      goto fail;
-    }
-    rt->devices = v;
-    for (int i = 0; i < count; i++) {
-      cb_device *dev = NULL;
-      if ((st = open_device(eb, rt, rt->nbackends - 1, i, &dev))) goto fail;
-      rt->devices[rt->ndevices++] = dev;
-    }
-    be->device_count = count;
-  }
-  for (int i = 0; i < rt->ndevices; i++) {
-    cb_device *dev = rt->devices[i];
-    dev->peer_state = cb_calloc((size_t)rt->ndevices, 1);
-    dev->peer_message = cb_calloc((size_t)rt->ndevices, sizeof *dev->peer_message);
-    if (!dev->peer_state || !dev->peer_message) {
-      st = cb_errb_set(eb, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory opening devices");
-      goto fail;
-    }
-  }
-  /* Fault rules filtered by pair class need each pair's class. The topology
-   * is made here, not on first use: the fault layer asks while a device lock
-   * is held, and making a topology asks the devices. */
-  const char *rules = o.faults ? o.faults : cb_env("CUBERT_FAULTS");
-  if (faults && rules && strstr(rules, "pair=") && rt->ndevices && parts->topology_create &&
-      parts->topology_create(rt, NULL, &rt->topology) == CUBERT_OK)
-    parts->faults_set_pair_classifier(rt->faultinj, pair_class, rt);
+  if (faults) classify_pairs(rt, o.faults ? o.faults : cb_env("CUBERT_FAULTS"));
   /* Placement: cheap here (bus ids only); the topology is made by the first
    * thread that asks, and only when a device is on this machine. */
   start_placement(rt);
   rt->created = true;
   *out = rt;
   return CUBERT_OK;
-
-fail:
-  cubert_runtime_destroy(rt); /* records no error: cb_runtime_create records eb's */
-  return st;
 }
 
 cubert_status cb_runtime_create(const cb_runtime_parts *parts, const cubert_runtime_options *options,
@@ -313,13 +337,9 @@ struct cb_fi_state *cb_runtime_fault_state(const cubert_runtime *rt) { return rt
 
 void cubert_runtime_destroy(cubert_runtime *rt) {
   if (!rt) return;
-  /* components that hold this runtime's memory in work still in flight
-   * finish it while the memory is there (cubert_client_on_runtime_destroy) */
-  pthread_mutex_lock(&on_destroy_lock);
-  int n = rt->non_destroy;
-  rt->non_destroy = 0;
-  pthread_mutex_unlock(&on_destroy_lock);
-  for (int i = 0; i < n; i++) rt->on_destroy[i].fn(rt->on_destroy[i].ctx);
+  /* the hooks of clients still alive (a mistake of the caller's) run
+   * while every device and its memory are still there */
+  cb_runtime_end_clients(rt);
   if (rt->faultinj) rt->parts->faults_set_pair_classifier(rt->faultinj, NULL, NULL);
   if (rt->topology) rt->parts->topology_destroy(rt->topology);
   for (int i = 0; i < rt->ndevices; i++) cb_device_destroy(rt->devices[i]);
@@ -340,6 +360,7 @@ void cubert_runtime_destroy(cubert_runtime *rt) {
     rt->parts->faults_free(rt->faultinj);
   }
   if (rt->settings) rt->parts->settings_free(rt->settings);
+  pthread_mutex_destroy(&rt->clients_lock);
   cb_free(rt);
 }
 
@@ -407,40 +428,18 @@ cubert_status cubert_client_create(cubert_runtime *rt, int device, cubert_client
   c->rt = rt;
   c->dev = dev;
   pthread_mutex_init(&c->hook_lock, NULL);
+  cb_client_link(c);
   *out = c;
   return CUBERT_OK;
 }
 
 void cubert_client_destroy(cubert_client *c) {
   if (!c) return;
-  cb_client_run_hooks(c);
+  cb_client_end(c);
   pthread_mutex_destroy(&c->hook_lock);
   cb_free(c);
 }
 
-cubert_status cubert_client_on_runtime_destroy(cubert_client *c, void (*fn)(void *ctx), void *ctx) {
-  if (!c || !fn)
-    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_client_on_runtime_destroy: %s is NULL", c ? "fn" : "client");
-  cubert_runtime *rt = c->rt;
-  cubert_status st = CUBERT_OK;
-  pthread_mutex_lock(&on_destroy_lock);
-  int i = 0;
-  while (i < rt->non_destroy && !(rt->on_destroy[i].fn == fn && rt->on_destroy[i].ctx == ctx)) i++;
-  if (i == rt->non_destroy) {
-    if (i == CB_RUNTIME_MAX_ON_DESTROY) {
-      st = CUBERT_ERR_OUT_OF_MEMORY;
-    } else {
-      rt->on_destroy[i].fn = fn;
-      rt->on_destroy[i].ctx = ctx;
-      rt->non_destroy++;
-    }
-  }
-  pthread_mutex_unlock(&on_destroy_lock);
-  if (st)
-    return cb_fail(st, "cubert_client_on_runtime_destroy: the runtime already has %d functions to call (the most)",
-                   CB_RUNTIME_MAX_ON_DESTROY);
-  return CUBERT_OK;
-}
 int cubert_client_device(const cubert_client *c) { return c ? c->dev->index : -1; }
 
 /* ------------------------------------------------------------ kernels */

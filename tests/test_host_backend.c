@@ -15,6 +15,8 @@
 
 #include "backends/backend.h"
 #include "backends/host/host_backend.h"
+#include "backends/host/host_internal.h"
+#include "backends/host/host_testing.h"
 #include "cubert/kernels.h"
 
 static const cubert_backend_ops *ops;
@@ -569,6 +571,108 @@ START_TEST(progress_stops_at_unfinished_work) {
 }
 END_TEST
 
+/* ------------------------------------------------------------ large writes */
+
+enum { MIB = 1 << 20 };
+
+static void fill_pattern(uint8_t *p, size_t n, uint8_t seed) {
+  for (size_t i = 0; i < n; i++)
+    p[i] = (uint8_t)(i * 31 + seed);
+}
+
+START_TEST(large_write_to_an_idle_stream_lands_before_it_returns_without_staging) {
+  fixture f;
+  open_fixture(&f, 1, 8 * MIB, NULL);
+  cubert_berr err = {0};
+  cubert_backend_mem m;
+  uint64_t a = alloc(f.dev[0], 4 * MIB, &m);
+  void *s = stream(f.dev[0]);
+  uint8_t *src = malloc(4 * MIB);
+  ck_assert_ptr_nonnull(src);
+  fill_pattern(src, 4 * MIB, 3);
+  uint64_t allocs = cb_host_testing_staging_allocs();
+  ck_assert_int_eq(ops->write(f.dev[0], s, 1, a, src, 4 * MIB, &err), CUBERT_OK);
+  /* No sync: the worker copied from src before the call returned. */
+  ck_assert_uint_eq(ops->progress(f.dev[0], s), 1);
+  ck_assert_mem_eq((void *)(uintptr_t)a, src, 4 * MIB);
+  ck_assert_uint_eq(cb_host_testing_staging_allocs(), allocs);
+  /* Just below the size: staged, as small writes are. */
+  ck_assert_int_eq(ops->write(f.dev[0], s, 2, a, src + 1, HOST_WRITE_LARGE - 1, &err), CUBERT_OK);
+  memset(src, 0, HOST_WRITE_LARGE);
+  ck_assert_int_eq(ops->sync(f.dev[0], s, &err), CUBERT_OK);
+  fill_pattern(src, HOST_WRITE_LARGE, 3);
+  ck_assert_mem_eq((void *)(uintptr_t)a, src + 1, HOST_WRITE_LARGE - 1);
+  ck_assert_uint_eq(cb_host_testing_staging_allocs(), allocs);
+  free(src);
+  close_fixture(&f);
+}
+END_TEST
+
+/* Holds the stream with gated_store, queues `n` writes of `size` bytes at
+ * a + i * size, each of pattern seed + i from one buffer scribbled after
+ * every call, then lets the stream go and checks every write landed. */
+static void writes_behind_a_held_kernel(void *dev, void *s, void *gated, uint64_t a, uint64_t flag,
+                                        int n, size_t size, uint64_t *work) {
+  cubert_berr err = {0};
+  uint8_t *src = malloc(size), *want = malloc(size);
+  ck_assert(src && want);
+  atomic_store(&gate, 0);
+  atomic_store(&gated_running, 0);
+  ck_assert_int_eq(launch_store(dev, s, ++*work, gated, 2, flag, 7, 0, &err), CUBERT_OK);
+  while (!atomic_load(&gated_running))
+    sleep_ms(1);
+  for (int i = 0; i < n; i++) {
+    fill_pattern(src, size, (uint8_t)(40 + i));
+    ck_assert_int_eq(ops->write(dev, s, ++*work, a + (uint64_t)i * size, src, size, &err), CUBERT_OK);
+    memset(src, 0xEE, size); /* the write staged its own copy */
+  }
+  ck_assert_uint_lt(ops->progress(dev, s), *work - (uint64_t)n + 1); /* all still queued */
+  atomic_store(&gate, 1);
+  ck_assert_int_eq(ops->sync(dev, s, &err), CUBERT_OK);
+  ck_assert_uint_eq(ops->progress(dev, s), *work);
+  for (int i = 0; i < n; i++) {
+    fill_pattern(want, size, (uint8_t)(40 + i));
+    ck_assert_mem_eq((void *)(uintptr_t)(a + (uint64_t)i * size), want, size);
+  }
+  free(src);
+  free(want);
+}
+
+START_TEST(large_writes_behind_work_reuse_kept_staging_blocks_up_to_a_bound) {
+  fixture f;
+  open_fixture(&f, 1, 64 * MIB, NULL);
+  cubert_backend_mem m, mf;
+  uint64_t a = alloc(f.dev[0], 8 * MIB, &m);
+  uint64_t flag = alloc(f.dev[0], 256, &mf);
+  void *s = stream(f.dev[0]);
+  void *gated = load(f.dev[0], "gated_store", gated_store, 2);
+  uint64_t work = 0;
+  uint64_t allocs = cb_host_testing_staging_allocs(), kept = cb_host_testing_staging_kept();
+
+  /* Two writes queued at once need two blocks; both are kept after. */
+  writes_behind_a_held_kernel(f.dev[0], s, gated, a, flag, 2, MIB, &work);
+  ck_assert_uint_eq(cb_host_testing_staging_allocs() - allocs, 2);
+  ck_assert_uint_eq(cb_host_testing_staging_kept() - kept, 2 * MIB);
+  /* Two more, and two smaller ones: the kept blocks serve them all. */
+  writes_behind_a_held_kernel(f.dev[0], s, gated, a, flag, 2, MIB, &work);
+  writes_behind_a_held_kernel(f.dev[0], s, gated, a, flag, 2, MIB / 2, &work);
+  ck_assert_uint_eq(cb_host_testing_staging_allocs() - allocs, 2);
+  /* Six at once: four blocks are kept at most. */
+  writes_behind_a_held_kernel(f.dev[0], s, gated, a, flag, 6, MIB, &work);
+  ck_assert_uint_eq(cb_host_testing_staging_allocs() - allocs, 6);
+  ck_assert_uint_eq(cb_host_testing_staging_kept() - kept, HOST_STAGING_KEEP * (uint64_t)MIB);
+  /* A larger write than any kept block drops the largest kept one. */
+  writes_behind_a_held_kernel(f.dev[0], s, gated, a, flag, 1, 4 * MIB, &work);
+  ck_assert_uint_eq(cb_host_testing_staging_allocs() - allocs, 7);
+  ck_assert_uint_eq(cb_host_testing_staging_kept() - kept, 3 * MIB + 4 * MIB);
+
+  /* device_close gives every kept block back (ASan checks none leaks). */
+  ops->module_unload(f.dev[0], gated);
+  close_fixture(&f);
+  ck_assert_uint_eq(cb_host_testing_staging_kept(), kept);
+}
+END_TEST
+
 /* ------------------------------------------------------------ kernels */
 
 START_TEST(module_without_host_function_is_unsupported) {
@@ -932,6 +1036,8 @@ static Suite *suite(void) {
   tcase_add_test(t, memory_is_aligned_and_limited);
   tcase_add_test(t, addresses_are_checked_before_enqueue);
   tcase_add_test(t, stream_runs_write_fill_copy_read_in_order);
+  tcase_add_test(t, large_write_to_an_idle_stream_lands_before_it_returns_without_staging);
+  tcase_add_test(t, large_writes_behind_work_reuse_kept_staging_blocks_up_to_a_bound);
   tcase_add_test(t, copy_peer_moves_bytes_between_devices);
   tcase_add_test(t, event_makes_one_stream_wait_for_another);
   tcase_add_test(t, sync_of_the_device_waits_for_every_stream);

@@ -649,10 +649,8 @@ END_TEST
  * one KFD node each, all with GPU 0's bus id (topology/nodes/gen_nodes.py,
  * mi300x_cpx_kfd). */
 static void cpx_fixture(char *buf, size_t cap) {
-  snprintf(buf, cap, "%s", __FILE__);
-  char *slash = strrchr(buf, '/');
-  ck_assert_ptr_nonnull(slash);
-  snprintf(slash, cap - (size_t)(slash - buf), "/../topology/nodes/mi300x-cpx-kfd");
+  int n = snprintf(buf, cap, "%s/topology/nodes/mi300x-cpx-kfd", CB_SOURCE_DIR);
+  ck_assert(n > 0 && (size_t)n < cap);
 }
 
 static const char *const mi300x_bus[8] = {"0000:0c:00.0", "0000:15:00.0", "0000:1e:00.0", "0000:69:00.0",

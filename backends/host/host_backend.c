@@ -24,12 +24,14 @@
  * read, sync, progress and drain_failures; everything here is thread-safe
  * regardless. The backend lock guards the allocation table, memory budgets
  * and peer state; a device lock its stream table and module list; a failure
- * lock its failure list; each queue its own items. The only nesting is
+ * lock its failure list; a staging lock its kept staging blocks; each queue
+ * its own items. The only nesting is
  * device lock -> queue lock (sync's snapshot of stream ends).
  *
  * Ownership: the backend owns its devices (device_close frees one, close
- * frees what is left); a device owns its streams, allocations, modules and
- * failures, and device_close frees whatever the runtime left behind. An
+ * frees what is left); a device owns its streams, allocations, modules,
+ * failures and kept staging blocks, and device_close frees whatever the
+ * runtime left behind. An
  * event keeps the stream it names alive (refcount), so a wait never reads
  * freed memory, even after the stream was destroyed.
  *
@@ -227,6 +229,10 @@ static cubert_status host_device_open(void *backend, int index, void **device,
   int rc = pthread_mutex_init(&d->lock, NULL);
   if (rc == 0 && (rc = pthread_mutex_init(&d->fail_lock, NULL)) != 0)
     pthread_mutex_destroy(&d->lock);
+  if (rc == 0 && (rc = pthread_mutex_init(&d->staging_lock, NULL)) != 0) {
+    pthread_mutex_destroy(&d->fail_lock);
+    pthread_mutex_destroy(&d->lock);
+  }
   if (rc) {
     cb_free(peers);
     cb_free(d);
@@ -239,6 +245,7 @@ static cubert_status host_device_open(void *backend, int index, void **device,
     b->devices[index] = d;
   pthread_mutex_unlock(&b->lock);
   if (busy) {
+    pthread_mutex_destroy(&d->staging_lock);
     pthread_mutex_destroy(&d->fail_lock);
     pthread_mutex_destroy(&d->lock);
     cb_free(peers);
@@ -299,6 +306,8 @@ static void device_close_impl(void *device) {
     d->modules = m->next;
     cb_host_module_free(m);
   }
+  cb_host_staging_free(d); /* after the streams, whose items give blocks back */
+  pthread_mutex_destroy(&d->staging_lock);
   pthread_mutex_destroy(&d->fail_lock);
   pthread_mutex_destroy(&d->lock);
   cb_free(d->failures);

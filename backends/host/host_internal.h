@@ -32,6 +32,13 @@
 #define HOST_MAX_THREADS 1024u
 #define HOST_MAX_SHARED 65536u
 #define HOST_MAX_SCALAR 64u
+/* Writes from this size (host_transfer.c): run in place from the caller's
+ * buffer when the stream is idle; else staged in a block that is kept for
+ * the next one (as many as HOST_STAGING_KEEP, HOST_STAGING_KEEP_BYTES in
+ * all, per device). Below it, a write is staged in a small allocation. */
+#define HOST_WRITE_LARGE (UINT64_C(64) << 10)
+#define HOST_STAGING_KEEP 4
+#define HOST_STAGING_KEEP_BYTES (UINT64_C(64) << 20)
 
 typedef struct host_backend host_backend;
 typedef struct host_device host_device;
@@ -88,6 +95,14 @@ struct host_device {
   cubert_async_failure *failures;
   size_t nfailures, cap_failures;
   uint64_t lost_failures;   /* not recorded for want of memory */
+
+  /* Staging blocks of writes queued behind other work, kept for the next
+   * such write (host_transfer.c): at most HOST_STAGING_KEEP of them and
+   * HOST_STAGING_KEEP_BYTES in all; device_close frees them. */
+  pthread_mutex_t staging_lock;
+  struct host_staging *staging[HOST_STAGING_KEEP];
+  size_t nstaging;
+  uint64_t staging_bytes;
 };
 
 typedef struct host_event {
@@ -150,6 +165,8 @@ cubert_status cb_host_timer_elapsed(void *device, void *start, void *end, double
 void cb_host_timer_destroy(void *device, void *timer);
 
 /* host_transfer.c */
+/* Frees the device's kept staging blocks (device_close, after its streams). */
+void cb_host_staging_free(host_device *dev);
 cubert_status cb_host_write(void *device, void *stream, uint64_t work, uint64_t dst,
                             const void *src, uint64_t size, cubert_berr *err);
 cubert_status cb_host_read(void *device, void *stream, uint64_t work, void *dst, uint64_t src,

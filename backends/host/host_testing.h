@@ -1,5 +1,6 @@
 /* backends/host/host_testing.h: seams for tests of what the runtime does
- * around the host backend's modules (internal, never installed).
+ * around the host backend's modules, and of its write staging (internal,
+ * never installed).
  *
  * The host backend has nothing to compile: its module_prepare only counts
  * and calls the hook a test set, which stands for a slow compile (it may
@@ -20,5 +21,11 @@ void cb_host_testing_set_prepare_hook(cb_host_prepare_hook hook, void *ctx);
 uint64_t cb_host_testing_prepares(void);
 uint64_t cb_host_testing_loads(void);
 int64_t cb_host_testing_live_modules(void);
+
+/* Large staging blocks allocated so far (writes from HOST_WRITE_LARGE
+ * queued behind other work; one kept from an earlier write is not counted
+ * again), and the bytes of blocks kept now, over every host device. */
+uint64_t cb_host_testing_staging_allocs(void);
+uint64_t cb_host_testing_staging_kept(void);
 
 #endif

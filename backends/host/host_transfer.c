@@ -1,6 +1,6 @@
-/* backends/host/host_transfer.c: the host backend's writes (staged at
- * enqueue), reads (waited for on the caller's stack), fills and copies, each
- * a work item on the stream's queue. */
+/* backends/host/host_transfer.c: the host backend's writes (run in place
+ * when the stream is idle, else staged at enqueue), reads (waited for on the
+ * caller's stack), fills and copies, each a work item on the stream's queue. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdalign.h>
@@ -14,45 +14,10 @@
 
 #include "base/alloc.h"
 #include "backends/host/host_internal.h"
+#include "backends/host/host_testing.h"
 #include "base/strided.h"
 
 /* ------------------------------------------------------------ transfers */
-
-typedef struct write_item {
-  cb_work work;
-  void *dst;
-  size_t size;
-  alignas(16) unsigned char data[];
-} write_item;
-
-static void write_run(cb_work *w) {
-  write_item *it = (write_item *)w;
-  memcpy(it->dst, it->data, it->size);
-}
-
-cubert_status cb_host_write(void *device, void *stream, uint64_t work, uint64_t dst,
-                            const void *src, uint64_t size, cubert_berr *err) {
-  host_device *d = device;
-  cubert_status st = cb_host_check_stream(d, stream, "write", err);
-  if (st == CUBERT_OK)
-    st = cb_host_check_range(d, "write", "destination", dst, size, err);
-  if (st != CUBERT_OK)
-    return st;
-  if (size && !src)
-    return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT, "%s: write: no source", d->name);
-  write_item *it = size <= SIZE_MAX - sizeof *it ? cb_malloc(sizeof *it + (size_t)size) : NULL;
-  if (!it)
-    return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY,
-                           "%s: write: no host memory to stage %" PRIu64 " bytes", d->name, size);
-  it->work.run = write_run;
-  it->work.release = cb_host_free_item;
-  it->work.tag = work;
-  it->dst = (void *)(uintptr_t)dst;
-  it->size = (size_t)size;
-  if (size)
-    memcpy(it->data, src, (size_t)size);
-  return cb_host_enqueue(stream, &it->work, "write", err);
-}
 
 typedef struct copy_item {
   cb_work work;
@@ -65,6 +30,155 @@ static void copy_run(cb_work *w) {
   copy_item *it = (copy_item *)w;
   if (it->size)
     memmove(it->dst, it->src, it->size);
+}
+
+/* Runs `w` (the caller's, release NULL) in the stream's order and returns
+ * once it ran: the item may live on the caller's stack. */
+static cubert_status run_and_wait(host_device *d, host_stream *s, cb_work *w, const char *op,
+                                  cubert_berr *err) {
+  uint64_t position = cb_work_queue_push(&s->queue, w);
+  if (position == 0)
+    return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT, "%s: %s: the stream was destroyed", d->name, op);
+  cb_work_queue_wait(&s->queue, position);
+  return CUBERT_OK;
+}
+
+/* A write's staged copy of the caller's bytes. A large one (from
+ * HOST_WRITE_LARGE) goes back to its device's kept blocks once it ran, when
+ * there is room, so the next large write queued behind other work finds
+ * memory already faulted in instead of a fresh mapping to fault in page by
+ * page (what made a 64 MiB write take a second). */
+typedef struct host_staging {
+  cb_work work;
+  host_device *keep;        /* whose kept blocks it returns to; NULL: freed */
+  void *dst;
+  size_t size;
+  size_t capacity;          /* bytes of data */
+  alignas(16) unsigned char data[];
+} host_staging;
+
+/* host_testing.h */
+static atomic_uint_fast64_t staging_allocs, staging_kept_bytes;
+uint64_t cb_host_testing_staging_allocs(void) { return atomic_load(&staging_allocs); }
+uint64_t cb_host_testing_staging_kept(void) { return atomic_load(&staging_kept_bytes); }
+
+static void staging_run(cb_work *w) {
+  host_staging *it = (host_staging *)w;
+  memcpy(it->dst, it->data, it->size);
+}
+
+static void staging_release(cb_work *w) {
+  host_staging *it = (host_staging *)w;
+  host_device *d = it->keep;
+  bool kept = false;
+  if (d) {
+    pthread_mutex_lock(&d->staging_lock);
+    kept = d->nstaging < HOST_STAGING_KEEP && d->staging_bytes + it->capacity <= HOST_STAGING_KEEP_BYTES;
+    if (kept) {
+      d->staging[d->nstaging++] = it;
+      d->staging_bytes += it->capacity;
+    }
+    pthread_mutex_unlock(&d->staging_lock);
+  }
+  if (kept)
+    atomic_fetch_add(&staging_kept_bytes, it->capacity);
+  else
+    cb_free(it);
+}
+
+/* Removes kept block i (under staging_lock). */
+static host_staging *staging_remove(host_device *d, size_t i) {
+  host_staging *it = d->staging[i];
+  d->staging[i] = d->staging[--d->nstaging];
+  d->staging_bytes -= it->capacity;
+  atomic_fetch_sub(&staging_kept_bytes, it->capacity);
+  return it;
+}
+
+/* The smallest kept block that holds `size` bytes; NULL when none does.
+ * Then the largest kept block (too small) is dropped, so that what is kept
+ * follows the sizes in use. */
+static host_staging *staging_reuse(host_device *d, size_t size) {
+  host_staging *it = NULL, *drop = NULL;
+  pthread_mutex_lock(&d->staging_lock);
+  size_t fit = d->nstaging, largest = d->nstaging;
+  for (size_t i = 0; i < d->nstaging; i++) {
+    size_t cap = d->staging[i]->capacity;
+    if (cap >= size && (fit == d->nstaging || cap < d->staging[fit]->capacity))
+      fit = i;
+    if (largest == d->nstaging || cap > d->staging[largest]->capacity)
+      largest = i;
+  }
+  if (fit < d->nstaging)
+    it = staging_remove(d, fit);
+  else if (largest < d->nstaging)
+    drop = staging_remove(d, largest);
+  pthread_mutex_unlock(&d->staging_lock);
+  cb_free(drop);
+  return it;
+}
+
+void cb_host_staging_free(host_device *d) {
+  while (d->nstaging)
+    cb_free(staging_remove(d, d->nstaging - 1));
+}
+
+/* A staging item holding `size` bytes: a kept block for a large write, else
+ * a new allocation (a large one rounded up to HOST_WRITE_LARGE, so that
+ * writes of nearly one size share blocks). NULL: no memory. */
+static host_staging *staging_take(host_device *d, size_t size) {
+  bool large = size >= HOST_WRITE_LARGE;
+  host_staging *it = large ? staging_reuse(d, size) : NULL;
+  if (it)
+    return it;
+  size_t capacity = large ? (size_t)align_up(size, HOST_WRITE_LARGE) : size;
+  if (capacity < size || capacity > SIZE_MAX - sizeof *it || !(it = cb_malloc(sizeof *it + capacity)))
+    return NULL;
+  if (large)
+    atomic_fetch_add(&staging_allocs, 1);
+  it->keep = large ? d : NULL;
+  it->capacity = capacity;
+  return it;
+}
+
+cubert_status cb_host_write(void *device, void *stream, uint64_t work, uint64_t dst,
+                            const void *src, uint64_t size, cubert_berr *err) {
+  host_device *d = device;
+  host_stream *s = stream;
+  cubert_status st = cb_host_check_stream(d, stream, "write", err);
+  if (st == CUBERT_OK)
+    st = cb_host_check_range(d, "write", "destination", dst, size, err);
+  if (st != CUBERT_OK)
+    return st;
+  if (size && !src)
+    return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT, "%s: write: no source", d->name);
+  if (size >= HOST_WRITE_LARGE) {
+    /* Nothing pending on the stream: the worker copies straight from the
+     * caller's buffer, and the call returns once it did (one copy, nothing
+     * staged). The item lives on this stack until then. */
+    copy_item direct = {{NULL, copy_run, NULL, work}, (void *)(uintptr_t)dst, src, (size_t)size};
+    bool busy;
+    uint64_t position = cb_work_queue_push_if_idle(&s->queue, &direct.work, &busy);
+    if (position) {
+      cb_work_queue_wait(&s->queue, position);
+      return CUBERT_OK;
+    }
+    if (!busy)
+      return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT, "%s: write: the stream was destroyed",
+                             d->name);
+  }
+  host_staging *it = size <= SIZE_MAX ? staging_take(d, (size_t)size) : NULL;
+  if (!it)
+    return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY,
+                           "%s: write: no host memory to stage %" PRIu64 " bytes", d->name, size);
+  it->work.run = staging_run;
+  it->work.release = staging_release;
+  it->work.tag = work;
+  it->dst = (void *)(uintptr_t)dst;
+  it->size = (size_t)size;
+  if (size)
+    memcpy(it->data, src, (size_t)size);
+  return cb_host_enqueue(stream, &it->work, "write", err);
 }
 
 cubert_status cb_host_read(void *device, void *stream, uint64_t work, void *dst, uint64_t src,
@@ -80,13 +194,7 @@ cubert_status cb_host_read(void *device, void *stream, uint64_t work, void *dst,
   /* The item lives on this stack: the worker does not touch it once its
    * position completed, which is what we wait for. */
   copy_item it = {{NULL, copy_run, NULL, work}, dst, (const void *)(uintptr_t)src, (size_t)size};
-  host_stream *s = stream;
-  uint64_t position = cb_work_queue_push(&s->queue, &it.work);
-  if (position == 0)
-    return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT, "%s: read: the stream was destroyed",
-                           d->name);
-  cb_work_queue_wait(&s->queue, position);
-  return CUBERT_OK;
+  return run_and_wait(d, stream, &it.work, "read", err);
 }
 
 typedef struct fill_item {
@@ -300,13 +408,7 @@ cubert_status cb_host_copy_strided(void *device, void *stream, uint64_t work,
     /* like read: the item lives on this stack until its position completed */
     strided_item it = {{NULL, strided_run, NULL, work}, (unsigned char *)(uintptr_t)dst,
                        (const unsigned char *)(uintptr_t)src, *layout};
-    host_stream *s = stream;
-    uint64_t position = cb_work_queue_push(&s->queue, &it.work);
-    if (position == 0)
-      return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT, "%s: strided copy: the stream was destroyed",
-                             d->name);
-    cb_work_queue_wait(&s->queue, position);
-    return CUBERT_OK;
+    return run_and_wait(d, stream, &it.work, "strided copy", err);
   }
   uint64_t staged = host_src ? layout->nruns * layout->run : 0;
   strided_item *it = staged <= SIZE_MAX - sizeof *it ? cb_malloc(sizeof *it + (size_t)staged) : NULL;

@@ -73,13 +73,8 @@ fail_wake:
   return rc;
 }
 
-uint64_t cb_work_queue_push(cb_work_queue *q, cb_work *w) {
-  w->next = NULL;
-  pthread_mutex_lock(&q->lock);
-  if (q->stopping) {
-    pthread_mutex_unlock(&q->lock);
-    return 0;
-  }
+/* Appends under the lock the caller holds, and releases it. */
+static uint64_t push_locked(cb_work_queue *q, cb_work *w) {
   if (q->tail)
     q->tail->next = w;
   else
@@ -89,6 +84,27 @@ uint64_t cb_work_queue_push(cb_work_queue *q, cb_work *w) {
   pthread_cond_signal(&q->wake);
   pthread_mutex_unlock(&q->lock);
   return position;
+}
+
+uint64_t cb_work_queue_push(cb_work_queue *q, cb_work *w) {
+  w->next = NULL;
+  pthread_mutex_lock(&q->lock);
+  if (q->stopping) {
+    pthread_mutex_unlock(&q->lock);
+    return 0;
+  }
+  return push_locked(q, w);
+}
+
+uint64_t cb_work_queue_push_if_idle(cb_work_queue *q, cb_work *w, bool *busy) {
+  w->next = NULL;
+  pthread_mutex_lock(&q->lock);
+  *busy = !q->stopping && q->completed < q->submitted;
+  if (q->stopping || *busy) {
+    pthread_mutex_unlock(&q->lock);
+    return 0;
+  }
+  return push_locked(q, w);
 }
 
 void cb_work_queue_wait(cb_work_queue *q, uint64_t position) {

@@ -11,7 +11,7 @@
  * on_start(ctx, index) first thing on its worker thread, before any item
  * runs (the host backend binds the thread near its device that way).
  *
- * Threading: push, wait, end, completed and last_tag may be called from any
+ * Threading: push, push_if_idle, wait, end, completed and last_tag may be called from any
  * thread, concurrently. start/stop/destroy are called once each, by the owner.
  * Ownership: the queue owns nothing but its thread. An item is borrowed from
  * push until its release() is called (after run, on the worker); an item
@@ -62,6 +62,12 @@ int cb_work_queue_start_with(cb_work_queue *queue, void (*on_start)(void *ctx, i
 /* Appends `work` and returns its position; 0 when the queue is stopping
  * (the item was not taken). */
 uint64_t cb_work_queue_push(cb_work_queue *queue, cb_work *work);
+
+/* Appends `work` only when every item pushed before it has run (nothing is
+ * pending or running), and returns its position: waiting for it then waits
+ * for this item alone. 0 when the item was not taken: *busy says whether
+ * the queue had work (true) or is stopping (false). */
+uint64_t cb_work_queue_push_if_idle(cb_work_queue *queue, cb_work *work, bool *busy);
 
 /* Blocks until every item up to `position` has run. */
 void cb_work_queue_wait(cb_work_queue *queue, uint64_t position);
