@@ -37,9 +37,7 @@ struct cb_client_hook {
   struct cb_client_hook *next;
 };
 
-static cubert_status expired(const char *fn) {
-  return cb_fail(CUBERT_ERR_EXPIRED, "%s: the client belongs to a runtime that was destroyed", fn);
-}
+#define CB_CLIENT_EXPIRED "%s: the client belongs to a runtime that was destroyed"
 
 cubert_status cubert_client_on_destroy(cubert_client *c, cubert_client_hook fn, void *arg) {
   if (!c) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_client_on_destroy: client is NULL");
@@ -57,7 +55,7 @@ cubert_status cubert_client_on_destroy(cubert_client *c, cubert_client_hook fn, 
   pthread_mutex_unlock(&c->hook_lock);
   if (orphan) {
     cb_free(h);
-    return expired("cubert_client_on_destroy");
+    return cb_fail(CUBERT_ERR_EXPIRED, CB_CLIENT_EXPIRED, "cubert_client_on_destroy");
   }
   return CUBERT_OK;
 }
@@ -74,7 +72,7 @@ cubert_status cubert_client_hook_remove(cubert_client *c, cubert_client_hook fn,
       break;
     }
   pthread_mutex_unlock(&c->hook_lock);
-  if (orphan) return expired("cubert_client_hook_remove");
+  if (orphan) return cb_fail(CUBERT_ERR_EXPIRED, CB_CLIENT_EXPIRED, "cubert_client_hook_remove");
   if (!gone) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_client_hook_remove: no such hook on the client");
   cb_free(gone);
   return CUBERT_OK;
