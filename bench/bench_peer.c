@@ -653,6 +653,164 @@ static void measure(ctx *c, const job *j) {
   free(rev);
 }
 
+/* ------------------------------------------------------------ small split */
+
+/* Where a small host transfer's time goes (the `small` section): the loop of
+ * the latency rows (`count` calls on device 0's client, into the same
+ * reused host buffer) timed on the host clock per call, beside
+ *   - raw's loop, host clock: its enqueue time, events around it as in the
+ *     timed rows (cb_bench_raw_run);
+ *   - the same cubert loop without a timer recorded on the stream first
+ *     (the timed rows record one: does the stream's state change the call?);
+ *   - the same call of 0 bytes: the runtime's whole path (checks, ledger,
+ *     work record, ordering, the reap after a read) without the backend's
+ *     call. cubert - raw - that share is the fault layer's and the backend's
+ *     cost beyond raw's one hipMemcpyAsync. */
+typedef enum { SPLIT_TIMER, SPLIT_NO_TIMER, SPLIT_ZERO, SPLIT_RAW, SPLIT_DEVICE, SPLIT_RAW_DEVICE, SPLIT_N } split_kind;
+
+/* One loop of `count` cubert calls; `host_us`, `dev_us` per call. The
+ * host clock runs from before the first call to after the end timer's
+ * record (raw's enqueue time likewise ends after its end event). */
+static cubert_status small_loop(ctx *c, ttype t, cubert_handle *v, uint64_t size, uint32_t count, bool timer,
+                                double *host_us, double *dev_us) {
+  cubert_client *cl = c->client[0];
+  cubert_timer *t0 = NULL, *t1 = NULL;
+  cubert_status st = timer ? cubert_timer_record(cl, &t0) : CUBERT_OK;
+  double h0 = cb_bench_now();
+  for (uint32_t k = 0; k < count && !st; k++)
+    st = t == T_H2D ? cubert_handle_write(cl, v, c->pattern, size) : cubert_handle_read(cl, v, c->host_buf, size);
+  if (!st && timer) st = cubert_timer_record(cl, &t1);
+  double h1 = cb_bench_now();
+  double ms = 0;
+  if (!st && timer) st = cubert_timer_elapsed(t0, t1, &ms);
+  cubert_timer_release(t0);
+  cubert_timer_release(t1);
+  if (!st) st = cubert_sync(cl); /* 0-byte calls reach no backend: their records go here, untimed */
+  *host_us = (h1 - h0) * 1e6 / count;
+  *dev_us = ms * 1e3 / count;
+  return st;
+}
+
+/* Whether the bytes of the last loop arrived: d2h in the host buffer, h2d
+ * read back from the device. */
+static bool small_arrived(ctx *c, ttype t, const cubert_handle *v, uint64_t size) {
+  if (t == T_D2H) return memcmp(c->host_buf, c->pattern, size) == 0;
+  uint32_t back[1024] = {0};
+  return size <= sizeof back && cubert_handle_read(c->client[0], v, back, size) == CUBERT_OK &&
+         memcmp(back, c->pattern, size) == 0;
+}
+
+static void small_split(ctx *c) {
+  static const struct { ttype t; uint64_t size; } cases[] = {{T_H2D, 4}, {T_D2H, 4}, {T_D2H, 4096}, {T_D2H, 65536}};
+  static const char *const suffix[SPLIT_N] = {"host", "no-timer", "0B", "", "", ""};
+  int total = c->o.warmup + c->o.reps;
+  uint32_t count = c->o.lat_count;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    ttype t = cases[i].t;
+    uint64_t size = cases[i].size;
+    spec sp = {t, t == T_H2D ? -1 : 0, t == T_H2D ? 0 : -1, size};
+    cubert_handle *base = t == T_H2D ? c->dst[0] : c->src[0];
+    cubert_handle *v = NULL, *zero = NULL;
+    double *smp[SPLIT_N];
+    for (int k = 0; k < SPLIT_N; k++) smp[k] = calloc((size_t)total, sizeof(double));
+    cubert_status st = cubert_handle_slice(base, 0, c->max - size, &v);
+    if (!st) st = cubert_handle_slice(base, 0, c->max, &zero);
+    bool ok = true;
+    int kept = 0;
+    for (int k = 0; k < SPLIT_N; k++)
+      if (!smp[k]) st = st ? st : CUBERT_ERR_OUT_OF_MEMORY;
+    char sz[32];
+    cb_bench_size_name(size, sz, sizeof sz);
+    for (int r = 0; r < total && !st; r++) {
+      double h[SPLIT_N] = {0}, dev = 0, unused = 0;
+      if (t == T_D2H) memset(c->host_buf, 0, size);
+      if (!(st = small_loop(c, t, v, size, count, true, &h[SPLIT_TIMER], &dev))) ok = ok && small_arrived(c, t, v, size);
+      if (!st && t == T_D2H) memset(c->host_buf, 0, size);
+      if (!st && !(st = small_loop(c, t, v, size, count, false, &h[SPLIT_NO_TIMER], &unused)))
+        ok = ok && small_arrived(c, t, v, size);
+      if (!st) st = small_loop(c, t, zero, 0, count, false, &h[SPLIT_ZERO], &unused);
+      if (!st && c->raw) {
+        cb_bench_xfer x = raw_xfer(c, &sp);
+        double ms = 0, enq_ms = 0;
+        if (cb_bench_raw_run(c->raw, &x, 1, count, 0, &ms, &enq_ms) == CUBERT_OK) {
+          h[SPLIT_RAW] = enq_ms * 1e3 / count;
+          h[SPLIT_RAW_DEVICE] = ms * 1e3 / count;
+        }
+      }
+      h[SPLIT_DEVICE] = dev;
+      if (r < c->o.warmup) continue;
+      for (int k = 0; k < SPLIT_N; k++) smp[k][kept] = h[k];
+      kept++;
+    }
+    if (st) {
+      note(c, "small %s %s: %s", ttype_name[t], sz, cubert_last_error_message());
+      c->errors++;
+    }
+    c->checks++;
+    if (!ok) c->failed_checks++;
+    for (int k = 0; k <= SPLIT_ZERO && !st && kept; k++) {
+      cb_bench_row *row = cb_bench_rows_add(&c->rows);
+      if (!row) break;
+      snprintf(row->section, sizeof row->section, "small");
+      snprintf(row->test, sizeof row->test, "%s %s", ttype_name[t], suffix[k]);
+      snprintf(row->dir, sizeof row->dir, "uni");
+      snprintf(row->link, sizeof row->link, "HOST");
+      row->src = sp.a;
+      row->dst = sp.b;
+      row->size = k == SPLIT_ZERO ? 0 : size;
+      row->count = count;
+      snprintf(row->unit, sizeof row->unit, "us");
+      row->higher_better = false;
+      if (k != SPLIT_ZERO) set_engine(c, &sp, row);
+      fill_stats(row, false, smp[k], smp[k], smp[k], kept, 1);
+      if (k == SPLIT_TIMER && c->raw && smp[SPLIT_RAW][0] > 0) fill_stats(row, true, smp[SPLIT_RAW], NULL, NULL, kept, 1);
+      row->validated = ok ? 1 : 0;
+      if (k == SPLIT_TIMER)
+        snprintf(row->note, sizeof row->note, "host clock per call; the device's timers: cubert %.3f, raw %.3f us per call",
+                 cb_bench_stats_of(smp[SPLIT_DEVICE], kept).median, cb_bench_stats_of(smp[SPLIT_RAW_DEVICE], kept).median);
+      else if (k == SPLIT_NO_TIMER)
+        snprintf(row->note, sizeof row->note, "host clock per call, no timer recorded on the stream before the loop");
+      else
+        snprintf(row->note, sizeof row->note, "0 bytes: the runtime's path without the backend call (beside %s of %s)",
+                 ttype_name[t], sz);
+    }
+    cubert_handle_release(v);
+    cubert_handle_release(zero);
+    for (int k = 0; k < SPLIT_N; k++) free(smp[k]);
+  }
+}
+
+/* The small section's lines: each call's excess over raw split into the
+ * runtime's share and the layers' below it. */
+static void print_small(const ctx *c) {
+  bool any = false;
+  for (size_t i = 0; i < c->rows.n; i++) {
+    const cb_bench_row *r = &c->rows.v[i];
+    if (strcmp(r->section, "small") != 0 || r->size == 0 || !strstr(r->test, " host")) continue;
+    if (!any)
+      printf("\nSmall host transfers: where the time goes (the latency rows' loop on the host clock, us per call,\n"
+             "median; runtime = the same call of 0 bytes; below = cubert - raw - runtime: fault layer + backend)\n");
+    any = true;
+    char dir[8];
+    snprintf(dir, sizeof dir, "%.3s", r->test);
+    /* small_split adds each case's rows in order: host, no-timer, 0B */
+    const cb_bench_row *nt = i + 1 < c->rows.n && strstr(c->rows.v[i + 1].test, "no-timer") ? r + 1 : NULL;
+    const cb_bench_row *z = i + 2 < c->rows.n && strstr(c->rows.v[i + 2].test, "0B") ? r + 2 : NULL;
+    char sz[32];
+    cb_bench_size_name(r->size, sz, sizeof sz);
+    double cu = r->cubert.median, rt = z ? z->cubert.median : 0;
+    printf("  %s %-6s cubert %7.3f", dir, sz, cu);
+    if (r->have_raw)
+      printf(", raw %7.3f: %+.3f = runtime %.3f + below %+.3f", r->raw.median, cu - r->raw.median, rt,
+             cu - r->raw.median - rt);
+    else
+      printf(" (no raw figure), runtime %.3f", rt);
+    if (nt) printf("; without a timer on the stream: cubert %.3f", nt->cubert.median);
+    printf("\n");
+    if (r->note[0]) printf("      (%s)\n", r->note);
+  }
+}
+
 /* ------------------------------------------------------------ the plan */
 
 typedef struct plan {
@@ -1585,6 +1743,10 @@ static void measure_all(ctx *c) {
                       j->n == 2 ? "bidi" : "uni", j->s[0].a, j->s[0].b, cb_bench_size_name(j->s[0].size, sz, sizeof sz));
     measure(c, j);
   }
+  if (o->do_latency && c->ndev > 0) {
+    cb_bench_progress(o->quiet, (int)p.n, (int)p.n, "small: where the time of small host transfers goes");
+    small_split(c);
+  }
   cb_bench_progress_done(o->quiet);
   free(p.v);
 }
@@ -1622,6 +1784,7 @@ static bool print_report(ctx *c, json_t *target_list) {
     printf("\n%s\n", titles[pass]);
     print_table(c, sections[pass]);
   }
+  print_small(c);
   targets(c, target_list);
   size_t nnotes = json_array_size(c->notes);
   if (nnotes) printf("\nNotes:\n");

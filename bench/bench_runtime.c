@@ -4,7 +4,8 @@
  *             hipMalloc + hipFree (malloc + free on the host backend)
  *   launch    cubert_launch of an empty kernel with 0, 4 and 16 buffer
  *             bindings, then one cubert_sync, against hipModuleLaunchKernel of
- *             the same kernel (the host function called directly on the host)
+ *             the same kernel (the host function called directly on the host),
+ *             the two sides interleaved round by round (launch_rounds)
  *   ledger    a launch on a clean allocation, with one tainted range on an
  *             unrelated allocation, and with 1000 tainted ranges on its own
  *             allocation outside the bound ranges (the binary search);
@@ -72,6 +73,8 @@ typedef struct rctx {
   double alloc_curve[3][5]; /* the allocs section: alloc+free, launch, read (ns) per live count */
   double enq_ns;            /* the last launch batch's host time per launch before its sync */
   double launch_enq[3][2];  /* launch-0/4/16buf: that time, median, cubert and raw */
+  double launch_ratio[3][3]; /* launch-0/4/16buf: cubert / raw of each round: median, min, max */
+  int launch_rounds[3];      /* launch-0/4/16buf: the rounds behind them */
   /* the small section, ns per call: write 4 B, read 4 B, read 4 KiB; cubert,
    * raw, and cubert with 0 bytes (no backend call) */
   double small[3][3];
@@ -192,19 +195,6 @@ static cubert_status series_row(rctx *c, batch_fn fn, const void *arg, uint32_t 
   return st;
 }
 
-/* The median over --reps batches of `count` of a launch batch's host time
- * per launch before its sync (c->enq_ns); 0 when a batch failed. */
-static double enqueue_median(rctx *c, batch_fn fn, const void *arg, uint32_t count) {
-  double v[64];
-  int n = c->o.reps < 64 ? c->o.reps : 64;
-  for (int i = 0; i < n; i++) {
-    double ns;
-    if (fn(c, arg, count, &ns)) return 0;
-    v[i] = c->enq_ns;
-  }
-  return n ? cb_bench_stats_of(v, n).median : 0;
-}
-
 static cb_bench_row *new_row(rctx *c, const char *section, const char *test, uint64_t size) {
   cb_bench_row *r = cb_bench_rows_add(&c->rows);
   if (!r) return NULL;
@@ -272,6 +262,76 @@ static void bench_alloc(rctx *c) {
   (void)cubert_memory_cleanup(c->client);
 }
 
+/* A launch row, cubert and raw interleaved: rounds of one cubert batch and
+ * one raw batch of the same count (the order flips each round: ABBA), so a
+ * drift of the machine (clocks, another process) weighs on both sides and
+ * shows as the spread of the per-round ratio, not as a verdict. Each batch
+ * is `count` launches (at least 1000, about batch_s) and one sync; the row
+ * gets the rounds' figures, the note the per-round ratio (median, range)
+ * and the host time per launch before the sync (medians). No raw (`ra`
+ * NULL): the cubert rounds alone. False (noted) on error. */
+static bool launch_rounds(rctx *c, cb_bench_row *r, int k, const launch_arg *a, const raw_launch_arg *ra) {
+  double ns = 0;
+  cubert_status st;
+  /* the first batch pays for first use: probe with the second */
+  if ((st = cubert_launch_batch(c, a, 10, &ns)) || (st = cubert_launch_batch(c, a, 10, &ns))) goto fail;
+  double want = c->batch_s * 1e9 / (ns > 1 ? ns : 1);
+  uint32_t count = want < 1000 ? 1000 : want > 200000 ? 200000 : (uint32_t)want;
+  enum { MAX_ROUNDS = 64 };
+  int n = 3 * c->o.reps < MAX_ROUNDS ? 3 * c->o.reps : MAX_ROUNDS;
+  if (n < 1) n = 1;
+  double cb[MAX_ROUNDS], rw[MAX_ROUNDS], cbe[MAX_ROUNDS], rwe[MAX_ROUNDS], ratio[MAX_ROUNDS];
+  for (int i = -c->o.warmup; i < n; i++) {
+    double cns = 0, rns = 0, cenq = 0, renq = 0;
+    for (int side = 0; side < 2; side++) {
+      bool raw = (side == 0) == ((i & 1) != 0); /* even rounds cubert first, odd raw first */
+      if (raw && !ra) continue;
+      if (raw) {
+        if (raw_launch_batch(c, ra, count, &rns)) {
+          snprintf(r->note, sizeof r->note, "raw: %s", cb_bench_raw_error(c->raw));
+          c->errors++;
+          ra = NULL;
+          continue;
+        }
+        renq = c->enq_ns;
+      } else {
+        if ((st = cubert_launch_batch(c, a, count, &cns))) goto fail;
+        cenq = c->enq_ns;
+      }
+    }
+    if (i < 0) continue;
+    cb[i] = cns;
+    cbe[i] = cenq;
+    rw[i] = rns;
+    rwe[i] = renq;
+    ratio[i] = rns > 0 ? cns / rns : 0;
+  }
+  r->count = count;
+  cb_bench_row_set(r, false, cb, n);
+  c->launch_rounds[k] = n;
+  if (!ra) {
+    if (!r->note[0]) snprintf(r->note, sizeof r->note, "no raw baseline");
+    return true;
+  }
+  cb_bench_row_set(r, true, rw, n);
+  cb_bench_stats q = cb_bench_stats_of(ratio, n);
+  c->launch_ratio[k][0] = q.median;
+  c->launch_ratio[k][1] = q.min;
+  c->launch_ratio[k][2] = q.max;
+  c->launch_enq[k][0] = cb_bench_stats_of(cbe, n).median;
+  c->launch_enq[k][1] = cb_bench_stats_of(rwe, n).median;
+  snprintf(r->note, sizeof r->note,
+           "%d ABBA rounds: ratio per round %.3f (%.3f-%.3f); host time per launch before the sync: cubert %.0f ns, "
+           "raw %.0f ns (%+.0f)",
+           n, q.median, q.min, q.max, c->launch_enq[k][0], c->launch_enq[k][1],
+           c->launch_enq[k][0] - c->launch_enq[k][1]);
+  return true;
+fail:
+  snprintf(r->note, sizeof r->note, "cubert: %s: %s", cubert_status_name(st), cubert_last_error_message());
+  c->errors++;
+  return false;
+}
+
 static void bench_launch(rctx *c) {
   cubert_handle *h[16] = {0};
   uint64_t raw_buf[16] = {0};
@@ -316,27 +376,10 @@ static void bench_launch(rctx *c) {
     cubert_arg args[16];
     for (int i = 0; i < nb[k]; i++) args[i] = cubert_arg_buffer(h[i < nb[k] / 2 ? i : 8 + i - nb[k] / 2]);
     launch_arg a = {c->client, kernel, args, (uint32_t)nb[k], NULL, 0};
-    uint32_t count = 0;
-    bool ok = run_cubert(c, r, cubert_launch_batch, &a, &count);
+    raw_launch_arg ra = {nb[k], raw_buf};
+    bool ok = launch_rounds(c, r, k, &a, raw_ok ? &ra : NULL);
     cubert_kernel_release(kernel);
     if (!ok) continue;
-    if (raw_ok) {
-      /* the same kernel, the same count, so the one sync weighs the same */
-      raw_launch_arg ra = {nb[k], raw_buf};
-      run_raw(c, r, raw_launch_batch, &ra, &count);
-      /* where the difference is: the host's time in the calls, before the
-       * sync (the GPU runs empty kernels; the calls are what differ) */
-      if (r->have_raw && (cb_bench_kernel(ids[k], &kernel) == CUBERT_OK)) {
-        a.kernel = kernel;
-        c->launch_enq[k][0] = enqueue_median(c, cubert_launch_batch, &a, count);
-        c->launch_enq[k][1] = enqueue_median(c, raw_launch_batch, &ra, count);
-        cubert_kernel_release(kernel);
-        snprintf(r->note, sizeof r->note, "host time per launch before the sync: cubert %.0f ns, raw %.0f ns (%+.0f)",
-                 c->launch_enq[k][0], c->launch_enq[k][1], c->launch_enq[k][0] - c->launch_enq[k][1]);
-      }
-    } else if (!r->note[0]) {
-      snprintf(r->note, sizeof r->note, "no raw baseline");
-    }
     /* the kernel's write bindings must be clean afterwards */
     bool clean = true;
     for (int i = 0; i < 16; i++) clean = clean && cubert_handle_check(c->client, h[i]) == CUBERT_OK;
@@ -1139,8 +1182,10 @@ static void targets(const rctx *c, json_t *list) {
   static const int nbs[3] = {0, 4, 16};
   for (int k = 0; k < 3; k++)
     if (c->launch_enq[k][0] > 0 && c->launch_enq[k][1] > 0)
-      printf("    launch-%dbuf before the sync: cubert %.0f ns, raw %.0f ns per launch (%+.0f ns in the calls)\n", nbs[k],
-             c->launch_enq[k][0], c->launch_enq[k][1], c->launch_enq[k][0] - c->launch_enq[k][1]);
+      printf("    launch-%dbuf before the sync: cubert %.0f ns, raw %.0f ns per launch (%+.0f ns in the calls); "
+             "cubert / raw per round %.3f (%.3f-%.3f over %d interleaved rounds)\n",
+             nbs[k], c->launch_enq[k][0], c->launch_enq[k][1], c->launch_enq[k][0] - c->launch_enq[k][1],
+             c->launch_ratio[k][0], c->launch_ratio[k][1], c->launch_ratio[k][2], c->launch_rounds[k]);
   /* small transfers (their targets are `bench peer`'s lat-h2d, lat-d2h
    * and d2h rows): where a call's time goes */
   static const char *const small_names[3] = {"4-byte write", "4-byte read", "4 KiB read"};

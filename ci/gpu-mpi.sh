@@ -21,7 +21,8 @@
 # where cairo was found). Exit status: non-zero when any step failed.
 # Then where the 8-byte latency goes (CUBERT_MPI_PROFILE=1: each rank's
 # time per phase of a transfer, docs/cluster.md "Where the latency goes"),
-# in profile.txt.
+# in profile.txt, and where the time of 64 KiB to 1 MiB transfers goes,
+# both ways, in profile-mid.txt and profile-mid-wire.txt.
 #
 # Trying the script's logic where there is no GPU: CUBERT_GPU_MPI_BACKEND=host
 # (no .gpu-kit needed; the system's MPI is used when .mpi-kit is absent).
@@ -130,13 +131,31 @@ else
   rc=1
 fi
 
+# Where the time of 64 KiB to 1 MiB transfers goes (osu_bw's window of 64),
+# through shared memory and through MPI's messages: phases, pinned buffers
+# allocated, sends that found no free shared buffer.
+for ipc in auto off; do
+  p=profile-mid
+  [ "$ipc" = off ] && p=profile-mid-wire
+  if CUBERT_MPI_IPC=$ipc CUBERT_MPI_PROFILE=1 run_ranks -n 2 "$build/mpi/tool/cubert-mpi" bench \
+       --sizes 64K,256K,1M --iters 4 >"$out/$p.txt" 2>&1; then
+    grep -E '^0-1|latency|profile' "$out/$p.txt" | sed "s/^/$p: /" | tee -a "$out/summary.txt"
+  else
+    summary "$p (2 ranks, CUBERT_MPI_IPC=$ipc): FAILED ($p.txt)"
+    rc=1
+  fi
+done
+
 # A campaign sharded over the 2 ranks (the harness's programs run on the
 # host backend: the campaign's devices are simulated ones), then 200
-# exchanges between the ranks on $backend's device 0 (docs/cluster.md).
+# exchanges between the ranks on $backend's device 0 through MPI's
+# messages and 100 shared exchanges through shared memory (HIP IPC on the
+# GPU; docs/cluster.md).
 if run_ranks -n 2 "$build/mpi/tool/cubert-mpi" campaign --seed 20261201 --programs 400 --exchanges 200 \
      >>"$out/tests.log" 2>&1; then
   summary "campaign (2 ranks): $(grep -m1 '^verdict' "$out/tests.log")"
   summary "exchanges: $(grep -m1 '^counts:' "$out/tests.log" | sed 's/.*; exchanges/exchanges/')"
+  summary "shared exchanges: $(grep -m1 '^shared counts:' "$out/tests.log" | sed 's/^shared counts: //')"
 else
   summary "campaign (2 ranks): FAILED (tests.log)"
   rc=1

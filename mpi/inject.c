@@ -25,9 +25,21 @@ typedef struct rule {
 } rule;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static void *(*alloc_fn)(size_t) = malloc;
 static rule rules[MAX_RULES];
 static size_t nrules;
 static uint64_t injected;
+
+void mpi_inject_set_alloc(void *(*alloc)(size_t)) { alloc_fn = alloc ? alloc : malloc; }
+
+/* A copy of `n` bytes of `text` and a NUL; NULL when out of memory. */
+static char *copy_of(const char *text, size_t n) {
+  char *c = alloc_fn(n + 1);
+  if (!c) return NULL;
+  memcpy(c, text, n);
+  c[n] = '\0';
+  return c;
+}
 
 static uint64_t splitmix(uint64_t *s) {
   uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
@@ -155,9 +167,10 @@ static bool ours(const char *stmt) {
  * operations (the runtime's, in $CUBERT_FAULTS) are skipped. */
 static cubert_status parse_text(const char *text, const char *source, bool only_ours, rule *parsed, size_t *n,
                                 char *why, size_t cap) {
-  char *copy = strdup(text ? text : "");
+  if (!text) return CUBERT_OK;
+  char *copy = copy_of(text, strlen(text));
   if (!copy) {
-    snprintf(why, cap, "out of memory");
+    snprintf(why, cap, "%s: out of host memory copying %zu bytes of rules", source, strlen(text) + 1);
     return CUBERT_ERR_OUT_OF_MEMORY;
   }
   int index = 0;
@@ -222,9 +235,13 @@ cubert_status mpi_inject_env(char *why, size_t cap) {
     FILE *f = fopen(faults + 1, "rb");
     size_t len = 0, got = 0;
     if (f && fseek(f, 0, SEEK_END) == 0 && (len = (size_t)ftell(f)) != (size_t)-1 && fseek(f, 0, SEEK_SET) == 0 &&
-        (file = calloc(len + 1, 1)) != NULL)
-      got = fread(file, 1, len, f);
+        (file = alloc_fn(len + 1)) != NULL)
+      file[got = fread(file, 1, len, f)] = '\0';
     if (f) fclose(f);
+    if (f && len != (size_t)-1 && !file) {
+      snprintf(why, cap, "CUBERT_FAULTS: out of host memory reading the rule file %s (%zu bytes)", faults + 1, len);
+      return CUBERT_ERR_OUT_OF_MEMORY;
+    }
     if (!file || got != len) {
       free(file);
       snprintf(why, cap, "CUBERT_FAULTS: cannot read the rule file %s", faults + 1);

@@ -41,14 +41,25 @@ typedef struct mpi_hit {
  * rules of `mpi_faults` (only send and recv); either may be NULL. On a
  * parse error returns CUBERT_ERR_PARSE with `why` filled (naming
  * CUBERT_FAULTS or CUBERT_MPI_FAULTS, or "rules" when `faults` is NULL),
- * the rules unchanged. */
+ * out of host memory CUBERT_ERR_OUT_OF_MEMORY ("out of host memory ..."),
+ * the rules unchanged either way. */
 cubert_status mpi_inject_set(const char *faults, const char *mpi_faults, char *why, size_t cap);
 /* mpi_inject_set() of $CUBERT_FAULTS (a text, or "@path" of a rule file)
- * and $CUBERT_MPI_FAULTS; when both are unset or empty the rules stay. */
+ * and $CUBERT_MPI_FAULTS; when both are unset or empty the rules stay. A
+ * rule file that cannot be read: CUBERT_ERR_PARSE; one that does not fit
+ * in host memory: CUBERT_ERR_OUT_OF_MEMORY. */
 cubert_status mpi_inject_env(char *why, size_t cap);
 /* Whether a send (or receive) by `rank` with `peer` fails, and how. */
 bool mpi_inject_decide(bool send, int rank, int peer, mpi_hit *hit);
 /* Faults injected so far in this process. */
 uint64_t mpi_inject_count(void);
+
+/* A test seam: the function the parser allocates with (the copy of a rule
+ * text, a rule file read into memory; freed with free(), so it must give
+ * memory free() takes, or NULL); NULL restores malloc. libcubert_mpi sees
+ * only cubert's public headers, so it cannot use the core's allocator
+ * hooks (docs/architecture.md, "The allocator"). Not thread-safe: for
+ * tests (tests/mpi/test_mpi_inject.c). */
+void mpi_inject_set_alloc(void *(*alloc)(size_t size));
 
 #endif

@@ -14,6 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "mpi/profile.h"
+#include "mpi/stage.h"
 #include "mpi/wire.h"
 
 #define IPC_GUARD 64           /* bytes after a buffer's data that nobody writes: the fences read them */
@@ -37,9 +39,9 @@ typedef struct ipc_import {
 } ipc_import;
 
 typedef struct ipc_peer {
-  bool node; /* same node, and the path on at both ends */
-  ipc_slot slot[IPC_SLOTS];
-  ipc_import imp[IPC_SLOTS];
+  bool node;        /* same node, and the path on at both ends */
+  ipc_slot *slot;   /* IPC_SLOTS of them, for peers of this node only */
+  ipc_import *imp;  /* IPC_SLOTS */
 } ipc_peer;
 
 struct mpi_ipc {
@@ -122,12 +124,24 @@ cubert_status mpi_ipc_open(MPI_Comm dup, mpi_ipc **out, char *why, size_t cap) {
   me.on = !off && !bad;
   whoami(&me);
   MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, dup);
-  for (int p = 0; p < x->size; p++)
-    x->peers[p].node = p != x->me && me.on && all[p].on && all[p].leader == me.leader &&
-                       !strcmp(all[p].host, me.host);
+  for (int p = 0; p < x->size; p++) {
+    ipc_peer *pp = &x->peers[p];
+    pp->node = p != x->me && me.on && all[p].on && all[p].leader == me.leader && !strcmp(all[p].host, me.host);
+    if (pp->node) {
+      /* no memory for its buffers: MPI's messages to that peer (its sends
+       * here land alike: the receiver only needs the import table) */
+      pp->slot = calloc(IPC_SLOTS, sizeof *pp->slot);
+      pp->imp = calloc(IPC_SLOTS, sizeof *pp->imp);
+      if (!pp->slot || !pp->imp) pp->node = false;
+    }
+  }
   free(all);
   if (bad) {
     snprintf(why, cap, "CUBERT_MPI_IPC=%s: expected auto or off", v);
+    for (int p = 0; p < x->size; p++) {
+      free(x->peers[p].slot);
+      free(x->peers[p].imp);
+    }
     free(x->peers);
     free(x);
     return CUBERT_ERR_INVALID_ARGUMENT;
@@ -141,7 +155,7 @@ void mpi_ipc_close(mpi_ipc *x, MPI_Comm dup) {
   if (!x) return;
   (void)dup;
   for (int p = 0; p < x->size; p++)
-    for (int s = 0; s < IPC_SLOTS; s++) cubert_handle_release(x->peers[p].imp[s].h);
+    for (int s = 0; x->peers[p].imp && s < IPC_SLOTS; s++) cubert_handle_release(x->peers[p].imp[s].h);
   /* Every send was acknowledged (the caller finished them): no peer reads
    * these buffers any more, though it may still map them until its own
    * cubert_mpi_finalize or runtime's end. No barrier here, so that a rank
@@ -149,11 +163,14 @@ void mpi_ipc_close(mpi_ipc *x, MPI_Comm dup) {
    * backend peer keeps its mapping of the unlinked segment; on NVIDIA,
    * CUDA calls freeing memory that another process still maps undefined,
    * and the H200 runs of tests/test_processes.c do it without harm). */
-  for (int p = 0; p < x->size; p++)
-    for (int s = 0; s < IPC_SLOTS; s++) {
+  for (int p = 0; p < x->size; p++) {
+    for (int s = 0; x->peers[p].slot && s < IPC_SLOTS; s++) {
       let_go(x->peers[p].slot[s].h, x->peers[p].slot[s].cap);
       let_go(x->peers[p].slot[s].old, x->peers[p].slot[s].old_cap);
     }
+    free(x->peers[p].slot);
+    free(x->peers[p].imp);
+  }
   pthread_mutex_destroy(&x->lock);
   free(x->peers);
   free(x);
@@ -318,7 +335,9 @@ bool mpi_ipc_send(const ipc_call *c, unsigned char *header, MPI_Request **reqsp,
   if (c->hit && c->hit->fault == MPI_FAULT_SCRIBBLE) return false; /* found by the wire's checksum */
   ipc_ticket *t = calloc(1, sizeof *t);
   MPI_Request *reqs = calloc(3, sizeof *reqs);
-  if (!t || !reqs || cubert_client_on_runtime_destroy(c->client, mpi_req_finish_shared, NULL) != CUBERT_OK) {
+  /* the client's teardown hook (mpi/stage.h) finishes this send before
+   * the buffer's runtime can go */
+  if (!t || !reqs || !stage_watch(c->client)) {
     free(t);
     free(reqs);
     return false;
@@ -334,10 +353,12 @@ bool mpi_ipc_send(const ipc_call *c, unsigned char *header, MPI_Request **reqsp,
   }
   pthread_mutex_unlock(&x->lock);
   if (s < 0) {
+    prof_event_add(PROF_EV_IPC_MISS);
     free(t);
     free(reqs);
     return false;
   }
+  prof_event_add(PROF_EV_IPC_SEND);
   t->ipc = x;
   t->peer = c->peer;
   t->slot = s;
@@ -461,7 +482,7 @@ void mpi_ipc_ack(int peer, MPI_Comm dup, int ptag) { ack(peer, dup, ptag, 0); }
 static cubert_handle *mapped(const ipc_call *c, uint64_t slot, uint64_t id, uint64_t cap,
                              const unsigned char *descp, char *why, size_t whycap) {
   mpi_ipc *x = c->ipc;
-  if (!x || c->peer < 0 || c->peer >= x->size || slot >= IPC_SLOTS) {
+  if (!x || c->peer < 0 || c->peer >= x->size || slot >= IPC_SLOTS || !x->peers[c->peer].imp) {
     snprintf(why, whycap, "the header names staging buffer %llu of rank %d, which this rank does not know",
              (unsigned long long)slot, c->peer);
     return NULL;

@@ -10,8 +10,9 @@
  * the buffer once (kept for the next transfer), copies the good bytes into
  * its view, device to device, waits for the copies and answers with a small
  * acknowledgement, after which the sender may fill the buffer again. Up to
- * IPC_SLOTS buffers per peer are in flight; with none free the transfer
- * takes the wire form, so a send never waits for its receiver. MPI only
+ * IPC_SLOTS buffers per peer are in flight (as many as osu_bw's window of
+ * nonblocking sends); with none free the transfer takes the wire form, so
+ * a send never waits for its receiver. MPI only
  * agrees: it carries the header, the ranges and the acknowledgement. */
 #ifndef CUBERT_MPI_IPC_H
 #define CUBERT_MPI_IPC_H
@@ -24,7 +25,7 @@
 #include "cubert/cubert.h"
 #include "mpi/inject.h"
 
-#define IPC_SLOTS 4 /* staging buffers per (communicator, peer) */
+#define IPC_SLOTS 64 /* staging buffers per (communicator, peer of this node) */
 
 /* One failed stretch of the view and the failure it gets (a reference). */
 typedef struct ipc_span {
@@ -92,9 +93,5 @@ void mpi_req_note(void *req, cubert_status st, const char *message);
 size_t mpi_req_spans(void *req, const ipc_span **spans); /* valid until the next mpi_req_span */
 const cubert_failure *mpi_req_injected(void *req, const char *what);
 const cubert_failure *mpi_req_failure(void *req, cubert_status st, const char *why);
-/* Finishes every send through shared memory still in flight (registered
- * with cubert_client_on_runtime_destroy: the runtime's memory stays until
- * the receivers took their bytes). */
-void mpi_req_finish_shared(void *ctx);
 
 #endif

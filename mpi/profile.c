@@ -18,8 +18,19 @@ static _Atomic uint64_t nsend, nrecv, nmsg, nbytes;
 static const char *const names[PROF_PHASES_] = {
     "checks and set-up", "walk of tainted ranges", "device read (staging)", "MPI posting",
     "sender MPI_Testall", "receiver header wait", "receiver chunk waits", "landing (checksum, device write)",
-    "receiver taint and size check", "verdict and info",
+    "receiver taint and size check", "verdict and info", "pinned staging buffer taken",
+    "shared memory: sender's copies", "shared memory: receiver's landing",
 };
+static _Atomic uint64_t events[PROF_EVENTS_];
+static const char *const event_names[PROF_EVENTS_] = {
+    "pinned staging buffers allocated", "pinned staging buffers released",
+    "sends through shared memory", "sends to a rank of this node through MPI (no free shared buffer)",
+    "sends in the eager form (one message)",
+};
+
+void prof_event_add(prof_event ev) {
+  if (prof_on) atomic_fetch_add(&events[ev], 1);
+}
 
 double prof_now(void) {
   if (!prof_on) return 0;
@@ -59,4 +70,7 @@ void prof_report(int rank) {
     fprintf(stderr, "cubert_mpi profile, rank %d: %-34s %10.2f us per transfer (%.3f s in all)\n", rank, names[i],
             t ? (double)v / 1e3 / (double)t : 0.0, (double)v / 1e9);
   }
+  for (int i = 0; i < PROF_EVENTS_; i++)
+    fprintf(stderr, "cubert_mpi profile, rank %d: %-34s %10llu\n", rank, event_names[i],
+            (unsigned long long)atomic_load(&events[i]));
 }

@@ -21,6 +21,9 @@ typedef enum prof_phase {
   PROF_LAND,        /* checksums and the receiver's writes to the device */
   PROF_TAINT,       /* the receiver tainting ranges, the size check */
   PROF_VERDICT,     /* the account of the call: info, message */
+  PROF_STAGE_TAKE,  /* taking a pinned staging buffer (a new one: an allocation) */
+  PROF_IPC_SEND,    /* shared memory, sender: device copies into the buffer, their fence */
+  PROF_IPC_LAND,    /* shared memory, receiver: mapping, device copies, fence, answer */
   PROF_PHASES_
 } prof_phase;
 
@@ -32,6 +35,17 @@ double prof_now(void);
 void prof_lap(prof_phase phase, double *t);
 /* Counts one transfer (send or receive) and its MPI messages. */
 void prof_count(bool send, uint64_t messages, uint64_t bytes);
+/* Counts an event of the path a transfer took (how many pinned buffers
+ * were allocated, sends that found no free shared-memory buffer...). */
+typedef enum prof_event {
+  PROF_EV_PIN_ALLOC,  /* a staging buffer pinned anew (none kept fitted) */
+  PROF_EV_PIN_FREE,   /* a staging buffer released (the pool was full) */
+  PROF_EV_IPC_SEND,   /* a send through shared memory */
+  PROF_EV_IPC_MISS,   /* a send to a rank of this node that took MPI's messages (no free buffer) */
+  PROF_EV_EAGER,      /* a send in the eager form (one message) */
+  PROF_EVENTS_
+} prof_event;
+void prof_event_add(prof_event ev);
 /* Reads CUBERT_MPI_PROFILE. */
 void prof_init(void);
 /* Prints the totals (when on) with this rank's number. */

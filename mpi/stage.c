@@ -4,7 +4,13 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#define STAGE_KEEP 4
+#include "mpi/profile.h"
+
+/* Kept per client: up to STAGE_KEEP buffers, STAGE_KEEP_BYTES in all, so a
+ * window of as many sends in flight as osu_bw posts (64) reuses its
+ * buffers instead of pinning and releasing one per send. */
+#define STAGE_KEEP 64
+#define STAGE_KEEP_BYTES (256ull << 20)
 
 typedef struct pool {
   cubert_client *client;
@@ -105,6 +111,7 @@ bool stage_take(cubert_client *c, size_t size, stage_buf *out) {
   if (out->hb) return true;
   cubert_host_buffer *hb = NULL;
   if (cubert_host_buffer_alloc(c, size, &hb) != CUBERT_OK) return false;
+  prof_event_add(PROF_EV_PIN_ALLOC);
   *out = (stage_buf){c, hb, cubert_host_buffer_data(hb), size};
   return true;
 }
@@ -117,16 +124,19 @@ void stage_give(stage_buf *b) {
   while (p && p->client != b->client) p = p->next;
   if (p) {
     int slot = -1;
+    uint64_t kept = 0;
+    for (int i = 0; i < STAGE_KEEP; i++) kept += p->kept[i].hb ? p->kept[i].cap : 0;
     for (int i = 0; i < STAGE_KEEP && slot < 0; i++)
-      if (!p->kept[i].hb) slot = i;
+      if (!p->kept[i].hb && kept + b->cap <= STAGE_KEEP_BYTES) slot = i;
     for (int i = 0; i < STAGE_KEEP && slot < 0; i++)
-      if (p->kept[i].cap < b->cap) slot = i;
+      if (p->kept[i].hb && p->kept[i].cap < b->cap && kept - p->kept[i].cap + b->cap <= STAGE_KEEP_BYTES) slot = i;
     if (slot >= 0) {
       drop = p->kept[slot].hb;
       p->kept[slot] = *b;
     }
   }
   pthread_mutex_unlock(&lock);
+  if (drop) prof_event_add(PROF_EV_PIN_FREE);
   cubert_host_buffer_release(drop);
   *b = (stage_buf){0};
 }

@@ -10,10 +10,11 @@
  *
  * Lifetime: a host buffer must be released while its runtime is alive, and
  * a user may destroy the client (and the runtime) before
- * cubert_mpi_finalize. So the first buffer taken for a client registers a
- * hook on it (cubert_client_on_destroy): the client's destroy first waits
- * for the sends still travelling from its buffers (stage_init's `drain`),
- * then releases its kept buffers. The last cubert_mpi_finalize releases
+ * cubert_mpi_finalize. So the first buffer taken for a client, or its
+ * first send that stages nothing (the direct form, shared memory:
+ * stage_watch), registers a hook on it (cubert_client_on_destroy): the
+ * client's end first waits for its sends still travelling (stage_init's
+ * `drain`), then releases its kept buffers. The last cubert_mpi_finalize releases
  * every pool and removes the hooks. */
 #ifndef CUBERT_MPI_STAGE_H
 #define CUBERT_MPI_STAGE_H
@@ -38,7 +39,8 @@ void stage_init(void (*drain)(cubert_client *client));
  * be had (out of memory, pinning refused). */
 bool stage_take(cubert_client *client, size_t size, stage_buf *out);
 /* Makes sure the client's destroy drains its sends (the hook), for sends
- * that stage nothing (the direct form); false when the hook cannot be set. */
+ * that stage nothing (the direct form, shared memory); false when the hook
+ * cannot be set. */
 bool stage_watch(cubert_client *client);
 /* Gives a buffer back (its transfers must be over): kept, in place of a
  * smaller one, or released. Nothing for an empty stage_buf. */

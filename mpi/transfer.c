@@ -69,8 +69,6 @@ typedef struct comm_state {
 
 static void reap(bool wait, const comm_state *only, const cubert_client *client);
 static void drain_client(cubert_client *client);
-static const comm_state shared_sends; /* reap(.., SHARED_SENDS): the sends through shared memory */
-#define SHARED_SENDS (&shared_sends)
 
 static pthread_mutex_t keyval_lock = PTHREAD_MUTEX_INITIALIZER;
 static int keyval = MPI_KEYVAL_INVALID;
@@ -110,7 +108,8 @@ cubert_status cubert_mpi_init(MPI_Comm comm) {
   char gwhy[128];
   if (!direct_init(gwhy, sizeof gwhy)) return fail(CUBERT_ERR_PARSE, "cubert_mpi_init: %s", gwhy);
   char why[256];
-  if (mpi_inject_env(why, sizeof why) != CUBERT_OK) return fail(CUBERT_ERR_PARSE, "cubert_mpi_init: %s", why);
+  cubert_status rst = mpi_inject_env(why, sizeof why); /* a parse error, or out of memory */
+  if (rst != CUBERT_OK) return fail(rst, "cubert_mpi_init: %s", why);
   comm_state *cs = calloc(1, sizeof *cs);
   if (!cs) return fail(CUBERT_ERR_OUT_OF_MEMORY, "cubert_mpi_init: out of memory");
   MPI_Comm_size(comm, &cs->size);
@@ -175,8 +174,8 @@ bool cubert_mpi_gpu_aware(void) {
 
 cubert_status cubert_mpi_faults(const char *rules) {
   char why[256];
-  if (mpi_inject_set(NULL, rules, why, sizeof why) != CUBERT_OK)
-    return fail(CUBERT_ERR_PARSE, "cubert_mpi_faults: %s", why);
+  cubert_status st = mpi_inject_set(NULL, rules, why, sizeof why); /* a parse error, or out of memory */
+  if (st != CUBERT_OK) return fail(st, "cubert_mpi_faults: %s", why);
   return CUBERT_OK;
 }
 
@@ -248,18 +247,23 @@ static void request_free(cubert_mpi_request *r) {
  * holds the staging buffers until the receiver takes them. Finishing them
  * is not the sender's call's business: two ranks that each send to the
  * other before receiving would otherwise wait for each other forever. Every
- * later call tests them (MPI_Testall); cubert_mpi_finalize waits for those
- * of its communicator. */
+ * later call tests them (MPI_Testall), oldest first, and stops at the
+ * REAP_OPEN-th still open: sends to one peer finish in the order they were
+ * posted, and testing every one of a window of 64 on each call (each test
+ * a turn of MPI's progress engine) made each call cost O(window).
+ * cubert_mpi_finalize waits for those of its communicator. */
 static pthread_mutex_t pending_lock = PTHREAD_MUTEX_INITIALIZER;
-static cubert_mpi_request *pending;
+static cubert_mpi_request *pending, **pending_tail = &pending; /* oldest first */
+#define REAP_OPEN 2
 
 static void reap(bool wait, const comm_state *only, const cubert_client *client) {
   bool live = mpi_ready();
+  int open = 0;
   pthread_mutex_lock(&pending_lock);
-  for (cubert_mpi_request **p = &pending; *p;) {
+  for (cubert_mpi_request **p = &pending; *p && (wait || open < REAP_OPEN);) {
     cubert_mpi_request *r = *p;
     int done = 0;
-    if ((only == SHARED_SENDS ? !r->ipc : only && r->cs != only) || (client && r->client != client)) {
+    if ((only && r->cs != only) || (client && r->client != client)) {
       p = &r->next;
       continue;
     }
@@ -273,9 +277,11 @@ static void reap(bool wait, const comm_state *only, const cubert_client *client)
     }
     if (done) {
       *p = r->next;
+      if (pending_tail == &r->next) pending_tail = p;
       request_free(r);
     } else {
       p = &r->next;
+      open++;
     }
   }
   pthread_mutex_unlock(&pending_lock);
@@ -424,10 +430,6 @@ const cubert_failure *mpi_req_injected(void *req, const char *what) { return inj
 const cubert_failure *mpi_req_failure(void *req, cubert_status st, const char *why) {
   return failure_for(((cubert_mpi_request *)req)->client, st, why);
 }
-void mpi_req_finish_shared(void *ctx) {
-  (void)ctx;
-  if (mpi_ready()) reap(true, SHARED_SENDS, NULL);
-}
 
 /* What mpi/ipc.c is told of a transfer; `stop`: an injected fail or
  * partial stops the chunks from there on. */
@@ -501,6 +503,7 @@ static bool send_eager(cubert_mpi_request *r) {
   post(r, MPI_Isend(r->header, (int)(WIRE_HEADER_SIZE + WIRE_CHUNK_PREFIX + r->size), MPI_BYTE, r->peer, r->tag,
                     r->comm, &r->reqs[r->nreqs++]),
        "the message");
+  prof_event_add(PROF_EV_EAGER);
   return true;
 }
 
@@ -615,6 +618,8 @@ static cubert_status start_send(const char *fn, cubert_client *client, const cub
   if (r->injected && r->hit.fault == MPI_FAULT_FAIL) ipc_stop = 0;
   ipc_call call = ipc_call_of(r, ipc_stop);
   if ((r->shared = mpi_ipc_send(&call, r->header, &r->reqs, &r->nreqs, &r->ranges, &r->ipc))) {
+    prof_lap(PROF_IPC_SEND, &r->pt);
+    r->messages += (uint64_t)r->nreqs;
     *out = r;
     return CUBERT_OK;
   }
@@ -622,8 +627,11 @@ static cubert_status start_send(const char *fn, cubert_client *client, const cub
   r->ranges = malloc(r->nspans * WIRE_RANGE_SIZE + 1);
   /* chunk k's message at k * (prefix + chunk); the last may be shorter */
   r->records = malloc((size_t)r->nchunks * sizeof *r->records + 1);
-  if (!r->reqs || !r->ranges || !r->records ||
-      !stage_take(client, (size_t)(r->nchunks * WIRE_CHUNK_PREFIX + r->size), &r->stage)) {
+  prof_lap(PROF_CHECK, &r->pt);
+  bool staged = r->reqs && r->ranges && r->records &&
+                stage_take(client, (size_t)(r->nchunks * WIRE_CHUNK_PREFIX + r->size), &r->stage);
+  prof_lap(PROF_STAGE_TAKE, &r->pt);
+  if (!staged) {
     /* Nothing sent yet: the caller may retry. */
     request_free(r);
     return fail(CUBERT_ERR_OUT_OF_MEMORY, "%s: out of memory staging %llu bytes", fn,
@@ -778,6 +786,7 @@ static cubert_status verdict(const cubert_mpi_request *r, cubert_mpi_info *info)
 static cubert_status finish_send(cubert_mpi_request *r, cubert_mpi_info *info) {
   char t[MPI_MAX_ERROR_STRING + 1];
   int done = 0;
+  r->pt = prof_now(); /* the time since the isend returned is the caller's */
   int rc = MPI_Testall(r->nreqs, r->reqs, &done, MPI_STATUSES_IGNORE);
   if (rc != MPI_SUCCESS) {
     mpi_text(rc, t, sizeof t);
@@ -793,8 +802,9 @@ static cubert_status finish_send(cubert_mpi_request *r, cubert_mpi_info *info) {
   } else {
     request_settle(r);
     pthread_mutex_lock(&pending_lock);
-    r->next = pending;
-    pending = r;
+    r->next = NULL;
+    *pending_tail = r;
+    pending_tail = &r->next;
     pthread_mutex_unlock(&pending_lock);
   }
   return st;
@@ -1067,7 +1077,10 @@ static void recv_direct(cubert_mpi_request *r, uint64_t stop, const cubert_failu
   free(early);
 }
 
-static cubert_status finish_recv(cubert_mpi_request *r, cubert_mpi_info *info) {
+/* Waits for the header and checks it: true with *h filled; false when
+ * the receive learnt nothing it could use (the view tainted, the request
+ * freed, the call's status in *st). */
+static bool recv_header(cubert_mpi_request *r, wire_header *h, cubert_status *st) {
   char t[MPI_MAX_ERROR_STRING + 1], why[600];
   MPI_Status s;
   r->pt = prof_now();
@@ -1077,20 +1090,20 @@ static cubert_status finish_recv(cubert_mpi_request *r, cubert_mpi_info *info) {
   if (rc != MPI_SUCCESS) {
     mpi_text(rc, t, sizeof t);
     snprintf(why, sizeof why, "the header from rank %d tag %d did not arrive: %s", r->peer, r->tag, t);
-    return fail_whole(r, why);
+    *st = fail_whole(r, why);
+    return false;
   }
   r->peer = s.MPI_SOURCE;
   r->tag = s.MPI_TAG;
   int count = 0;
   MPI_Get_count(&s, MPI_BYTE, &count);
-  wire_header h;
   char notheader[256];
   if (count < WIRE_HEADER_SIZE) {
     snprintf(notheader, sizeof notheader, "a message of %d bytes is not a cubert transfer header (%d bytes)", count,
              WIRE_HEADER_SIZE);
-  } else if (wire_header_decode(r->header, &h, notheader, sizeof notheader)) {
-    uint64_t want = WIRE_HEADER_SIZE + ((h.flags & WIRE_EAGER) ? WIRE_CHUNK_PREFIX + h.size : 0) +
-                    ((h.flags & WIRE_IPC) ? WIRE_IPC_BLOCK : 0);
+  } else if (wire_header_decode(r->header, h, notheader, sizeof notheader)) {
+    uint64_t want = WIRE_HEADER_SIZE + ((h->flags & WIRE_EAGER) ? WIRE_CHUNK_PREFIX + h->size : 0) +
+                    ((h->flags & WIRE_IPC) ? WIRE_IPC_BLOCK : 0);
     if ((uint64_t)count == want)
       notheader[0] = '\0';
     else
@@ -1099,109 +1112,99 @@ static cubert_status finish_recv(cubert_mpi_request *r, cubert_mpi_info *info) {
   }
   if (notheader[0]) {
     snprintf(why, sizeof why, "from rank %d tag %d: %s", r->peer, r->tag, notheader);
-    return fail_whole(r, why);
+    *st = fail_whole(r, why);
+    return false;
   }
-  r->ptag = h.payload_tag;
-  r->chunk = h.chunk;
-  r->nchunks = h.nchunks;
+  r->ptag = h->payload_tag;
+  r->chunk = h->chunk;
+  r->nchunks = h->nchunks;
+  return true;
+}
 
-  /* Can the bytes land? If not, take the rest of the exchange and change
-   * nothing. */
+/* Whether the bytes can land (the view can be written and has the sent
+ * size); if not, takes the rest of the exchange, changes nothing, frees
+ * the request and says why in *st. */
+static bool recv_fits(cubert_mpi_request *r, const wire_header *h, cubert_status *st) {
   uint64_t fs = 0, fe = 0;
   const cubert_failure *probe = NULL;
-  cubert_status st = cubert_handle_tainted_range(r->client, r->view, cubert_handle_offset_start(r->view), &fs, &fe,
-                                                 &probe);
+  cubert_status s = cubert_handle_tainted_range(r->client, r->view, cubert_handle_offset_start(r->view), &fs, &fe,
+                                                &probe);
   if (probe) cubert_failure_release(probe);
-  if (st != CUBERT_OK || h.size != r->size) {
-    char msg[900];
-    if (st != CUBERT_OK)
-      snprintf(msg, sizeof msg, "cubert_mpi_recv from rank %d tag %d: the view cannot be written: %s", r->peer, r->tag,
-               cubert_last_error_message());
-    else {
-      snprintf(msg, sizeof msg,
-               "cubert_mpi_recv from rank %d tag %d: rank %d sent %llu bytes, the view holds %llu "
-               "(the exchange was received and dropped; the view is unchanged)",
-               r->peer, r->tag, r->peer, (unsigned long long)h.size, (unsigned long long)r->size);
-      st = CUBERT_ERR_OUT_OF_RANGE;
-    }
-    drain(r, &h);
-    request_free(r);
-    return fail(st, "%s", msg);
+  if (s == CUBERT_OK && h->size == r->size) return true;
+  char msg[900];
+  if (s != CUBERT_OK)
+    snprintf(msg, sizeof msg, "cubert_mpi_recv from rank %d tag %d: the view cannot be written: %s", r->peer, r->tag,
+             cubert_last_error_message());
+  else {
+    snprintf(msg, sizeof msg,
+             "cubert_mpi_recv from rank %d tag %d: rank %d sent %llu bytes, the view holds %llu "
+             "(the exchange was received and dropped; the view is unchanged)",
+             r->peer, r->tag, r->peer, (unsigned long long)h->size, (unsigned long long)r->size);
+    s = CUBERT_ERR_OUT_OF_RANGE;
   }
+  drain(r, h);
+  request_free(r);
+  *st = fail(s, "%s", msg);
+  return false;
+}
 
-  int me = -1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &me);
-  r->injected = mpi_inject_decide(false, me, r->peer, &r->hit);
-  prof_lap(PROF_TAINT, &r->pt);
-
-  /* The sender's tainted ranges. */
-  if (h.nranges) {
-    size_t len = (size_t)h.nranges * WIRE_RANGE_SIZE;
-    unsigned char *buf = malloc(len);
-    rc = buf ? MPI_Recv(buf, (int)len, MPI_BYTE, r->peer, r->ptag, r->cs->dup, MPI_STATUS_IGNORE) : MPI_ERR_NO_MEM;
-    if (rc != MPI_SUCCESS) {
-      mpi_text(rc, t, sizeof t);
-      snprintf(why, sizeof why, "the tainted ranges from rank %d did not arrive: %s", r->peer, t);
-      const cubert_failure *f = NULL;
-      if (cubert_failure_create(r->client, CUBERT_ERR_BACKEND, why, &f) == CUBERT_OK) span_add(r, 0, r->size, f);
-      note(r, CUBERT_ERR_BACKEND, "%s", why);
-    } else {
-      for (uint64_t i = 0; i < h.nranges; i++) {
-        const unsigned char *p = buf + i * WIRE_RANGE_SIZE;
-        uint64_t off = wire_get64(p), n = wire_get64(p + 8);
-        if (off > r->size || n > r->size - off) continue; /* the header said the size: cannot be */
-        const cubert_failure *f =
-            import_or_explain(r, (const cubert_failure_record *)(p + 16), "a tainted range");
-        if (f) span_add(r, off, off + n, f);
-      }
+/* The sender's tainted ranges (h->nranges of them), as spans. */
+static void recv_ranges(cubert_mpi_request *r, const wire_header *h) {
+  if (!h->nranges) return;
+  char t[MPI_MAX_ERROR_STRING + 1], why[600];
+  size_t len = (size_t)h->nranges * WIRE_RANGE_SIZE;
+  unsigned char *buf = malloc(len);
+  int rc = buf ? MPI_Recv(buf, (int)len, MPI_BYTE, r->peer, r->ptag, r->cs->dup, MPI_STATUS_IGNORE) : MPI_ERR_NO_MEM;
+  if (rc != MPI_SUCCESS) {
+    mpi_text(rc, t, sizeof t);
+    snprintf(why, sizeof why, "the tainted ranges from rank %d did not arrive: %s", r->peer, t);
+    const cubert_failure *f = NULL;
+    if (cubert_failure_create(r->client, CUBERT_ERR_BACKEND, why, &f) == CUBERT_OK) span_add(r, 0, r->size, f);
+    note(r, CUBERT_ERR_BACKEND, "%s", why);
+  } else {
+    for (uint64_t i = 0; i < h->nranges; i++) {
+      const unsigned char *p = buf + i * WIRE_RANGE_SIZE;
+      uint64_t off = wire_get64(p), n = wire_get64(p + 8);
+      if (off > r->size || n > r->size - off) continue; /* the header said the size: cannot be */
+      const cubert_failure *f = import_or_explain(r, (const cubert_failure_record *)(p + 16), "a tainted range");
+      if (f) span_add(r, off, off + n, f);
     }
-    free(buf);
-    r->messages++;
-    prof_lap(PROF_CHUNK_WAIT, &r->pt);
   }
+  free(buf);
+  r->messages++;
+  prof_lap(PROF_CHUNK_WAIT, &r->pt);
+}
 
-  /* The chunks, RING posted at once into a pinned ring; chunk k's write
-   * to the device is queued, and runs while chunk k+1 arrives. */
-  enum { RING = 3 };
+/* The chunks of the staged form, RING posted at once into a pinned ring;
+ * chunk k's write to the device is queued, and runs while chunk k+1
+ * arrives. */
+enum { RING = 3 };
+static void recv_staged(cubert_mpi_request *r, const wire_header *h, uint64_t stop, const cubert_failure **inj) {
+  char t[MPI_MAX_ERROR_STRING + 1], why[600];
   size_t slot = (size_t)(WIRE_CHUNK_PREFIX + r->chunk);
-  bool eager = h.flags & WIRE_EAGER, direct = h.flags & WIRE_DIRECT;
   if (r->chunk > r->size) slot = (size_t)(WIRE_CHUNK_PREFIX + r->size); /* one chunk: no bigger */
-  bool shared = r->shared = h.flags & WIRE_IPC;
   stage_buf ringb = {0};
-  unsigned char *ring =
-      r->nchunks && !eager && !direct && !shared && stage_take(r->client, RING * slot, &ringb) ? ringb.p : NULL;
-  MPI_Request rq[RING] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-  uint64_t stop = r->nchunks, posted = 0, k = 0;
-  if (r->injected && r->hit.fault == MPI_FAULT_PARTIAL) stop = (uint64_t)((double)r->nchunks * r->hit.fraction);
-  if (r->injected && r->hit.fault == MPI_FAULT_FAIL) stop = 0;
-  const cubert_failure *inj = NULL;
-  if (shared) { /* the bytes wait in the sender's shared memory */
-    ipc_call call = ipc_call_of(r, stop);
-    mpi_ipc_land(&call, r->header + WIRE_HEADER_SIZE);
-    k = r->nchunks;
-  } else if (eager) { /* the one chunk came with the header */
-    land_chunk(r, 0, r->header + WIRE_HEADER_SIZE, stop, &inj, NULL, 0);
-    prof_lap(PROF_LAND, &r->pt);
-    k = r->nchunks;
-  } else if (direct) {
-    recv_direct(r, stop, &inj);
-    k = r->nchunks;
-  } else if (r->nchunks && !ring) {
+  unsigned char *ring = stage_take(r->client, RING * slot, &ringb) ? ringb.p : NULL;
+  if (!ring) {
     note(r, CUBERT_ERR_OUT_OF_MEMORY, "no pinned memory for %zu bytes of receive buffers: %s", RING * slot,
          cubert_last_error_message());
-    h.nranges = 0;
-    drain(r, &h);
+    wire_header rest = *h;
+    rest.nranges = 0; /* taken */
+    drain(r, &rest);
     const cubert_failure *f = NULL;
     if (cubert_failure_create(r->client, CUBERT_ERR_OUT_OF_MEMORY, r->message, &f) == CUBERT_OK)
       span_add(r, 0, r->size, f);
-    k = r->nchunks;
+    return;
   }
-  for (; posted < r->nchunks && posted < RING && ring; posted++)
+  MPI_Request rq[RING] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  uint64_t posted = 0;
+  for (; posted < r->nchunks && posted < RING; posted++)
     MPI_Irecv(ring + (posted % RING) * slot, (int)slot, MPI_BYTE, r->peer, r->ptag, r->cs->dup, &rq[posted % RING]);
-  for (; k < r->nchunks; k++) {
+  for (uint64_t k = 0; k < r->nchunks; k++) {
     uint64_t a = k * r->chunk, b = a + r->chunk < r->size ? a + r->chunk : r->size;
     unsigned char *msg = ring + (k % RING) * slot;
-    rc = MPI_Wait(&rq[k % RING], &s);
+    MPI_Status s;
+    int rc = MPI_Wait(&rq[k % RING], &s);
     prof_lap(PROF_CHUNK_WAIT, &r->pt);
     r->messages++;
     int got = 0;
@@ -1232,15 +1235,47 @@ static cubert_status finish_recv(cubert_mpi_request *r, cubert_mpi_info *info) {
       posted++;
       prof_lap(PROF_POST, &r->pt);
     }
-    land_chunk(r, k, msg, stop, &inj, &ringb, (uint64_t)(msg - ring));
+    land_chunk(r, k, msg, stop, inj, &ringb, (uint64_t)(msg - ring));
     prof_lap(PROF_LAND, &r->pt);
   }
-  if (inj) cubert_failure_release(inj);
-  if (ring) {
-    cubert_sync(r->client); /* the last writes are over: the ring goes back */
-    stage_give(&ringb);
-    write_failures(r);
+  cubert_sync(r->client); /* the last writes are over: the ring goes back */
+  stage_give(&ringb);
+  write_failures(r);
+}
+
+/* The bytes, in the form the header names. */
+static void recv_bytes(cubert_mpi_request *r, const wire_header *h) {
+  uint64_t stop = r->nchunks;
+  if (r->injected && r->hit.fault == MPI_FAULT_PARTIAL) stop = (uint64_t)((double)r->nchunks * r->hit.fraction);
+  if (r->injected && r->hit.fault == MPI_FAULT_FAIL) stop = 0;
+  const cubert_failure *inj = NULL;
+  r->shared = h->flags & WIRE_IPC;
+  if (r->shared) { /* the bytes wait in the sender's shared memory */
+    ipc_call call = ipc_call_of(r, stop);
+    mpi_ipc_land(&call, r->header + WIRE_HEADER_SIZE);
+    r->messages++; /* the answer */
+    prof_lap(PROF_IPC_LAND, &r->pt);
+  } else if (h->flags & WIRE_EAGER) { /* the one chunk came with the header */
+    land_chunk(r, 0, r->header + WIRE_HEADER_SIZE, stop, &inj, NULL, 0);
+    prof_lap(PROF_LAND, &r->pt);
+  } else if (h->flags & WIRE_DIRECT) {
+    recv_direct(r, stop, &inj);
+  } else if (r->nchunks) {
+    recv_staged(r, h, stop, &inj);
   }
+  if (inj) cubert_failure_release(inj);
+}
+
+static cubert_status finish_recv(cubert_mpi_request *r, cubert_mpi_info *info) {
+  wire_header h;
+  cubert_status st = CUBERT_OK;
+  if (!recv_header(r, &h, &st) || !recv_fits(r, &h, &st)) return st;
+  int me = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  r->injected = mpi_inject_decide(false, me, r->peer, &r->hit);
+  prof_lap(PROF_TAINT, &r->pt);
+  recv_ranges(r, &h);
+  recv_bytes(r, &h);
 
   /* The account: every span tainted, after the good bytes were written. */
   for (size_t i = 0; i < r->nspans; i++) {

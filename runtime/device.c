@@ -11,7 +11,7 @@
 
 /* ------------------------------------------------------------ allocations */
 
-static void alloc_free(cb_alloc *a) {
+void cb_alloc_free(cb_alloc *a) {
   cb_device *dev = a->dev;
   cb_shared *sh = atomic_load(&a->shared);
   if (sh) {
@@ -80,7 +80,7 @@ void cb_device_collect(cb_device *dev) {
   cb_alloc *g = atomic_exchange(&dev->grave, NULL);
   while (g) {
     cb_alloc *next = g->next_grave;
-    alloc_free(g);
+    cb_alloc_free(g);
     g = next;
   }
 }
@@ -88,14 +88,17 @@ void cb_device_collect(cb_device *dev) {
 void cb_alloc_ref(cb_alloc *a, uint64_t what) { atomic_fetch_add(&a->refs, what); }
 
 void cb_alloc_unref(cb_alloc *a, uint64_t what, cb_device *held) {
-  if (atomic_fetch_sub(&a->refs, what) != what) return;
+  if (atomic_fetch_sub(&a->refs, what) == what) cb_alloc_last_ref(a, held);
+}
+
+void cb_alloc_last_ref(cb_alloc *a, cb_device *held) {
   if (a->host) { /* a host buffer's ledger: no slot, no device lock */
     cb_host_buffer_free(a);
     return;
   }
   cb_device *dev = a->dev;
   if (a->orphan) { /* its device is only a record now: nothing to lock */
-    alloc_free(a);
+    cb_alloc_free(a);
     return;
   }
   /* read before the push: once in the graveyard, another thread's collect
@@ -224,8 +227,11 @@ void cb_device_destroy(cb_device *dev) {
 
 void cb_device_free(cb_device *dev) {
   pthread_mutex_lock(&dev->lock);
-  /* memory whose last reference went on another device's teardown */
+  /* memory whose last reference went on another device's teardown, and
+   * what every thread's cache keeps (tcache.c): before the slots below, so
+   * that no record parked in a cache becomes an orphan */
   cb_device_collect(dev);
+  cb_tcache_drain(dev);
   /* Allocations the program still holds (handles, bindings): their device
    * memory goes with the pool below; the records stay, as orphans, until
    * their last reference is released (cubert.h). */
@@ -251,6 +257,7 @@ void cb_device_free(cb_device *dev) {
   }
   dev->nspare = 0;
   pthread_mutex_unlock(&dev->lock);
+  cb_tcache_forget(dev); /* this thread's cache now; other threads' at their exit */
   cb_module_close(dev); /* every module it still has (runtime/module.c) */
   for (uint32_t i = 0; i < dev->nstreams; i++) {
     cb_stream *s = dev->streams[i];

@@ -306,6 +306,7 @@ cubert_status cb_errb_backend(cb_errb *b, cubert_status status, const cubert_ber
 
 cubert_status cb_errb_return(cb_errb *b, cubert_status st) {
   if (st && b->status) return cb_errb_finish(b);
+  if (!b->msg.p && !b->entries) return st; /* nothing to free: the usual success */
   cb_errb_discard(b);
   return st;
 }

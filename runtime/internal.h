@@ -6,8 +6,11 @@
  *
  * Lifetimes: a cb_alloc lives while handles or bindings name it (one atomic
  * word counts both); at zero it goes to its device's graveyard and is freed
- * under that device's lock. Pending work records hold bindings, so memory
- * used by enqueued work is never reused before the work completed. */
+ * under that device's lock, or, when a handle release dropped the last
+ * reference to clean pooled memory, waits whole in that thread's cache
+ * (tcache.c) for the thread's next allocation of its size. Pending work
+ * records hold bindings, so memory used by enqueued work is never reused
+ * before the work completed. */
 #ifndef CUBERT_RUNTIME_INTERNAL_H
 #define CUBERT_RUNTIME_INTERNAL_H
 
@@ -205,7 +208,7 @@ struct cb_alloc {
   cb_device *dev;
   uint64_t id;    /* memory id, never reused */
   uint32_t slot;
-  uint32_t gen;
+  _Atomic uint32_t gen; /* atomic: a thread cache revives a record without the device lock (tcache.c) */
   _Atomic uint64_t refs; /* handles << 32 | bindings */
   cb_block block;
   uint64_t size;
@@ -358,7 +361,12 @@ struct cb_device {
    * reusing one takes none (no atomic operation) */
   cb_alloc *spare;
   uint32_t nspare;
-  uint32_t next_gen; /* the generation the next allocation gets (a slot's only grows); under `lock` */
+  /* the generation the last allocation got: each gets a new one, so a weak
+   * binding never upgrades to a later tenant of its slot */
+  _Atomic uint32_t next_gen;
+  /* every thread's cache of released allocations of this device
+   * (runtime/tcache.c), linked by next_of_dev; the list under `lock` */
+  struct cb_tcache *tcaches;
   /* streams, by id - 1 */
   cb_stream **streams;
   uint32_t nstreams, capstreams;
@@ -401,7 +409,6 @@ struct cb_fi_state;
 struct cb_runtime_parts;
 struct cb_backend_settings;
 
-#define CB_RUNTIME_MAX_ON_DESTROY 8
 struct cubert_runtime {
   const struct cb_runtime_parts *parts; /* runtime/parts.h: backends, fault layer, topology */
   struct cubert_topology *topology; /* for fault rules filtered by pair class */
@@ -413,12 +420,10 @@ struct cubert_runtime {
   cb_device **devices;
   int ndevices;
   struct cb_backend_settings *settings; /* the backends' own (parts->settings_new), or NULL */
-  /* cubert_client_on_runtime_destroy: called first by cubert_runtime_destroy */
-  struct {
-    void (*fn)(void *ctx);
-    void *ctx;
-  } on_destroy[CB_RUNTIME_MAX_ON_DESTROY];
-  int non_destroy;
+  /* the clients not yet destroyed, newest first: cubert_runtime_destroy
+   * runs the hooks of those still alive (runtime/component.c) */
+  pthread_mutex_t clients_lock;
+  struct cubert_client *clients;
 };
 
 struct cb_client_hook;
@@ -426,11 +431,19 @@ struct cubert_client {
   cubert_runtime *rt;
   cb_device *dev;
   _Atomic uint32_t pinned_stream; /* 0: the thread's */
-  pthread_mutex_t hook_lock;      /* guards hooks */
+  pthread_mutex_t hook_lock;      /* guards hooks and orphan */
   struct cb_client_hook *hooks;   /* cubert_client_on_destroy, newest first */
+  bool orphan;                    /* its runtime was destroyed first: only cubert_client_destroy is left */
+  struct cubert_client *prev, *next; /* in rt->clients, under rt->clients_lock; unlinked: prev == next == NULL */
+  bool linked;
 };
-/* Runs and frees the client's teardown hooks (runtime/component.c). */
-void cb_client_run_hooks(cubert_client *c);
+/* runtime/component.c: links a new client into its runtime's list; runs
+ * and frees the client's teardown hooks and unlinks it (its destroy); runs
+ * the hooks of every client still alive and leaves them orphans (the
+ * runtime's destroy, before anything of it goes). */
+void cb_client_link(cubert_client *c);
+void cb_client_end(cubert_client *c);
+void cb_runtime_end_clients(cubert_runtime *rt);
 
 /* ------------------------------------------------------------ helpers */
 
@@ -447,6 +460,39 @@ void cb_alloc_unref(cb_alloc *a, uint64_t what, cb_device *held);
 cb_alloc *cb_alloc_record(cb_device *dev);
 /* Frees allocations in the graveyard; caller holds dev->lock. */
 void cb_device_collect(cb_device *dev);
+/* Frees one allocation whose last reference went (its block back to the
+ * pool, its slot free, the record kept spare); caller holds dev->lock. */
+void cb_alloc_free(cb_alloc *a);
+/* What cb_alloc_unref does once the last reference went. */
+void cb_alloc_last_ref(cb_alloc *a, cb_device *held);
+
+/* runtime/tcache.c: per-thread caches of released allocations, the pool's
+ * fast path. cubert_handle_release of the last reference to a clean pooled
+ * allocation parks the handle with its record and block in the releasing
+ * thread's cache for that device (no lock: one atomic store);
+ * cubert_handle_empty of the same block size on that thread takes it back
+ * (one atomic exchange) with a new memory id and generation. Anyone holding
+ * the device lock may empty every thread's cache of the device: out of
+ * memory, cubert_memory_usage/cleanup, teardown. A thread's caches go at
+ * its exit. */
+/* A parked handle of `size` bytes made new for client `c`, or NULL (no
+ * cache, no block of that size, no stream known yet): take the slow path. */
+/* A memory id no allocation had (runtime/memory.c). */
+uint64_t cb_next_memory_id(void);
+cubert_handle *cb_tcache_reuse(cubert_client *c, uint64_t size);
+/* Parks `h`, whose last reference just went; false: not parked (not a
+ * clean pooled allocation, no cache, the cache full), free it as before. */
+bool cb_tcache_park(cubert_handle *h);
+/* This thread's cache for `dev`, made if missing (no host memory: none),
+ * remembering `stream` (0: the client's pinned one; keep the old) as the
+ * thread's stream on it. Caller holds dev->lock. */
+void cb_tcache_attach(cb_device *dev, uint32_t stream);
+/* Empties every thread's cache of `dev`, freeing what was parked; returns
+ * how many were. Caller holds dev->lock. */
+uint32_t cb_tcache_drain(cb_device *dev);
+/* Drops this thread's cache of `dev` (its runtime is being destroyed);
+ * caller does not hold dev->lock. */
+void cb_tcache_forget(cb_device *dev);
 
 /* runtime/dedicated.c: where an allocation's block comes from. Flags 0:
  * the pools (cb_pool_alloc); CUBERT_MEMORY_FINE_GRAINED: a driver
@@ -522,8 +568,21 @@ cubert_status cb_order_access(cb_device *dev, cb_stream *s, cb_alloc *a, bool wr
 /* Work records. */
 cb_work *cb_work_begin(cb_device *dev, cb_stream *s, const char *operation, cubert_kernel *k,
                        uint32_t nbinds);
-void cb_work_bind(cb_work *w, uint32_t i, cb_alloc *a, uint64_t start, uint64_t end,
-                  cubert_access access, const char *name);
+/* Memory of the record's own device (not a host buffer's ledger) is counted
+ * in a->local_binds under the device lock the caller holds; the count's one
+ * reference keeps it alive. */
+static inline bool cb_work_bind_local(const cb_work *w, const cb_alloc *a) { return a->dev == w->dev && !a->host; }
+/* Binding `i` of `w`: [start, end) of `a`. Inline: a launch binds each of
+ * its buffers here (issue 15: the per-binding cost). */
+static inline void cb_work_bind_at(const cb_work *w, cb_wbind *slot, cb_alloc *a, uint64_t start, uint64_t end,
+                                   cubert_access access, const char *name) {
+  if (!cb_work_bind_local(w, a) || a->local_binds++ == 0) cb_alloc_ref(a, CB_BINDING_ONE);
+  *slot = (cb_wbind){a, start, end, (uint8_t)access, name, NULL};
+}
+static inline void cb_work_bind(cb_work *w, uint32_t i, cb_alloc *a, uint64_t start, uint64_t end,
+                                cubert_access access, const char *name) {
+  cb_work_bind_at(w, &cb_work_binds(w)[i], a, start, end, access, name);
+}
 /* A strided binding: the footprint `p` (copied; an empty one binds
  * nothing). False when out of memory (the binding is then left empty). */
 bool cb_work_bind_pattern(cb_work *w, uint32_t i, cb_alloc *a, const cb_pattern *p, cubert_access access,
@@ -551,6 +610,14 @@ cubert_failure *cb_taint_skip(cb_device *dev, cb_work *w, const cubert_failure *
                               const char *input, const char *operation);
 /* Settles the write set of `w`: releases it (f NULL), or taints it with `f`. */
 void cb_taint_settle(cb_device *dev, cb_work *w, cubert_failure *f);
+/* Whether releasing binding `b` (a write) changes anything: its memory is
+ * shared (cells, other processes) or its ledger holds a range. Under the
+ * device lock. */
+static inline bool cb_taint_settle_needed(const cb_wbind *b) {
+  return atomic_load_explicit(&b->alloc->shared, memory_order_relaxed) || b->alloc->xshare || b->alloc->ledger.n;
+}
+/* cb_taint_settle for one write binding. */
+void cb_taint_settle_bind(cb_wbind *b, cubert_failure *f);
 /* Adds `f` to `b` once per range of the write set of `w` (which `f` now
  * taints), in binding order; once with range 0..0 when it writes nothing. A
  * strided binding adds its first CB_REPORT_RUNS runs, and the message says
@@ -559,6 +626,9 @@ void cb_taint_settle(cb_device *dev, cb_work *w, cubert_failure *f);
 void cb_work_report(cb_work *w, const cubert_failure *f, cb_errb *b);
 /* Marks uses: last writer and last reader stream/work of each allocation. */
 void cb_work_mark_uses(cb_device *dev, cb_work *w);
+/* Work that was handed to the backend: cb_taint_settle(dev, w, NULL) then
+ * cb_work_mark_uses(dev, w), in one pass over the bindings. */
+void cb_work_succeeded(cb_device *dev, cb_work *w);
 /* Drains asynchronous failures and frees records of completed work. With
  * `all`, waits for nothing but drops every record up to progress. */
 void cb_device_reap(cb_device *dev);

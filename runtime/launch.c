@@ -29,6 +29,16 @@ typedef struct resolved {
 static cubert_status check_config(cb_errb *eb, const cb_device *dev, const cubert_kernel *k,
                                   const cubert_launch_config *cfg) {
   const cubert_device_info *in = &dev->info;
+  /* the usual case, every test at once without a branch each; any
+   * failure is named by the tests below */
+  const uint32_t *g = cfg->grid, *b = cfg->block;
+  /* x - 1 >= max: x is 0 or above max (unsigned) */
+  bool bad = (g[0] - 1u >= in->max_grid[0]) | (g[1] - 1u >= in->max_grid[1]) | (g[2] - 1u >= in->max_grid[2]) |
+             (b[0] - 1u >= in->max_block[0]) | (b[1] - 1u >= in->max_block[1]) | (b[2] - 1u >= in->max_block[2]) |
+             ((uint64_t)g[0] * b[0] > UINT32_MAX) | ((uint64_t)g[1] * b[1] > UINT32_MAX) |
+             ((uint64_t)g[2] * b[2] > UINT32_MAX) | (cfg->shared_memory > in->max_shared_memory);
+  /* each block dimension is within its maximum here, so the product fits */
+  if (!bad && (uint64_t)b[0] * b[1] * b[2] <= in->max_threads_per_block) return CUBERT_OK;
   static const char axis[] = "xyz";
   uint64_t threads = 1;
   for (int i = 0; i < 3; i++) {
@@ -123,14 +133,21 @@ typedef struct launch_args {
 static cubert_status launch_args_init(cb_errb *eb, launch_args *la, const cubert_kernel *k, uint32_t nargs) {
   uint32_t nt = k->ntensors;
   la->nbound = la->npeer = 0;
-  la->res = nargs <= 16 ? la->res_stack : cb_calloc(nargs, sizeof *la->res);
-  la->bargs = nargs <= 16 ? la->bargs_stack : cb_calloc(nargs, sizeof *la->bargs);
-  la->tensors = nt <= 2 ? la->tensors_stack : cb_calloc(nt, sizeof *la->tensors);
+  la->res = la->res_stack;
+  la->bargs = la->bargs_stack;
+  la->tensors = la->tensors_stack;
+  if (nargs <= 16 && nt <= 2) return CUBERT_OK; /* the usual case: the stack */
+  if (nargs > 16) {
+    la->res = cb_calloc(nargs, sizeof *la->res);
+    la->bargs = cb_calloc(nargs, sizeof *la->bargs);
+  }
+  if (nt > 2) la->tensors = cb_calloc(nt, sizeof *la->tensors);
   if (!la->res || !la->bargs || !la->tensors) return cb_errb_set(eb, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   return CUBERT_OK; /* check_args sets every slot of res it reaches */
 }
 
 static void launch_args_free(launch_args *la) {
+  if (la->res == la->res_stack && la->tensors == la->tensors_stack) return;
   if (la->res != la->res_stack) cb_free(la->res);
   if (la->bargs != la->bargs_stack) cb_free(la->bargs);
   if (la->tensors != la->tensors_stack) cb_free(la->tensors);
@@ -138,10 +155,16 @@ static void launch_args_free(launch_args *la) {
 
 /* Checks each argument against its parameter and the device; no lock.
  * Tensors take the slots of `la->tensors` in order; la->nbound and
- * la->npeer count the arguments that bind memory and the peer ones. */
+ * la->npeer count the arguments that bind memory and the peer ones. In the
+ * same pass, what the backend is handed (la->bargs): scalars by value,
+ * buffers by address, tensors as their descriptor (by value) with the
+ * address of element 0; a peer binding's address (its cell's) is filled
+ * under the device lock (order_and_marshal). An allocation's block never
+ * moves, so its address needs no lock. */
 static cubert_status check_args(cb_errb *eb, const cb_device *dev, const cubert_kernel *k, const cubert_arg *args,
                                 uint32_t nargs, launch_args *la) {
   resolved *res = la->res;
+  cubert_backend_arg *bargs = la->bargs;
   tensor_arg *tensors = la->tensors;
   if (nargs != k->nparams)
     return cb_errb_set(eb, CUBERT_ERR_LAUNCH_CONFIG, "kernel `%s` takes %u argument%s, the launch gives %u", k->name,
@@ -161,18 +184,30 @@ static cubert_status check_args(cb_errb *eb, const cb_device *dev, const cubert_
       if (a->scalar_size != p->size)
         return cb_errb_set(eb, CUBERT_ERR_LAUNCH_CONFIG, "argument %u (`%s`) of `%s`: scalar of %u bytes, the kernel takes %u",
                        i, p->name, k->name, a->scalar_size, p->size);
+      bargs[i] = (cubert_backend_arg){.kind = p->kind, .access = p->access, .scalar = a->scalar,
+                                      .scalar_size = a->scalar_size};
       continue;
     }
     if (!a->handle)
       return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT, "argument %u (`%s`) of `%s`: handle is NULL", i, p->name,
                      k->name);
-    cb_alloc *al = a->handle->alloc;
-    res[i] = (resolved){al, a->handle->start, a->handle->end, false, NULL};
+    const cubert_handle *h = a->handle;
+    cb_alloc *al = h->alloc;
+    uint64_t start = h->start, end = h->end;
+    res[i] = (resolved){al, start, end, false, NULL};
     la->nbound++;
     if (p->kind == CUBERT_PARAM_TENSOR) {
-      res[i].t = tensors++;
-      cubert_status st = resolve_tensor(eb, k, i, a, res[i].t);
+      tensor_arg *t = res[i].t = tensors++;
+      cubert_status st = resolve_tensor(eb, k, i, a, t);
       if (st) return st;
+      bargs[i] = (cubert_backend_arg){.kind = p->kind, .access = p->access, .address = t->desc.address,
+                                      .scalar = &t->desc, .scalar_size = sizeof t->desc};
+    } else {
+      /* A peer buffer names its allocation's owner (backend.h), so no layer
+       * below needs a registry of addresses to tell. */
+      bargs[i] = (cubert_backend_arg){.kind = p->kind, .access = p->access,
+                                      .address = al->block.address + start, .size = end - start,
+                                      .owner = p->kind == CUBERT_PARAM_PEER_BUFFER ? al->dev->bdev : NULL};
     }
     if (al->dev == dev) continue; /* a peer parameter may bind local memory too (cubert.h) */
     char what[160];
@@ -253,28 +288,41 @@ static cubert_status check_peer_access(cb_errb *eb, const cb_device *dev, const 
   return CUBERT_OK;
 }
 
+/* Whether binding `r` of stream `s` must wait for another stream: the last
+ * writer of its memory was another stream, or it writes memory that has
+ * readers (cb_order_access decides which). Under the device lock. */
+static bool must_order(const cb_stream *s, const resolved *r, bool write) {
+  const cb_alloc *a = r->alloc;
+  return !r->peer && ((a->last_writer && a->last_writer != s->id) || (write && a->nreaders));
+}
+
 /* The launch's work record, its `nb` buffers bound; NULL for want of
  * memory. *clean: every input is local, unshared memory with an empty
  * ledger (read under the device lock that guards it), so no input can be
- * tainted: one load each, in the same pass. */
+ * tainted: one load each, in the same pass. *order: some binding must wait
+ * for another stream (must_order), so order_and_marshal has work. */
 static cb_work *begin_work(cb_device *dev, cb_stream *s, const cubert_kernel *k, const resolved *res,
-                           uint32_t nargs, uint32_t nb, bool *clean) {
+                           uint32_t nargs, uint32_t nb, bool *clean, bool *order) {
   cb_work *w = cb_work_begin(dev, s, "launch", (cubert_kernel *)k, nb);
   if (!w) return NULL;
-  bool c = true;
-  for (uint32_t i = 0, j = 0; i < nargs; i++) {
+  bool c = true, o = false;
+  cb_wbind *b = cb_work_binds(w);
+  for (uint32_t i = 0; i < nargs; i++) {
     const resolved *r = &res[i];
-    if (!r->alloc) continue;
+    cb_alloc *a = r->alloc;
+    if (!a) continue;
     const cubert_param *p = &k->params[i];
     /* a tensor binds its footprint; wanting memory for that, the handle's
      * view around it (more taint on failure, never less) */
-    if (!r->t || !cb_work_bind_pattern(w, j, r->alloc, &r->t->pat, p->access, p->name))
-      cb_work_bind(w, j, r->alloc, r->start, r->end, p->access, p->name);
-    if (c && (p->access & CUBERT_ACCESS_READ))
-      c = !r->peer && !atomic_load_explicit(&r->alloc->shared, memory_order_relaxed) && r->alloc->ledger.n == 0;
-    j++;
+    if (!r->t || !cb_work_bind_pattern(w, (uint32_t)(b - cb_work_binds(w)), a, &r->t->pat, p->access, p->name))
+      cb_work_bind_at(w, b, a, r->start, r->end, p->access, p->name);
+    b++;
+    if (p->access & CUBERT_ACCESS_READ)
+      c &= !r->peer & !atomic_load_explicit(&a->shared, memory_order_relaxed) & (a->ledger.n == 0);
+    o |= must_order(s, r, (p->access & CUBERT_ACCESS_WRITE) != 0);
   }
   *clean = c;
+  *order = o;
   return w;
 }
 
@@ -321,39 +369,22 @@ static cubert_status skip_if_tainted(cb_errb *eb, cb_device *dev, cb_work *w, co
 
 /* Order first: a failed launch still counts as its outputs' last writer
  * (launch_failed), which is only true once this stream waits for the
- * writers and readers before it. In the same pass, what the backend is
- * handed (bargs): scalars by value, buffers by address, tensors as their
- * descriptor (by value) with the address of element 0. A binding with no
- * other stream to wait for (the usual case) calls nothing. */
+ * writers and readers before it. In the same pass, a peer binding's
+ * address (its cell's: check_args marshalled the rest). Called only when
+ * begin_work found a binding to order or the launch binds peer memory. */
 static cubert_status order_and_marshal(cb_device *dev, cb_stream *s, cb_work *w, const cubert_kernel *k,
-                                       const cubert_arg *args, const resolved *res, uint32_t nargs,
-                                       cubert_backend_arg *bargs) {
+                                       const resolved *res, uint32_t nargs, cubert_backend_arg *bargs) {
   for (uint32_t i = 0; i < nargs; i++) {
     const cubert_param *p = &k->params[i];
     const resolved *r = &res[i];
-    if (p->kind == CUBERT_PARAM_SCALAR) {
-      bargs[i] = (cubert_backend_arg){.kind = p->kind, .access = p->access, .scalar = args[i].scalar,
-                                      .scalar_size = args[i].scalar_size};
-      continue;
-    }
+    if (!r->alloc) continue;
     bool write = (p->access & CUBERT_ACCESS_WRITE) != 0;
-    cb_alloc *a = r->alloc;
-    if (!r->peer && ((a->last_writer && a->last_writer != s->id) || (write && a->nreaders))) {
+    if (must_order(s, r, write)) {
       cb_errb order;
-      if (cb_order_access(dev, s, a, write, &order)) return cb_work_fail_ordering(dev, w, s, &order, "launch", k->name);
+      if (cb_order_access(dev, s, r->alloc, write, &order))
+        return cb_work_fail_ordering(dev, w, s, &order, "launch", k->name);
     }
-    if (p->kind == CUBERT_PARAM_TENSOR) {
-      bargs[i] = (cubert_backend_arg){.kind = p->kind, .access = p->access, .address = r->t->desc.address,
-                                      .scalar = &r->t->desc, .scalar_size = sizeof r->t->desc};
-      continue;
-    }
-    cb_shared *sh = r->peer ? atomic_load(&a->shared) : NULL;
-    /* A peer buffer names its allocation's owner (backend.h), so no layer
-     * below needs a registry of addresses to tell. */
-    bargs[i] = (cubert_backend_arg){.kind = p->kind, .access = p->access,
-                                    .address = (sh ? sh->address : a->block.address) + r->start,
-                                    .size = r->end - r->start,
-                                    .owner = p->kind == CUBERT_PARAM_PEER_BUFFER ? a->dev->bdev : NULL};
+    if (r->peer) bargs[i].address = atomic_load(&r->alloc->shared)->address + r->start;
   }
   return CUBERT_OK;
 }
@@ -361,17 +392,17 @@ static cubert_status order_and_marshal(cb_device *dev, cb_stream *s, cb_work *w,
 /* The launch under the device lock: the stream, the work record, the input
  * check, ordering, the module, the backend's launch, the write set settled. */
 static cubert_status launch_locked(cb_errb *eb, cubert_client *c, const cubert_kernel *k, const cubert_launch_config *cfg,
-                                   const cubert_arg *args, uint32_t nargs, launch_args *la) {
+                                   uint32_t nargs, launch_args *la) {
   cb_device *dev = c->dev;
   cb_stream *s;
   cubert_status st;
   if ((st = cb_client_stream(c, &s)) || (la->npeer && (st = check_peer_access(eb, dev, k, la->res, nargs))))
     return st;
-  bool clean;
-  cb_work *w = begin_work(dev, s, k, la->res, nargs, la->nbound, &clean);
+  bool clean, order;
+  cb_work *w = begin_work(dev, s, k, la->res, nargs, la->nbound, &clean, &order);
   if (!w) return cb_errb_set(eb, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   if ((!clean && (st = skip_if_tainted(eb, dev, w, k, la->res, nargs))) ||
-      (st = order_and_marshal(dev, s, w, k, args, la->res, nargs, la->bargs)))
+      ((order || la->npeer) && (st = order_and_marshal(dev, s, w, k, la->res, nargs, la->bargs))))
     return st;
   cubert_berr err; /* a backend that fails fills it; the message buffer is not cleared for each launch */
   err.sticky = false;
@@ -380,8 +411,7 @@ static cubert_status launch_locked(cb_errb *eb, cubert_client *c, const cubert_k
   if ((st = cb_module_get(dev, k, &module, &err))) return launch_failed(eb, dev, w, s, k, st, &err);
   st = dev->ops->launch(dev->bdev, s->bs, w->work, module, cfg, la->bargs, nargs, &err);
   if (st) return launch_failed(eb, dev, w, s, k, st, &err);
-  cb_taint_settle(dev, w, NULL);
-  cb_work_mark_uses(dev, w);
+  cb_work_succeeded(dev, w);
   dev->launches++;
   return CUBERT_OK;
 }
@@ -399,7 +429,7 @@ cubert_status cubert_launch(cubert_client *c, const cubert_kernel *k, const cube
        * launches of other kernels go on meanwhile (runtime/module.c) */
       if (!atomic_load(&c->dev->gone)) cb_module_prepare(c->dev, k);
       if (!(st = cb_device_enter(c->dev))) {
-        st = launch_locked(&eb, c, k, cfg, args, nargs, &la);
+        st = launch_locked(&eb, c, k, cfg, nargs, &la);
         cb_device_leave(c->dev);
       }
     }

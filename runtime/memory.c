@@ -11,6 +11,8 @@
 
 static _Atomic uint64_t next_memory_id = 1;
 
+uint64_t cb_next_memory_id(void) { return atomic_fetch_add_explicit(&next_memory_id, 1, memory_order_relaxed); }
+
 #define NULL_ARG(fn, what) cb_fail(CUBERT_ERR_INVALID_ARGUMENT, fn ": " what " is NULL")
 
 /* ------------------------------------------------------------ allocation */
@@ -19,6 +21,10 @@ static cubert_status alloc_new(cb_errb *eb, cb_device *dev, uint64_t size, uint3
   cubert_berr err = {0};
   cb_block block;
   cubert_status st = cb_block_alloc(dev, size, flags, &block, &err);
+  if (st == CUBERT_ERR_OUT_OF_MEMORY && cb_tcache_drain(dev)) { /* blocks parked in threads' caches */
+    memset(&err, 0, sizeof err);
+    st = cb_block_alloc(dev, size, flags, &block, &err);
+  }
   if (st) {
     if (err.sticky) {
       cubert_failure *f = cb_device_failure(dev, st, &err, NULL, "alloc", "", 0);
@@ -53,10 +59,10 @@ cubert_status cb_alloc_adopt(cb_errb *eb, cb_device *dev, uint64_t size, const c
     dev->capslots = (uint32_t)cap;
   }
   a->slot = dev->nfree ? dev->free_slots[--dev->nfree] : dev->nslots++;
-  /* a slot's generation only grows (the device's count, under its lock),
-   * so a weak binding to an earlier tenant never upgrades to this one */
-  a->gen = ++dev->next_gen;
-  a->id = atomic_fetch_add(&next_memory_id, 1);
+  /* a generation no tenant had (the device's count), so a weak binding to an
+   * earlier tenant of the slot never upgrades to this one */
+  atomic_store(&a->gen, atomic_fetch_add(&dev->next_gen, 1) + 1);
+  a->id = cb_next_memory_id();
   atomic_init(&a->refs, CB_HANDLE_ONE);
   atomic_init(&a->shared, NULL);
   a->block = block;
@@ -114,6 +120,7 @@ static cubert_status empty_with(cb_errb *eb, const char *fn, cubert_client *c, u
     cb_device_leave(dev);
     return st;
   }
+  if (!flags) cb_tcache_attach(dev, atomic_load(&c->pinned_stream) ? 0 : s->id);
   cb_device_leave(dev);
   cubert_handle *h = handle_new(a, 0, size, s->id);
   if (!h) {
@@ -124,13 +131,23 @@ static cubert_status empty_with(cb_errb *eb, const char *fn, cubert_client *c, u
   return CUBERT_OK;
 }
 
+/* The fast path (tcache.c): a block of this size that this thread released,
+ * taken back with no lock and no host allocation; false: the slow path. */
+static bool empty_fast(cubert_client *c, uint64_t size, uint32_t flags, cubert_handle **out) {
+  cubert_handle *h = c && out && size && !flags ? cb_tcache_reuse(c, size) : NULL;
+  if (h) *out = h;
+  return h != NULL;
+}
+
 cubert_status cubert_handle_empty(cubert_client *c, uint64_t size, cubert_handle **out) {
+  if (empty_fast(c, size, 0, out)) return CUBERT_OK;
   cb_errb eb;
   cb_errb_init(&eb, CUBERT_OK);
   return cb_errb_return(&eb, empty_with(&eb, "cubert_handle_empty", c, size, 0, out));
 }
 
 cubert_status cubert_handle_empty_with(cubert_client *c, uint64_t size, uint32_t flags, cubert_handle **out) {
+  if (empty_fast(c, size, flags, out)) return CUBERT_OK;
   cb_errb eb;
   cb_errb_init(&eb, CUBERT_OK);
   return cb_errb_return(&eb, empty_with(&eb, "cubert_handle_empty_with", c, size, flags, out));
@@ -162,8 +179,14 @@ cubert_handle *cubert_handle_clone(const cubert_handle *h) {
 
 void cubert_handle_release(cubert_handle *h) {
   if (!h) return;
-  cb_alloc_unref(h->alloc, CB_HANDLE_ONE, NULL);
+  cb_alloc *a = h->alloc;
+  if (atomic_fetch_sub(&a->refs, CB_HANDLE_ONE) != CB_HANDLE_ONE) {
+    cb_free(h);
+    return;
+  }
+  if (cb_tcache_park(h)) return; /* the fast path: kept whole for this thread's next allocation */
   cb_free(h);
+  cb_alloc_last_ref(a, NULL);
 }
 
 cubert_status cubert_handle_slice(const cubert_handle *h, uint64_t offset_start, uint64_t offset_end,
@@ -256,6 +279,21 @@ cubert_status cubert_handle_downgrade(const cubert_handle *h, cubert_weak **out)
   return cb_errb_return(&eb, weak_new(&eb, h->alloc, h->start, h->end, h->stream, out));
 }
 
+/* A reference to `a` if it is alive and still generation `gen`; caller
+ * holds a->dev->lock. A record parked in a thread's cache (tcache.c) has no
+ * reference and may get a new tenant without the lock: the reference is
+ * taken only from a non-zero count, and the generation checked after it
+ * (a new tenant's is set before its count). */
+static bool ref_if_tenant(cb_alloc *a, uint32_t gen, cb_device *dev) {
+  uint64_t refs = atomic_load(&a->refs);
+  do {
+    if (refs == 0) return false;
+  } while (!atomic_compare_exchange_weak(&a->refs, &refs, refs + CB_BINDING_ONE));
+  if (atomic_load(&a->gen) == gen) return true;
+  cb_alloc_unref(a, CB_BINDING_ONE, dev); /* a later tenant's */
+  return false;
+}
+
 cubert_status cubert_weak_upgrade(const cubert_weak *w, cubert_binding **out) {
   if (!w) return NULL_ARG("cubert_weak_upgrade", "weak");
   if (!out) return NULL_ARG("cubert_weak_upgrade", "binding");
@@ -270,8 +308,7 @@ cubert_status cubert_weak_upgrade(const cubert_weak *w, cubert_binding **out) {
   }
   cb_device_collect(dev);
   cb_alloc *a = w->slot < dev->nslots ? dev->slots[w->slot] : NULL;
-  bool alive = a && a->gen == w->gen && atomic_load(&a->refs) != 0;
-  if (alive) cb_alloc_ref(a, CB_BINDING_ONE);
+  bool alive = a && ref_if_tenant(a, w->gen, dev);
   pthread_mutex_unlock(&dev->lock);
   if (!alive)
     return cb_fail(CUBERT_ERR_EXPIRED, "memory %llu of device %d was freed; the weak binding cannot upgrade",
@@ -810,6 +847,7 @@ cubert_status cubert_memory_usage(cubert_client *c, cubert_pool_usage *pools, si
   if (capacity && !pools) return NULL_ARG("cubert_memory_usage", "pools");
   pthread_mutex_lock(&c->dev->lock);
   cb_device_collect(c->dev);
+  cb_tcache_drain(c->dev); /* released memory is not in use, wherever it waits */
   *count = cb_pool_usage(c->dev->pool, pools, capacity);
   pthread_mutex_unlock(&c->dev->lock);
   return CUBERT_OK;
@@ -821,6 +859,7 @@ cubert_status cubert_memory_cleanup(cubert_client *c) {
   if (st) return st;
   cb_device_reap(c->dev);
   cb_device_collect(c->dev);
+  cb_tcache_drain(c->dev);
   cb_pool_cleanup(c->dev->pool);
   cb_device_leave(c->dev);
   return CUBERT_OK;

@@ -591,6 +591,17 @@ cubert_status cb_pool_alloc(cb_pool *pool, uint64_t size, cb_block *block, cuber
   return CUBERT_OK;
 }
 
+uint64_t cb_pool_sliced_size(const cb_pool *pool, uint64_t size) {
+  if (size == 0 || size > ladder[POOL_MEDIUM].max_size) return 0;
+  uint64_t rounded = (size + UNIT - 1) & ~(uint64_t)(UNIT - 1);
+  for (uint32_t pi = POOL_SMALL; pi < POOL_EXCLUSIVE; pi++) {
+    if (rounded > pool->pools[pi].max_size) continue;
+    uint64_t unit = UINT64_C(1) << ladder[pi].unit_shift;
+    return (rounded + unit - 1) & ~(unit - 1);
+  }
+  return 0;
+}
+
 void cb_pool_free(cb_pool *pool, const cb_block *block) {
   if (!pool || !block || block->pool >= POOL_COUNT || !block->page) return;
   pool_class *c = &pool->pools[block->pool];

@@ -52,6 +52,10 @@ void cb_pool_destroy(cb_pool *pool);
  * idle pages and one retry, then CUBERT_ERR_OUT_OF_MEMORY with a message
  * naming the size asked for (in err). Other backend failures are passed on. */
 cubert_status cb_pool_alloc(cb_pool *pool, uint64_t size, cb_block *block, cubert_berr *err);
+/* The size of the block a sliced pool would hand out for `size` bytes, or
+ * 0 when `size` goes to no sliced pool (0, too big, the pools off). Reads
+ * only what cb_pool_create set, so it needs no lock (runtime/tcache.c). */
+uint64_t cb_pool_sliced_size(const cb_pool *pool, uint64_t size);
 /* Gives a block back; no work may use it any more. A block the pool does
  * not have out (freed twice, altered) is ignored, as far as cheap checks
  * tell; its page must still be alive. */

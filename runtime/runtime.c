@@ -12,8 +12,6 @@
 
 void cb_device_free(cb_device *dev);
 
-/* Guards every runtime's on_destroy list (registrations are rare). */
-static pthread_mutex_t on_destroy_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void cubert_runtime_options_init(cubert_runtime_options *o) {
   if (!o) return;
@@ -310,6 +308,7 @@ static cubert_status create(cb_errb *eb, const cb_runtime_parts *parts, const cu
   }
   rt->parts = parts;
   rt->settings = settings;
+  pthread_mutex_init(&rt->clients_lock, NULL);
   rt->placement = parts->placement_new ? parts->placement_new() : NULL; /* NULL: no placement, not an error */
   bool faults = !o.no_faultinj && parts->faults_open;
   if ((faults && (st = open_fault_layer(eb, rt, o.faults))) || (st = open_backends(eb, rt, list, faults)) ||
@@ -338,13 +337,9 @@ struct cb_fi_state *cb_runtime_fault_state(const cubert_runtime *rt) { return rt
 
 void cubert_runtime_destroy(cubert_runtime *rt) {
   if (!rt) return;
-  /* components that hold this runtime's memory in work still in flight
-   * finish it while the memory is there (cubert_client_on_runtime_destroy) */
-  pthread_mutex_lock(&on_destroy_lock);
-  int n = rt->non_destroy;
-  rt->non_destroy = 0;
-  pthread_mutex_unlock(&on_destroy_lock);
-  for (int i = 0; i < n; i++) rt->on_destroy[i].fn(rt->on_destroy[i].ctx);
+  /* the hooks of clients still alive (a mistake of the caller's) run
+   * while every device and its memory are still there */
+  cb_runtime_end_clients(rt);
   if (rt->faultinj) rt->parts->faults_set_pair_classifier(rt->faultinj, NULL, NULL);
   if (rt->topology) rt->parts->topology_destroy(rt->topology);
   for (int i = 0; i < rt->ndevices; i++) cb_device_destroy(rt->devices[i]);
@@ -365,6 +360,7 @@ void cubert_runtime_destroy(cubert_runtime *rt) {
     rt->parts->faults_free(rt->faultinj);
   }
   if (rt->settings) rt->parts->settings_free(rt->settings);
+  pthread_mutex_destroy(&rt->clients_lock);
   cb_free(rt);
 }
 
@@ -432,40 +428,18 @@ cubert_status cubert_client_create(cubert_runtime *rt, int device, cubert_client
   c->rt = rt;
   c->dev = dev;
   pthread_mutex_init(&c->hook_lock, NULL);
+  cb_client_link(c);
   *out = c;
   return CUBERT_OK;
 }
 
 void cubert_client_destroy(cubert_client *c) {
   if (!c) return;
-  cb_client_run_hooks(c);
+  cb_client_end(c);
   pthread_mutex_destroy(&c->hook_lock);
   cb_free(c);
 }
 
-cubert_status cubert_client_on_runtime_destroy(cubert_client *c, void (*fn)(void *ctx), void *ctx) {
-  if (!c || !fn)
-    return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_client_on_runtime_destroy: %s is NULL", c ? "fn" : "client");
-  cubert_runtime *rt = c->rt;
-  cubert_status st = CUBERT_OK;
-  pthread_mutex_lock(&on_destroy_lock);
-  int i = 0;
-  while (i < rt->non_destroy && !(rt->on_destroy[i].fn == fn && rt->on_destroy[i].ctx == ctx)) i++;
-  if (i == rt->non_destroy) {
-    if (i == CB_RUNTIME_MAX_ON_DESTROY) {
-      st = CUBERT_ERR_OUT_OF_MEMORY;
-    } else {
-      rt->on_destroy[i].fn = fn;
-      rt->on_destroy[i].ctx = ctx;
-      rt->non_destroy++;
-    }
-  }
-  pthread_mutex_unlock(&on_destroy_lock);
-  if (st)
-    return cb_fail(st, "cubert_client_on_runtime_destroy: the runtime already has %d functions to call (the most)",
-                   CB_RUNTIME_MAX_ON_DESTROY);
-  return CUBERT_OK;
-}
 int cubert_client_device(const cubert_client *c) { return c ? c->dev->index : -1; }
 
 /* ------------------------------------------------------------ kernels */

@@ -105,6 +105,20 @@ cubert_failure *cb_taint_skip(cb_device *dev, cb_work *w, const cubert_failure *
   return child;
 }
 
+void cb_taint_settle_bind(cb_wbind *b, cubert_failure *f) {
+  cb_ledger *l = cb_alloc_ledger_lock(b->alloc);
+  if (b->pat && f)
+    cb_ledger_set_pattern(l, b->pat, f);
+  else if (b->pat)
+    cb_ledger_clear_pattern(l, b->pat);
+  else if (f)
+    cb_ledger_set(l, b->start, b->end, f);
+  else
+    cb_ledger_clear(l, b->start, b->end);
+  cb_alloc_ledger_unlock(b->alloc);
+  if (b->alloc->xshare) cb_xshare_settle(b->alloc, b->start, b->end, f);
+}
+
 void cb_taint_settle(cb_device *dev, cb_work *w, cubert_failure *f) {
   (void)dev;
   if (f) w->failed = true;
@@ -114,19 +128,7 @@ void cb_taint_settle(cb_device *dev, cb_work *w, cubert_failure *f) {
     /* clearing an empty ledger of unshared memory changes nothing: the
      * usual success, with no call (memory of another device is shared, so
      * its ledger is not read here) */
-    if (!f && !atomic_load_explicit(&b->alloc->shared, memory_order_relaxed) && !b->alloc->xshare &&
-        b->alloc->ledger.n == 0)
-      continue;
-    cb_ledger *l = cb_alloc_ledger_lock(b->alloc);
-    if (b->pat && f)
-      cb_ledger_set_pattern(l, b->pat, f);
-    else if (b->pat)
-      cb_ledger_clear_pattern(l, b->pat);
-    else if (f)
-      cb_ledger_set(l, b->start, b->end, f);
-    else
-      cb_ledger_clear(l, b->start, b->end);
-    cb_alloc_ledger_unlock(b->alloc);
-    if (b->alloc->xshare) cb_xshare_settle(b->alloc, b->start, b->end, f);
+    if (!f && !cb_taint_settle_needed(b)) continue;
+    cb_taint_settle_bind(b, f);
   }
 }

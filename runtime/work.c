@@ -34,17 +34,6 @@ cb_work *cb_work_begin(cb_device *dev, cb_stream *s, const char *operation, cube
   return w;
 }
 
-/* Memory of the record's own device (not a host buffer's ledger) is counted
- * in a->local_binds under the device lock the caller holds; the count's
- * one reference keeps it alive. */
-static bool bind_local(const cb_work *w, const cb_alloc *a) { return a->dev == w->dev && !a->host; }
-
-void cb_work_bind(cb_work *w, uint32_t i, cb_alloc *a, uint64_t start, uint64_t end,
-                  cubert_access access, const char *name) {
-  if (!bind_local(w, a) || a->local_binds++ == 0) cb_alloc_ref(a, CB_BINDING_ONE);
-  cb_work_binds(w)[i] = (cb_wbind){a, start, end, (uint8_t)access, name, NULL};
-}
-
 bool cb_work_bind_pattern(cb_work *w, uint32_t i, cb_alloc *a, const cb_pattern *p, cubert_access access,
                           const char *name) {
   if (p->lo >= p->hi) {
@@ -63,7 +52,7 @@ static void work_release(cb_device *dev, cb_work *w) {
   cb_wbind *b = cb_work_binds(w);
   for (uint32_t i = 0; i < w->nb; i++) {
     cb_alloc *a = b[i].alloc;
-    if (a && (!bind_local(w, a) || --a->local_binds == 0)) cb_alloc_unref(a, CB_BINDING_ONE, dev);
+    if (a && (!cb_work_bind_local(w, a) || --a->local_binds == 0)) cb_alloc_unref(a, CB_BINDING_ONE, dev);
     if (b[i].pat) cb_free(b[i].pat);
   }
   if (w->heap) cb_free(w->heap);
@@ -95,32 +84,44 @@ void cb_work_report(cb_work *w, const cubert_failure *f, cb_errb *b) {
   if (b->n == before) cb_errb_add(b, f, 0, 0);
 }
 
-void cb_work_mark_uses(cb_device *dev, cb_work *w) {
-  for (uint32_t i = 0; i < w->nb; i++) {
-    cb_wbind *b = &cb_work_binds(w)[i];
-    /* stream order means something on the owning device only */
-    if (!b->alloc || b->alloc->dev != dev || b->alloc->host) continue;
-    if (b->access & CUBERT_ACCESS_WRITE) {
-      b->alloc->last_writer = w->stream;
-      b->alloc->last_write = w->work;
-    } else {
-      cb_alloc *a = b->alloc;
-      uint32_t j = 0;
-      while (j < a->nreaders && a->readers[j].stream != w->stream) j++;
-      if (j == a->nreaders) {
-        if (a->nreaders == a->capreaders) {
-          size_t cap = 0;
-          struct cb_reader *v =
-              cb_array_grow(a->readers, a->capreaders, (size_t)a->nreaders + 1, sizeof *v, &cap);
-          if (v) a->readers = v;
-          if (!v || cap > UINT32_MAX) continue; /* cannot remember it: sync before rewriting (docs) */
-          a->capreaders = (uint32_t)cap;
-        }
-        a->nreaders++;
-        a->readers[j].stream = w->stream;
-      }
-      a->readers[j].work = w->work;
+/* The last writer, or this stream among the last readers, of binding `b`. */
+static inline void mark_use(cb_device *dev, const cb_work *w, cb_wbind *b) {
+  /* stream order means something on the owning device only */
+  cb_alloc *a = b->alloc;
+  if (!a || a->dev != dev || a->host) return;
+  if (b->access & CUBERT_ACCESS_WRITE) {
+    a->last_writer = w->stream;
+    a->last_write = w->work;
+    return;
+  }
+  uint32_t j = 0;
+  while (j < a->nreaders && a->readers[j].stream != w->stream) j++;
+  if (j == a->nreaders) {
+    if (a->nreaders == a->capreaders) {
+      size_t cap = 0;
+      struct cb_reader *v = cb_array_grow(a->readers, a->capreaders, (size_t)a->nreaders + 1, sizeof *v, &cap);
+      if (v) a->readers = v;
+      if (!v || cap > UINT32_MAX) return; /* cannot remember it: sync before rewriting (docs) */
+      a->capreaders = (uint32_t)cap;
     }
+    a->nreaders++;
+    a->readers[j].stream = w->stream;
+  }
+  a->readers[j].work = w->work;
+}
+
+void cb_work_mark_uses(cb_device *dev, cb_work *w) {
+  cb_wbind *b = cb_work_binds(w);
+  for (uint32_t i = 0; i < w->nb; i++) mark_use(dev, w, &b[i]);
+}
+
+void cb_work_succeeded(cb_device *dev, cb_work *w) {
+  cb_wbind *b = cb_work_binds(w);
+  for (uint32_t i = 0; i < w->nb; i++) {
+    cb_alloc *a = b[i].alloc;
+    if (!a) continue;
+    if ((b[i].access & CUBERT_ACCESS_WRITE) && cb_taint_settle_needed(&b[i])) cb_taint_settle_bind(&b[i], NULL);
+    mark_use(dev, w, &b[i]);
   }
 }
 
@@ -146,7 +147,10 @@ void cb_work_drop_completed(cb_device *dev, const uint64_t *progress) {
       work_release(dev, w);
       continue;
     }
-    if (keep != i) dev->pending[keep] = *w;
+    /* the header and the bindings in use, not all CB_WBIND_INLINE */
+    if (keep != i)
+      memcpy(&dev->pending[keep], w,
+             offsetof(cb_work, inl) + (w->nb > CB_WBIND_INLINE ? 0 : w->nb * sizeof(cb_wbind)));
     keep++;
   }
   dev->npending = keep;

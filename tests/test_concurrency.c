@@ -635,6 +635,257 @@ START_TEST(test_pinning_a_shared_client_while_others_use_it) {
 }
 END_TEST
 
+/* ------------------------------------------------------------ thread caches
+ *
+ * The pool's fast path (runtime/tcache.c): the last release of a clean
+ * pooled allocation parks handle, record and block in the releasing
+ * thread's cache; that thread's next allocation of the same block size takes
+ * them back without the device lock. */
+
+#define CACHED_SIZE 4096
+
+/* Writes `value` over all of `h` (CACHED_SIZE bytes) and reads it back. */
+static bool fill_check(worker *w, cubert_client *c, cubert_handle *h, uint32_t value) {
+  uint32_t words[CACHED_SIZE / 4], got[CACHED_SIZE / 4];
+  for (int i = 0; i < CACHED_SIZE / 4; i++) words[i] = value + (uint32_t)i;
+  CALL(w, cubert_handle_write(c, h, words, sizeof words));
+  CALL(w, cubert_handle_read(c, h, got, sizeof got));
+  if (memcmp(words, got, sizeof got) != 0) return record_failure(w, "value 0x%08x read back wrong", value);
+  return true;
+}
+
+typedef struct handoff_cache {
+  cubert_handle *from_main; /* allocated on the test thread, released by the worker */
+  uint64_t main_id;
+} handoff_cache;
+
+static bool cross_release_loop(worker *w) {
+  cubert_client *c = w->env->clients[0];
+  handoff_cache *hc = w->shared;
+  cubert_handle *mine = NULL, *again[2] = {NULL, NULL};
+  CALL(w, cubert_handle_empty(c, CACHED_SIZE, &mine)); /* this thread's cache now exists */
+  uint64_t mine_id = cubert_handle_memory_id(mine);
+  cubert_handle_release(mine);
+  cubert_handle_release(hc->from_main); /* the other thread's allocation parks here */
+  for (int i = 0; i < 2; i++) {
+    CALL(w, cubert_handle_empty(c, CACHED_SIZE, &again[i]));
+    uint64_t id = cubert_handle_memory_id(again[i]);
+    if (id == mine_id || id == hc->main_id) return record_failure(w, "a reused allocation kept memory id %" PRIu64, id);
+    if (cubert_handle_size(again[i]) != CACHED_SIZE || cubert_handle_offset_start(again[i]) != 0)
+      return record_failure(w, "a reused allocation has the wrong view");
+    if (!fill_check(w, c, again[i], 0x1000u * (uint32_t)(i + 1))) return false;
+  }
+  if (again[0]->alloc->block.address == again[1]->alloc->block.address)
+    return record_failure(w, "two live allocations share a block");
+  if (!fill_check(w, c, again[0], 0x1000u)) return false; /* the second did not overwrite the first */
+  cubert_handle_release(again[0]);
+  cubert_handle_release(again[1]);
+  w->done = 1;
+  return true; /* the thread exits with both parked: its exit frees them */
+}
+
+static void *cross_release_thread(void *arg) {
+  cross_release_loop(arg);
+  return NULL;
+}
+
+static void expect_nothing_in_use(cubert_client *c) {
+  cubert_pool_usage p[8];
+  size_t count = 0;
+  cb_test_ok(cubert_memory_usage(c, p, 8, &count));
+  for (size_t i = 0; i < count && i < 8; i++)
+    ck_assert_msg(p[i].in_use == 0, "pool %s: %" PRIu64 " bytes still in use", p[i].name, p[i].in_use);
+}
+
+START_TEST(test_an_allocation_released_on_another_thread_is_reused_there) {
+  cb_test_env env;
+  if (!cb_test_open(_i, 1, &env)) return;
+  cubert_client *c = env.clients[0];
+  handoff_cache hc = {NULL, 0};
+  cb_test_ok(cubert_handle_empty(c, CACHED_SIZE, &hc.from_main));
+  hc.main_id = cubert_handle_memory_id(hc.from_main);
+  worker w;
+  run_workers(&env, &w, 1, &hc, cross_release_thread);
+  ck_assert_uint_eq(w.done, 1);
+  expect_nothing_in_use(c);
+  cubert_handle *h = NULL; /* and the test thread's own path still works */
+  cb_test_ok(cubert_handle_empty(c, CACHED_SIZE, &h));
+  cubert_handle_release(h);
+  cb_test_close(&env);
+}
+END_TEST
+
+START_TEST(test_a_weak_binding_does_not_upgrade_to_the_next_tenant_of_a_cached_record) {
+  cb_test_env env;
+  if (!cb_test_open(_i, 1, &env)) return;
+  cubert_client *c = env.clients[0];
+  cubert_handle *h = NULL, *h2 = NULL;
+  cubert_weak *w = NULL, *w2 = NULL;
+  cubert_binding *b = NULL;
+  cb_test_ok(cubert_handle_empty(c, 256, &h)); /* the slow path: this thread's cache is made */
+  cubert_handle_release(h);
+  cb_test_ok(cubert_handle_empty(c, 256, &h));
+  uint64_t id = cubert_handle_memory_id(h);
+  cb_alloc *record = h->alloc;
+  cubert_handle *old = h;
+  cb_test_ok(cubert_handle_downgrade(h, &w));
+  cubert_handle_release(h);
+  cb_test_ok(cubert_handle_empty(c, 256, &h2));
+  /* the fast path served it: the same handle object and record, a new tenant */
+  ck_assert_ptr_eq(h2, old);
+  ck_assert_ptr_eq(h2->alloc, record);
+  ck_assert_uint_ne(cubert_handle_memory_id(h2), id);
+  cb_test_status(cubert_weak_upgrade(w, &b), CUBERT_ERR_EXPIRED);
+  ck_assert_ptr_null(b);
+  ck_assert_msg(strstr(cubert_last_error_message(), "was freed") != NULL, "message: %s",
+                cubert_last_error_message());
+  cb_test_ok(cubert_handle_downgrade(h2, &w2)); /* the new tenant's own weak binding upgrades */
+  cb_test_ok(cubert_weak_upgrade(w2, &b));
+  cubert_binding_release(b);
+  cubert_handle_release(h2);
+  cb_test_status(cubert_weak_upgrade(w2, &b), CUBERT_ERR_EXPIRED); /* parked again: no tenant */
+  cubert_weak_release(w);
+  cubert_weak_release(w2);
+  cb_test_close(&env);
+}
+END_TEST
+
+START_TEST(test_a_tainted_allocation_is_not_cached_and_taints_nothing_new) {
+  cb_test_env env;
+  if (!cb_test_open(_i, 1, &env)) return;
+  cubert_client *c = env.clients[0];
+  const cubert_failure *f = NULL;
+  cb_test_ok(cubert_failure_create(c, CUBERT_ERR_INVALID_ARGUMENT, "lost in transport", &f));
+  for (int round = 0; round < 3; round++) {
+    cubert_handle *h = NULL, *h2 = NULL;
+    cb_test_ok(cubert_handle_empty(c, 512, &h));
+    cb_test_ok(cubert_handle_taint(c, h, f));
+    cb_test_status(cubert_handle_check(c, h), CUBERT_ERR_TAINTED);
+    cubert_handle_release(h);
+    cb_test_ok(cubert_handle_empty(c, 512, &h2));
+    cb_test_ok(cubert_handle_check(c, h2)); /* whichever block it got, it is clean */
+    cubert_handle_release(h2);
+  }
+  cubert_failure_release(f);
+  cb_test_close(&env);
+}
+END_TEST
+
+#define OOM_MEMORY (8u << 20)
+#define OOM_SIZE (256u << 10) /* the biggest sliced size of an 8 MiB device */
+#define OOM_PARKED 8
+
+static bool oom_loop(worker *w) {
+  cubert_client *c = w->env->clients[0];
+  cubert_handle *h[OOM_PARKED + 1] = {NULL};
+  for (int i = 0; i < OOM_PARKED; i++) /* only the blocks parked on the test thread are left */
+    CALL(w, cubert_handle_empty(c, OOM_SIZE, &h[i]));
+  cubert_status st = cubert_handle_empty(c, OOM_SIZE, &h[OOM_PARKED]);
+  if (st != CUBERT_ERR_OUT_OF_MEMORY)
+    return record_failure(w, "one more allocation than the device holds returned %s", cubert_status_name(st));
+  if (!strstr(cubert_last_error_message(), "262144 bytes"))
+    return record_failure(w, "the message does not name the size: %s", cubert_last_error_message());
+  for (int i = 0; i < OOM_PARKED; i++) cubert_handle_release(h[i]);
+  w->done = 1;
+  return true;
+}
+
+static void *oom_thread(void *arg) {
+  oom_loop(arg);
+  return NULL;
+}
+
+START_TEST(test_out_of_memory_takes_back_blocks_parked_on_another_thread) {
+  if (strcmp(cb_test_backend_name(_i), "host") != 0) {
+    cb_test_skip("the host backend's small simulated device fills; a GPU does not");
+    return;
+  }
+  cubert_runtime_options o;
+  cb_test_options("host", &o);
+  o.host_devices = 1;
+  o.host_memory = OOM_MEMORY;
+  cb_test_env env;
+  if (!cb_test_open_with(_i, &o, 1, &env)) return;
+  cubert_client *c = env.clients[0];
+  cubert_handle *h[64];
+  int n = 0;
+  cubert_status st = CUBERT_OK;
+  while (n < 64 && (st = cubert_handle_empty(c, OOM_SIZE, &h[n])) == CUBERT_OK) n++;
+  ck_assert_int_eq(st, CUBERT_ERR_OUT_OF_MEMORY);
+  ck_assert_int_ge(n, OOM_PARKED);
+  for (int i = 0; i < OOM_PARKED; i++) cubert_handle_release(h[n - 1 - i]); /* parked here */
+  worker w;
+  run_workers(&env, &w, 1, NULL, oom_thread);
+  ck_assert_uint_eq(w.done, 1);
+  for (int i = 0; i < n - OOM_PARKED; i++) cubert_handle_release(h[i]);
+  expect_nothing_in_use(c);
+  cb_test_close(&env);
+}
+END_TEST
+
+typedef struct destroy_gate {
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  int parked;     /* the worker parked its allocations */
+  int destroyed;  /* the test thread destroyed the runtime */
+} destroy_gate;
+
+static void *park_then_wait_thread(void *arg) {
+  worker *w = arg;
+  destroy_gate *g = w->shared;
+  cubert_client *c = w->env->clients[0];
+  cubert_handle *h[3] = {NULL};
+  static const uint64_t sizes[3] = {256, CACHED_SIZE, 1u << 20};
+  bool ok = true;
+  for (int i = 0; i < 3 && ok; i++) ok = cubert_handle_empty(c, sizes[i], &h[i]) == CUBERT_OK;
+  if (!ok) record_failure(w, "allocating: %s", cubert_last_error_message());
+  for (int i = 0; i < 3; i++) cubert_handle_release(h[i]);
+  pthread_mutex_lock(&g->lock);
+  g->parked = 1;
+  pthread_cond_broadcast(&g->cond);
+  while (!g->destroyed) pthread_cond_wait(&g->cond, &g->lock); /* alive, cache full, while it goes */
+  pthread_mutex_unlock(&g->lock);
+  w->done = 1;
+  return NULL; /* its exit drops its (emptied) cache and the last device reference */
+}
+
+START_TEST(test_runtime_destroyed_while_threads_hold_cached_blocks) {
+  cb_test_env env;
+  if (!cb_test_open(_i, 1, &env)) return;
+  cubert_client *c = env.clients[0];
+  destroy_gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+  worker w;
+  memset(&w, 0, sizeof w);
+  w.env = &env;
+  w.shared = &g;
+  ck_assert_int_eq(pthread_create(&w.thread, NULL, park_then_wait_thread, &w), 0);
+  cubert_handle *kept = NULL, *h = NULL;
+  cb_test_ok(cubert_handle_empty(c, 256, &kept)); /* held across the destroy */
+  cb_test_ok(cubert_handle_empty(c, 256, &h));
+  cubert_handle_release(h); /* parked on this thread */
+  pthread_mutex_lock(&g.lock);
+  while (!g.parked) pthread_cond_wait(&g.cond, &g.lock);
+  pthread_mutex_unlock(&g.lock);
+  cb_test_close(&env); /* every cache emptied: ASan finds nothing leaked or freed twice */
+  pthread_mutex_lock(&g.lock);
+  g.destroyed = 1;
+  pthread_cond_broadcast(&g.cond);
+  pthread_mutex_unlock(&g.lock);
+  ck_assert_int_eq(pthread_join(w.thread, NULL), 0);
+  ck_assert_msg(w.failure[0] == '\0', "%s", w.failure);
+  ck_assert_uint_eq(cubert_handle_size(kept), 256); /* an orphan: still answers, then goes */
+  cubert_handle_release(kept);
+  /* a new runtime on the same thread starts with a cache of its own */
+  if (!cb_test_open(_i, 1, &env)) return;
+  for (int i = 0; i < 3; i++) {
+    cb_test_ok(cubert_handle_empty(env.clients[0], 256, &h));
+    cubert_handle_release(h);
+  }
+  expect_nothing_in_use(env.clients[0]);
+  cb_test_close(&env);
+}
+END_TEST
+
 /* ------------------------------------------------------------ main */
 
 static void add_loop(Suite *s, const char *name, const TTest *test) {
@@ -654,5 +905,10 @@ int main(void) {
   LOOP(s, test_peer_copies_in_opposite_directions_do_not_deadlock);
   LOOP(s, test_reader_thread_sees_the_writer_threads_work);
   LOOP(s, test_pinning_a_shared_client_while_others_use_it);
+  LOOP(s, test_an_allocation_released_on_another_thread_is_reused_there);
+  LOOP(s, test_a_weak_binding_does_not_upgrade_to_the_next_tenant_of_a_cached_record);
+  LOOP(s, test_a_tainted_allocation_is_not_cached_and_taints_nothing_new);
+  LOOP(s, test_out_of_memory_takes_back_blocks_parked_on_another_thread);
+  LOOP(s, test_runtime_destroyed_while_threads_hold_cached_blocks);
   return cb_test_run(s);
 }

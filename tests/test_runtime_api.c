@@ -53,37 +53,6 @@ START_TEST(test_runtime_creates_one_client_per_device) {
 }
 END_TEST
 
-/* cubert_client_on_runtime_destroy: each function once, in order, before
- * the devices go; the same one twice is one; the ninth is refused. */
-static int hook_calls[10], hook_order[10], nhook_order;
-static void hook(void *ctx) {
-  int i = (int)(intptr_t)ctx;
-  hook_calls[i]++;
-  hook_order[nhook_order++] = i;
-}
-
-START_TEST(test_runtime_destroy_calls_what_was_registered_once) {
-  cb_test_env env;
-  if (!cb_test_open(_i, 1, &env)) return;
-  memset(hook_calls, 0, sizeof hook_calls);
-  nhook_order = 0;
-  cb_test_status(cubert_client_on_runtime_destroy(NULL, hook, NULL), CUBERT_ERR_INVALID_ARGUMENT);
-  cb_test_status(cubert_client_on_runtime_destroy(env.clients[0], NULL, NULL), CUBERT_ERR_INVALID_ARGUMENT);
-  for (int i = 0; i < 8; i++) cb_test_ok(cubert_client_on_runtime_destroy(env.clients[0], hook, (void *)(intptr_t)i));
-  cb_test_ok(cubert_client_on_runtime_destroy(env.clients[0], hook, (void *)(intptr_t)3)); /* again: nothing */
-  cb_test_status(cubert_client_on_runtime_destroy(env.clients[0], hook, (void *)(intptr_t)8), CUBERT_ERR_OUT_OF_MEMORY);
-  expect_message("the most");
-  ck_assert_int_eq(nhook_order, 0);
-  cb_test_close(&env);
-  ck_assert_int_eq(nhook_order, 8);
-  for (int i = 0; i < 8; i++) {
-    ck_assert_int_eq(hook_calls[i], 1);
-    ck_assert_int_eq(hook_order[i], i);
-  }
-  ck_assert_int_eq(hook_calls[8], 0);
-}
-END_TEST
-
 START_TEST(test_runtime_names_its_backends) {
   cb_test_env env;
   if (!cb_test_open(_i, 0, &env)) return;
@@ -735,6 +704,156 @@ START_TEST(test_client_destroy_runs_its_hooks_newest_first_once) {
 }
 END_TEST
 
+/* The backend's runtime (as cb_test_open) and one more client on device 0,
+ * whose hooks a test registers. */
+static bool open_with_client(int i, cb_test_env *env, cubert_client **c) {
+  if (!cb_test_open(i, 1, env)) return false;
+  cb_test_ok(cubert_client_create(env->runtime, 0, c));
+  return true;
+}
+
+/* Registering the same (fn, arg) twice registers it twice: both run;
+ * cubert_client_hook_remove takes away one registration, the newest. */
+static int dup_runs;
+static void dup_hook(cubert_client *c, void *arg) {
+  (void)c;
+  dup_runs += (int)(intptr_t)arg;
+}
+
+START_TEST(test_client_hook_registered_twice_runs_twice_and_removes_one_at_a_time) {
+  dup_runs = 0;
+  cb_test_env env;
+  cubert_client *c = NULL;
+  if (!open_with_client(_i, &env, &c)) return;
+  for (int i = 0; i < 3; i++) cb_test_ok(cubert_client_on_destroy(c, dup_hook, (void *)(intptr_t)1));
+  cb_test_ok(cubert_client_hook_remove(c, dup_hook, (void *)(intptr_t)1));
+  cb_test_status(cubert_client_hook_remove(c, dup_hook, (void *)(intptr_t)2), CUBERT_ERR_INVALID_ARGUMENT);
+  expect_message("no such hook");
+  cb_test_status(cubert_client_hook_remove(NULL, dup_hook, NULL), CUBERT_ERR_INVALID_ARGUMENT);
+  cubert_client_destroy(c);
+  ck_assert_int_eq(dup_runs, 2);
+  cb_test_close(&env);
+}
+END_TEST
+
+/* Inside teardown: a hook may remove one not yet run (it does not run),
+ * may not remove itself (it is no longer registered once it runs:
+ * CUBERT_ERR_INVALID_ARGUMENT), and may register another, which runs next
+ * (it is the newest), before the older ones. */
+static struct {
+  int order[8];
+  int n;
+  cubert_status self_remove, later_add;
+} td;
+
+static void td_plain(cubert_client *c, void *arg) {
+  (void)c;
+  td.order[td.n++ % 8] = (int)(intptr_t)arg;
+}
+
+static void td_busy(cubert_client *c, void *arg) {
+  td.order[td.n++ % 8] = (int)(intptr_t)arg;
+  td.self_remove = cubert_client_hook_remove(c, td_busy, arg);
+  cb_test_ok(cubert_client_hook_remove(c, td_plain, (void *)(intptr_t)2)); /* not run yet: it will not */
+  td.later_add = cubert_client_on_destroy(c, td_plain, (void *)(intptr_t)9);
+}
+
+START_TEST(test_client_hooks_may_remove_and_register_during_teardown) {
+  memset(&td, 0, sizeof td);
+  cb_test_env env;
+  cubert_client *c = NULL;
+  if (!open_with_client(_i, &env, &c)) return;
+  cb_test_ok(cubert_client_on_destroy(c, td_plain, (void *)(intptr_t)1));
+  cb_test_ok(cubert_client_on_destroy(c, td_plain, (void *)(intptr_t)2));
+  cb_test_ok(cubert_client_on_destroy(c, td_busy, (void *)(intptr_t)3));
+  cb_test_ok(cubert_client_on_destroy(c, td_plain, (void *)(intptr_t)4));
+  cubert_client_destroy(c);
+  ck_assert_int_eq(td.self_remove, CUBERT_ERR_INVALID_ARGUMENT);
+  cb_test_ok(td.later_add);
+  ck_assert_int_eq(td.n, 4);
+  int want[4] = {4, 3, 9, 1};
+  for (int i = 0; i < 4; i++) ck_assert_int_eq(td.order[i], want[i]);
+  cb_test_close(&env);
+}
+END_TEST
+
+/* A client still alive when its runtime is destroyed (a mistake: clients
+ * go first) has its hooks run by cubert_runtime_destroy, newest client
+ * first, while the devices and their memory are still there (a hook
+ * writes a handle); the later cubert_client_destroy runs none again, and
+ * registering on such a client is refused with CUBERT_ERR_EXPIRED. */
+static struct {
+  int order[4];
+  int n;
+  bool usable;
+} orphan;
+
+static void orphan_hook(cubert_client *c, void *arg) {
+  orphan.order[orphan.n++ % 4] = (int)(intptr_t)arg;
+  cubert_handle *h = NULL;
+  unsigned char b[16] = {1};
+  orphan.usable = cubert_handle_create(c, b, sizeof b, &h) == CUBERT_OK && cubert_sync(c) == CUBERT_OK;
+  cubert_handle_release(h);
+}
+
+START_TEST(test_runtime_destroy_runs_the_hooks_of_clients_still_alive) {
+  cb_test_env env;
+  if (!cb_test_open(_i, 1, &env)) return;
+  memset(&orphan, 0, sizeof orphan);
+  cubert_client *a = NULL, *b = NULL;
+  cb_test_ok(cubert_client_create(env.runtime, 0, &a));
+  cb_test_ok(cubert_client_create(env.runtime, env.devices - 1, &b));
+  cb_test_ok(cubert_client_on_destroy(a, orphan_hook, (void *)(intptr_t)1));
+  cb_test_ok(cubert_client_on_destroy(b, orphan_hook, (void *)(intptr_t)2));
+  cb_test_close(&env); /* its own clients, then the runtime: a and b are still alive */
+  ck_assert_int_eq(orphan.n, 2);
+  ck_assert_int_eq(orphan.order[0], 2);
+  ck_assert_int_eq(orphan.order[1], 1);
+  ck_assert_msg(orphan.usable, "the client was not usable inside its hook: %s", cubert_last_error_message());
+  cb_test_status(cubert_client_on_destroy(a, orphan_hook, NULL), CUBERT_ERR_EXPIRED);
+  expect_message("destroyed");
+  cb_test_status(cubert_client_hook_remove(a, orphan_hook, (void *)(intptr_t)1), CUBERT_ERR_EXPIRED);
+  cubert_client_destroy(a);
+  cubert_client_destroy(b);
+  ck_assert_int_eq(orphan.n, 2);
+}
+END_TEST
+
+/* Registrations and removals from several threads at once on one client:
+ * none is lost. */
+static _Atomic int mt_runs;
+static void mt_hook(cubert_client *c, void *arg) {
+  (void)c;
+  (void)arg;
+  mt_runs++;
+}
+static void *mt_register(void *p) {
+  cubert_client *c = p;
+  for (int i = 0; i < 200; i++) {
+    if (cubert_client_on_destroy(c, mt_hook, (void *)(intptr_t)(i % 3)) != CUBERT_OK) return p;
+    if (i % 2 && cubert_client_hook_remove(c, mt_hook, (void *)(intptr_t)(i % 3)) != CUBERT_OK) return p;
+  }
+  return NULL;
+}
+
+START_TEST(test_client_hooks_registered_from_threads_all_run) {
+  mt_runs = 0;
+  cb_test_env env;
+  cubert_client *c = NULL;
+  if (!open_with_client(_i, &env, &c)) return;
+  pthread_t t[4];
+  for (int i = 0; i < 4; i++) ck_assert_int_eq(pthread_create(&t[i], NULL, mt_register, c), 0);
+  for (int i = 0; i < 4; i++) {
+    void *r = NULL;
+    pthread_join(t[i], &r);
+    ck_assert_ptr_null(r);
+  }
+  cubert_client_destroy(c);
+  ck_assert_int_eq(mt_runs, 4 * 100);
+  cb_test_close(&env);
+}
+END_TEST
+
 /* ------------------------------------------------------------ main */
 
 static void add_loop(Suite *s, const char *name, const TTest *test) {
@@ -755,7 +874,6 @@ static void add_once(Suite *s, const char *name, const TTest *test) {
 int main(void) {
   Suite *s = suite_create("runtime_api");
   LOOP(s, test_runtime_creates_one_client_per_device);
-  LOOP(s, test_runtime_destroy_calls_what_was_registered_once);
   LOOP(s, test_runtime_names_its_backends);
   LOOP(s, test_device_info_describes_each_device);
   LOOP(s, test_host_device_names_are_distinct);
@@ -773,5 +891,9 @@ int main(void) {
   LOOP(s, test_null_output_of_handle_create_is_refused);
   ONCE(s, test_builtin_kernel_with_null_output_records_an_error);
   LOOP(s, test_client_destroy_runs_its_hooks_newest_first_once);
+  LOOP(s, test_client_hook_registered_twice_runs_twice_and_removes_one_at_a_time);
+  LOOP(s, test_client_hooks_may_remove_and_register_during_teardown);
+  LOOP(s, test_runtime_destroy_runs_the_hooks_of_clients_still_alive);
+  LOOP(s, test_client_hooks_registered_from_threads_all_run);
   return cb_test_run(s);
 }

@@ -263,7 +263,10 @@ CUBERT_API void cubert_runtime_options_init(cubert_runtime_options *options);
  * zero devices, not an error. `options` may be NULL. */
 CUBERT_API cubert_status cubert_runtime_create(const cubert_runtime_options *options,
                                                cubert_runtime **runtime);
-/* Waits for all work, then frees every device. Clients must be gone.
+/* Waits for all work, then frees every device. Clients should be gone
+ * first; the teardown hooks of any still alive run before anything else
+ * (cubert_client_on_destroy), and such a client then takes only
+ * cubert_client_destroy.
  * Handles, bindings, weak bindings and timers still held are safe to keep
  * and to release afterwards, in any order: their records live on until the
  * last reference is released, but the device memory and the device are
@@ -341,36 +344,51 @@ CUBERT_API cubert_status cubert_client_create(cubert_runtime *runtime, int devic
 /* Runs the client's teardown hooks (below), then frees the client. NULL is
  * fine. */
 CUBERT_API void cubert_client_destroy(cubert_client *client);
-/* Asks cubert_runtime_destroy() of the client's runtime to call fn(ctx)
- * first, while every device and its memory are still there: for components
- * built on this API (libcubert_mpi) whose work in flight uses memory of the
- * runtime that another process may still be reading. fn must not use the
- * runtime's clients (they are gone by then). Registering the same fn and
- * ctx again does nothing; a runtime takes 8 (then CUBERT_ERR_OUT_OF_MEMORY,
- * nothing registered). Each is called once, in the order registered. */
-CUBERT_API cubert_status cubert_client_on_runtime_destroy(cubert_client *client, void (*fn)(void *ctx),
-                                                          void *ctx);
 CUBERT_API int cubert_client_device(const cubert_client *client);
 
-/* Teardown hooks, for components built on this API that keep objects made
- * with a client from one call to the next (the MPI component keeps pinned
- * staging buffers per client, docs/cluster.md): what a component keeps must
- * be released while the client and its runtime are alive, and the user may
- * destroy them before telling the component (cubert_mpi_finalize).
+/* Teardown hooks: the one lifetime hook of the API, for components built on
+ * it that keep objects made with a client from one call to the next (the
+ * MPI component keeps pinned staging buffers and sends in flight per
+ * client, docs/cluster.md): what a component keeps must be released while
+ * the client and its runtime are alive, and the user may destroy them
+ * before telling the component (cubert_mpi_finalize).
  *
- * cubert_client_destroy(client) first calls every hook still registered on
- * the client, newest first, each once, as fn(client, arg), on the
- * destroying thread: the client, its runtime and everything made with them
- * are still usable inside the hook. A hook releases what it keeps of the
- * client; it must not destroy the client, nor register or remove hooks on
- * it. Registering the same (fn, arg) twice registers it twice.
+ * When: a client's hooks run once, at the client's end, before anything
+ * of it is freed: first thing in cubert_client_destroy(client), or, for a
+ * client still alive when its runtime is destroyed (a mistake: destroy
+ * clients first), first thing in cubert_runtime_destroy, newest client
+ * first, before any work is waited for or any device or memory freed.
+ * Either way the client, its runtime, its devices and everything made with
+ * them are usable inside a hook, which runs on the destroying thread as
+ * fn(client, arg). After cubert_runtime_destroy ran them, the only call
+ * such a client takes is cubert_client_destroy (which runs nothing more);
+ * registering or removing a hook on it fails with CUBERT_ERR_EXPIRED.
+ *
+ * Order and duplicates: newest first, so a component registered after
+ * another (built on it) is torn down before it. Each registration runs
+ * once; registering the same (fn, arg) twice registers it twice (both
+ * run), and cubert_client_hook_remove takes away one registration, the
+ * newest.
+ *
+ * During teardown: a running hook is no longer registered (removing it from
+ * inside itself fails with CUBERT_ERR_INVALID_ARGUMENT and changes
+ * nothing); a hook may remove one not yet run (it will not run) and may
+ * register another, which runs next (it is the newest), so a hook that
+ * always registers itself again never ends. A hook must not destroy its
+ * client, nor its runtime.
+ *
+ * Ownership: the client keeps the registration and frees it when it has
+ * run or is removed; `arg` is the caller's and cubert never reads or frees
+ * it. Threads: registrations and removals may come from any thread at the
+ * same time as each other and as other calls with the client, but not
+ * racing the client's destroy (as any call with the client).
  * Errors: a NULL client or fn, CUBERT_ERR_INVALID_ARGUMENT; out of host
  * memory, CUBERT_ERR_OUT_OF_MEMORY (nothing registered). */
 typedef void (*cubert_client_hook)(cubert_client *client, void *arg);
 CUBERT_API cubert_status cubert_client_on_destroy(cubert_client *client, cubert_client_hook fn, void *arg);
-/* Removes one registration of (fn, arg), for a component that lets go of
- * the client first; CUBERT_ERR_INVALID_ARGUMENT when there is none. Not
- * from inside a hook, nor racing cubert_client_destroy. */
+/* Removes one registration of (fn, arg), the newest, for a component that
+ * lets go of the client first; CUBERT_ERR_INVALID_ARGUMENT ("no such hook")
+ * when there is none (or it is the hook running now). */
 CUBERT_API cubert_status cubert_client_hook_remove(cubert_client *client, cubert_client_hook fn, void *arg);
 
 /* A new stream on the client's device. Streams live as long as the runtime. */
@@ -658,7 +676,8 @@ typedef struct cubert_pool_usage {
   uint64_t pages;
   uint64_t reserved;      /* bytes taken from the driver */
   uint64_t in_use;        /* bytes handed out (a block freed and kept for
-                             the next allocation of its size is not) */
+                             the next allocation of its size is not: the
+                             threads' caches are emptied first) */
   uint64_t high_water;    /* most bytes in use at once */
 } cubert_pool_usage;
 
@@ -666,7 +685,8 @@ typedef struct cubert_pool_usage {
  * pools there are. */
 CUBERT_API cubert_status cubert_memory_usage(cubert_client *client, cubert_pool_usage *pools,
                                              size_t capacity, size_t *count);
-/* Returns every idle page to the driver. */
+/* Empties every thread's cache of freed blocks of the client's device
+ * (docs/guide.md, section 3), then returns every idle page to the driver. */
 CUBERT_API cubert_status cubert_memory_cleanup(cubert_client *client);
 
 /* ---------------------------------------------------------------- kernels */

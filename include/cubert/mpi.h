@@ -38,8 +38,8 @@
  * form), a send to itself, and a send that finds its peer's 4 staging
  * buffers all still in use go through MPI. A send through shared memory
  * holds the staging buffer, memory of the client's runtime, until the
- * receiver has taken the bytes: cubert_runtime_destroy() of that runtime
- * waits for it (cubert_client_on_runtime_destroy).
+ * receiver has taken the bytes: the client's teardown hook (below) waits
+ * for it.
  *
  * Both sides always complete the exchange: a sender whose bytes are tainted,
  * whose device is lost or whose read fails still sends the header, every
@@ -61,10 +61,13 @@
  * every cubert call does.
  *
  * Clients: the component keeps pinned staging buffers per client and a
- * teardown hook on it (cubert_client_on_destroy): cubert_client_destroy
- * first waits for that client's sends still travelling (the receivers must
- * take them), then releases the buffers; a client and its runtime may so be
- * destroyed before cubert_mpi_finalize.
+ * teardown hook on every client whose sends hold memory of its runtime
+ * (staged, direct or through shared memory: all but the eager form's;
+ * cubert_client_on_destroy): the client's end (cubert_client_destroy, or
+ * cubert_runtime_destroy of a client still alive) first waits for that
+ * client's sends still travelling, through MPI's messages or shared memory
+ * (the receivers must take them), then releases the buffers; a client and
+ * its runtime may so be destroyed before cubert_mpi_finalize.
  *
  * Threading: calls may come from any thread if MPI was initialised with
  * MPI_THREAD_MULTIPLE; otherwise from the thread MPI allows. Ownership: the
@@ -98,8 +101,8 @@ extern "C" {
  * in MPI_COMM_WORLD, so that failures it exports name it. MPI must be
  * initialised (else CUBERT_ERR_INVALID_ARGUMENT, "MPI is not initialised").
  * Reads the fault rules (below), $CUBERT_MPI_GPU_AWARE (auto, force or off)
- * and $CUBERT_MPI_PROFILE; a value that does not parse: CUBERT_ERR_PARSE.
- * Calling it again for the same communicator does nothing. */
+ * and $CUBERT_MPI_PROFILE; a value that does not parse: CUBERT_ERR_PARSE;
+ * out of host memory: CUBERT_ERR_OUT_OF_MEMORY. Calling it again for the same communicator does nothing. */
 CUBERT_MPI_API cubert_status cubert_mpi_init(MPI_Comm comm);
 /* Frees what cubert_mpi_init made for `comm` (collective). Call it before
  * MPI_Comm_free or MPI_Finalize. A communicator never initialised: nothing. */
@@ -118,7 +121,9 @@ CUBERT_MPI_API bool cubert_mpi_gpu_aware(void);
  * runtime's, skipped here; "@path" names a rule file) followed by
  * $CUBERT_MPI_FAULTS, when either is set (a rule there that does not parse
  * fails it with CUBERT_ERR_PARSE naming the variable and the rule).
- * A rule text that does not parse: CUBERT_ERR_PARSE, the rules unchanged.
+ * A rule text that does not parse: CUBERT_ERR_PARSE; no host memory to
+ * copy it (or a rule file) into: CUBERT_ERR_OUT_OF_MEMORY ("out of host
+ * memory ..."); either way the rules are unchanged.
  * A fault fails the exchange as a real one would (the sender's call fails
  * and the receiver's bytes it covers are tainted; a scribble damages bytes
  * in flight, which the receiver's checksum finds and taints). */

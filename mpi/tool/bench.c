@@ -493,6 +493,165 @@ static const char *fig(char *buf, size_t n, const cb_bench_row *r, bool cubert_s
   return buf;
 }
 
+/* What a run found, for rank 0's table and files. */
+typedef struct results {
+  cb_bench_rows rows;
+  enum impl primary;                     /* the ratio's baseline */
+  cubert_device_info di;                 /* this rank's device */
+  char (*hosts)[MPI_MAX_PROCESSOR_NAME]; /* each rank's */
+  double floor_rd, floor_wr;             /* core_floor, rank 0 */
+} results;
+
+/* Rank 0: what runs, and the table's head. */
+static void print_intro(const bench *x, const results *res) {
+  printf("cubert-mpi bench: %d ranks; rank 0 on %s, %s (%s); window %" PRIu64 ", %" PRIu64
+         " windows per sample, median of %" PRIu64 " samples after a warm-up\n",
+         cbt_nranks, res->hosts[0], res->di.name, res->di.backend, x->window, x->iters, x->reps);
+  printf("cubert: device buffers through cubert_mpi_isend/irecv (osu_bw, osu_bibw) and send/recv\n"
+         "(osu_latency), staged through host memory in chunks (CUBERT_MPI_CHUNK)\n");
+  printf("raw baselines (plain MPI; %s):\n", raw_text(x));
+  for (int i = I_DIRECT; i < I_COUNT; i++)
+    printf("  %-22s %s%s%s\n", impl_name[i], x->run[i] ? "ran" : "not run: ", x->run[i] ? "" : x->why[i],
+           x->run[i] && i == (int)res->primary ? " (the ratio's baseline)" : "");
+  printf("\n%-6s %9s  %-31s  %-31s\n", "", "", "one way, GB/s", "both ways, GB/s (sum)");
+  printf("%-6s %9s  %7s %7s %6s %8s  %7s %7s %6s %8s\n", "pair", "size", "cubert", res->primary == I_DIRECT ? "direct" : "staged",
+         "ratio", "host MPI", "cubert", res->primary == I_DIRECT ? "direct" : "staged", "ratio", "host MPI");
+}
+
+/* Rank 0: the rows of one measured cell (pair a-b, mode m, size): cubert
+ * beside the ratio's baseline, the other raw ones alone. */
+static void add_rows(const bench *x, results *res, int a, int b, enum mode m, uint64_t size, uint64_t count,
+                     double *const secs[I_COUNT], const bool valid[I_COUNT]) {
+  const char *link = strcmp(res->hosts[a], res->hosts[b]) == 0 ? "same-host" : "network";
+  uint64_t bytes = m == LATENCY ? size : (m == BOTH_WAYS ? 2 : 1) * window_of(x, size) * size;
+  /* cubert beside the res->primary baseline; the other raw ones alone */
+  cb_bench_row *row[I_COUNT] = {0};
+  for (int i = I_CUBERT; i < I_COUNT; i++) {
+    if (!x->run[i] || i == (int)res->primary) continue;
+    cb_bench_row *r = row[i] = cb_bench_rows_add(&res->rows);
+    if (!r) continue;
+    snprintf(r->section, sizeof r->section, "%s", m == LATENCY ? "latency" : "matrix");
+    snprintf(r->test, sizeof r->test, "%s",
+             i == I_CUBERT ? "send-recv" : i == I_HOST ? "raw-host-buffers" : i == I_STAGED ? "raw-staged" : "raw-direct");
+    snprintf(r->dir, sizeof r->dir, "%s", mode_dir[m]);
+    snprintf(r->link, sizeof r->link, "%s", link);
+    snprintf(r->unit, sizeof r->unit, "%s", m == LATENCY ? "us" : "GB/s");
+    r->src = a, r->dst = b, r->size = size, r->count = (uint32_t)count, r->higher_better = m != LATENCY;
+    side(r, i == I_CUBERT, secs[i], x->reps, (enum mode)m, bytes);
+    if (i == I_CUBERT && x->run[res->primary]) {
+      side(r, false, secs[res->primary], x->reps, (enum mode)m, bytes);
+      snprintf(r->baseline, sizeof r->baseline, "%s", impl_name[res->primary]);
+    }
+    r->validated = valid[i] && (i != I_CUBERT || valid[res->primary]);
+    if (m != ONE_WAY) r->cubert_fwd = r->cubert_rev = r->raw_fwd = r->raw_rev = NAN;
+  }
+}
+
+/* Rank 0: the table's lines of pair a-b, one per size, then its latency. */
+static void print_pair(const bench *x, const results *res, int a, int b) {
+  for (size_t s = 0; s < x->nsizes; s++) {
+    const cb_bench_row *one[2] = {0}, *hostr[2] = {0};
+    for (size_t k = 0; k < res->rows.n; k++) {
+      const cb_bench_row *r = &res->rows.v[k];
+      if (r->src != a || r->dst != b || r->size != x->sizes[s] || strcmp(r->section, "matrix")) continue;
+      int d = strcmp(r->dir, "bidi") == 0;
+      if (!strcmp(r->test, "send-recv")) one[d] = r;
+      if (!strcmp(r->test, "raw-host-buffers")) hostr[d] = r;
+    }
+    char pair[32], f[6][24];
+    snprintf(pair, sizeof pair, "%d-%d", a, b);
+    bool bad = false;
+    for (int d = 0; d < 2; d++) bad = bad || (one[d] && one[d]->validated != 1) || (hostr[d] && hostr[d]->validated != 1);
+    printf("%-6s %9" PRIu64 "  %7s %7s %6.2f %8s  %7s %7s %6.2f %8s%s\n", pair, x->sizes[s],
+           fig(f[0], 24, one[0], true), fig(f[1], 24, one[0], false), one[0] ? cb_bench_ratio(one[0]) : 0,
+           fig(f[2], 24, hostr[0], false), fig(f[3], 24, one[1], true), fig(f[4], 24, one[1], false),
+           one[1] ? cb_bench_ratio(one[1]) : 0, fig(f[5], 24, hostr[1], false), bad ? "  NOT VALID" : "");
+  }
+  const cb_bench_row *lat[I_COUNT] = {0};
+  for (size_t k = 0; k < res->rows.n; k++) {
+    const cb_bench_row *r = &res->rows.v[k];
+    if (r->src != a || r->dst != b || strcmp(r->section, "latency")) continue;
+    lat[!strcmp(r->test, "send-recv") ? I_CUBERT : !strcmp(r->test, "raw-host-buffers") ? I_HOST
+        : !strcmp(r->test, "raw-staged") ? I_STAGED : I_DIRECT] = r;
+  }
+  char f[4][24];
+  printf("%-6s latency (%" PRIu64 " B, half a round trip): cubert %s us, %s %s us (ratio %.2f), host MPI %s us",
+         "", x->sizes[0], fig(f[0], 24, lat[I_CUBERT], true), res->primary == I_DIRECT ? "direct" : "staged",
+         fig(f[1], 24, lat[I_CUBERT], false), lat[I_CUBERT] ? cb_bench_ratio(lat[I_CUBERT]) : 0,
+         fig(f[2], 24, lat[I_HOST], false));
+  if (lat[I_STAGED]) printf(", staged %s us", fig(f[3], 24, lat[I_STAGED], false));
+  bool bad = false;
+  for (int i = 0; i < I_COUNT; i++) bad = bad || (lat[i] && lat[i]->validated != 1);
+  printf("%s\n", bad ? "  NOT VALID" : "");
+}
+
+/* Every pair, mode and size measured; rank 0 prints each pair's lines. */
+static void measure_all(bench *x, results *res) {
+  double *secs[I_COUNT];
+  for (int i = 0; i < I_COUNT; i++) secs[i] = calloc(x->reps, sizeof(double));
+  uint64_t npairs = (uint64_t)cbt_nranks * (uint64_t)(cbt_nranks - 1) / 2, step = 0;
+  uint64_t nsteps = npairs * (x->nsizes * 2 + 1);
+  for (int a = 0; a < cbt_nranks; a++)
+    for (int b = a + 1; b < cbt_nranks; b++) {
+      for (int m = 0; m < M_COUNT; m++)
+        for (size_t s = 0; s < (m == LATENCY ? 1 : x->nsizes); s++) {
+          uint64_t size = x->sizes[s], count = 0;
+          cb_bench_progress(cbt_rank != 0, (int)++step, (int)nsteps, "ranks %d-%d %s %" PRIu64 " B", a, b,
+                            m == LATENCY ? "latency" : mode_dir[m], size);
+          bool valid[I_COUNT];
+          for (int i = 0; i < I_COUNT; i++)
+            valid[i] = x->run[i] ? measure(x, a, b, (enum impl)i, (enum mode)m, size, secs[i], &count) : true;
+          if (cbt_rank == 0) add_rows(x, res, a, b, (enum mode)m, size, count, secs, valid);
+        }
+      if (cbt_rank == 0) print_pair(x, res, a, b);
+    }
+  cb_bench_progress_done(cbt_rank != 0);
+  for (int i = 0; i < I_COUNT; i++) free(secs[i]);
+}
+
+/* Rank 0: the verdict of validation, the JSON, CSV and pictures asked
+ * for; returns the exit status. `all`: windows checked, wrong, transfers
+ * through shared memory (every rank's). */
+static int write_results(const bench *x, results *res, const uint64_t all[3], const char *svg,
+                         const cb_cli_spec *spec, const cb_cli_output *csvo, const cb_cli_output *jsono) {
+  bool passed = all[1] == 0 && all[0] > 0;
+  for (size_t k = 0; k < res->rows.n; k++) passed = passed && res->rows.v[k].validated == 1;
+  int rc = passed ? CB_CLI_OK : CB_CLI_FAILED;
+  printf("\nvalidation: %s (%" PRIu64 " windows checked byte for byte, %" PRIu64 " wrong; every transfer's status)\n",
+         passed ? "passed" : "FAILED", all[0], all[1]);
+  printf("through shared memory (CUBERT_MPI_IPC, ranks of one node): %" PRIu64 " sends and receives\n", all[2]);
+  json_t *doc = cb_bench_json_head("cubert-mpi bench", res->di.backend);
+  json_t *devs = json_array(), *base = json_object(), *notes = json_array(), *targets = json_array();
+  for (int r = 0; r < cbt_nranks; r++)
+    json_array_append_new(devs, json_pack("{s:i, s:i, s:s}", "index", r, "rank", r, "host", res->hosts[r]));
+  for (int i = I_DIRECT; i < I_COUNT; i++)
+    json_object_set_new(base, impl_name[i],
+                        x->run[i] ? json_pack("{s:b, s:b}", "ran", 1, "ratio_baseline", i == (int)res->primary)
+                                 : json_pack("{s:b, s:s}", "ran", 0, "why", x->why[i]));
+  json_object_set_new(doc, "ranks", json_integer(cbt_nranks));
+  json_object_set_new(doc, "devices", devs);
+  json_object_set_new(doc, "device", json_string(res->di.name));
+  json_object_set_new(doc, "gpu_aware_mpi", json_boolean(cubert_mpi_gpu_aware()));
+  json_object_set_new(doc, "raw_baselines", base);
+  json_object_set_new(doc, "raw_baseline", json_string(raw_text(x)));
+  json_object_set_new(doc, "window", json_integer((json_int_t)x->window));
+  json_object_set_new(doc, "iterations", json_integer((json_int_t)x->iters));
+  json_object_set_new(doc, "samples", json_integer((json_int_t)x->reps));
+  json_object_set_new(doc, "core_floor_us", json_pack("{s:f, s:f}", "read", res->floor_rd, "write", res->floor_wr));
+  cb_bench_note(notes, "ratio: cubert / %s (GB/s: higher is better for cubert; us: lower)", impl_name[res->primary]);
+  for (int i = I_DIRECT; i < I_COUNT; i++)
+    if (!x->run[i]) cb_bench_note(notes, "%s not run: %s", impl_name[i], x->why[i]);
+  cb_bench_json_tail(doc, &res->rows, targets, (long)all[0], (long)all[1], 0, notes);
+  if (jsono->file && !cb_bench_write_json(doc, jsono->file, "bench")) rc = CB_CLI_FAILED;
+  if (csvo->file && !cb_bench_rows_csv(&res->rows, csvo->file)) rc = CB_CLI_FAILED;
+  if (!cb_cli_close_outputs(spec)) rc = CB_CLI_FAILED;
+  if (svg && !cb_bench_svg_write(doc, svg, stdout)) rc = CB_CLI_FAILED;
+  json_decref(doc);
+  json_decref(notes);
+  json_decref(targets);
+  return rc;
+}
+
 int cbt_bench(int argc, char **argv) {
   bench x = {.reps = 0};
   const char *size_text = NULL, *svg = NULL;
@@ -538,165 +697,36 @@ int cbt_bench(int argc, char **argv) {
   }
 
   cubert_runtime *rt = NULL;
-  cubert_device_info di = {0};
+  results res = {.rows = {0}};
   if (cubert_runtime_create(NULL, &rt) != CUBERT_OK)
     fprintf(stderr, "cubert-mpi bench: rank %d: %s\n", cbt_rank, cubert_last_error_message());
-  if (!rt || !setup(&x, rt, &di)) {
+  if (!rt || !setup(&x, rt, &res.di)) {
     if (rt) teardown(&x);
     cubert_runtime_destroy(rt);
     if (cbt_rank == 0) cb_cli_close_outputs(&spec);
     free(x.sizes);
     return CB_CLI_FAILED;
   }
-  enum impl primary = x.run[I_DIRECT] ? I_DIRECT : I_STAGED;
+  res.primary = x.run[I_DIRECT] ? I_DIRECT : I_STAGED;
   char host[MPI_MAX_PROCESSOR_NAME] = "";
   int hl = 0;
   MPI_Get_processor_name(host, &hl);
-  char(*all_hosts)[MPI_MAX_PROCESSOR_NAME] = calloc((size_t)cbt_nranks, sizeof *all_hosts);
-  MPI_Allgather(host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all_hosts, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, MPI_COMM_WORLD);
+  res.hosts = calloc((size_t)cbt_nranks, sizeof *res.hosts);
+  MPI_Allgather(host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, res.hosts, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, MPI_COMM_WORLD);
+  if (cbt_rank == 0) print_intro(&x, &res);
+  measure_all(&x, &res);
   if (cbt_rank == 0) {
-    printf("cubert-mpi bench: %d ranks; rank 0 on %s, %s (%s); window %" PRIu64 ", %" PRIu64
-           " windows per sample, median of %" PRIu64 " samples after a warm-up\n",
-           cbt_nranks, host, di.name, di.backend, x.window, x.iters, x.reps);
-    printf("cubert: device buffers through cubert_mpi_isend/irecv (osu_bw, osu_bibw) and send/recv\n"
-           "(osu_latency), staged through host memory in chunks (CUBERT_MPI_CHUNK)\n");
-    printf("raw baselines (plain MPI; %s):\n", raw_text(&x));
-    for (int i = I_DIRECT; i < I_COUNT; i++)
-      printf("  %-22s %s%s%s\n", impl_name[i], x.run[i] ? "ran" : "not run: ", x.run[i] ? "" : x.why[i],
-             x.run[i] && i == (int)primary ? " (the ratio's baseline)" : "");
-    printf("\n%-6s %9s  %-31s  %-31s\n", "", "", "one way, GB/s", "both ways, GB/s (sum)");
-    printf("%-6s %9s  %7s %7s %6s %8s  %7s %7s %6s %8s\n", "pair", "size", "cubert", primary == I_DIRECT ? "direct" : "staged",
-           "ratio", "host MPI", "cubert", primary == I_DIRECT ? "direct" : "staged", "ratio", "host MPI");
-  }
-
-  cb_bench_rows rows = {0};
-  double *secs[I_COUNT];
-  for (int i = 0; i < I_COUNT; i++) secs[i] = calloc(x.reps, sizeof(double));
-  uint64_t npairs = (uint64_t)cbt_nranks * (uint64_t)(cbt_nranks - 1) / 2, step = 0;
-  uint64_t nsteps = npairs * (x.nsizes * 2 + 1);
-  for (int a = 0; a < cbt_nranks; a++)
-    for (int b = a + 1; b < cbt_nranks; b++) {
-      const char *link = strcmp(all_hosts[a], all_hosts[b]) == 0 ? "same-host" : "network";
-      for (int m = 0; m < M_COUNT; m++)
-        for (size_t s = 0; s < (m == LATENCY ? 1 : x.nsizes); s++) {
-          uint64_t size = x.sizes[s], count = 0;
-          cb_bench_progress(cbt_rank != 0, (int)++step, (int)nsteps, "ranks %d-%d %s %" PRIu64 " B", a, b,
-                            m == LATENCY ? "latency" : mode_dir[m], size);
-          bool valid[I_COUNT];
-          for (int i = 0; i < I_COUNT; i++)
-            valid[i] = x.run[i] ? measure(&x, a, b, (enum impl)i, (enum mode)m, size, secs[i], &count) : true;
-          if (cbt_rank != 0) continue;
-          uint64_t bytes = m == LATENCY ? size : (m == BOTH_WAYS ? 2 : 1) * window_of(&x, size) * size;
-          /* cubert beside the primary baseline; the other raw ones alone */
-          cb_bench_row *row[I_COUNT] = {0};
-          for (int i = I_CUBERT; i < I_COUNT; i++) {
-            if (!x.run[i] || i == (int)primary) continue;
-            cb_bench_row *r = row[i] = cb_bench_rows_add(&rows);
-            if (!r) continue;
-            snprintf(r->section, sizeof r->section, "%s", m == LATENCY ? "latency" : "matrix");
-            snprintf(r->test, sizeof r->test, "%s",
-                     i == I_CUBERT ? "send-recv" : i == I_HOST ? "raw-host-buffers" : i == I_STAGED ? "raw-staged" : "raw-direct");
-            snprintf(r->dir, sizeof r->dir, "%s", mode_dir[m]);
-            snprintf(r->link, sizeof r->link, "%s", link);
-            snprintf(r->unit, sizeof r->unit, "%s", m == LATENCY ? "us" : "GB/s");
-            r->src = a, r->dst = b, r->size = size, r->count = (uint32_t)count, r->higher_better = m != LATENCY;
-            side(r, i == I_CUBERT, secs[i], x.reps, (enum mode)m, bytes);
-            if (i == I_CUBERT && x.run[primary]) {
-              side(r, false, secs[primary], x.reps, (enum mode)m, bytes);
-              snprintf(r->baseline, sizeof r->baseline, "%s", impl_name[primary]);
-            }
-            r->validated = valid[i] && (i != I_CUBERT || valid[primary]);
-            if (m != ONE_WAY) r->cubert_fwd = r->cubert_rev = r->raw_fwd = r->raw_rev = NAN;
-          }
-        }
-      if (cbt_rank == 0) { /* the table of the pair, one line per size */
-        for (size_t s = 0; s < x.nsizes; s++) {
-          const cb_bench_row *one[2] = {0}, *hostr[2] = {0};
-          for (size_t k = 0; k < rows.n; k++) {
-            const cb_bench_row *r = &rows.v[k];
-            if (r->src != a || r->dst != b || r->size != x.sizes[s] || strcmp(r->section, "matrix")) continue;
-            int d = strcmp(r->dir, "bidi") == 0;
-            if (!strcmp(r->test, "send-recv")) one[d] = r;
-            if (!strcmp(r->test, "raw-host-buffers")) hostr[d] = r;
-          }
-          char pair[32], f[6][24];
-          snprintf(pair, sizeof pair, "%d-%d", a, b);
-          bool bad = false;
-          for (int d = 0; d < 2; d++) bad = bad || (one[d] && one[d]->validated != 1) || (hostr[d] && hostr[d]->validated != 1);
-          printf("%-6s %9" PRIu64 "  %7s %7s %6.2f %8s  %7s %7s %6.2f %8s%s\n", pair, x.sizes[s],
-                 fig(f[0], 24, one[0], true), fig(f[1], 24, one[0], false), one[0] ? cb_bench_ratio(one[0]) : 0,
-                 fig(f[2], 24, hostr[0], false), fig(f[3], 24, one[1], true), fig(f[4], 24, one[1], false),
-                 one[1] ? cb_bench_ratio(one[1]) : 0, fig(f[5], 24, hostr[1], false), bad ? "  NOT VALID" : "");
-        }
-        const cb_bench_row *lat[I_COUNT] = {0};
-        for (size_t k = 0; k < rows.n; k++) {
-          const cb_bench_row *r = &rows.v[k];
-          if (r->src != a || r->dst != b || strcmp(r->section, "latency")) continue;
-          lat[!strcmp(r->test, "send-recv") ? I_CUBERT : !strcmp(r->test, "raw-host-buffers") ? I_HOST
-              : !strcmp(r->test, "raw-staged") ? I_STAGED : I_DIRECT] = r;
-        }
-        char f[4][24];
-        printf("%-6s latency (%" PRIu64 " B, half a round trip): cubert %s us, %s %s us (ratio %.2f), host MPI %s us",
-               "", x.sizes[0], fig(f[0], 24, lat[I_CUBERT], true), primary == I_DIRECT ? "direct" : "staged",
-               fig(f[1], 24, lat[I_CUBERT], false), lat[I_CUBERT] ? cb_bench_ratio(lat[I_CUBERT]) : 0,
-               fig(f[2], 24, lat[I_HOST], false));
-        if (lat[I_STAGED]) printf(", staged %s us", fig(f[3], 24, lat[I_STAGED], false));
-        bool bad = false;
-        for (int i = 0; i < I_COUNT; i++) bad = bad || (lat[i] && lat[i]->validated != 1);
-        printf("%s\n", bad ? "  NOT VALID" : "");
-      }
-    }
-  cb_bench_progress_done(cbt_rank != 0);
-  double frd = 0, fwr = 0;
-  if (cbt_rank == 0) {
-    core_floor(&x, x.sizes[0], &frd, &fwr);
+    core_floor(&x, x.sizes[0], &res.floor_rd, &res.floor_wr);
     printf("%-6s of which not MPI's (rank 0's device, %" PRIu64
            " B): cubert_handle_read %.2f us + cubert_handle_write %.2f us per transfer\n",
-           "", x.sizes[0], frd, fwr);
+           "", x.sizes[0], res.floor_rd, res.floor_wr);
   }
   uint64_t mine[3] = {x.checked, x.wrong, cubert_mpi_shared_transfers()}, all[3] = {0, 0, 0};
   MPI_Reduce(mine, all, 3, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
-  if (cbt_rank == 0) {
-    bool passed = all[1] == 0 && all[0] > 0;
-    for (size_t k = 0; k < rows.n; k++) passed = passed && rows.v[k].validated == 1;
-    rc = passed ? CB_CLI_OK : CB_CLI_FAILED;
-    printf("\nvalidation: %s (%" PRIu64 " windows checked byte for byte, %" PRIu64 " wrong; every transfer's status)\n",
-           passed ? "passed" : "FAILED", all[0], all[1]);
-    printf("through shared memory (CUBERT_MPI_IPC, ranks of one node): %" PRIu64 " sends and receives\n", all[2]);
-    json_t *doc = cb_bench_json_head("cubert-mpi bench", di.backend);
-    json_t *devs = json_array(), *base = json_object(), *notes = json_array(), *targets = json_array();
-    for (int r = 0; r < cbt_nranks; r++)
-      json_array_append_new(devs, json_pack("{s:i, s:i, s:s}", "index", r, "rank", r, "host", all_hosts[r]));
-    for (int i = I_DIRECT; i < I_COUNT; i++)
-      json_object_set_new(base, impl_name[i],
-                          x.run[i] ? json_pack("{s:b, s:b}", "ran", 1, "ratio_baseline", i == (int)primary)
-                                   : json_pack("{s:b, s:s}", "ran", 0, "why", x.why[i]));
-    json_object_set_new(doc, "ranks", json_integer(cbt_nranks));
-    json_object_set_new(doc, "devices", devs);
-    json_object_set_new(doc, "device", json_string(di.name));
-    json_object_set_new(doc, "gpu_aware_mpi", json_boolean(cubert_mpi_gpu_aware()));
-    json_object_set_new(doc, "raw_baselines", base);
-    json_object_set_new(doc, "raw_baseline", json_string(raw_text(&x)));
-    json_object_set_new(doc, "window", json_integer((json_int_t)x.window));
-    json_object_set_new(doc, "iterations", json_integer((json_int_t)x.iters));
-    json_object_set_new(doc, "samples", json_integer((json_int_t)x.reps));
-    json_object_set_new(doc, "core_floor_us", json_pack("{s:f, s:f}", "read", frd, "write", fwr));
-    cb_bench_note(notes, "ratio: cubert / %s (GB/s: higher is better for cubert; us: lower)", impl_name[primary]);
-    for (int i = I_DIRECT; i < I_COUNT; i++)
-      if (!x.run[i]) cb_bench_note(notes, "%s not run: %s", impl_name[i], x.why[i]);
-    cb_bench_json_tail(doc, &rows, targets, (long)all[0], (long)all[1], 0, notes);
-    if (jsono.file && !cb_bench_write_json(doc, jsono.file, "bench")) rc = CB_CLI_FAILED;
-    if (csvo.file && !cb_bench_rows_csv(&rows, csvo.file)) rc = CB_CLI_FAILED;
-    if (!cb_cli_close_outputs(&spec)) rc = CB_CLI_FAILED;
-    if (svg && !cb_bench_svg_write(doc, svg, stdout)) rc = CB_CLI_FAILED;
-    json_decref(doc);
-    json_decref(notes);
-    json_decref(targets);
-  }
+  if (cbt_rank == 0) rc = write_results(&x, &res, all, svg, &spec, &csvo, &jsono);
   MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  cb_bench_rows_free(&rows);
-  for (int i = 0; i < I_COUNT; i++) free(secs[i]);
-  free(all_hosts);
+  cb_bench_rows_free(&res.rows);
+  free(res.hosts);
   teardown(&x);
   cubert_runtime_destroy(rt);
   free(x.sizes);

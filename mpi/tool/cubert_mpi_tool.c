@@ -2,12 +2,15 @@
  * (docs/cluster.md), run under mpirun or srun; its main, the helpers its
  * commands share (mpi/tool/tool.h) and `campaign`:
  *
- *   cubert-mpi campaign --seed S --programs P [--exchanges E] [--node NAME]
+ *   cubert-mpi campaign --seed S --programs P [--exchanges E]
+ *                       [--shared-exchanges X] [--node NAME]
  *                       [--min-faults F] [--json FILE]
  *       the fault-injection campaign sharded over the ranks (program i on
- *       rank i mod N), then the exchanges between ranks (mpi/tool/exchange.h),
- *       counts and verdicts reduced to rank 0; the same seed, programs and
- *       exchanges give the same counts whatever N;
+ *       rank i mod N), then the exchanges between ranks (mpi/tool/exchange.h)
+ *       through MPI's messages, then the shared exchanges through shared
+ *       memory (two ranks or more), counts and verdicts reduced to rank 0;
+ *       the same seed, programs and exchanges give the same `counts:` line
+ *       whatever N, and the same `shared counts:` line whatever N > 1;
  *   cubert-mpi bench ...   (mpi/tool/bench.c)
  *       bandwidth (one way, both ways) and latency between every pair of
  *       ranks through cubert_mpi_send/recv, beside raw MPI, every transfer
@@ -91,17 +94,35 @@ bool cbt_open_outputs(const cb_cli_spec *spec) {
 
 /* ------------------------------------------------------------ campaign */
 
+/* "<head> E, steps, checks, faults (by kind), violations (by kind)" of
+ * exchange counts (mpi/tool/exchange.h), without a new line. */
+static void print_exchanges(const char *head, const uint64_t *x) {
+  printf("%s %" PRIu64 ", steps %" PRIu64 ", checks %" PRIu64 ", faults %" PRIu64 " (", head, x[XC_PROGRAMS],
+         x[XC_STEPS], x[XC_CHECKS], x[XC_FAULTS]);
+  for (int k = XC_FIRST_KIND; k < XC_VIOLATIONS; k++)
+    printf("%s%s %" PRIu64, k > XC_FIRST_KIND ? ", " : "", xc_name(k), x[k]);
+  printf("), violations %" PRIu64 " (", x[XC_VIOLATIONS]);
+  for (int k = XC_FIRST_VIOLATION; k < XC_COUNT; k++)
+    printf("%s%s %" PRIu64, k > XC_FIRST_VIOLATION ? ", " : "", xc_name(k), x[k]);
+  printf(")");
+}
+
 static void campaign_usage(FILE *f) {
   fprintf(f, "usage: mpirun -n N cubert-mpi campaign --programs P [--exchanges E] [--seed S]\n"
-             "                                    [--node NAME|FILE] [--min-faults F] [--json FILE]\n"
+             "                                    [--shared-exchanges X] [--node NAME|FILE]\n"
+             "                                    [--min-faults F] [--json FILE]\n"
              "\n"
              "The fault-injection campaign of `cubert faultinj campaign` sharded over the ranks\n"
              "(program i on rank i mod N), then exchanges: programs that send a view from one rank\n"
-             "to another under runtime and MPI faults, every byte received checked; the counts\n"
-             "and verdicts reduced to rank 0.\n"
+             "to another under runtime and MPI faults, every byte received checked, through MPI's\n"
+             "messages, then shared exchanges through the shared memory of ranks of one node (with\n"
+             "two ranks or more); the counts and verdicts reduced to rank 0.\n"
              "\n"
              "  --programs P     programs of the campaign (required: every rank must agree; may be 0)\n"
-             "  --exchanges E    send/receive programs (default P / 10)\n"
+             "  --exchanges E    send/receive programs through MPI's messages (default P / 10)\n"
+             "  --shared-exchanges X\n"
+             "                   send/receive programs through shared memory (default E / 2; none\n"
+             "                   on one rank: a rank does not send to itself that way)\n"
              "  --seed S         the campaign's seed (default: the harness's)\n"
              "  --node NAME      the simulated node: frontier, mi300x, pcie or FILE.xml\n"
              "                   (sets CUBERT_HOST_NODE on every rank)\n"
@@ -120,12 +141,13 @@ int cbt_campaign(int argc, char **argv) {
   cb_fi_campaign_config c;
   cb_fi_campaign_config_init(&c);
   cb_cli_output json = {0};
-  uint64_t min_faults = 0, exchanges = UINT64_MAX;
+  uint64_t min_faults = 0, exchanges = UINT64_MAX, shared = UINT64_MAX;
   const char *node = NULL;
   c.programs = UINT64_MAX; /* not given */
   const cb_cli_opt opts[] = {CB_UINT("seed", &c.seed, 0, UINT64_MAX),
                              CB_UINT("programs", &c.programs, 0, UINT64_MAX - 1),
                              CB_UINT("exchanges", &exchanges, 0, UINT64_MAX - 1),
+                             CB_UINT("shared-exchanges", &shared, 0, UINT64_MAX - 1),
                              CB_UINT("min-faults", &min_faults, 0, UINT64_MAX),
                              CB_TEXT("node", 0, &node),
                              CB_OUTPUT("json", &json),
@@ -138,6 +160,8 @@ int cbt_campaign(int argc, char **argv) {
     return CB_CLI_USAGE;
   }
   if (exchanges == UINT64_MAX) exchanges = c.programs / 10;
+  if (shared == UINT64_MAX) shared = exchanges / 2;
+  uint64_t shared_run = cbt_nranks > 1 ? shared : 0; /* none on one rank */
   if (node && setenv("CUBERT_HOST_NODE", node, 1) != 0) {
     if (cbt_rank == 0) cb_cli_error("campaign", "--node: cannot set CUBERT_HOST_NODE");
     return CB_CLI_FAILED;
@@ -150,9 +174,10 @@ int cbt_campaign(int argc, char **argv) {
   cb_fi_campaign_report r;
   memset(&r, 0, sizeof r);
   cubert_status st = c.programs ? cb_fi_campaign_run(&c, &r) : CUBERT_OK;
-  uint64_t xmine[XC_COUNT] = {0}, xall[XC_COUNT] = {0};
+  uint64_t xmine[XC_COUNT] = {0}, xall[XC_COUNT] = {0}, smine[XC_COUNT] = {0}, sall[XC_COUNT] = {0};
   double x0 = MPI_Wtime();
-  xc_run(c.seed, exchanges, cbt_rank, cbt_nranks, xmine, stderr);
+  xc_run(c.seed, exchanges, false, cbt_rank, cbt_nranks, xmine, stderr);
+  xc_run(c.seed, shared_run, true, cbt_rank, cbt_nranks, smine, stderr);
   r.seconds += MPI_Wtime() - x0;
   uint64_t mine[C_COUNT] = {0}, all[C_COUNT] = {0};
   mine[C_PROGRAMS] = r.programs;
@@ -178,11 +203,13 @@ int cbt_campaign(int argc, char **argv) {
   cb_fi_campaign_report_free(&r);
   MPI_Reduce(mine, all, C_COUNT, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
   MPI_Reduce(xmine, xall, XC_COUNT, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+  MPI_Reduce(smine, sall, XC_COUNT, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
   MPI_Reduce(&secs, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
   int rc = 0;
   if (cbt_rank == 0) {
     bool pass = all[C_VIOLATIONS] == 0 && all[C_HANG] == 0 && all[C_SETUP] == 0 &&
                 all[C_PROGRAMS] == c.programs && xall[XC_VIOLATIONS] == 0 && xall[XC_PROGRAMS] == exchanges &&
+                sall[XC_VIOLATIONS] == 0 && sall[XC_PROGRAMS] == shared_run &&
                 all[C_INJECTED] + xall[XC_FAULTS] >= min_faults;
     node = getenv("CUBERT_HOST_NODE");
     printf("cubert-mpi campaign: seed %" PRIu64 ", %" PRIu64 " programs over %d rank%s%s%s; %.1f s (slowest rank)\n",
@@ -199,22 +226,26 @@ int cbt_campaign(int argc, char **argv) {
     printf("), devices lost %" PRIu64 ", leak checks skipped %" PRIu64 ", could not run %" PRIu64 ", hang %s",
            all[C_LOST], all[C_LEAKSKIP], all[C_SETUP], all[C_HANG] ? "yes" : "no");
     /* the send/receive programs, on the same line */
-    printf("; exchanges %" PRIu64 ", steps %" PRIu64 ", checks %" PRIu64 ", faults %" PRIu64 " (", xall[XC_PROGRAMS],
-           xall[XC_STEPS], xall[XC_CHECKS], xall[XC_FAULTS]);
-    for (int k = XC_FIRST_KIND; k < XC_VIOLATIONS; k++)
-      printf("%s%s %" PRIu64, k > XC_FIRST_KIND ? ", " : "", xc_name(k), xall[k]);
-    printf("), violations %" PRIu64 " (", xall[XC_VIOLATIONS]);
-    for (int k = XC_FIRST_VIOLATION; k < XC_COUNT; k++)
-      printf("%s%s %" PRIu64, k > XC_FIRST_VIOLATION ? ", " : "", xc_name(k), xall[k]);
-    printf(")\n");
+    print_exchanges("; exchanges", xall);
+    printf("\n");
+    /* the shared exchanges: the same whatever the number of ranks above one */
+    if (cbt_nranks > 1) {
+      print_exchanges("shared counts: exchanges", sall);
+      printf(", through shared memory %" PRIu64 "\n", sall[XC_SHARED]);
+    } else {
+      printf("shared counts: none (one rank does not send to itself through shared memory)\n");
+    }
+    if (sall[XC_PROGRAMS] != shared_run)
+      printf("only %" PRIu64 " of %" PRIu64 " shared exchanges ran\n", sall[XC_PROGRAMS], shared_run);
     if (all[C_INJECTED] + xall[XC_FAULTS] < min_faults)
       printf("only %" PRIu64 " faults injected, fewer than --min-faults %" PRIu64 "\n", all[C_INJECTED] + xall[XC_FAULTS],
              min_faults);
     printf("verdict: %s\n", pass ? "PASS" : "FAIL");
     rc = pass ? 0 : 1;
     if (json.file) {
-      json_t *kinds = json_object(), *vk = json_object(), *xo = json_object();
+      json_t *kinds = json_object(), *vk = json_object(), *xo = json_object(), *so = json_object();
       for (int k = 0; k < XC_COUNT; k++) json_object_set_new(xo, xc_name(k), json_integer((json_int_t)xall[k]));
+      for (int k = 0; k < XC_COUNT; k++) json_object_set_new(so, xc_name(k), json_integer((json_int_t)sall[k]));
       for (int k = 0; k < CUBERT_FAULT_KIND_COUNT_; k++)
         json_object_set_new(kinds, cubert_fault_kind_name((cubert_fault_kind)k), json_integer((json_int_t)all[C_KINDS + k]));
       for (int k = 0; k < CB_FI_VIOLATION_KIND_COUNT; k++)
@@ -226,8 +257,13 @@ int cbt_campaign(int argc, char **argv) {
                             (json_int_t)all[C_VIOLATIONS], "violations_by_kind", vk, "could_not_run",
                             (json_int_t)all[C_SETUP], "hang", all[C_HANG] != 0, "verdict", pass ? "PASS" : "FAIL",
                             "seconds", slowest);
-      if (o) json_object_set_new(o, "exchanges", xo);
-      else json_decref(xo);
+      if (o) {
+        json_object_set_new(o, "exchanges", xo);
+        json_object_set_new(o, "shared_exchanges", so);
+      } else {
+        json_decref(xo);
+        json_decref(so);
+      }
       if (!o || json_dumpf(o, json.file, JSON_INDENT(2)) != 0 || fputc('\n', json.file) == EOF) {
         cb_cli_error("campaign", "--json: could not write %s", json.path);
         rc = 1;
@@ -269,10 +305,11 @@ int main(int argc, char **argv) {
     usage(stderr);
     return CB_CLI_USAGE;
   }
-  /* The campaign's exchanges model the wire path (the runtime's faults at
-   * the sender's reads and the receiver's writes): they go through MPI's
-   * messages even between ranks of one node. The shared-memory path is
-   * proven by tests/mpi/test_mpi_transfer.c. */
+  /* The campaign's exchanges on MPI_COMM_WORLD model the wire path (the
+   * runtime's faults at the sender's reads and the receiver's writes): they
+   * go through MPI's messages even between ranks of one node. Its shared
+   * exchanges run on a duplicate given to cubert_mpi_init with the shared
+   * path on (mpi/tool/exchange.c). */
   if (cmd->run == cbt_campaign) setenv("CUBERT_MPI_IPC", "off", 1);
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &cbt_rank);

@@ -18,19 +18,23 @@
 
 #define CHUNK 1024 /* CUBERT_MPI_CHUNK while the programs run */
 #define TAG 77
+#define DONE_TAG 78 /* a shared exchange's end: the receiver to the sender, on MPI_COMM_WORLD */
 #define MAX_OPS 4
 
 static const char *const names[XC_COUNT] = {
     [XC_PROGRAMS] = "exchanges", [XC_STEPS] = "steps", [XC_CHECKS] = "checks", [XC_FAULTS] = "faults",
+    [XC_SHARED] = "through-shared-memory",
     [XC_SEND_FAIL] = "send-fail", [XC_SEND_PARTIAL] = "send-partial", [XC_SEND_SCRIBBLE] = "send-scribble",
     [XC_RECV_FAIL] = "recv-fail", [XC_RECV_PARTIAL] = "recv-partial", [XC_RECV_SCRIBBLE] = "recv-scribble",
     [XC_SENDER_FAIL] = "sender-fail", [XC_SENDER_SCRIBBLE] = "sender-scribble",
     [XC_SENDER_PARTIAL] = "sender-partial", [XC_SENDER_ASYNC] = "sender-async",
     [XC_SENDER_ASYNC_SCRIBBLE] = "sender-async-scribble", [XC_SENDER_READ_FAIL] = "sender-read-fail", [XC_RECEIVER_FAIL] = "receiver-write-fail",
     [XC_RECEIVER_SCRIBBLE] = "receiver-write-scribble", [XC_RECEIVER_PARTIAL] = "receiver-write-partial",
+    [XC_SENDER_COPY_FAIL] = "sender-copy-fail", [XC_RECEIVER_COPY_FAIL] = "receiver-copy-fail",
+    [XC_RECEIVER_COPY_SCRIBBLE] = "receiver-copy-scribble", [XC_RECEIVER_COPY_PARTIAL] = "receiver-copy-partial",
     [XC_VIOLATIONS] = "violations", [XC_V_WRONG_BYTES] = "wrong-bytes", [XC_V_NOT_REFUSED] = "taint-not-refused",
     [XC_V_FALSE_TAINT] = "false-taint", [XC_V_ORIGIN] = "wrong-origin", [XC_V_STATUS] = "wrong-status",
-    [XC_V_NOT_INJECTED] = "fault-not-injected", [XC_V_SETUP] = "could-not-run",
+    [XC_V_NOT_INJECTED] = "fault-not-injected", [XC_V_PATH] = "wrong-path", [XC_V_SETUP] = "could-not-run",
 };
 
 const char *xc_name(int k) { return k >= 0 && k < XC_COUNT ? names[k] : "?"; }
@@ -58,6 +62,7 @@ typedef struct op {
 } op;
 
 typedef struct program {
+  bool shared;        /* a shared exchange (exchange.h): through shared memory */
   uint64_t index, seed;
   int sender, receiver;
   /* the sender's handle: total bytes, the view [so, so + size) is sent */
@@ -72,15 +77,18 @@ typedef struct program {
   /* the receiver's handle: rtotal bytes, the view at ro; stale bytes from
    * stale, a stale taint over [ts, te) */
   uint64_t rtotal, ro, stale, ts, te;
-  int recv_fault; /* -1: none; else fail, scribble or partial on its nth landing write */
+  int recv_fault; /* -1: none; else fail, scribble or partial on its nth landing write
+                     (shared: its nth copy out of shared memory) */
   const char *recv_frac;
   uint64_t recv_nth;
-  uint64_t read_nth; /* 0: none; else the sender's nth read during the send fails */
+  uint64_t read_nth; /* 0: none; else the sender's nth read during the send fails
+                        (shared: its nth copy into shared memory) */
 } program;
 
-static void draw(uint64_t seed, uint64_t i, int nranks, program *p) {
+static void draw(uint64_t seed, uint64_t i, bool shared, int nranks, program *p) {
   memset(p, 0, sizeof *p);
-  uint64_t s = seed ^ (0xd1b54a32d192ed03ull * (i + 1));
+  uint64_t s = (shared ? seed ^ 0x5ba7ed0c0ffee5ull : seed) ^ (0xd1b54a32d192ed03ull * (i + 1));
+  p->shared = shared;
   p->index = i;
   p->seed = mix(&s);
   s = p->seed;
@@ -184,9 +192,51 @@ static void sender_model(const program *p, model *m, unsigned char *tmp) {
  * *recv_fired: whether the write fault fires; *send_ok, *recv_ok: whether
  * each call must return CUBERT_OK. */
 typedef struct outcome {
-  bool recv_fired, read_fired; /* the receiver's write fault, the sender's read fault */
+  bool recv_fired, read_fired; /* the receiver's write fault, the sender's read fault (shared: copies) */
   bool send_ok, recv_ok;       /* whether each call must return CUBERT_OK */
+  bool shared;                 /* whether the bytes cross through shared memory */
 } outcome;
+
+/* The shared-memory path (docs/cluster.md, "Ranks of one node"), for a
+ * view of n bytes in nchunks chunks of CHUNK that does not go eager: the
+ * sender copies each good stretch of its view before `send_stop`'s chunk
+ * into its buffer (its read_nth-th copy fails); what it did not copy
+ * crosses as ranges with its failures. The receiver copies each good
+ * stretch before `recv_stop`'s chunk out of it (its recv_nth-th copy
+ * fails), or, under a receive scribble, finds every one damaged; the
+ * chunks from recv_stop on are tainted last, with its own failure. */
+static void shared_path(const program *p, const unsigned char *sv, const unsigned char *ss, unsigned char *rv,
+                        unsigned char *rs, uint64_t nchunks, uint64_t send_stop, uint64_t recv_stop, bool scribbled,
+                        outcome *out) {
+  uint64_t n = p->size;
+  uint64_t send_end = send_stop * CHUNK < n ? send_stop * CHUNK : n, recv_end = recv_stop * CHUNK < n ? recv_stop * CHUNK : n;
+  for (uint64_t j = 0; j < n; j++) rs[j] = ss[j] == LOCAL || j >= send_end ? REMOTE : GOOD;
+  uint64_t copies = 0;
+  for (uint64_t a = 0; a < send_end;) {
+    uint64_t b = a;
+    while (b < send_end && rs[b] == GOOD) b++;
+    if (b > a && p->read_nth && ++copies == p->read_nth) {
+      memset(rs + a, REMOTE, b - a);
+      out->read_fired = true;
+    }
+    a = b > a ? b : a + 1;
+  }
+  out->send_ok = memchr(ss, LOCAL, n) == NULL && send_stop == nchunks && !out->read_fired;
+  copies = 0;
+  for (uint64_t a = 0; a < recv_end;) {
+    uint64_t b = a;
+    while (b < recv_end && rs[b] == GOOD) b++;
+    bool bad = scribbled;
+    if (b > a && !bad && p->recv_fault >= 0 && ++copies == p->recv_nth) bad = out->recv_fired = true;
+    for (uint64_t j = a; j < b; j++) {
+      if (bad) rs[j] = LOCAL;
+      else rv[j] = sv[j];
+    }
+    a = b > a ? b : a + 1;
+  }
+  memset(rs + recv_end, LOCAL, n - recv_end);
+  out->recv_ok = memchr(rs, LOCAL, n) == NULL && memchr(rs, REMOTE, n) == NULL;
+}
 
 static void receiver_model(const program *p, const model *snd, model *m, outcome *out) {
   bytes_of(p->stale, m->val, p->rtotal);
@@ -198,9 +248,15 @@ static void receiver_model(const program *p, const model *snd, model *m, outcome
   bool send_fault = p->mpi_fault != MPI_NONE && p->mpi_at_send;
   bool recv_fault = p->mpi_fault != MPI_NONE && !p->mpi_at_send;
   bool eager = !send_fault && !sender_taint && p->size <= WIRE_EAGER_MAX;
+  /* a shared exchange arms copy faults, which the wire's reads and writes
+   * do not meet; it takes the wire in the eager form and when a send
+   * scribble fires (the sender knows before it chooses the path) */
+  uint64_t read_nth = p->shared ? 0 : p->read_nth;
+  bool write_fault = !p->shared && p->recv_fault >= 0;
   uint64_t reads = 0; /* the sender's reads during the send: the eager form reads the view whole first */
   out->read_fired = false;
-  if (eager && p->read_nth && ++reads == p->read_nth) eager = false, out->read_fired = true; /* then chunks */
+  out->recv_fired = false;
+  if (eager && read_nth && ++reads == read_nth) eager = false, out->read_fired = true; /* then chunks */
   uint64_t chunk = eager ? p->size : CHUNK, nchunks = (p->size + chunk - 1) / chunk;
   double f = strtod(p->mpi_frac, NULL);
   uint64_t send_stop = nchunks, recv_stop = nchunks;
@@ -209,17 +265,21 @@ static void receiver_model(const program *p, const model *snd, model *m, outcome
   if (recv_fault && p->mpi_fault == MPI_FAIL) recv_stop = 0;
   if (recv_fault && p->mpi_fault == MPI_PARTIAL) recv_stop = (uint64_t)((double)nchunks * f);
   bool scribbled = p->mpi_fault == MPI_SCRIBBLE;
+  out->shared = p->shared && !eager && !(send_fault && scribbled);
+  if (out->shared) {
+    shared_path(p, sv, ss, rv, rs, nchunks, send_stop, recv_stop, scribbled, out);
+    return;
+  }
   out->send_ok = !sender_taint && send_stop == nchunks;
-  out->recv_fired = false;
   uint64_t writes = 0;
   for (uint64_t k = 0; k < nchunks; k++) {
     uint64_t a = k * chunk, b = a + chunk < p->size ? a + chunk : p->size;
     int whole = -1; /* the chunk's own failure, over the sender's ranges */
     bool unread = false; /* one read per good stretch of the chunk, until one fails */
-    for (uint64_t j = a; k < send_stop && !eager && p->read_nth && j < b && !unread;) {
+    for (uint64_t j = a; k < send_stop && !eager && read_nth && j < b && !unread;) {
       while (j < b && ss[j] == LOCAL) j++;
       if (j == b) break;
-      unread = ++reads == p->read_nth;
+      unread = ++reads == read_nth;
       while (j < b && ss[j] != LOCAL) j++;
     }
     out->read_fired = out->read_fired || unread;
@@ -230,7 +290,7 @@ static void receiver_model(const program *p, const model *snd, model *m, outcome
       memset(rs + a, whole, b - a);
       continue;
     }
-    bool write_fails = p->recv_fault >= 0 && ++writes == p->recv_nth;
+    bool write_fails = write_fault && ++writes == p->recv_nth;
     out->recv_fired = out->recv_fired || write_fails;
     for (uint64_t j = a; j < b; j++) {
       rv[j] = sv[j];
@@ -245,6 +305,7 @@ static void receiver_model(const program *p, const model *snd, model *m, outcome
 typedef struct ctx {
   cubert_runtime *rt;
   cubert_client *client;
+  MPI_Comm comm; /* MPI_COMM_WORLD (the wire), or its duplicate with the shared path on */
   uint64_t *counts;
   FILE *err;
   const program *p;
@@ -359,29 +420,41 @@ static char *mpi_rule(const program *p, char *buf, size_t cap) {
 }
 
 /* The send (or the receive) of the exchange, with its MPI rule armed, and
- * the check that the rule fired exactly when the model says. */
-static cubert_status transfer(ctx *x, const program *p, cubert_handle *view, bool send) {
+ * the checks that the rule fired exactly when the model says and that the
+ * bytes took the model's path (`shared`: through shared memory). */
+static cubert_status transfer(ctx *x, const program *p, cubert_handle *view, bool send, bool shared) {
   char rule[96];
   cubert_mpi_faults(mpi_rule(p, rule, sizeof rule));
   uint64_t before = cubert_mpi_faults_injected();
   cubert_status st;
   cubert_mpi_request *rq = NULL;
+  cubert_mpi_info info;
+  memset(&info, 0, sizeof info);
   /* isend to itself (one rank): its wait would wait for the receive */
   bool nb = send ? p->nb_send && p->receiver != p->sender : p->nb_recv;
   if (nb) {
-    st = send ? cubert_mpi_isend(x->client, view, p->receiver, TAG, MPI_COMM_WORLD, &rq)
-              : cubert_mpi_irecv(x->client, view, p->sender, TAG, MPI_COMM_WORLD, &rq);
-    if (st == CUBERT_OK) st = cubert_mpi_wait(rq, NULL);
+    st = send ? cubert_mpi_isend(x->client, view, p->receiver, TAG, x->comm, &rq)
+              : cubert_mpi_irecv(x->client, view, p->sender, TAG, x->comm, &rq);
+    if (st == CUBERT_OK) st = cubert_mpi_wait(rq, &info);
   } else {
-    st = send ? cubert_mpi_send(x->client, view, p->receiver, TAG, MPI_COMM_WORLD, NULL)
-              : cubert_mpi_recv(x->client, view, p->sender, TAG, MPI_COMM_WORLD, NULL);
+    st = send ? cubert_mpi_send(x->client, view, p->receiver, TAG, x->comm, &info)
+              : cubert_mpi_recv(x->client, view, p->sender, TAG, x->comm, &info);
   }
   x->counts[XC_STEPS]++;
   expect_injected(x, send ? "the MPI send" : "the MPI receive", cubert_mpi_faults_injected() - before,
                   p->mpi_fault != MPI_NONE && p->mpi_at_send == send);
   cubert_mpi_faults(NULL);
+  if (info.shared_memory != shared)
+    violation(x, XC_V_PATH, "the bytes crossed through %s, the model has %s",
+              info.shared_memory ? "shared memory" : "MPI's messages", shared ? "shared memory" : "MPI's messages");
+  if (!send && info.shared_memory) x->counts[XC_SHARED]++;
   return st;
 }
+
+/* The device fault a shared exchange arms on each side: `copy` (into and
+ * out of shared memory); the wire's: the sender's reads, the receiver's
+ * writes. */
+static const char *device_op(const program *p, bool sender) { return p->shared ? "copy" : sender ? "read" : "write"; }
 
 /* ------------------------------------------------------------ the two sides */
 
@@ -442,14 +515,14 @@ static void run_sender(ctx *x, const program *p, const model *snd, unsigned char
   receiver_model(p, snd, &rcv, &out);
   model_free(&rcv);
   char rule[64];
-  snprintf(rule, sizeof rule, "read nth=%" PRIu64 " fault=fail", p->read_nth);
+  snprintf(rule, sizeof rule, "%s nth=%" PRIu64 " fault=fail", device_op(p, true), p->read_nth);
   if (p->read_nth && cubert_faultinj_add(x->rt, rule, "exchange", NULL, NULL) != CUBERT_OK)
     violation(x, XC_V_SETUP, "cubert_faultinj_add(%s): %s", rule, cubert_last_error_message());
   if (out.read_fired) {
-    x->counts[XC_SENDER_READ_FAIL]++;
+    x->counts[p->shared ? XC_SENDER_COPY_FAIL : XC_SENDER_READ_FAIL]++;
     x->counts[XC_FAULTS]++;
   }
-  cubert_status st = transfer(x, p, view, true);
+  cubert_status st = transfer(x, p, view, true, out.shared);
   expect_injected(x, "the sender's reads", cubert_faultinj_injected(x->rt), want + out.read_fired);
   cubert_faultinj_clear(x->rt);
   expect_status(x, p->nb_send ? "cubert_mpi_isend/wait" : "cubert_mpi_send", st, out.send_ok);
@@ -486,16 +559,16 @@ static void run_receiver(ctx *x, const program *p, const model *snd, unsigned ch
   if (p->recv_fault >= 0) {
     char rule[96];
     bool frac = p->recv_fault != CUBERT_FAULT_FAIL;
-    snprintf(rule, sizeof rule, "write nth=%" PRIu64 " fault=%s%s%s", p->recv_nth,
+    snprintf(rule, sizeof rule, "%s nth=%" PRIu64 " fault=%s%s%s", device_op(p, false), p->recv_nth,
              cubert_fault_kind_name((cubert_fault_kind)p->recv_fault), frac ? ":" : "", frac ? p->recv_frac : "");
     if (cubert_faultinj_add(x->rt, rule, "exchange", NULL, NULL) != CUBERT_OK)
       violation(x, XC_V_SETUP, "cubert_faultinj_add(%s): %s", rule, cubert_last_error_message());
   }
   if (fired) {
+    static const int kind[2][3] = {{XC_RECEIVER_FAIL, XC_RECEIVER_SCRIBBLE, XC_RECEIVER_PARTIAL},
+                                   {XC_RECEIVER_COPY_FAIL, XC_RECEIVER_COPY_SCRIBBLE, XC_RECEIVER_COPY_PARTIAL}};
     x->counts[XC_FAULTS]++;
-    x->counts[p->recv_fault == CUBERT_FAULT_FAIL       ? XC_RECEIVER_FAIL
-              : p->recv_fault == CUBERT_FAULT_SCRIBBLE ? XC_RECEIVER_SCRIBBLE
-                                                        : XC_RECEIVER_PARTIAL]++;
+    x->counts[kind[p->shared][p->recv_fault == CUBERT_FAULT_FAIL ? 0 : p->recv_fault == CUBERT_FAULT_SCRIBBLE ? 1 : 2]]++;
   }
   if (p->mpi_fault != MPI_NONE) { /* counted once, here */
     static const int at[2][4] = {{0, XC_RECV_FAIL, XC_RECV_PARTIAL, XC_RECV_SCRIBBLE},
@@ -503,7 +576,7 @@ static void run_receiver(ctx *x, const program *p, const model *snd, unsigned ch
     x->counts[at[p->mpi_at_send][p->mpi_fault]]++;
     x->counts[XC_FAULTS]++;
   }
-  cubert_status st = transfer(x, p, view, false);
+  cubert_status st = transfer(x, p, view, false, out.shared);
   expect_injected(x, "the receiver's runtime", cubert_faultinj_injected(x->rt), fired);
   cubert_faultinj_clear(x->rt);
   expect_status(x, p->nb_recv ? "cubert_mpi_irecv/wait" : "cubert_mpi_recv", st, out.recv_ok);
@@ -513,23 +586,43 @@ static void run_receiver(ctx *x, const program *p, const model *snd, unsigned ch
   model_free(&m);
 }
 
-void xc_run(uint64_t seed, uint64_t programs, int rank, int nranks, uint64_t *counts, FILE *err) {
+/* A duplicate of MPI_COMM_WORLD given to cubert_mpi_init with the shared
+ * path on (collective); MPI_COMM_NULL, told on `err`, when it cannot be. */
+static MPI_Comm shared_comm(FILE *err, int rank) {
+  char *old = getenv("CUBERT_MPI_IPC") ? strdup(getenv("CUBERT_MPI_IPC")) : NULL;
+  MPI_Comm comm = MPI_COMM_NULL;
+  setenv("CUBERT_MPI_IPC", "auto", 1);
+  bool ok = MPI_Comm_dup(MPI_COMM_WORLD, &comm) == MPI_SUCCESS;
+  if (ok && cubert_mpi_init(comm) != CUBERT_OK) {
+    fprintf(err, "rank %d: shared exchanges cannot run: %s\n", rank, cubert_last_error_message());
+    MPI_Comm_free(&comm);
+    comm = MPI_COMM_NULL;
+  }
+  if (old) setenv("CUBERT_MPI_IPC", old, 1);
+  else unsetenv("CUBERT_MPI_IPC");
+  free(old);
+  return comm;
+}
+
+void xc_run(uint64_t seed, uint64_t programs, bool shared, int rank, int nranks, uint64_t *counts, FILE *err) {
+  if (shared && (nranks < 2 || !programs)) return; /* no rank sends to itself through shared memory */
+  MPI_Comm comm = shared ? shared_comm(err, rank) : MPI_COMM_WORLD;
   char *old = getenv("CUBERT_MPI_CHUNK") ? strdup(getenv("CUBERT_MPI_CHUNK")) : NULL;
   setenv("CUBERT_MPI_CHUNK", "1024", 1);
   cubert_runtime_options o;
   cubert_runtime_options_init(&o);
   o.faults = ""; /* the programs arm their own rules */
-  ctx x = {.counts = counts, .err = err};
+  ctx x = {.counts = counts, .err = err, .comm = comm};
   size_t big = 16384 + 8000 + 1024;
   unsigned char *tmp = malloc(big);
   x.buf = malloc(big);
-  bool ready = tmp && x.buf && cubert_runtime_create(&o, &x.rt) == CUBERT_OK &&
+  bool ready = tmp && x.buf && comm != MPI_COMM_NULL && cubert_runtime_create(&o, &x.rt) == CUBERT_OK &&
                cubert_runtime_device_count(x.rt) > 0 &&
                cubert_client_create(x.rt, rank % cubert_runtime_device_count(x.rt), &x.client) == CUBERT_OK;
   if (!ready) fprintf(err, "rank %d: exchanges cannot run: %s\n", rank, cubert_last_error_message());
   for (uint64_t i = 0; i < programs; i++) {
     program p;
-    draw(seed, i, nranks, &p);
+    draw(seed, i, shared, nranks, &p);
     if (rank != p.sender && rank != p.receiver) continue;
     x.p = &p;
     x.told = 0;
@@ -547,6 +640,15 @@ void xc_run(uint64_t seed, uint64_t programs, int rank, int nranks, uint64_t *co
     }
     if (rank == p.receiver) run_receiver(&x, &p, &snd, tmp);
     model_free(&snd);
+    /* the receiver has answered the sender's shared buffer: it is free
+     * again when the sender's next call looks, so the next exchange finds
+     * one whatever the ranks' timing */
+    if (shared && rank == p.receiver) MPI_Send(NULL, 0, MPI_BYTE, p.sender, DONE_TAG, MPI_COMM_WORLD);
+    if (shared && rank == p.sender) MPI_Recv(NULL, 0, MPI_BYTE, p.receiver, DONE_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  }
+  if (comm != MPI_COMM_NULL && comm != MPI_COMM_WORLD) { /* its buffers go while the runtime is there */
+    cubert_mpi_finalize(comm);
+    MPI_Comm_free(&comm);
   }
   if (x.client) cubert_client_destroy(x.client);
   if (x.rt) cubert_runtime_destroy(x.rt);

@@ -1,10 +1,14 @@
 # mpi/tool/tool_check.cmake: the checks of `cubert-mpi` run by ctest.
-#   -DMODE=campaign: `campaign` with the same SEED, PROGRAMS and EXCHANGES
-#     (the programs that send and receive between ranks) on 1 rank, 2 ranks
-#     and RANKS ranks: each PASS, and the line of counts (programs, steps,
-#     checks, faults by kind, violations by kind..., then the same for the
-#     exchanges) is the same. ci/test.sh's mpi stage does it with 100,000
-#     faults and more.
+#   -DMODE=campaign: `campaign` with the same SEED, PROGRAMS, EXCHANGES
+#     (the programs that send and receive between ranks through MPI's
+#     messages) and SHARED (--shared-exchanges: through shared memory) on 1
+#     rank, 2 ranks and RANKS ranks: each PASS, and the line of counts
+#     (programs, steps, checks, faults by kind, violations by kind..., then
+#     the same for the exchanges) is the same; the `shared counts:` line
+#     (SHARED exchanges, faults injected, transfers through shared memory)
+#     is the same on 2 and RANKS ranks, and says none on 1 (a rank does not
+#     send to itself through shared memory). ci/test.sh's mpi stage does it
+#     with 100,000 faults and more.
 #   -DMODE=usage: bad options on RANKS ranks exit 2 with one message
 #     naming option and value; `bench --help` prints the usage (the
 #     bench's cases only with -DBENCH=ON: where it is built).
@@ -28,13 +32,22 @@ endfunction()
 
 if(MODE STREQUAL "campaign")
   foreach(n 1 2 ${RANKS})
-    run(${n} campaign --seed ${SEED} --programs ${PROGRAMS} --exchanges ${EXCHANGES} --json ${OUT}/campaign-${n}.json)
+    run(${n} campaign --seed ${SEED} --programs ${PROGRAMS} --exchanges ${EXCHANGES} --shared-exchanges ${SHARED}
+        --json ${OUT}/campaign-${n}.json)
     if(NOT out MATCHES "verdict: PASS")
       message(FATAL_ERROR "no PASS verdict on ${n} rank(s)")
     endif()
-    string(REGEX MATCH "counts: [^\n]*" counts_${n} "${out}")
+    string(REGEX MATCH "\ncounts: [^\n]*" counts_${n} "\n${out}")
     if(NOT counts_${n} MATCHES "faults [1-9]" OR NOT counts_${n} MATCHES "; exchanges ${EXCHANGES}, .* faults [1-9]")
       message(FATAL_ERROR "no faults injected, or not ${EXCHANGES} exchanges, on ${n} rank(s): ${counts_${n}}")
+    endif()
+    string(REGEX MATCH "shared counts: [^\n]*" shared_${n} "${out}")
+    if(n EQUAL 1)
+      if(NOT shared_${n} MATCHES "^shared counts: none")
+        message(FATAL_ERROR "one rank ran shared exchanges: ${shared_${n}}")
+      endif()
+    elseif(NOT shared_${n} MATCHES "^shared counts: exchanges ${SHARED}, .* faults [1-9].*(sender-copy-fail [1-9]).*(receiver-copy-fail [1-9]).*, through shared memory [1-9]")
+      message(FATAL_ERROR "not ${SHARED} shared exchanges, or no copy fault injected, or none through shared memory, on ${n} ranks: ${shared_${n}}")
     endif()
   endforeach()
   foreach(n 2 ${RANKS})
@@ -42,7 +55,10 @@ if(MODE STREQUAL "campaign")
       message(FATAL_ERROR "the counts differ:\n1 rank:   ${counts_1}\n${n} ranks: ${counts_${n}}")
     endif()
   endforeach()
-  message("same counts and verdict on 1, 2 and ${RANKS} ranks")
+  if(NOT shared_2 STREQUAL shared_${RANKS})
+    message(FATAL_ERROR "the shared counts differ:\n2 ranks: ${shared_2}\n${RANKS} ranks: ${shared_${RANKS}}")
+  endif()
+  message("same counts and verdict on 1, 2 and ${RANKS} ranks; same shared counts on 2 and ${RANKS}")
 elseif(MODE STREQUAL "bench")
   set(svg_args "")
   if(SVG)

@@ -27,6 +27,7 @@
 
 #include "cubert/faultinj.h"
 #include "cubert/mpi.h"
+#include "mpi/ipc.h" /* IPC_SLOTS: shared-memory buffers per peer */
 #include "tests/testutil.h"
 
 #define N (300u * 1024u + 123u) /* five chunks, the last short */
@@ -573,19 +574,25 @@ END_TEST
 
 /* The sender destroys its client and runtime while its send still travels
  * (the receiver posts late) and before cubert_mpi_finalize: the client's
- * destroy waits for the messages read from its pinned staging buffers, then
- * releases them (mpi/stage.h), so the bytes arrive good and nothing is used
- * after it was freed (the ASan build runs this too). A second runtime then
- * sends again through a fresh pool. */
+ * teardown hook (mpi/stage.h) waits for the messages read from its pinned
+ * staging buffers or its shared memory, then releases them, so the bytes
+ * arrive good and nothing is used after it was freed (the ASan build runs
+ * this too). A second runtime then sends again through a fresh pool; the
+ * third round destroys the runtime while its clients are still alive (a
+ * mistake the hooks survive: cubert_runtime_destroy runs them first). */
 START_TEST(test_client_destroyed_before_finalize) {
   SKIP_IF_BROKEN();
-  for (int round = 0; round < 2; round++) {
+  for (int round = 0; round < 3; round++) {
     cb_test_env env;
     open_env(&env);
     if (sender) {
       cubert_handle *h = pattern_handle(&env, 80 + (uint64_t)round, N);
       cb_test_ok(cubert_mpi_send(env.clients[0], h, partner, 15, MPI_COMM_WORLD, NULL));
       cubert_handle_release(h);
+      if (round == 2) {
+        cubert_runtime_destroy(env.runtime); /* the clients are still alive */
+        env.runtime = NULL;
+      }
       cb_test_close(&env); /* the messages may still travel */
     } else {
       usleep(100 * 1000);
@@ -748,9 +755,9 @@ END_TEST
 
 /* The path between ranks of one node: through shared memory unless
  * CUBERT_MPI_IPC=off. Buffers are reused, grown (1 MiB, then 4 MiB) and,
- * with 4 sends waiting, the fifth goes through MPI; every byte lands. On
- * communicators of the test's own, whose buffers start empty (the second
- * one's all free when its five sends start). */
+ * with IPC_SLOTS sends waiting (as many as osu_bw's window), the next goes
+ * through MPI; every byte lands. On communicators of the test's own, whose
+ * buffers start empty (the second one's all free when its sends start). */
 START_TEST(test_ranks_of_one_node_share_memory) {
   SKIP_IF_BROKEN();
   cb_test_env env;
@@ -779,27 +786,30 @@ START_TEST(test_ranks_of_one_node_share_memory) {
   ck_assert_uint_eq(cubert_mpi_shared_transfers(), before + (shared ? 3 : 0));
   cb_test_ok(cubert_mpi_finalize(comm));
   MPI_Comm_free(&comm);
-  /* five sends before the receiver takes any: four buffers, then MPI */
+  /* IPC_SLOTS + 1 sends before the receiver takes any: every buffer, then MPI */
+  enum { SENDS = IPC_SLOTS + 1 };
   MPI_Comm_dup(MPI_COMM_WORLD, &comm);
   cb_test_ok(cubert_mpi_init(comm));
-  cubert_handle *v[5] = {NULL};
-  cubert_mpi_request *rq[5] = {NULL};
-  for (int i = 0; i < 5; i++) {
+  cubert_handle *v[SENDS] = {NULL};
+  cubert_mpi_request *rq[SENDS] = {NULL};
+  for (int i = 0; i < SENDS; i++) {
     if (sender) {
       v[i] = pattern_handle(&env, 90 + (uint64_t)i, N);
       cb_test_ok(cubert_mpi_isend(env.clients[0], v[i], partner, 14, comm, &rq[i]));
       cb_test_ok(cubert_mpi_wait(rq[i], &info));
-      ck_assert_msg(info.shared_memory == (shared && i < 4), "send %d: shared_memory %d", i, (int)info.shared_memory);
+      ck_assert_msg(info.shared_memory == (shared && i < IPC_SLOTS), "send %d: shared_memory %d", i,
+                    (int)info.shared_memory);
     }
   }
   barrier();
-  for (int i = 0; i < 5 && !sender; i++) {
+  for (int i = 0; i < SENDS && !sender; i++) {
     cb_test_ok(cubert_handle_empty(env.clients[0], N, &v[i]));
     cb_test_ok(cubert_mpi_recv(env.clients[0], v[i], partner, 14, comm, &info));
-    ck_assert_msg(info.shared_memory == (shared && i < 4), "receive %d: shared_memory %d", i, (int)info.shared_memory);
+    ck_assert_msg(info.shared_memory == (shared && i < IPC_SLOTS), "receive %d: shared_memory %d", i,
+                  (int)info.shared_memory);
     expect_good(&env, v[i], 0, N, 90 + (uint64_t)i);
   }
-  for (int i = 0; i < 5; i++) cubert_handle_release(v[i]);
+  for (int i = 0; i < SENDS; i++) cubert_handle_release(v[i]);
   cb_test_close(&env);
   cb_test_ok(cubert_mpi_finalize(comm));
   MPI_Comm_free(&comm);
