@@ -47,8 +47,18 @@ typedef struct ipc_peer {
 struct mpi_ipc {
   pthread_mutex_t lock;
   int size, me;
+  uint64_t min; /* views of fewer bytes take MPI's messages */
   ipc_peer *peers;
 };
+
+/* CUBERT_MPI_IPC=auto: the smallest view sent through shared memory.
+ * Measured on one H200 shared by two ranks (2026-12-02 06:15Z,
+ * docs/cluster.md): a transfer through shared memory costs about 270 us
+ * whatever its size (the sender's copy and fence, the receiver's copy,
+ * fence and answer, on a GPU the two processes take turns on), MPI's
+ * messages about 142 us at 256 KiB and 500 us at 1 MiB: they cross near
+ * 512 KiB. */
+#define IPC_AUTO_MIN (512u << 10)
 
 struct ipc_ticket {
   mpi_ipc *ipc;
@@ -98,7 +108,8 @@ cubert_status mpi_ipc_open(MPI_Comm dup, mpi_ipc **out, char *why, size_t cap) {
    * rank makes whatever its environment */
   const char *v = getenv("CUBERT_MPI_IPC");
   bool off = v && (!strcmp(v, "off") || !strcmp(v, "0"));
-  bool bad = v && *v && !off && strcmp(v, "auto") && strcmp(v, "on") && strcmp(v, "1");
+  bool always = v && (!strcmp(v, "on") || !strcmp(v, "1"));
+  bool bad = v && *v && !off && !always && strcmp(v, "auto");
   mpi_ipc *x = calloc(1, sizeof *x);
   ipc_who me = {0}, *all = NULL;
   int size = 0;
@@ -112,6 +123,7 @@ cubert_status mpi_ipc_open(MPI_Comm dup, mpi_ipc **out, char *why, size_t cap) {
   }
   x->me = me.leader;
   x->size = size;
+  x->min = always ? 0 : IPC_AUTO_MIN;
   /* the same node for MPI, and for the descriptors (host name, boot id) */
   MPI_Comm node = MPI_COMM_NULL;
   if (MPI_Comm_split_type(dup, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS &&
@@ -137,7 +149,7 @@ cubert_status mpi_ipc_open(MPI_Comm dup, mpi_ipc **out, char *why, size_t cap) {
   }
   free(all);
   if (bad) {
-    snprintf(why, cap, "CUBERT_MPI_IPC=%s: expected auto or off", v);
+    snprintf(why, cap, "CUBERT_MPI_IPC=%s: expected auto, on or off", v);
     for (int p = 0; p < x->size; p++) {
       free(x->peers[p].slot);
       free(x->peers[p].imp);
@@ -331,7 +343,8 @@ static int slot_for(ipc_peer *p, cubert_client *client, uint64_t size) {
 bool mpi_ipc_send(const ipc_call *c, unsigned char *header, MPI_Request **reqsp, int *nreqs, unsigned char **rangesp,
                   ipc_ticket **ticketp) {
   mpi_ipc *x = c->ipc;
-  if (!x || c->peer < 0 || c->peer >= x->size || !x->peers[c->peer].node || !c->size) return false;
+  if (!x || c->peer < 0 || c->peer >= x->size || !x->peers[c->peer].node || !c->size || c->size < x->min)
+    return false;
   if (c->hit && c->hit->fault == MPI_FAULT_SCRIBBLE) return false; /* found by the wire's checksum */
   ipc_ticket *t = calloc(1, sizeof *t);
   MPI_Request *reqs = calloc(3, sizeof *reqs);

@@ -192,13 +192,16 @@ void cb_tcache_attach(cb_device *dev, uint32_t stream) {
   if (!t) {
     pthread_once(&exit_once, exit_init);
     if (!exit_ok || atomic_load(&dev->gone) || !(t = cb_calloc(1, sizeof *t))) return;
+    t->next_of_thread = mine;
+    if (pthread_setspecific(exit_key, t) != 0) { /* its exit would not free it: no cache */
+      cb_free(t);
+      return;
+    }
+    mine = t;
     t->dev = dev;
     cb_device_ref(dev);
     t->next_of_dev = dev->tcaches;
     dev->tcaches = t;
-    t->next_of_thread = mine;
-    mine = t;
-    pthread_setspecific(exit_key, mine);
   }
   if (stream) t->stream = stream;
 }

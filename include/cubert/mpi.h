@@ -33,10 +33,11 @@
  * maps (HIP IPC; POSIX shm on the host backend), and MPI carries only the
  * header, the tainted ranges and the receiver's acknowledgement. The taint
  * crosses exactly as on the wire. $CUBERT_MPI_IPC (read by cubert_mpi_init,
- * agreed by both ranks): auto (the default) or off. A send whose scribble
- * fault fires, a view of at most 16 KiB with no tainted byte (the eager
- * form), a send to itself, and a send that finds its peer's 4 staging
- * buffers all still in use go through MPI. A send through shared memory
+ * agreed by both ranks): auto (the default: views of 512 KiB or more), on
+ * (every view) or off. A send whose scribble fault fires, a view of at most
+ * 16 KiB with no tainted byte (the eager form), under auto a view of less
+ * than 512 KiB, a send to itself, and a send that finds its peer's 64
+ * staging buffers all still in use go through MPI. A send through shared memory
  * holds the staging buffer, memory of the client's runtime, until the
  * receiver has taken the bytes: the client's teardown hook (below) waits
  * for it.

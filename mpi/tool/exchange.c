@@ -591,7 +591,7 @@ static void run_receiver(ctx *x, const program *p, const model *snd, unsigned ch
 static MPI_Comm shared_comm(FILE *err, int rank) {
   char *old = getenv("CUBERT_MPI_IPC") ? strdup(getenv("CUBERT_MPI_IPC")) : NULL;
   MPI_Comm comm = MPI_COMM_NULL;
-  setenv("CUBERT_MPI_IPC", "auto", 1);
+  setenv("CUBERT_MPI_IPC", "on", 1); /* every size, not only auto's */
   bool ok = MPI_Comm_dup(MPI_COMM_WORLD, &comm) == MPI_SUCCESS;
   if (ok && cubert_mpi_init(comm) != CUBERT_OK) {
     fprintf(err, "rank %d: shared exchanges cannot run: %s\n", rank, cubert_last_error_message());

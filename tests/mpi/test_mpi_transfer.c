@@ -9,7 +9,8 @@
  * several chunks and ranges straddle chunk boundaries.
  *
  * All ranks run on one node, so views that are not sent in the eager form
- * cross through shared memory (mpi/ipc.c) unless CUBERT_MPI_IPC=off: ctest
+ * cross through shared memory (mpi/ipc.c, at every size: CUBERT_MPI_IPC=on,
+ * which the suite sets for itself when it is auto) unless CUBERT_MPI_IPC=off: ctest
  * runs the suite both ways (test_mpi_transfer, test_mpi_transfer_wire), and
  * test_ranks_of_one_node_share_memory asserts which path was taken.
  * The direct form (mpi/direct.h) runs with CUBERT_MPI_GPU_AWARE=force and
@@ -724,7 +725,7 @@ START_TEST(test_bad_arguments_send_nothing) {
   cb_test_status(cubert_mpi_send(NULL, h, partner, 1, MPI_COMM_WORLD, NULL), CUBERT_ERR_INVALID_ARGUMENT);
   cb_test_status(cubert_mpi_recv(env.clients[0], NULL, partner, 1, MPI_COMM_WORLD, NULL), CUBERT_ERR_INVALID_ARGUMENT);
   cb_test_status(cubert_mpi_wait(NULL, NULL), CUBERT_ERR_INVALID_ARGUMENT);
-  /* a CUBERT_MPI_IPC that is neither auto nor off: refused, on every rank */
+  /* a CUBERT_MPI_IPC that is neither auto, on nor off: refused, on every rank */
   const char *was = getenv("CUBERT_MPI_IPC");
   char *keep = was ? strdup(was) : NULL;
   setenv("CUBERT_MPI_IPC", "maybe", 1);
@@ -753,6 +754,22 @@ START_TEST(test_bad_arguments_send_nothing) {
 }
 END_TEST
 
+/* One blocking transfer of `size` pattern bytes (seed) from the sender to
+ * its partner on comm; the receiver checks every byte. */
+static void exchange_one(cb_test_env *env, MPI_Comm comm, int tag, uint64_t seed, uint64_t size,
+                         cubert_mpi_info *info) {
+  cubert_handle *h = NULL;
+  if (sender) {
+    h = pattern_handle(env, seed, size);
+    cb_test_ok(cubert_mpi_send(env->clients[0], h, partner, tag, comm, info));
+  } else {
+    cb_test_ok(cubert_handle_empty(env->clients[0], size, &h));
+    cb_test_ok(cubert_mpi_recv(env->clients[0], h, partner, tag, comm, info));
+    expect_good(env, h, 0, size, seed);
+  }
+  cubert_handle_release(h);
+}
+
 /* The path between ranks of one node: through shared memory unless
  * CUBERT_MPI_IPC=off. Buffers are reused, grown (1 MiB, then 4 MiB) and,
  * with IPC_SLOTS sends waiting (as many as osu_bw's window), the next goes
@@ -769,19 +786,10 @@ START_TEST(test_ranks_of_one_node_share_memory) {
   const uint64_t sizes[3] = {N, N, 3u << 20};
   uint64_t before = cubert_mpi_shared_transfers();
   for (int i = 0; i < 3; i++) {
-    cubert_handle *h = NULL;
-    if (sender) {
-      h = pattern_handle(&env, 80 + (uint64_t)i, sizes[i]);
-      cb_test_ok(cubert_mpi_send(env.clients[0], h, partner, 13, comm, &info));
-    } else {
-      cb_test_ok(cubert_handle_empty(env.clients[0], sizes[i], &h));
-      cb_test_ok(cubert_mpi_recv(env.clients[0], h, partner, 13, comm, &info));
-      expect_good(&env, h, 0, sizes[i], 80 + (uint64_t)i);
-    }
+    exchange_one(&env, comm, 13, 80 + (uint64_t)i, sizes[i], &info);
     ck_assert_msg(info.shared_memory == shared, "transfer %d: shared_memory %d, expected %d", i,
                   (int)info.shared_memory, (int)shared);
     ck_assert_uint_eq(info.bytes, sizes[i]);
-    cubert_handle_release(h);
   }
   ck_assert_uint_eq(cubert_mpi_shared_transfers(), before + (shared ? 3 : 0));
   cb_test_ok(cubert_mpi_finalize(comm));
@@ -810,6 +818,20 @@ START_TEST(test_ranks_of_one_node_share_memory) {
     expect_good(&env, v[i], 0, N, 90 + (uint64_t)i);
   }
   for (int i = 0; i < SENDS; i++) cubert_handle_release(v[i]);
+  cb_test_ok(cubert_mpi_finalize(comm));
+  MPI_Comm_free(&comm);
+  /* auto: a view under 512 KiB through MPI's messages, a larger one
+   * through shared memory (on, what the rest of the suite runs: both) */
+  setenv("CUBERT_MPI_IPC", shared ? "auto" : "off", 1);
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  cb_test_ok(cubert_mpi_init(comm));
+  setenv("CUBERT_MPI_IPC", shared ? "on" : "off", 1);
+  const uint64_t around[2] = {(512u << 10) - 1, 512u << 10};
+  for (int i = 0; i < 2; i++) {
+    exchange_one(&env, comm, 15, 70 + (uint64_t)i, around[i], &info);
+    ck_assert_msg(info.shared_memory == (shared && i == 1), "auto, %llu bytes: shared_memory %d",
+                  (unsigned long long)around[i], (int)info.shared_memory);
+  }
   cb_test_close(&env);
   cb_test_ok(cubert_mpi_finalize(comm));
   MPI_Comm_free(&comm);
@@ -860,6 +882,9 @@ int main(int argc, char **argv) {
   sender = rank % 2 == 0;
   const char *ipc = getenv("CUBERT_MPI_IPC");
   shared = !(ipc && (!strcmp(ipc, "off") || !strcmp(ipc, "0")));
+  /* auto sends only views of 512 KiB or more through shared memory: the
+   * suite's views of a few hundred KiB take it at every size (on) */
+  if (shared) setenv("CUBERT_MPI_IPC", "on", 1);
   setenv("CK_FORK", "no", 1);
   setenv("CUBERT_MPI_CHUNK", "65536", 1);
   if (cubert_mpi_init(MPI_COMM_WORLD) != CUBERT_OK || cubert_mpi_init(MPI_COMM_WORLD) != CUBERT_OK) {
