@@ -54,6 +54,13 @@ static void expect_refusal(const char *call, cubert_status st, cubert_status wan
     expect_refusal(#call, (call), (status), want_);                   \
   } while (0)
 
+/* `call`, made on device 1's client (t.c1) with a handle of device 0, is
+ * refused naming both devices, after the called function's name. */
+#define REFUSES_FOREIGN_HANDLE(call, t)                                                            \
+  REFUSES(call, CUBERT_ERR_WRONG_DEVICE,                                                            \
+          "%.*s: the handle (memory #) belongs to device 0 (%s), the client to device 1 (%s)",      \
+          (int)strcspn(#call, "("), #call, (t).n0, (t).n1)
+
 static const char *name_of(cubert_runtime *rt, int d, cubert_device_info *info) {
   cb_test_ok(cubert_runtime_device_info(rt, d, info));
   return info->name;
@@ -94,12 +101,11 @@ START_TEST(test_memory_refusals_reach_the_caller_whole) {
           "CUBERT_MEMORY_SHAREABLE)");
   REFUSES(cubert_handle_empty(c0, UINT64_MAX, &out), CUBERT_ERR_OUT_OF_MEMORY, "device 0 (%s): *", n0);
   ck_assert_ptr_null(out);
-  const char *own = "%s: the handle (memory #) belongs to device 0 (%s), the client to device 1 (%s)";
-  REFUSES(cubert_handle_read(c1, h, buf, BYTES), CUBERT_ERR_WRONG_DEVICE, own, "cubert_handle_read", n0, n1);
-  REFUSES(cubert_handle_write(c1, h, buf, BYTES), CUBERT_ERR_WRONG_DEVICE, own, "cubert_handle_write", n0, n1);
-  REFUSES(cubert_handle_fill(c1, h, &pattern, 1), CUBERT_ERR_WRONG_DEVICE, own, "cubert_handle_fill", n0, n1);
-  REFUSES(cubert_handle_check(c1, h), CUBERT_ERR_WRONG_DEVICE, own, "cubert_handle_check", n0, n1);
-  REFUSES(cubert_handle_share(c1, h), CUBERT_ERR_WRONG_DEVICE, own, "cubert_handle_share", n0, n1);
+  REFUSES_FOREIGN_HANDLE(cubert_handle_read(c1, h, buf, BYTES), t);
+  REFUSES_FOREIGN_HANDLE(cubert_handle_write(c1, h, buf, BYTES), t);
+  REFUSES_FOREIGN_HANDLE(cubert_handle_fill(c1, h, &pattern, 1), t);
+  REFUSES_FOREIGN_HANDLE(cubert_handle_check(c1, h), t);
+  REFUSES_FOREIGN_HANDLE(cubert_handle_share(c1, h), t);
   REFUSES(cubert_handle_copy_peer(c0, h, c1, h), CUBERT_ERR_WRONG_DEVICE,
           "cubert_handle_copy_peer: the destination (memory #) belongs to device 0 (%s), the client to device 1 "
           "(%s)",
@@ -142,7 +148,6 @@ START_TEST(test_host_buffer_refusals_reach_the_caller_whole) {
   two t;
   if (!open_two(_i, &t)) return;
   cubert_client *c0 = t.c0, *c1 = t.c1;
-  const char *n0 = t.n0, *n1 = t.n1;
   cubert_host_buffer *hb = NULL, *none = NULL;
   cubert_handle *h = NULL;
   cb_test_ok(cubert_host_buffer_alloc(c0, BYTES, &hb));
@@ -165,9 +170,7 @@ START_TEST(test_host_buffer_refusals_reach_the_caller_whole) {
           "cubert_handle_write_host: 5 bytes given for a view of %d bytes", BYTES);
   REFUSES(cubert_handle_write_host(c0, h, hb, 1, BYTES), CUBERT_ERR_OUT_OF_RANGE,
           "cubert_handle_write_host: bytes 1..+%d lie outside host buffer # of %d bytes", BYTES, BYTES);
-  REFUSES(cubert_handle_read_host(c1, h, hb, 0, BYTES), CUBERT_ERR_WRONG_DEVICE,
-          "cubert_handle_read_host: the handle (memory #) belongs to device 0 (%s), the client to device 1 (%s)",
-          n0, n1);
+  REFUSES_FOREIGN_HANDLE(cubert_handle_read_host(c1, h, hb, 0, BYTES), t);
   cubert_handle_release(h);
   cubert_host_buffer_release(hb);
   cb_test_close(&t.env);
@@ -196,10 +199,7 @@ START_TEST(test_strided_refusals_reach_the_caller_whole) {
           "cubert_handle_read_strided: 7 bytes given for a view of 128 packed bytes");
   REFUSES(cubert_handle_write_strided(c0, a, &v, NULL, 128), CUBERT_ERR_INVALID_ARGUMENT,
           "cubert_handle_write_strided: the host buffer is NULL");
-  REFUSES(cubert_handle_write_strided(c1, a, &v, buf, 128), CUBERT_ERR_WRONG_DEVICE,
-          "cubert_handle_write_strided: the handle (memory #) belongs to device 0 (%s), the client to device 1 "
-          "(%s)",
-          n0, n1);
+  REFUSES_FOREIGN_HANDLE(cubert_handle_write_strided(c1, a, &v, buf, 128), t);
   REFUSES(cubert_handle_copy_strided(c0, a, &v, b, &w), CUBERT_ERR_INVALID_ARGUMENT,
           "cubert_handle_copy_strided: dimension 1: 8 elements in the source, 4 in the destination");
   REFUSES(cubert_handle_copy_strided(c0, a, &v, b, &wide), CUBERT_ERR_INVALID_ARGUMENT,
@@ -212,10 +212,7 @@ START_TEST(test_strided_refusals_reach_the_caller_whole) {
           "cubert_handle_copy_strided_peer: the destination (memory #) belongs to device 0 (%s), the client to "
           "device 1 (%s)",
           n0, n1);
-  REFUSES(cubert_handle_check_strided(c1, a, &v), CUBERT_ERR_WRONG_DEVICE,
-          "cubert_handle_check_strided: the handle (memory #) belongs to device 0 (%s), the client to device 1 "
-          "(%s)",
-          n0, n1);
+  REFUSES_FOREIGN_HANDLE(cubert_handle_check_strided(c1, a, &v), t);
   cubert_handle_release(a);
   cubert_handle_release(b);
   cb_test_close(&t.env);
