@@ -673,6 +673,115 @@ START_TEST(large_writes_behind_work_reuse_kept_staging_blocks_up_to_a_bound) {
 }
 END_TEST
 
+/* ------------------------------------------------------------ strided writes */
+
+/* 16 x 8 runs of 1 KiB (128 KiB, from HOST_WRITE_LARGE) from a strided host
+ * source (gaps between its runs, so the staged path must pack) into gaps of
+ * device memory; `nruns` of them (a prefix, as a partial transfer moves). */
+enum { SW_ROWS = 16, SW_COLS = 8, SW_RUN = 1024, SW_SRC_SPAN = SW_ROWS * 9000, SW_DST_SPAN = SW_ROWS * 13000 };
+
+static cubert_backend_strided strided_write_layout(uint64_t nruns) {
+  cubert_backend_strided l = {SW_RUN, 2, {SW_ROWS, SW_COLS}, {9000, 1100}, {13000, 1536}, nruns};
+  return l;
+}
+
+/* What device memory at `a` (SW_DST_SPAN bytes, all 0xAA before) must hold
+ * after the first `nruns` runs of `l` from `src`: written by its own loops,
+ * not the backend's walk. */
+static void strided_write_expect(uint8_t *want, const uint8_t *src, const cubert_backend_strided *l) {
+  memset(want, 0xAA, SW_DST_SPAN);
+  uint64_t k = 0;
+  for (uint64_t r = 0; r < l->count[0]; r++)
+    for (uint64_t c = 0; c < l->count[1] && k < l->nruns; c++, k++)
+      memcpy(want + r * l->dst_pitch[0] + c * l->dst_pitch[1], src + r * l->src_pitch[0] + c * l->src_pitch[1],
+             (size_t)l->run);
+}
+
+START_TEST(large_strided_write_to_an_idle_stream_lands_before_it_returns_without_staging) {
+  fixture f;
+  open_fixture(&f, 1, 8 * MIB, NULL);
+  cubert_berr err = {0};
+  cubert_backend_mem m;
+  uint64_t a = alloc(f.dev[0], SW_DST_SPAN, &m);
+  void *s = stream(f.dev[0]);
+  uint8_t *src = malloc(SW_SRC_SPAN), *want = malloc(SW_DST_SPAN);
+  ck_assert(src && want);
+  uint64_t allocs = cb_host_testing_staging_allocs(), work = 0;
+  /* The whole layout, then a prefix of 100 runs (100 KiB) of other bytes. */
+  uint64_t nruns[2] = {SW_ROWS * SW_COLS, 100};
+  for (int i = 0; i < 2; i++) {
+    memset((void *)(uintptr_t)a, 0xAA, SW_DST_SPAN);
+    fill_pattern(src, SW_SRC_SPAN, (uint8_t)(5 + i));
+    cubert_backend_strided l = strided_write_layout(nruns[i]);
+    ck_assert_uint_ge(l.nruns * l.run, HOST_WRITE_LARGE);
+    ck_assert_int_eq(ops->copy_strided(f.dev[0], s, ++work, CUBERT_BACKEND_HOST_TO_DEVICE, a, NULL,
+                                       (uint64_t)(uintptr_t)src, &l, &err),
+                     CUBERT_OK);
+    /* No sync: the worker moved the runs straight from src before the call returned. */
+    ck_assert_uint_eq(ops->progress(f.dev[0], s), work);
+    strided_write_expect(want, src, &l);
+    ck_assert_mem_eq((void *)(uintptr_t)a, want, SW_DST_SPAN);
+  }
+  ck_assert_uint_eq(cb_host_testing_staging_allocs(), allocs);
+  free(src);
+  free(want);
+  close_fixture(&f);
+}
+END_TEST
+
+START_TEST(strided_writes_behind_work_are_packed_and_reuse_kept_staging_blocks) {
+  fixture f;
+  open_fixture(&f, 1, 16 * MIB, NULL);
+  cubert_berr err = {0};
+  cubert_backend_mem m[3], mf;
+  uint64_t a[3];
+  for (int i = 0; i < 3; i++)
+    a[i] = alloc(f.dev[0], SW_DST_SPAN, &m[i]);
+  uint64_t flag = alloc(f.dev[0], 256, &mf);
+  void *s = stream(f.dev[0]);
+  void *gated = load(f.dev[0], "gated_store", gated_store, 2);
+  uint8_t *src = malloc(SW_SRC_SPAN), *want = malloc(SW_DST_SPAN);
+  ck_assert(src && want);
+  uint64_t allocs = cb_host_testing_staging_allocs(), work = 0;
+  /* Per round, behind a held kernel: the whole layout, a prefix of 100
+   * runs, and 40 runs (40 KiB, below HOST_WRITE_LARGE: a small staging
+   * allocation), each from src scribbled after the call. */
+  uint64_t nruns[3] = {SW_ROWS * SW_COLS, 100, 40};
+  for (int round = 0; round < 2; round++) {
+    for (int i = 0; i < 3; i++)
+      memset((void *)(uintptr_t)a[i], 0xAA, SW_DST_SPAN);
+    atomic_store(&gate, 0);
+    atomic_store(&gated_running, 0);
+    ck_assert_int_eq(launch_store(f.dev[0], s, ++work, gated, 2, flag, 7, 0, &err), CUBERT_OK);
+    while (!atomic_load(&gated_running))
+      sleep_ms(1);
+    for (int i = 0; i < 3; i++) {
+      fill_pattern(src, SW_SRC_SPAN, (uint8_t)(60 + 3 * round + i));
+      cubert_backend_strided l = strided_write_layout(nruns[i]);
+      ck_assert_int_eq(ops->copy_strided(f.dev[0], s, ++work, CUBERT_BACKEND_HOST_TO_DEVICE, a[i], NULL,
+                                         (uint64_t)(uintptr_t)src, &l, &err),
+                       CUBERT_OK);
+      memset(src, 0xEE, SW_SRC_SPAN); /* the write packed its own copy */
+    }
+    ck_assert_uint_lt(ops->progress(f.dev[0], s), work - 3); /* all still queued */
+    atomic_store(&gate, 1);
+    ck_assert_int_eq(ops->sync(f.dev[0], s, &err), CUBERT_OK);
+    for (int i = 0; i < 3; i++) {
+      fill_pattern(src, SW_SRC_SPAN, (uint8_t)(60 + 3 * round + i));
+      cubert_backend_strided l = strided_write_layout(nruns[i]);
+      strided_write_expect(want, src, &l);
+      ck_assert_mem_eq((void *)(uintptr_t)a[i], want, SW_DST_SPAN);
+    }
+    /* Two large blocks the first round; the second reuses them. */
+    ck_assert_uint_eq(cb_host_testing_staging_allocs() - allocs, 2);
+  }
+  free(src);
+  free(want);
+  ops->module_unload(f.dev[0], gated);
+  close_fixture(&f);
+}
+END_TEST
+
 /* ------------------------------------------------------------ kernels */
 
 START_TEST(module_without_host_function_is_unsupported) {
@@ -1038,6 +1147,8 @@ static Suite *suite(void) {
   tcase_add_test(t, stream_runs_write_fill_copy_read_in_order);
   tcase_add_test(t, large_write_to_an_idle_stream_lands_before_it_returns_without_staging);
   tcase_add_test(t, large_writes_behind_work_reuse_kept_staging_blocks_up_to_a_bound);
+  tcase_add_test(t, large_strided_write_to_an_idle_stream_lands_before_it_returns_without_staging);
+  tcase_add_test(t, strided_writes_behind_work_are_packed_and_reuse_kept_staging_blocks);
   tcase_add_test(t, copy_peer_moves_bytes_between_devices);
   tcase_add_test(t, event_makes_one_stream_wait_for_another);
   tcase_add_test(t, sync_of_the_device_waits_for_every_stream);

@@ -32,10 +32,12 @@
 #define HOST_MAX_THREADS 1024u
 #define HOST_MAX_SHARED 65536u
 #define HOST_MAX_SCALAR 64u
-/* Writes from this size (host_transfer.c): run in place from the caller's
- * buffer when the stream is idle; else staged in a block that is kept for
- * the next one (as many as HOST_STAGING_KEEP, HOST_STAGING_KEEP_BYTES in
- * all, per device). Below it, a write is staged in a small allocation. */
+/* Writes from this size (host_transfer.c; a strided write's size is its
+ * packed bytes): run in place from the caller's buffer when the stream is
+ * idle; else staged in a block that is kept for the next one (as many as
+ * HOST_STAGING_KEEP, HOST_STAGING_KEEP_BYTES in all, per device; contiguous
+ * and strided writes share them). Below it, a write is staged in a small
+ * allocation. */
 #define HOST_WRITE_LARGE (UINT64_C(64) << 10)
 #define HOST_STAGING_KEEP 4
 #define HOST_STAGING_KEEP_BYTES (UINT64_C(64) << 20)

@@ -43,17 +43,35 @@ static cubert_status run_and_wait(host_device *d, host_stream *s, cb_work *w, co
   return CUBERT_OK;
 }
 
-/* A write's staged copy of the caller's bytes. A large one (from
- * HOST_WRITE_LARGE) goes back to its device's kept blocks once it ran, when
- * there is room, so the next large write queued behind other work finds
- * memory already faulted in instead of a fresh mapping to fault in page by
- * page (what made a 64 MiB write take a second). */
+/* Runs `w` (the caller's, release NULL) when the stream has nothing
+ * pending, and returns once it ran (*ran true): the item may live on the
+ * caller's stack and read the caller's buffer in place. *ran false and
+ * CUBERT_OK: the stream has work, nothing was queued. */
+static cubert_status run_if_idle(host_device *d, host_stream *s, cb_work *w, const char *op, bool *ran,
+                                 cubert_berr *err) {
+  bool busy;
+  uint64_t position = cb_work_queue_push_if_idle(&s->queue, w, &busy);
+  *ran = position != 0;
+  if (position)
+    cb_work_queue_wait(&s->queue, position);
+  else if (!busy)
+    return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT, "%s: %s: the stream was destroyed", d->name, op);
+  return CUBERT_OK;
+}
+
+/* A write's staged copy of the caller's bytes (a strided write's packed).
+ * A large one (from HOST_WRITE_LARGE) goes back to its device's kept
+ * blocks once it ran, when there is room, so the next large write queued
+ * behind other work finds memory already faulted in instead of a fresh
+ * mapping to fault in page by page (what made a 64 MiB write take a
+ * second). */
 typedef struct host_staging {
   cb_work work;
   host_device *keep;        /* whose kept blocks it returns to; NULL: freed */
   void *dst;
   size_t size;
   size_t capacity;          /* bytes of data */
+  cubert_backend_strided layout; /* a strided write's: from data, packed, to dst */
   alignas(16) unsigned char data[];
 } host_staging;
 
@@ -65,6 +83,11 @@ uint64_t cb_host_testing_staging_kept(void) { return atomic_load(&staging_kept_b
 static void staging_run(cb_work *w) {
   host_staging *it = (host_staging *)w;
   memcpy(it->dst, it->data, it->size);
+}
+
+static void staging_strided_run(cb_work *w) {
+  host_staging *it = (host_staging *)w;
+  cb_strided_move(it->dst, it->data, &it->layout, it->layout.nruns);
 }
 
 static void staging_release(cb_work *w) {
@@ -157,15 +180,10 @@ cubert_status cb_host_write(void *device, void *stream, uint64_t work, uint64_t 
      * caller's buffer, and the call returns once it did (one copy, nothing
      * staged). The item lives on this stack until then. */
     copy_item direct = {{NULL, copy_run, NULL, work}, (void *)(uintptr_t)dst, src, (size_t)size};
-    bool busy;
-    uint64_t position = cb_work_queue_push_if_idle(&s->queue, &direct.work, &busy);
-    if (position) {
-      cb_work_queue_wait(&s->queue, position);
-      return CUBERT_OK;
-    }
-    if (!busy)
-      return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT, "%s: write: the stream was destroyed",
-                             d->name);
+    bool ran;
+    st = run_if_idle(d, s, &direct.work, "write", &ran, err);
+    if (st != CUBERT_OK || ran)
+      return st;
   }
   host_staging *it = size <= SIZE_MAX ? staging_take(d, (size_t)size) : NULL;
   if (!it)
@@ -363,19 +381,53 @@ cubert_status cb_host_read_host(void *device, void *stream, uint64_t work, void 
   return enqueue_copy(d, stream, work, (uint64_t)(uintptr_t)dst, src, size, "read into a host buffer", err);
 }
 
-/* A strided transfer: a loop over runs on the stream's worker. A host
- * source is packed into the item first, so it may be reused on return. */
+/* A strided transfer: a loop over runs on the stream's worker. */
 typedef struct strided_item {
   cb_work work;
   unsigned char *dst;
   const unsigned char *src;
   cubert_backend_strided layout;
-  alignas(16) unsigned char data[];
 } strided_item;
 
 static void strided_run(cb_work *w) {
   strided_item *it = (strided_item *)w;
   cb_strided_move(it->dst, it->src, &it->layout, it->layout.nruns);
+}
+
+/* A strided write from host memory, as cb_host_write: from HOST_WRITE_LARGE
+ * packed bytes, in place from the caller's buffer when the stream is idle;
+ * else the source is packed into a staging block (a kept one when large),
+ * so it may be reused on return, and the worker scatters the packed copy. */
+static cubert_status write_strided(host_device *d, host_stream *s, uint64_t work, uint64_t dst,
+                                   const unsigned char *src, const cubert_backend_strided *layout,
+                                   cubert_berr *err) {
+  uint64_t packed = layout->nruns * layout->run;
+  if (packed >= HOST_WRITE_LARGE) {
+    strided_item direct = {{NULL, strided_run, NULL, work}, (unsigned char *)(uintptr_t)dst, src, *layout};
+    bool ran;
+    cubert_status st = run_if_idle(d, s, &direct.work, "strided copy", &ran, err);
+    if (st != CUBERT_OK || ran)
+      return st;
+  }
+  host_staging *it = packed <= SIZE_MAX ? staging_take(d, (size_t)packed) : NULL;
+  if (!it)
+    return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no memory for a strided copy", d->name);
+  it->work.run = staging_strided_run;
+  it->work.release = staging_release;
+  it->work.tag = work;
+  it->dst = (void *)(uintptr_t)dst;
+  it->size = (size_t)packed;
+  /* pack the source now; the worker then reads the packed copy */
+  cubert_backend_strided pack = *layout;
+  uint64_t pitch = pack.run;
+  for (uint32_t i = pack.ndims; i-- > 0;) {
+    pack.dst_pitch[i] = pitch;
+    pitch *= pack.count[i];
+  }
+  cb_strided_move(it->data, src, &pack, layout->nruns);
+  it->layout = *layout;
+  memcpy(it->layout.src_pitch, pack.dst_pitch, sizeof pack.dst_pitch);
+  return cb_host_enqueue(s, &it->work, "strided copy", err);
 }
 
 cubert_status cb_host_copy_strided(void *device, void *stream, uint64_t work,
@@ -404,14 +456,15 @@ cubert_status cb_host_copy_strided(void *device, void *stream, uint64_t work,
     return st;
   if (layout->nruns && ((host_src && !src) || (host_dst && !dst)))
     return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT, "%s: strided copy: no host buffer", d->name);
+  if (host_src)
+    return write_strided(d, stream, work, dst, (const unsigned char *)(uintptr_t)src, layout, err);
   if (host_dst) {
     /* like read: the item lives on this stack until its position completed */
     strided_item it = {{NULL, strided_run, NULL, work}, (unsigned char *)(uintptr_t)dst,
                        (const unsigned char *)(uintptr_t)src, *layout};
     return run_and_wait(d, stream, &it.work, "strided copy", err);
   }
-  uint64_t staged = host_src ? layout->nruns * layout->run : 0;
-  strided_item *it = staged <= SIZE_MAX - sizeof *it ? cb_malloc(sizeof *it + (size_t)staged) : NULL;
+  strided_item *it = cb_malloc(sizeof *it);
   if (!it)
     return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no memory for a strided copy", d->name);
   it->work.run = strided_run;
@@ -420,17 +473,5 @@ cubert_status cb_host_copy_strided(void *device, void *stream, uint64_t work,
   it->dst = (unsigned char *)(uintptr_t)dst;
   it->src = (const unsigned char *)(uintptr_t)src;
   it->layout = *layout;
-  if (host_src) {
-    /* pack the source now; the worker then reads the packed copy */
-    cubert_backend_strided pack = *layout;
-    uint64_t pitch = pack.run;
-    for (uint32_t i = pack.ndims; i-- > 0;) {
-      pack.dst_pitch[i] = pitch;
-      pitch *= pack.count[i];
-    }
-    cb_strided_move(it->data, it->src, &pack, layout->nruns);
-    memcpy(it->layout.src_pitch, pack.dst_pitch, sizeof pack.dst_pitch);
-    it->src = it->data;
-  }
   return cb_host_enqueue(stream, &it->work, "strided copy", err);
 }
