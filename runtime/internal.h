@@ -465,6 +465,14 @@ void cb_device_collect(cb_device *dev);
 void cb_alloc_free(cb_alloc *a);
 /* What cb_alloc_unref does once the last reference went. */
 void cb_alloc_last_ref(cb_alloc *a, cb_device *held);
+/* Makes `a` a new tenant of its slot: a memory id no allocation had and a
+ * generation no tenant of the device had (cb_alloc_adopt, cb_tcache_reuse).
+ * Call it before a->refs is stored. The order matters: cb_tcache_reuse
+ * revives a record without the device lock, so cubert_weak_upgrade takes a
+ * reference from a non-zero count first and compares the generation after;
+ * a count stored before the generation would let a weak binding to the
+ * slot's previous tenant upgrade to the new one. */
+void cb_alloc_new_tenant(cb_device *dev, cb_alloc *a);
 
 /* runtime/tcache.c: per-thread caches of released allocations, the pool's
  * fast path. cubert_handle_release of the last reference to a clean pooled
@@ -477,8 +485,6 @@ void cb_alloc_last_ref(cb_alloc *a, cb_device *held);
  * its exit. */
 /* A parked handle of `size` bytes made new for client `c`, or NULL (no
  * cache, no block of that size, no stream known yet): take the slow path. */
-/* A memory id no allocation had (runtime/memory.c). */
-uint64_t cb_next_memory_id(void);
 cubert_handle *cb_tcache_reuse(cubert_client *c, uint64_t size);
 /* Parks `h`, whose last reference just went; false: not parked (not a
  * clean pooled allocation, no cache, the cache full), free it as before. */

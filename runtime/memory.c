@@ -11,7 +11,14 @@
 
 static _Atomic uint64_t next_memory_id = 1;
 
-uint64_t cb_next_memory_id(void) { return atomic_fetch_add_explicit(&next_memory_id, 1, memory_order_relaxed); }
+void cb_alloc_new_tenant(cb_device *dev, cb_alloc *a) {
+  a->id = atomic_fetch_add_explicit(&next_memory_id, 1, memory_order_relaxed);
+  /* a generation no tenant had (the device's count), so a weak binding to
+   * an earlier tenant of the slot never upgrades to this one. Relaxed: the
+   * caller publishes it after (tcache.c: the release store of the count;
+   * cb_alloc_adopt: the slot table, under the device lock). */
+  atomic_store_explicit(&a->gen, atomic_fetch_add(&dev->next_gen, 1) + 1, memory_order_relaxed);
+}
 
 #define NULL_ARG(fn, what) cb_fail(CUBERT_ERR_INVALID_ARGUMENT, fn ": " what " is NULL")
 
@@ -59,10 +66,7 @@ cubert_status cb_alloc_adopt(cb_errb *eb, cb_device *dev, uint64_t size, const c
     dev->capslots = (uint32_t)cap;
   }
   a->slot = dev->nfree ? dev->free_slots[--dev->nfree] : dev->nslots++;
-  /* a generation no tenant had (the device's count), so a weak binding to an
-   * earlier tenant of the slot never upgrades to this one */
-  atomic_store(&a->gen, atomic_fetch_add(&dev->next_gen, 1) + 1);
-  a->id = cb_next_memory_id();
+  cb_alloc_new_tenant(dev, a); /* before the count: see internal.h */
   atomic_init(&a->refs, CB_HANDLE_ONE);
   atomic_init(&a->shared, NULL);
   a->block = block;

@@ -149,12 +149,11 @@ cubert_handle *cb_tcache_reuse(cubert_client *c, uint64_t size) {
   }
   if (!h) return NULL;
   UNPARKED(h);
-  /* a new tenant: what cb_alloc_adopt sets, with the slot, block, device
-   * reference and the (empty) ledger kept; the generation before the count,
-   * so a weak upgrade that sees the count sees the new generation too */
+  /* a new tenant, as cb_alloc_adopt makes one, with the slot, block, device
+   * reference and the (empty) ledger kept; its generation before the count
+   * (internal.h says why) */
   cb_alloc *a = h->alloc;
-  a->id = cb_next_memory_id();
-  atomic_store_explicit(&a->gen, atomic_fetch_add(&dev->next_gen, 1) + 1, memory_order_relaxed);
+  cb_alloc_new_tenant(dev, a);
   a->size = size;
   a->last_writer = 0;
   a->last_write = 0;
