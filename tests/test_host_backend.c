@@ -608,34 +608,52 @@ START_TEST(large_write_to_an_idle_stream_lands_before_it_returns_without_staging
 }
 END_TEST
 
-/* Holds the stream with gated_store, queues `n` writes of `size` bytes at
- * a + i * size, each of pattern seed + i from one buffer scribbled after
- * every call, then lets the stream go and checks every write landed. */
-static void writes_behind_a_held_kernel(void *dev, void *s, void *gated, uint64_t a, uint64_t flag,
-                                        int n, size_t size, uint64_t *work) {
+/* Holds the stream with gated_store, queues `n` writes, the i-th of
+ * sizes[i] bytes right after the one before it from `a` on, of pattern
+ * seed 40 + i from one buffer scribbled after every call, then lets the
+ * stream go and checks every write landed. */
+static void writes_of_sizes_behind_a_held_kernel(void *dev, void *s, void *gated, uint64_t a, uint64_t flag,
+                                                 int n, const size_t *sizes, uint64_t *work) {
   cubert_berr err = {0};
-  uint8_t *src = malloc(size), *want = malloc(size);
+  size_t most = 0;
+  for (int i = 0; i < n; i++)
+    most = sizes[i] > most ? sizes[i] : most;
+  uint8_t *src = malloc(most), *want = malloc(most);
   ck_assert(src && want);
   atomic_store(&gate, 0);
   atomic_store(&gated_running, 0);
   ck_assert_int_eq(launch_store(dev, s, ++*work, gated, 2, flag, 7, 0, &err), CUBERT_OK);
   while (!atomic_load(&gated_running))
     sleep_ms(1);
+  uint64_t at = a;
   for (int i = 0; i < n; i++) {
-    fill_pattern(src, size, (uint8_t)(40 + i));
-    ck_assert_int_eq(ops->write(dev, s, ++*work, a + (uint64_t)i * size, src, size, &err), CUBERT_OK);
-    memset(src, 0xEE, size); /* the write staged its own copy */
+    fill_pattern(src, sizes[i], (uint8_t)(40 + i));
+    ck_assert_int_eq(ops->write(dev, s, ++*work, at, src, sizes[i], &err), CUBERT_OK);
+    memset(src, 0xEE, sizes[i]); /* the write staged its own copy */
+    at += sizes[i];
   }
   ck_assert_uint_lt(ops->progress(dev, s), *work - (uint64_t)n + 1); /* all still queued */
   atomic_store(&gate, 1);
   ck_assert_int_eq(ops->sync(dev, s, &err), CUBERT_OK);
   ck_assert_uint_eq(ops->progress(dev, s), *work);
+  at = a;
   for (int i = 0; i < n; i++) {
-    fill_pattern(want, size, (uint8_t)(40 + i));
-    ck_assert_mem_eq((void *)(uintptr_t)(a + (uint64_t)i * size), want, size);
+    fill_pattern(want, sizes[i], (uint8_t)(40 + i));
+    ck_assert_mem_eq((void *)(uintptr_t)at, want, sizes[i]);
+    at += sizes[i];
   }
   free(src);
   free(want);
+}
+
+/* The same, `n` writes of `size` bytes (n <= 8). */
+static void writes_behind_a_held_kernel(void *dev, void *s, void *gated, uint64_t a, uint64_t flag,
+                                        int n, size_t size, uint64_t *work) {
+  size_t sizes[8];
+  ck_assert_int_le(n, 8);
+  for (int i = 0; i < n; i++)
+    sizes[i] = size;
+  writes_of_sizes_behind_a_held_kernel(dev, s, gated, a, flag, n, sizes, work);
 }
 
 START_TEST(large_writes_behind_work_reuse_kept_staging_blocks_up_to_a_bound) {
@@ -667,6 +685,26 @@ START_TEST(large_writes_behind_work_reuse_kept_staging_blocks_up_to_a_bound) {
   ck_assert_uint_eq(cb_host_testing_staging_kept() - kept, 3 * MIB + 4 * MIB);
 
   /* device_close gives every kept block back (ASan checks none leaks). */
+  ops->module_unload(f.dev[0], gated);
+  close_fixture(&f);
+  ck_assert_uint_eq(cb_host_testing_staging_kept(), kept);
+}
+END_TEST
+
+START_TEST(a_staging_block_that_ran_is_kept_in_place_of_the_smallest) {
+  fixture f;
+  open_fixture(&f, 1, 8 * MIB, NULL);
+  cubert_backend_mem m, mf;
+  uint64_t a = alloc(f.dev[0], 4 * MIB, &m);
+  uint64_t flag = alloc(f.dev[0], 256, &mf);
+  void *s = stream(f.dev[0]);
+  void *gated = load(f.dev[0], "gated_store", gated_store, 2);
+  uint64_t work = 0, kept = cb_host_testing_staging_kept();
+  /* Four blocks of 512 KiB fill the kept places as they run; the 2 MiB
+   * block that runs last takes the place of one of them. */
+  size_t sizes[5] = {MIB / 2, MIB / 2, MIB / 2, MIB / 2, 2 * MIB};
+  writes_of_sizes_behind_a_held_kernel(f.dev[0], s, gated, a, flag, 5, sizes, &work);
+  ck_assert_uint_eq(cb_host_testing_staging_kept() - kept, 3 * (MIB / 2) + 2 * MIB);
   ops->module_unload(f.dev[0], gated);
   close_fixture(&f);
   ck_assert_uint_eq(cb_host_testing_staging_kept(), kept);
@@ -1147,6 +1185,7 @@ static Suite *suite(void) {
   tcase_add_test(t, stream_runs_write_fill_copy_read_in_order);
   tcase_add_test(t, large_write_to_an_idle_stream_lands_before_it_returns_without_staging);
   tcase_add_test(t, large_writes_behind_work_reuse_kept_staging_blocks_up_to_a_bound);
+  tcase_add_test(t, a_staging_block_that_ran_is_kept_in_place_of_the_smallest);
   tcase_add_test(t, large_strided_write_to_an_idle_stream_lands_before_it_returns_without_staging);
   tcase_add_test(t, strided_writes_behind_work_are_packed_and_reuse_kept_staging_blocks);
   tcase_add_test(t, copy_peer_moves_bytes_between_devices);

@@ -35,9 +35,9 @@
 /* Writes from this size (host_transfer.c; a strided write's size is its
  * packed bytes): run in place from the caller's buffer when the stream is
  * idle; else staged in a block that is kept for the next one (as many as
- * HOST_STAGING_KEEP, HOST_STAGING_KEEP_BYTES in all, per device; contiguous
- * and strided writes share them). Below it, a write is staged in a small
- * allocation. */
+ * HOST_STAGING_KEEP, HOST_STAGING_KEEP_BYTES in all, per device, the
+ * smallest dropped to keep the latest; contiguous and strided writes share
+ * them). Below it, a write is staged in a small allocation. */
 #define HOST_WRITE_LARGE (UINT64_C(64) << 10)
 #define HOST_STAGING_KEEP 4
 #define HOST_STAGING_KEEP_BYTES (UINT64_C(64) << 20)

@@ -90,25 +90,6 @@ static void staging_strided_run(cb_work *w) {
   cb_strided_move(it->dst, it->data, &it->layout, it->layout.nruns);
 }
 
-static void staging_release(cb_work *w) {
-  host_staging *it = (host_staging *)w;
-  host_device *d = it->keep;
-  bool kept = false;
-  if (d) {
-    pthread_mutex_lock(&d->staging_lock);
-    kept = d->nstaging < HOST_STAGING_KEEP && d->staging_bytes + it->capacity <= HOST_STAGING_KEEP_BYTES;
-    if (kept) {
-      d->staging[d->nstaging++] = it;
-      d->staging_bytes += it->capacity;
-    }
-    pthread_mutex_unlock(&d->staging_lock);
-  }
-  if (kept)
-    atomic_fetch_add(&staging_kept_bytes, it->capacity);
-  else
-    cb_free(it);
-}
-
 /* Removes kept block i (under staging_lock). */
 static host_staging *staging_remove(host_device *d, size_t i) {
   host_staging *it = d->staging[i];
@@ -116,6 +97,35 @@ static host_staging *staging_remove(host_device *d, size_t i) {
   d->staging_bytes -= it->capacity;
   atomic_fetch_sub(&staging_kept_bytes, it->capacity);
   return it;
+}
+
+/* A large block that ran is kept for the next write, room made for it by
+ * dropping the smallest kept blocks: what is kept follows the latest sizes
+ * (a 64 MiB write after smaller ones would otherwise never find its block
+ * kept, and fault a fresh one in every time). */
+static void staging_release(cb_work *w) {
+  host_staging *it = (host_staging *)w;
+  host_device *d = it->keep;
+  host_staging *drop[HOST_STAGING_KEEP];
+  size_t ndrop = 0;
+  if (!d || it->capacity > HOST_STAGING_KEEP_BYTES) {
+    cb_free(it);
+    return;
+  }
+  pthread_mutex_lock(&d->staging_lock);
+  while (d->nstaging == HOST_STAGING_KEEP || d->staging_bytes + it->capacity > HOST_STAGING_KEEP_BYTES) {
+    size_t smallest = 0;
+    for (size_t i = 1; i < d->nstaging; i++)
+      if (d->staging[i]->capacity < d->staging[smallest]->capacity)
+        smallest = i;
+    drop[ndrop++] = staging_remove(d, smallest);
+  }
+  d->staging[d->nstaging++] = it;
+  d->staging_bytes += it->capacity;
+  atomic_fetch_add(&staging_kept_bytes, it->capacity);
+  pthread_mutex_unlock(&d->staging_lock);
+  while (ndrop)
+    cb_free(drop[--ndrop]);
 }
 
 /* The smallest kept block that holds `size` bytes; NULL when none does.
