@@ -656,57 +656,67 @@ static void writes_behind_a_held_kernel(void *dev, void *s, void *gated, uint64_
   writes_of_sizes_behind_a_held_kernel(dev, s, gated, a, flag, n, sizes, work);
 }
 
-START_TEST(large_writes_behind_work_reuse_kept_staging_blocks_up_to_a_bound) {
+/* One device of `memory` bytes, `size` bytes at `a` to write to, a flag
+ * for gated_store and a stream to hold with it. */
+typedef struct held {
   fixture f;
-  open_fixture(&f, 1, 64 * MIB, NULL);
   cubert_backend_mem m, mf;
-  uint64_t a = alloc(f.dev[0], 8 * MIB, &m);
-  uint64_t flag = alloc(f.dev[0], 256, &mf);
-  void *s = stream(f.dev[0]);
-  void *gated = load(f.dev[0], "gated_store", gated_store, 2);
+  uint64_t a, flag;
+  void *s, *gated;
+} held;
+
+static void open_held(held *h, uint64_t memory, uint64_t size) {
+  open_fixture(&h->f, 1, memory, NULL);
+  h->a = alloc(h->f.dev[0], size, &h->m);
+  h->flag = alloc(h->f.dev[0], 256, &h->mf);
+  h->s = stream(h->f.dev[0]);
+  h->gated = load(h->f.dev[0], "gated_store", gated_store, 2);
+}
+
+static void close_held(held *h) {
+  ops->module_unload(h->f.dev[0], h->gated);
+  close_fixture(&h->f);
+}
+
+START_TEST(large_writes_behind_work_reuse_kept_staging_blocks_up_to_a_bound) {
+  held h;
+  open_held(&h, 64 * MIB, 8 * MIB);
   uint64_t work = 0;
   uint64_t allocs = cb_host_testing_staging_allocs(), kept = cb_host_testing_staging_kept();
 
   /* Two writes queued at once need two blocks; both are kept after. */
-  writes_behind_a_held_kernel(f.dev[0], s, gated, a, flag, 2, MIB, &work);
+  writes_behind_a_held_kernel(h.f.dev[0], h.s, h.gated, h.a, h.flag, 2, MIB, &work);
   ck_assert_uint_eq(cb_host_testing_staging_allocs() - allocs, 2);
   ck_assert_uint_eq(cb_host_testing_staging_kept() - kept, 2 * MIB);
   /* Two more, and two smaller ones: the kept blocks serve them all. */
-  writes_behind_a_held_kernel(f.dev[0], s, gated, a, flag, 2, MIB, &work);
-  writes_behind_a_held_kernel(f.dev[0], s, gated, a, flag, 2, MIB / 2, &work);
+  writes_behind_a_held_kernel(h.f.dev[0], h.s, h.gated, h.a, h.flag, 2, MIB, &work);
+  writes_behind_a_held_kernel(h.f.dev[0], h.s, h.gated, h.a, h.flag, 2, MIB / 2, &work);
   ck_assert_uint_eq(cb_host_testing_staging_allocs() - allocs, 2);
   /* Six at once: four blocks are kept at most. */
-  writes_behind_a_held_kernel(f.dev[0], s, gated, a, flag, 6, MIB, &work);
+  writes_behind_a_held_kernel(h.f.dev[0], h.s, h.gated, h.a, h.flag, 6, MIB, &work);
   ck_assert_uint_eq(cb_host_testing_staging_allocs() - allocs, 6);
   ck_assert_uint_eq(cb_host_testing_staging_kept() - kept, HOST_STAGING_KEEP * (uint64_t)MIB);
   /* A larger write than any kept block drops the largest kept one. */
-  writes_behind_a_held_kernel(f.dev[0], s, gated, a, flag, 1, 4 * MIB, &work);
+  writes_behind_a_held_kernel(h.f.dev[0], h.s, h.gated, h.a, h.flag, 1, 4 * MIB, &work);
   ck_assert_uint_eq(cb_host_testing_staging_allocs() - allocs, 7);
   ck_assert_uint_eq(cb_host_testing_staging_kept() - kept, 3 * MIB + 4 * MIB);
 
   /* device_close gives every kept block back (ASan checks none leaks). */
-  ops->module_unload(f.dev[0], gated);
-  close_fixture(&f);
+  close_held(&h);
   ck_assert_uint_eq(cb_host_testing_staging_kept(), kept);
 }
 END_TEST
 
 START_TEST(a_staging_block_that_ran_is_kept_in_place_of_the_smallest) {
-  fixture f;
-  open_fixture(&f, 1, 8 * MIB, NULL);
-  cubert_backend_mem m, mf;
-  uint64_t a = alloc(f.dev[0], 4 * MIB, &m);
-  uint64_t flag = alloc(f.dev[0], 256, &mf);
-  void *s = stream(f.dev[0]);
-  void *gated = load(f.dev[0], "gated_store", gated_store, 2);
+  held h;
+  open_held(&h, 8 * MIB, 4 * MIB);
   uint64_t work = 0, kept = cb_host_testing_staging_kept();
   /* Four blocks of 512 KiB fill the kept places as they run; the 2 MiB
    * block that runs last takes the place of one of them. */
   size_t sizes[5] = {MIB / 2, MIB / 2, MIB / 2, MIB / 2, 2 * MIB};
-  writes_of_sizes_behind_a_held_kernel(f.dev[0], s, gated, a, flag, 5, sizes, &work);
+  writes_of_sizes_behind_a_held_kernel(h.f.dev[0], h.s, h.gated, h.a, h.flag, 5, sizes, &work);
   ck_assert_uint_eq(cb_host_testing_staging_kept() - kept, 3 * (MIB / 2) + 2 * MIB);
-  ops->module_unload(f.dev[0], gated);
-  close_fixture(&f);
+  close_held(&h);
   ck_assert_uint_eq(cb_host_testing_staging_kept(), kept);
 }
 END_TEST
