@@ -574,10 +574,15 @@ cb_work *cb_work_begin(cb_device *dev, cb_stream *s, const char *operation, cube
 static inline bool cb_work_bind_local(const cb_work *w, const cb_alloc *a) { return a->dev == w->dev && !a->host; }
 /* Binding `i` of `w`: [start, end) of `a`. Inline: a launch binds each of
  * its buffers here (issue 15: the per-binding cost). */
+static inline void cb_work_bind_known(cb_wbind *slot, cb_alloc *a, bool local, uint64_t start, uint64_t end,
+                                      cubert_access access, const char *name) {
+  /* `local`: cb_work_bind_local(w, a), which a caller may know already */
+  if (!local || a->local_binds++ == 0) cb_alloc_ref(a, CB_BINDING_ONE);
+  *slot = (cb_wbind){a, start, end, (uint8_t)access, name, NULL};
+}
 static inline void cb_work_bind_at(const cb_work *w, cb_wbind *slot, cb_alloc *a, uint64_t start, uint64_t end,
                                    cubert_access access, const char *name) {
-  if (!cb_work_bind_local(w, a) || a->local_binds++ == 0) cb_alloc_ref(a, CB_BINDING_ONE);
-  *slot = (cb_wbind){a, start, end, (uint8_t)access, name, NULL};
+  cb_work_bind_known(slot, a, cb_work_bind_local(w, a), start, end, access, name);
 }
 static inline void cb_work_bind(cb_work *w, uint32_t i, cb_alloc *a, uint64_t start, uint64_t end,
                                 cubert_access access, const char *name) {

@@ -150,22 +150,28 @@ static inline cb_alloc *arg_alloc(const cubert_arg *a) {
 
 /* Checks each argument against its parameter and the device; no lock.
  * Tensors take the slots of `la->tensors` in order; la->nbound and
- * la->npeer count the arguments that bind memory and the peer ones. In the
- * same pass, what the backend is handed (la->bargs): scalars by value,
- * buffers by address, tensors as their descriptor (by value) with the
- * address of element 0; a peer binding's address (its cell's) is filled
- * under the device lock (order_and_marshal). An allocation's block never
- * moves, so its address needs no lock. */
+ * la->npeer count the arguments that bind memory and the peer ones. What
+ * the backend is handed (la->bargs): scalars by value and tensors as their
+ * descriptor (by value) with the address of element 0, here; buffers by
+ * address, in begin_work's pass (a peer binding's, its cell's, in
+ * order_and_marshal). The usual argument, a buffer of the launching device,
+ * costs two loads and a compare here. */
 static cubert_status check_args(cb_errb *eb, const cb_device *dev, const cubert_kernel *k, const cubert_arg *args,
                                 uint32_t nargs, launch_args *la) {
   cubert_backend_arg *bargs = la->bargs;
   tensor_arg *tensors = la->tensors;
+  const cubert_param *params = k->params;
+  uint32_t nbound = 0, npeer = 0;
   if (nargs != k->nparams)
     return cb_errb_set(eb, CUBERT_ERR_LAUNCH_CONFIG, "kernel `%s` takes %u argument%s, the launch gives %u", k->name,
                    k->nparams, k->nparams == 1 ? "" : "s", nargs);
   for (uint32_t i = 0; i < nargs; i++) {
-    const cubert_param *p = &k->params[i];
+    const cubert_param *p = &params[i];
     const cubert_arg *a = &args[i];
+    if (a->kind == CUBERT_PARAM_BUFFER && p->kind == CUBERT_PARAM_BUFFER && a->handle && a->handle->alloc->dev == dev) {
+      nbound++;
+      continue;
+    }
     if (a->kind != p->kind)
       return cb_errb_set(eb, CUBERT_ERR_LAUNCH_CONFIG, "argument %u (`%s`) of `%s` must be %s, the launch gives %s", i,
                      p->name, k->name, kind_name(p->kind), kind_name(a->kind));
@@ -185,20 +191,13 @@ static cubert_status check_args(cb_errb *eb, const cb_device *dev, const cubert_
                      k->name);
     const cubert_handle *h = a->handle;
     cb_alloc *al = h->alloc;
-    uint64_t start = h->start, end = h->end;
-    la->nbound++;
+    nbound++;
     if (p->kind == CUBERT_PARAM_TENSOR) {
       tensor_arg *t = tensors++;
       cubert_status st = resolve_tensor(eb, k, i, a, t);
       if (st) return st;
       bargs[i] = (cubert_backend_arg){.kind = p->kind, .access = p->access, .address = t->desc.address,
                                       .scalar = &t->desc, .scalar_size = sizeof t->desc};
-    } else {
-      /* A peer buffer names its allocation's owner (backend.h), so no layer
-       * below needs a registry of addresses to tell. */
-      bargs[i] = (cubert_backend_arg){.kind = p->kind, .access = p->access,
-                                      .address = al->block.address + start, .size = end - start,
-                                      .owner = p->kind == CUBERT_PARAM_PEER_BUFFER ? al->dev->bdev : NULL};
     }
     if (al->dev == dev) continue; /* a peer parameter may bind local memory too (cubert.h) */
     char what[160];
@@ -225,8 +224,10 @@ static cubert_status check_args(cb_errb *eb, const cb_device *dev, const cubert_
                      "argument %u (`%s`) of `%s`: the shared memory (%llu) is not the memory the binding "
                      "names (%llu)",
                      i, p->name, k->name, (unsigned long long)sh->memory_id, (unsigned long long)al->id);
-    la->npeer++;
+    npeer++;
   }
+  la->nbound = nbound;
+  la->npeer = npeer;
   return CUBERT_OK;
 }
 
@@ -303,9 +304,11 @@ typedef struct bind_state {
 } bind_state;
 
 /* The launch's work record, its la->nbound buffers bound; NULL for want of
- * memory. */
+ * memory. In the same pass, each buffer's argument for the backend (by
+ * address: an allocation's block never moves; a peer binding's address is
+ * its cell's, filled by order_and_marshal). */
 static cb_work *begin_work(cb_device *dev, cb_stream *s, const cubert_kernel *k, const cubert_arg *args,
-                           uint32_t nargs, const launch_args *la, bind_state *bs) {
+                           uint32_t nargs, launch_args *la, bind_state *bs) {
   cb_work *w = cb_work_begin(dev, s, "launch", (cubert_kernel *)k, la->nbound);
   if (!w) return NULL;
   bool c = true, o = false, settle = false;
@@ -319,12 +322,25 @@ static cb_work *begin_work(cb_device *dev, cb_stream *s, const cubert_kernel *k,
     cb_alloc *a = h->alloc;
     /* a tensor binds its footprint; wanting memory for that, the handle's
      * view around it (more taint on failure, never less) */
-    bool bound = false;
-    if (ar->kind == CUBERT_PARAM_TENSOR)
-      bound = cb_work_bind_pattern(w, (uint32_t)(b - cb_work_binds(w)), a, &(t++)->pat, p->access, p->name);
-    if (!bound) cb_work_bind_at(w, b, a, h->start, h->end, p->access, p->name);
-    b++;
+    uint64_t start = h->start, end = h->end;
     bool peer = a->dev != dev, write = (p->access & CUBERT_ACCESS_WRITE) != 0;
+    if (ar->kind != CUBERT_PARAM_TENSOR) {
+      cb_work_bind_known(b, a, !peer & !a->host, start, end, p->access, p->name);
+      /* field by field: the compound literal's zeroed padding costs more.
+       * A peer buffer names its allocation's owner (backend.h), so no layer
+       * below needs a registry of addresses to tell. */
+      cubert_backend_arg *ba = &la->bargs[i];
+      ba->kind = ar->kind;
+      ba->access = p->access;
+      ba->address = a->block.address + start;
+      ba->size = end - start;
+      ba->scalar = NULL;
+      ba->scalar_size = 0;
+      ba->owner = ar->kind == CUBERT_PARAM_PEER_BUFFER ? a->dev->bdev : NULL;
+    } else if (!cb_work_bind_pattern(w, (uint32_t)(b - cb_work_binds(w)), a, &(t++)->pat, p->access, p->name)) {
+      cb_work_bind_at(w, b, a, start, end, p->access, p->name);
+    }
+    b++;
     /* unshared memory with an empty ledger: nothing to find, nothing to release */
     bool plain = !atomic_load_explicit(&a->shared, memory_order_relaxed) & (a->ledger.n == 0);
     if (p->access & CUBERT_ACCESS_READ) c &= !peer & plain;

@@ -84,18 +84,20 @@ void cb_work_report(cb_work *w, const cubert_failure *f, cb_errb *b) {
   if (b->n == before) cb_errb_add(b, f, 0, 0);
 }
 
-/* The last writer, or this stream among the last readers, of binding `b`. */
-static inline void mark_use(cb_device *dev, const cb_work *w, cb_wbind *b) {
+/* The last writer, or this stream among the last readers, of binding `b`
+ * by work `work` of stream `stream` (values: the stores below cannot make
+ * the compiler load them again). */
+static inline void mark_use(const cb_device *dev, uint32_t stream, uint64_t work, const cb_wbind *b) {
   /* stream order means something on the owning device only */
   cb_alloc *a = b->alloc;
   if (!a || a->dev != dev || a->host) return;
   if (b->access & CUBERT_ACCESS_WRITE) {
-    a->last_writer = w->stream;
-    a->last_write = w->work;
+    a->last_writer = stream;
+    a->last_write = work;
     return;
   }
   uint32_t j = 0;
-  while (j < a->nreaders && a->readers[j].stream != w->stream) j++;
+  while (j < a->nreaders && a->readers[j].stream != stream) j++;
   if (j == a->nreaders) {
     if (a->nreaders == a->capreaders) {
       size_t cap = 0;
@@ -105,14 +107,16 @@ static inline void mark_use(cb_device *dev, const cb_work *w, cb_wbind *b) {
       a->capreaders = (uint32_t)cap;
     }
     a->nreaders++;
-    a->readers[j].stream = w->stream;
+    a->readers[j].stream = stream;
   }
-  a->readers[j].work = w->work;
+  a->readers[j].work = work;
 }
 
 void cb_work_mark_uses(cb_device *dev, cb_work *w) {
-  cb_wbind *b = cb_work_binds(w);
-  for (uint32_t i = 0; i < w->nb; i++) mark_use(dev, w, &b[i]);
+  const cb_wbind *b = cb_work_binds(w);
+  uint32_t stream = w->stream, n = w->nb;
+  uint64_t work = w->work;
+  for (uint32_t i = 0; i < n; i++) mark_use(dev, stream, work, &b[i]);
 }
 
 void cb_work_succeeded(cb_device *dev, cb_work *w) {
@@ -121,7 +125,7 @@ void cb_work_succeeded(cb_device *dev, cb_work *w) {
     cb_alloc *a = b[i].alloc;
     if (!a) continue;
     if ((b[i].access & CUBERT_ACCESS_WRITE) && cb_taint_settle_needed(&b[i])) cb_taint_settle_bind(&b[i], NULL);
-    mark_use(dev, w, &b[i]);
+    mark_use(dev, w->stream, w->work, &b[i]);
   }
 }
 
