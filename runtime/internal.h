@@ -559,6 +559,8 @@ cubert_status cb_device_lost_error(cb_device *dev);
 
 /* The stream the client uses on this thread (created on first use). */
 cubert_status cb_client_stream(cubert_client *c, cb_stream **out);
+/* That stream when it exists already, else NULL (nothing is created). */
+cb_stream *cb_client_stream_made(const cubert_client *c);
 /* Makes `s` wait for the last write of `a` when another stream made it,
  * and, when `write`, for its last read on another stream too (a write must
  * not land under a reader). On failure `err` holds the error (not
@@ -588,6 +590,12 @@ static inline void cb_work_bind(cb_work *w, uint32_t i, cb_alloc *a, uint64_t st
                                 cubert_access access, const char *name) {
   cb_work_bind_at(w, &cb_work_binds(w)[i], a, start, end, access, name);
 }
+/* Undoes cb_work_begin of `w`, the device's newest record, whose first
+ * w->nb bindings are bound: the bindings and the record go and its work
+ * number is given back, `last_work` is `s`'s again (its value before
+ * cb_work_begin). For work found, before anything was enqueued, to need
+ * another way of enqueueing it (launch.c's one-pass launch). */
+void cb_work_abandon(cb_device *dev, cb_stream *s, cb_work *w, uint64_t last_work);
 /* A strided binding: the footprint `p` (copied; an empty one binds
  * nothing). False when out of memory (the binding is then left empty). */
 bool cb_work_bind_pattern(cb_work *w, uint32_t i, cb_alloc *a, const cb_pattern *p, cubert_access access,

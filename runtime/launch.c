@@ -12,6 +12,15 @@
 
 #define CB_MAX_ARGS 256
 
+/* Out of line: a path the usual launch does not take, or a pass that keeps
+ * its registers better as a function of its own (the launch inlines into
+ * one large function otherwise). */
+#if defined(__GNUC__)
+#define CB_NOINLINE __attribute__((noinline))
+#else
+#define CB_NOINLINE
+#endif
+
 /* A tensor argument: its footprint (the read or write set) and the
  * descriptor the kernel gets. */
 typedef struct tensor_arg {
@@ -148,6 +157,70 @@ static inline cb_alloc *arg_alloc(const cubert_arg *a) {
   return a->kind == CUBERT_PARAM_SCALAR ? NULL : a->handle->alloc;
 }
 
+/* An argument other than a buffer of the launching device: its checks,
+ * naming what is wrong, and for a scalar or tensor what the backend is
+ * handed (check_args). Out of line, so the loop of the usual case keeps
+ * its registers. */
+static CB_NOINLINE cubert_status check_arg(cb_errb *eb, const cb_device *dev, const cubert_kernel *k, uint32_t i,
+                                           const cubert_arg *a, cubert_backend_arg *bargs, tensor_arg **tensors,
+                                           uint32_t *nbound, uint32_t *npeer) {
+  const cubert_param *p = &k->params[i];
+  if (a->kind != p->kind)
+    return cb_errb_set(eb, CUBERT_ERR_LAUNCH_CONFIG, "argument %u (`%s`) of `%s` must be %s, the launch gives %s", i,
+                   p->name, k->name, kind_name(p->kind), kind_name(a->kind));
+  if (p->kind == CUBERT_PARAM_SCALAR) {
+    if (!a->scalar)
+      return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT, "argument %u (`%s`) of `%s`: scalar value is NULL", i,
+                     p->name, k->name);
+    if (a->scalar_size != p->size)
+      return cb_errb_set(eb, CUBERT_ERR_LAUNCH_CONFIG, "argument %u (`%s`) of `%s`: scalar of %u bytes, the kernel takes %u",
+                     i, p->name, k->name, a->scalar_size, p->size);
+    bargs[i] = (cubert_backend_arg){.kind = p->kind, .access = p->access, .scalar = a->scalar,
+                                    .scalar_size = a->scalar_size};
+    return CUBERT_OK;
+  }
+  if (!a->handle)
+    return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT, "argument %u (`%s`) of `%s`: handle is NULL", i, p->name,
+                   k->name);
+  const cubert_handle *h = a->handle;
+  cb_alloc *al = h->alloc;
+  (*nbound)++;
+  if (p->kind == CUBERT_PARAM_TENSOR) {
+    tensor_arg *t = (*tensors)++;
+    cubert_status st = resolve_tensor(eb, k, i, a, t);
+    if (st) return st;
+    bargs[i] = (cubert_backend_arg){.kind = p->kind, .access = p->access, .address = t->desc.address,
+                                    .scalar = &t->desc, .scalar_size = sizeof t->desc};
+  }
+  if (al->dev == dev) return CUBERT_OK; /* a peer parameter may bind local memory too (cubert.h) */
+  char what[160];
+  snprintf(what, sizeof what, "argument %u (`%s`) of `%s`", i, p->name, k->name);
+  cubert_status st = cb_check_runtime(eb, "cubert_launch", what, dev, al);
+  if (st) return st;
+  if (p->kind == CUBERT_PARAM_BUFFER || p->kind == CUBERT_PARAM_TENSOR)
+    return cb_errb_set(eb, CUBERT_ERR_WRONG_DEVICE,
+                   "argument %u (`%s`) of `%s`: memory %llu belongs to device %d (%s), the launch is on "
+                   "device %d (%s); bind memory of another device through a peer-buffer parameter",
+                   i, p->name, k->name, (unsigned long long)al->id, al->dev->index, al->dev->info.name,
+                   dev->index, dev->info.name);
+  if (al->dev->backend != dev->backend)
+    return cb_errb_set(eb, CUBERT_ERR_PEER_ACCESS, "argument %u (`%s`) of `%s`: %s and %s belong to different backends",
+                   i, p->name, k->name, al->dev->info.name, dev->info.name);
+  cb_shared *sh = atomic_load(&al->shared);
+  if (!sh)
+    return cb_errb_set(eb, CUBERT_ERR_NOT_SHARED,
+                   "argument %u (`%s`) of `%s`: memory %llu of device %d was never shared "
+                   "(cubert_handle_share)",
+                   i, p->name, k->name, (unsigned long long)al->id, al->dev->index);
+  if (sh->alloc != al || sh->memory_id != al->id)
+    return cb_errb_set(eb, CUBERT_ERR_NOT_SHARED,
+                   "argument %u (`%s`) of `%s`: the shared memory (%llu) is not the memory the binding "
+                   "names (%llu)",
+                   i, p->name, k->name, (unsigned long long)sh->memory_id, (unsigned long long)al->id);
+  (*npeer)++;
+  return CUBERT_OK;
+}
+
 /* Checks each argument against its parameter and the device; no lock.
  * Tensors take the slots of `la->tensors` in order; la->nbound and
  * la->npeer count the arguments that bind memory and the peer ones. What
@@ -172,59 +245,8 @@ static cubert_status check_args(cb_errb *eb, const cb_device *dev, const cubert_
       nbound++;
       continue;
     }
-    if (a->kind != p->kind)
-      return cb_errb_set(eb, CUBERT_ERR_LAUNCH_CONFIG, "argument %u (`%s`) of `%s` must be %s, the launch gives %s", i,
-                     p->name, k->name, kind_name(p->kind), kind_name(a->kind));
-    if (p->kind == CUBERT_PARAM_SCALAR) {
-      if (!a->scalar)
-        return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT, "argument %u (`%s`) of `%s`: scalar value is NULL", i,
-                       p->name, k->name);
-      if (a->scalar_size != p->size)
-        return cb_errb_set(eb, CUBERT_ERR_LAUNCH_CONFIG, "argument %u (`%s`) of `%s`: scalar of %u bytes, the kernel takes %u",
-                       i, p->name, k->name, a->scalar_size, p->size);
-      bargs[i] = (cubert_backend_arg){.kind = p->kind, .access = p->access, .scalar = a->scalar,
-                                      .scalar_size = a->scalar_size};
-      continue;
-    }
-    if (!a->handle)
-      return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT, "argument %u (`%s`) of `%s`: handle is NULL", i, p->name,
-                     k->name);
-    const cubert_handle *h = a->handle;
-    cb_alloc *al = h->alloc;
-    nbound++;
-    if (p->kind == CUBERT_PARAM_TENSOR) {
-      tensor_arg *t = tensors++;
-      cubert_status st = resolve_tensor(eb, k, i, a, t);
-      if (st) return st;
-      bargs[i] = (cubert_backend_arg){.kind = p->kind, .access = p->access, .address = t->desc.address,
-                                      .scalar = &t->desc, .scalar_size = sizeof t->desc};
-    }
-    if (al->dev == dev) continue; /* a peer parameter may bind local memory too (cubert.h) */
-    char what[160];
-    snprintf(what, sizeof what, "argument %u (`%s`) of `%s`", i, p->name, k->name);
-    cubert_status st = cb_check_runtime(eb, "cubert_launch", what, dev, al);
+    cubert_status st = check_arg(eb, dev, k, i, a, bargs, &tensors, &nbound, &npeer);
     if (st) return st;
-    if (p->kind == CUBERT_PARAM_BUFFER || p->kind == CUBERT_PARAM_TENSOR)
-      return cb_errb_set(eb, CUBERT_ERR_WRONG_DEVICE,
-                     "argument %u (`%s`) of `%s`: memory %llu belongs to device %d (%s), the launch is on "
-                     "device %d (%s); bind memory of another device through a peer-buffer parameter",
-                     i, p->name, k->name, (unsigned long long)al->id, al->dev->index, al->dev->info.name,
-                     dev->index, dev->info.name);
-    if (al->dev->backend != dev->backend)
-      return cb_errb_set(eb, CUBERT_ERR_PEER_ACCESS, "argument %u (`%s`) of `%s`: %s and %s belong to different backends",
-                     i, p->name, k->name, al->dev->info.name, dev->info.name);
-    cb_shared *sh = atomic_load(&al->shared);
-    if (!sh)
-      return cb_errb_set(eb, CUBERT_ERR_NOT_SHARED,
-                     "argument %u (`%s`) of `%s`: memory %llu of device %d was never shared "
-                     "(cubert_handle_share)",
-                     i, p->name, k->name, (unsigned long long)al->id, al->dev->index);
-    if (sh->alloc != al || sh->memory_id != al->id)
-      return cb_errb_set(eb, CUBERT_ERR_NOT_SHARED,
-                     "argument %u (`%s`) of `%s`: the shared memory (%llu) is not the memory the binding "
-                     "names (%llu)",
-                     i, p->name, k->name, (unsigned long long)sh->memory_id, (unsigned long long)al->id);
-    npeer++;
   }
   la->nbound = nbound;
   la->npeer = npeer;
@@ -444,24 +466,113 @@ static cubert_status launch_locked(cb_errb *eb, cubert_client *c, const cubert_k
   return CUBERT_OK;
 }
 
+/* The usual launch in one pass under the device lock: every argument is a
+ * well-formed scalar or a buffer of this device's memory that is plain
+ * (unshared, not a host buffer's, its ledger empty: nothing to find on
+ * input or to release on output) and needs no ordering (its last writer
+ * is this stream or none, and a write finds no readers). The pass checks
+ * each argument, binds it in the work record and marshals it for the
+ * backend at once; then the module, the backend's launch, the uses marked,
+ * as launch_locked does in that case. At the first argument that is
+ * anything else, or when the thread's stream is not made yet or the device
+ * cannot be entered, the pass gives up having changed nothing (the record
+ * and its bindings undone, cb_work_abandon) and returns false: the general
+ * path then checks, names and handles every argument in its order. True:
+ * the launch was handled, *out its status. */
+static bool launch_one_pass(cb_errb *eb, cubert_client *c, const cubert_kernel *k, const cubert_launch_config *cfg,
+                            const cubert_arg *args, uint32_t nargs, cubert_status *out) {
+  cb_device *dev = c->dev;
+  if (nargs > CB_WBIND_INLINE || nargs != k->nparams || k->ntensors) return false;
+  if (cb_device_enter(dev)) return false; /* lost: the general path says so after its checks */
+  cb_stream *s = cb_client_stream_made(c);
+  uint64_t last_work = s ? s->last_work : 0;
+  cb_work *w = s ? cb_work_begin(dev, s, "launch", (cubert_kernel *)k, 0) : NULL;
+  if (!w) {
+    cb_device_leave(dev);
+    return false;
+  }
+  cubert_backend_arg bargs[CB_WBIND_INLINE];
+  const cubert_param *params = k->params;
+  cb_wbind *b = w->inl; /* nargs <= CB_WBIND_INLINE: the record's own slots */
+  uint32_t sid = s->id, nb = 0;
+  for (uint32_t i = 0; i < nargs; i++) {
+    const cubert_param *p = &params[i];
+    const cubert_arg *ar = &args[i];
+    cubert_backend_arg *ba = &bargs[i];
+    if (ar->kind == CUBERT_PARAM_SCALAR && p->kind == CUBERT_PARAM_SCALAR && ar->scalar &&
+        ar->scalar_size == p->size) {
+      *ba = (cubert_backend_arg){.kind = CUBERT_PARAM_SCALAR, .access = p->access, .scalar = ar->scalar,
+                                 .scalar_size = ar->scalar_size};
+      continue;
+    }
+    if (ar->kind != CUBERT_PARAM_BUFFER || p->kind != CUBERT_PARAM_BUFFER || !ar->handle) goto give_up;
+    const cubert_handle *h = ar->handle;
+    cb_alloc *a = h->alloc;
+    bool write = (p->access & CUBERT_ACCESS_WRITE) != 0;
+    if (a->dev != dev || a->host || atomic_load_explicit(&a->shared, memory_order_relaxed) || a->xshare ||
+        a->ledger.n || (a->last_writer && a->last_writer != sid) || (write && a->nreaders))
+      goto give_up;
+    uint64_t start = h->start, end = h->end;
+    cb_work_bind_known(&b[nb++], a, true, start, end, p->access, p->name);
+    /* field by field: the compound literal's zeroed padding costs more */
+    ba->kind = CUBERT_PARAM_BUFFER;
+    ba->access = p->access;
+    ba->address = a->block.address + start;
+    ba->size = end - start;
+    ba->scalar = NULL;
+    ba->scalar_size = 0;
+    ba->owner = NULL;
+  }
+  w->nb = nb;
+  cubert_berr err; /* a backend that fails fills it; the message buffer is not cleared for each launch */
+  err.sticky = false;
+  err.message[0] = '\0';
+  void *module = NULL;
+  cubert_status st = cb_module_get(dev, k, &module, &err);
+  if (!st) st = dev->ops->launch(dev->bdev, s->bs, w->work, module, cfg, bargs, nargs, &err);
+  if (st) {
+    st = launch_failed(eb, dev, w, s, k, st, &err);
+  } else {
+    cb_work_mark_uses(dev, w); /* plain memory: releasing the write set changes nothing */
+    dev->launches++;
+  }
+  cb_device_leave(dev);
+  *out = st;
+  return true;
+give_up:
+  w->nb = nb;
+  cb_work_abandon(dev, s, w, last_work);
+  cb_device_leave(dev);
+  return false;
+}
+
+/* Every other launch: the arguments checked without the lock (each
+ * refusal names the argument), then launch_locked. */
+static cubert_status launch_general(cb_errb *eb, cubert_client *c, const cubert_kernel *k,
+                                    const cubert_launch_config *cfg, const cubert_arg *args, uint32_t nargs) {
+  launch_args la;
+  cubert_status st;
+  if (!(st = launch_args_init(eb, &la, k, nargs)) && !(st = check_args(eb, c->dev, k, args, nargs, &la)) &&
+      !(st = cb_device_enter(c->dev))) {
+    st = launch_locked(eb, c, k, cfg, args, nargs, &la);
+    cb_device_leave(c->dev);
+  }
+  launch_args_free(&la);
+  return st;
+}
+
 cubert_status cubert_launch(cubert_client *c, const cubert_kernel *k, const cubert_launch_config *cfg,
                             const cubert_arg *args, uint32_t nargs) {
   cb_errb eb;
   cb_errb_init(&eb, CUBERT_OK);
   cubert_status st = check_call(&eb, c, k, cfg, args, nargs);
-  if (!st) {
-    launch_args la;
-    if (!(st = launch_args_init(&eb, &la, k, nargs)) && !(st = check_config(&eb, c->dev, k, cfg)) &&
-        !(st = check_args(&eb, c->dev, k, args, nargs, &la))) {
-      /* the slow part of a first launch (a compile) without the device lock:
-       * launches of other kernels go on meanwhile (runtime/module.c) */
-      if (!atomic_load(&c->dev->gone)) cb_module_prepare(c->dev, k);
-      if (!(st = cb_device_enter(c->dev))) {
-        st = launch_locked(&eb, c, k, cfg, args, nargs, &la);
-        cb_device_leave(c->dev);
-      }
-    }
-    launch_args_free(&la);
+  if (!st && !(st = check_config(&eb, c->dev, k, cfg))) {
+    /* the slow part of a first launch (a compile) without the device lock:
+     * launches of other kernels go on meanwhile. It changes nothing a call
+     * sees, only how long the load takes (runtime/module.c), so it comes
+     * before the arguments' checks: a launch they refuse may have made it. */
+    if (!atomic_load(&c->dev->gone)) cb_module_prepare(c->dev, k);
+    if (!launch_one_pass(&eb, c, k, cfg, args, nargs, &st)) st = launch_general(&eb, c, k, cfg, args, nargs);
   }
   return cb_errb_return(&eb, st);
 }

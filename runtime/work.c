@@ -59,6 +59,13 @@ static void work_release(cb_device *dev, cb_work *w) {
   cubert_kernel_release(w->kernel);
 }
 
+void cb_work_abandon(cb_device *dev, cb_stream *s, cb_work *w, uint64_t last_work) {
+  work_release(dev, w);
+  dev->npending--;
+  dev->next_work--;
+  if (s) s->last_work = last_work;
+}
+
 void cb_work_report(cb_work *w, const cubert_failure *f, cb_errb *b) {
   size_t before = b->n;
   for (uint32_t i = 0; w && i < w->nb; i++) {
