@@ -639,6 +639,26 @@ void cb_taint_settle_bind(cb_wbind *b, cubert_failure *f);
 void cb_work_report(cb_work *w, const cubert_failure *f, cb_errb *b);
 /* Marks uses: last writer and last reader stream/work of each allocation. */
 void cb_work_mark_uses(cb_device *dev, cb_work *w);
+/* Stream `stream` as a reader of `a` since its last write, with work
+ * `work` (when the list cannot grow, nothing: sync before rewriting). */
+void cb_reader_add(cb_alloc *a, uint32_t stream, uint64_t work);
+/* One use of memory of the device whose lock the caller holds (not a host
+ * buffer's): a write makes work `work` of `stream` its last writer, a read
+ * the stream's last read of it. cb_work_mark_uses does it for each binding
+ * of that device; a launch whose bindings all are calls it directly. */
+static inline void cb_mark_local(cb_alloc *a, uint8_t access, uint32_t stream, uint64_t work) {
+  if (access & CUBERT_ACCESS_WRITE) {
+    a->last_writer = stream;
+    a->last_write = work;
+    return;
+  }
+  uint32_t j = 0;
+  while (j < a->nreaders && a->readers[j].stream != stream) j++;
+  if (j < a->nreaders)
+    a->readers[j].work = work;
+  else
+    cb_reader_add(a, stream, work);
+}
 /* Work that was handed to the backend: cb_taint_settle(dev, w, NULL) then
  * cb_work_mark_uses(dev, w), in one pass over the bindings. */
 void cb_work_succeeded(cb_device *dev, cb_work *w);

@@ -533,7 +533,11 @@ static bool launch_one_pass(cb_errb *eb, cubert_client *c, const cubert_kernel *
   if (st) {
     st = launch_failed(eb, dev, w, s, k, st, &err);
   } else {
-    cb_work_mark_uses(dev, w); /* plain memory: releasing the write set changes nothing */
+    /* plain memory of this device: releasing the write set changes
+     * nothing; each binding's use marked as cb_work_mark_uses would */
+    uint32_t stream = w->stream;
+    uint64_t work = w->work;
+    for (uint32_t j = 0; j < nb; j++) cb_mark_local(b[j].alloc, b[j].access, stream, work);
     dev->launches++;
   }
   cb_device_leave(dev);

@@ -49,10 +49,11 @@ bool cb_work_bind_pattern(cb_work *w, uint32_t i, cb_alloc *a, const cb_pattern 
 }
 
 static void work_release(cb_device *dev, cb_work *w) {
-  cb_wbind *b = cb_work_binds(w);
-  for (uint32_t i = 0; i < w->nb; i++) {
+  const cb_wbind *b = cb_work_binds(w);
+  const cb_work local = {.dev = w->dev}; /* cb_work_bind_local's device, not loaded again after each store */
+  for (uint32_t i = 0, n = w->nb; i < n; i++) {
     cb_alloc *a = b[i].alloc;
-    if (a && (!cb_work_bind_local(w, a) || --a->local_binds == 0)) cb_alloc_unref(a, CB_BINDING_ONE, dev);
+    if (a && (!cb_work_bind_local(&local, a) || --a->local_binds == 0)) cb_alloc_unref(a, CB_BINDING_ONE, dev);
     if (b[i].pat) cb_free(b[i].pat);
   }
   if (w->heap) cb_free(w->heap);
@@ -91,6 +92,20 @@ void cb_work_report(cb_work *w, const cubert_failure *f, cb_errb *b) {
   if (b->n == before) cb_errb_add(b, f, 0, 0);
 }
 
+void cb_reader_add(cb_alloc *a, uint32_t stream, uint64_t work) {
+  uint32_t j = a->nreaders;
+  if (j == a->capreaders) {
+    size_t cap = 0;
+    struct cb_reader *v = cb_array_grow(a->readers, a->capreaders, (size_t)j + 1, sizeof *v, &cap);
+    if (v) a->readers = v;
+    if (!v || cap > UINT32_MAX) return; /* cannot remember it: sync before rewriting (docs) */
+    a->capreaders = (uint32_t)cap;
+  }
+  a->nreaders++;
+  a->readers[j].stream = stream;
+  a->readers[j].work = work;
+}
+
 /* The last writer, or this stream among the last readers, of binding `b`
  * by work `work` of stream `stream` (values: the stores below cannot make
  * the compiler load them again). */
@@ -98,25 +113,7 @@ static inline void mark_use(const cb_device *dev, uint32_t stream, uint64_t work
   /* stream order means something on the owning device only */
   cb_alloc *a = b->alloc;
   if (!a || a->dev != dev || a->host) return;
-  if (b->access & CUBERT_ACCESS_WRITE) {
-    a->last_writer = stream;
-    a->last_write = work;
-    return;
-  }
-  uint32_t j = 0;
-  while (j < a->nreaders && a->readers[j].stream != stream) j++;
-  if (j == a->nreaders) {
-    if (a->nreaders == a->capreaders) {
-      size_t cap = 0;
-      struct cb_reader *v = cb_array_grow(a->readers, a->capreaders, (size_t)a->nreaders + 1, sizeof *v, &cap);
-      if (v) a->readers = v;
-      if (!v || cap > UINT32_MAX) return; /* cannot remember it: sync before rewriting (docs) */
-      a->capreaders = (uint32_t)cap;
-    }
-    a->nreaders++;
-    a->readers[j].stream = stream;
-  }
-  a->readers[j].work = work;
+  cb_mark_local(a, b->access, stream, work);
 }
 
 void cb_work_mark_uses(cb_device *dev, cb_work *w) {
