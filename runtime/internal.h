@@ -205,16 +205,19 @@ typedef struct cb_shared {
 } cb_shared;
 
 struct cb_alloc {
+  /* First, together: what a launch reads or writes of each memory it binds
+   * (runtime/launch.c), two cache lines with block.address and ledger.n */
   cb_device *dev;
-  uint64_t id;    /* memory id, never reused */
-  uint32_t slot;
-  _Atomic uint32_t gen; /* atomic: a thread cache revives a record without the device lock (tcache.c) */
-  _Atomic uint64_t refs; /* handles << 32 | bindings */
-  cb_block block;
-  uint64_t size;
-  cb_ledger ledger;    /* when not shared; under the device lock */
   cb_shared *_Atomic shared;
+  struct cb_xshare *xshare; /* exported or imported (xshare.c): set once,
+                               under the device lock, before it is shared */
+  /* bindings of pending work records of its own device (work.c), under
+   * that device's lock: together they hold one CB_BINDING_ONE reference,
+   * taken by the first and dropped by the last, so binding memory again
+   * and again costs no atomic operation each time */
+  uint64_t local_binds;
   uint32_t last_writer; /* stream id that last wrote it */
+  uint32_t nreaders;
   uint64_t last_write;  /* its work number */
   /* streams that read it (a kernel or copy) since the last write, with the
    * work number of their last read: a write waits for every one of them */
@@ -222,20 +225,20 @@ struct cb_alloc {
     uint32_t stream;
     uint64_t work;
   } *readers;
-  uint32_t nreaders, capreaders;
-  cb_alloc *next_grave;
-  bool orphan; /* its runtime was destroyed first: the device memory went
-                  with it, the record lives on for its references */
-  struct cb_xshare *xshare; /* exported or imported (xshare.c): set once,
-                               under the device lock, before it is shared */
+  uint32_t capreaders;
   bool host;   /* the ledger of a host buffer (host_buffer.c), not device
                   memory: `dev` is the device it was placed near, `shared`
                   its own cell; never in a slot, never ordered by streams */
-  /* bindings of pending work records of its own device (work.c), under
-   * that device's lock: together they hold one CB_BINDING_ONE reference,
-   * taken by the first and dropped by the last, so binding memory again
-   * and again costs no atomic operation each time */
-  uint64_t local_binds;
+  bool orphan; /* its runtime was destroyed first: the device memory went
+                  with it, the record lives on for its references */
+  cb_block block;
+  cb_ledger ledger;    /* when not shared; under the device lock */
+  uint64_t id;    /* memory id, never reused */
+  uint32_t slot;
+  _Atomic uint32_t gen; /* atomic: a thread cache revives a record without the device lock (tcache.c) */
+  _Atomic uint64_t refs; /* handles << 32 | bindings */
+  uint64_t size;
+  cb_alloc *next_grave;
 };
 
 struct cubert_handle {
