@@ -583,7 +583,13 @@ static inline void cb_work_bind_known(cb_wbind *slot, cb_alloc *a, bool local, u
                                       cubert_access access, const char *name) {
   /* `local`: cb_work_bind_local(w, a), which a caller may know already */
   if (!local || a->local_binds++ == 0) cb_alloc_ref(a, CB_BINDING_ONE);
-  *slot = (cb_wbind){a, start, end, (uint8_t)access, name, NULL};
+  /* field by field: as one compound literal it costs more */
+  slot->alloc = a;
+  slot->start = start;
+  slot->end = end;
+  slot->access = (uint8_t)access;
+  slot->name = name;
+  slot->pat = NULL;
 }
 static inline void cb_work_bind_at(const cb_work *w, cb_wbind *slot, cb_alloc *a, uint64_t start, uint64_t end,
                                    cubert_access access, const char *name) {

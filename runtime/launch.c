@@ -499,13 +499,15 @@ static bool launch_one_pass(cb_errb *eb, cubert_client *c, const cubert_kernel *
     const cubert_param *p = &params[i];
     const cubert_arg *ar = &args[i];
     cubert_backend_arg *ba = &bargs[i];
-    if (ar->kind == CUBERT_PARAM_SCALAR && p->kind == CUBERT_PARAM_SCALAR && ar->scalar &&
-        ar->scalar_size == p->size) {
+    if (ar->kind != CUBERT_PARAM_BUFFER || p->kind != CUBERT_PARAM_BUFFER) {
+      if (ar->kind != CUBERT_PARAM_SCALAR || p->kind != CUBERT_PARAM_SCALAR || !ar->scalar ||
+          ar->scalar_size != p->size)
+        goto give_up;
       *ba = (cubert_backend_arg){.kind = CUBERT_PARAM_SCALAR, .access = p->access, .scalar = ar->scalar,
                                  .scalar_size = ar->scalar_size};
       continue;
     }
-    if (ar->kind != CUBERT_PARAM_BUFFER || p->kind != CUBERT_PARAM_BUFFER || !ar->handle) goto give_up;
+    if (!ar->handle) goto give_up;
     const cubert_handle *h = ar->handle;
     cb_alloc *a = h->alloc;
     bool write = (p->access & CUBERT_ACCESS_WRITE) != 0;
