@@ -798,9 +798,10 @@ static cubert_status forward_launch(fi_device *d, fi_stream *s, uint64_t work, f
                                     cubert_berr *err) {
   cubert_backend_arg stack[16];
   cubert_backend_arg *copy = stack;
-  bool wrapped = false;
-  for (uint32_t i = 0; i < nargs && !wrapped; i++) wrapped = args[i].owner != NULL;
-  if (wrapped) {
+  /* any owner at all: one OR a binding, no branch (the usual launch has none) */
+  uintptr_t owners = 0;
+  for (uint32_t i = 0; i < nargs; i++) owners |= (uintptr_t)args[i].owner;
+  if (owners) {
     if (nargs > 16 && !(copy = cb_malloc(nargs * sizeof *copy))) {
       set_err(err, false, "fault layer: out of memory forwarding a launch");
       return CUBERT_ERR_OUT_OF_MEMORY;

@@ -205,16 +205,19 @@ typedef struct cb_shared {
 } cb_shared;
 
 struct cb_alloc {
+  /* First, together: what a launch reads or writes of each memory it binds
+   * (runtime/launch.c), two cache lines with block.address and ledger.n */
   cb_device *dev;
-  uint64_t id;    /* memory id, never reused */
-  uint32_t slot;
-  _Atomic uint32_t gen; /* atomic: a thread cache revives a record without the device lock (tcache.c) */
-  _Atomic uint64_t refs; /* handles << 32 | bindings */
-  cb_block block;
-  uint64_t size;
-  cb_ledger ledger;    /* when not shared; under the device lock */
   cb_shared *_Atomic shared;
+  struct cb_xshare *xshare; /* exported or imported (xshare.c): set once,
+                               under the device lock, before it is shared */
+  /* bindings of pending work records of its own device (work.c), under
+   * that device's lock: together they hold one CB_BINDING_ONE reference,
+   * taken by the first and dropped by the last, so binding memory again
+   * and again costs no atomic operation each time */
+  uint64_t local_binds;
   uint32_t last_writer; /* stream id that last wrote it */
+  uint32_t nreaders;
   uint64_t last_write;  /* its work number */
   /* streams that read it (a kernel or copy) since the last write, with the
    * work number of their last read: a write waits for every one of them */
@@ -222,20 +225,20 @@ struct cb_alloc {
     uint32_t stream;
     uint64_t work;
   } *readers;
-  uint32_t nreaders, capreaders;
-  cb_alloc *next_grave;
-  bool orphan; /* its runtime was destroyed first: the device memory went
-                  with it, the record lives on for its references */
-  struct cb_xshare *xshare; /* exported or imported (xshare.c): set once,
-                               under the device lock, before it is shared */
+  uint32_t capreaders;
   bool host;   /* the ledger of a host buffer (host_buffer.c), not device
                   memory: `dev` is the device it was placed near, `shared`
                   its own cell; never in a slot, never ordered by streams */
-  /* bindings of pending work records of its own device (work.c), under
-   * that device's lock: together they hold one CB_BINDING_ONE reference,
-   * taken by the first and dropped by the last, so binding memory again
-   * and again costs no atomic operation each time */
-  uint64_t local_binds;
+  bool orphan; /* its runtime was destroyed first: the device memory went
+                  with it, the record lives on for its references */
+  cb_block block;
+  cb_ledger ledger;    /* when not shared; under the device lock */
+  uint64_t id;    /* memory id, never reused */
+  uint32_t slot;
+  _Atomic uint32_t gen; /* atomic: a thread cache revives a record without the device lock (tcache.c) */
+  _Atomic uint64_t refs; /* handles << 32 | bindings */
+  uint64_t size;
+  cb_alloc *next_grave;
 };
 
 struct cubert_handle {
@@ -565,6 +568,8 @@ cubert_status cb_device_lost_error(cb_device *dev);
 
 /* The stream the client uses on this thread (created on first use). */
 cubert_status cb_client_stream(cubert_client *c, cb_stream **out);
+/* That stream when it exists already, else NULL (nothing is created). */
+cb_stream *cb_client_stream_made(const cubert_client *c);
 /* Makes `s` wait for the last write of `a` when another stream made it,
  * and, when `write`, for its last read on another stream too (a write must
  * not land under a reader). On failure `err` holds the error (not
@@ -580,15 +585,32 @@ cb_work *cb_work_begin(cb_device *dev, cb_stream *s, const char *operation, cube
 static inline bool cb_work_bind_local(const cb_work *w, const cb_alloc *a) { return a->dev == w->dev && !a->host; }
 /* Binding `i` of `w`: [start, end) of `a`. Inline: a launch binds each of
  * its buffers here (issue 15: the per-binding cost). */
+static inline void cb_work_bind_known(cb_wbind *slot, cb_alloc *a, bool local, uint64_t start, uint64_t end,
+                                      cubert_access access, const char *name) {
+  /* `local`: cb_work_bind_local(w, a), which a caller may know already */
+  if (!local || a->local_binds++ == 0) cb_alloc_ref(a, CB_BINDING_ONE);
+  /* field by field: as one compound literal it costs more */
+  slot->alloc = a;
+  slot->start = start;
+  slot->end = end;
+  slot->access = (uint8_t)access;
+  slot->name = name;
+  slot->pat = NULL;
+}
 static inline void cb_work_bind_at(const cb_work *w, cb_wbind *slot, cb_alloc *a, uint64_t start, uint64_t end,
                                    cubert_access access, const char *name) {
-  if (!cb_work_bind_local(w, a) || a->local_binds++ == 0) cb_alloc_ref(a, CB_BINDING_ONE);
-  *slot = (cb_wbind){a, start, end, (uint8_t)access, name, NULL};
+  cb_work_bind_known(slot, a, cb_work_bind_local(w, a), start, end, access, name);
 }
 static inline void cb_work_bind(cb_work *w, uint32_t i, cb_alloc *a, uint64_t start, uint64_t end,
                                 cubert_access access, const char *name) {
   cb_work_bind_at(w, &cb_work_binds(w)[i], a, start, end, access, name);
 }
+/* Undoes cb_work_begin of `w`, the device's newest record, whose first
+ * w->nb bindings are bound: the bindings and the record go and its work
+ * number is given back, `last_work` is `s`'s again (its value before
+ * cb_work_begin). For work found, before anything was enqueued, to need
+ * another way of enqueueing it (launch.c's one-pass launch). */
+void cb_work_abandon(cb_device *dev, cb_stream *s, cb_work *w, uint64_t last_work);
 /* A strided binding: the footprint `p` (copied; an empty one binds
  * nothing). False when out of memory (the binding is then left empty). */
 bool cb_work_bind_pattern(cb_work *w, uint32_t i, cb_alloc *a, const cb_pattern *p, cubert_access access,
@@ -632,6 +654,26 @@ void cb_taint_settle_bind(cb_wbind *b, cubert_failure *f);
 void cb_work_report(cb_work *w, const cubert_failure *f, cb_errb *b);
 /* Marks uses: last writer and last reader stream/work of each allocation. */
 void cb_work_mark_uses(cb_device *dev, cb_work *w);
+/* Stream `stream` as a reader of `a` since its last write, with work
+ * `work` (when the list cannot grow, nothing: sync before rewriting). */
+void cb_reader_add(cb_alloc *a, uint32_t stream, uint64_t work);
+/* One use of memory of the device whose lock the caller holds (not a host
+ * buffer's): a write makes work `work` of `stream` its last writer, a read
+ * the stream's last read of it. cb_work_mark_uses does it for each binding
+ * of that device; a launch whose bindings all are calls it directly. */
+static inline void cb_mark_local(cb_alloc *a, uint8_t access, uint32_t stream, uint64_t work) {
+  if (access & CUBERT_ACCESS_WRITE) {
+    a->last_writer = stream;
+    a->last_write = work;
+    return;
+  }
+  uint32_t j = 0;
+  while (j < a->nreaders && a->readers[j].stream != stream) j++;
+  if (j < a->nreaders)
+    a->readers[j].work = work;
+  else
+    cb_reader_add(a, stream, work);
+}
 /* Work that was handed to the backend: cb_taint_settle(dev, w, NULL) then
  * cb_work_mark_uses(dev, w), in one pass over the bindings. */
 void cb_work_succeeded(cb_device *dev, cb_work *w);

@@ -12,19 +12,21 @@
 
 #define CB_MAX_ARGS 256
 
+/* Out of line: a path the usual launch does not take, or a pass that keeps
+ * its registers better as a function of its own (the launch inlines into
+ * one large function otherwise). */
+#if defined(__GNUC__)
+#define CB_NOINLINE __attribute__((noinline))
+#else
+#define CB_NOINLINE
+#endif
+
 /* A tensor argument: its footprint (the read or write set) and the
  * descriptor the kernel gets. */
 typedef struct tensor_arg {
   cb_pattern pat;
   cubert_tensor desc;
 } tensor_arg;
-
-typedef struct resolved {
-  cb_alloc *alloc;
-  uint64_t start, end;
-  bool peer;     /* memory of another device, bound through its cell */
-  tensor_arg *t; /* tensors: launch_args' slot */
-} resolved;
 
 static cubert_status check_config(cb_errb *eb, const cb_device *dev, const cubert_kernel *k,
                                   const cubert_launch_config *cfg) {
@@ -117,15 +119,17 @@ static cubert_status resolve_tensor(cb_errb *eb, const cubert_kernel *k, uint32_
   return CUBERT_OK;
 }
 
-/* The arguments of one launch, resolved: the memory each binds (res), the
- * tensors' footprints and descriptors, and what the backend is handed
- * (bargs); on the stack for up to 16 arguments and 2 tensors. */
+/* The arguments of one launch, resolved: the tensors' footprints and
+ * descriptors, and what the backend is handed (bargs); on the stack for up
+ * to 16 arguments and 2 tensors. The memory an argument binds is read from
+ * its handle where it is needed (args[i].handle: the caller's, unchanged
+ * for the call), and a binding is a peer one exactly when its allocation
+ * belongs to another device (check_args refused every other such binding),
+ * so nothing per binding is kept besides bargs. */
 typedef struct launch_args {
-  resolved *res;
   cubert_backend_arg *bargs;
   tensor_arg *tensors;
   uint32_t nbound, npeer; /* arguments binding memory; peer ones among them */
-  resolved res_stack[16];
   cubert_backend_arg bargs_stack[16];
   tensor_arg tensors_stack[2];
 } launch_args;
@@ -133,110 +137,119 @@ typedef struct launch_args {
 static cubert_status launch_args_init(cb_errb *eb, launch_args *la, const cubert_kernel *k, uint32_t nargs) {
   uint32_t nt = k->ntensors;
   la->nbound = la->npeer = 0;
-  la->res = la->res_stack;
   la->bargs = la->bargs_stack;
   la->tensors = la->tensors_stack;
   if (nargs <= 16 && nt <= 2) return CUBERT_OK; /* the usual case: the stack */
-  if (nargs > 16) {
-    la->res = cb_calloc(nargs, sizeof *la->res);
-    la->bargs = cb_calloc(nargs, sizeof *la->bargs);
-  }
+  if (nargs > 16) la->bargs = cb_calloc(nargs, sizeof *la->bargs);
   if (nt > 2) la->tensors = cb_calloc(nt, sizeof *la->tensors);
-  if (!la->res || !la->bargs || !la->tensors) return cb_errb_set(eb, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
-  return CUBERT_OK; /* check_args sets every slot of res it reaches */
+  if (!la->bargs || !la->tensors) return cb_errb_set(eb, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
+  return CUBERT_OK;
 }
 
 static void launch_args_free(launch_args *la) {
-  if (la->res == la->res_stack && la->tensors == la->tensors_stack) return;
-  if (la->res != la->res_stack) cb_free(la->res);
   if (la->bargs != la->bargs_stack) cb_free(la->bargs);
   if (la->tensors != la->tensors_stack) cb_free(la->tensors);
 }
 
+/* The allocation argument `a` binds (NULL: a scalar); its kind matched its
+ * parameter's (check_args). */
+static inline cb_alloc *arg_alloc(const cubert_arg *a) {
+  return a->kind == CUBERT_PARAM_SCALAR ? NULL : a->handle->alloc;
+}
+
+/* An argument other than a buffer of the launching device: its checks,
+ * naming what is wrong, and for a scalar or tensor what the backend is
+ * handed (check_args). Out of line, so the loop of the usual case keeps
+ * its registers. */
+static CB_NOINLINE cubert_status check_arg(cb_errb *eb, const cb_device *dev, const cubert_kernel *k, uint32_t i,
+                                           const cubert_arg *a, cubert_backend_arg *bargs, tensor_arg **tensors,
+                                           uint32_t *nbound, uint32_t *npeer) {
+  const cubert_param *p = &k->params[i];
+  if (a->kind != p->kind)
+    return cb_errb_set(eb, CUBERT_ERR_LAUNCH_CONFIG, "argument %u (`%s`) of `%s` must be %s, the launch gives %s", i,
+                   p->name, k->name, kind_name(p->kind), kind_name(a->kind));
+  if (p->kind == CUBERT_PARAM_SCALAR) {
+    if (!a->scalar)
+      return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT, "argument %u (`%s`) of `%s`: scalar value is NULL", i,
+                     p->name, k->name);
+    if (a->scalar_size != p->size)
+      return cb_errb_set(eb, CUBERT_ERR_LAUNCH_CONFIG, "argument %u (`%s`) of `%s`: scalar of %u bytes, the kernel takes %u",
+                     i, p->name, k->name, a->scalar_size, p->size);
+    bargs[i] = (cubert_backend_arg){.kind = p->kind, .access = p->access, .scalar = a->scalar,
+                                    .scalar_size = a->scalar_size};
+    return CUBERT_OK;
+  }
+  if (!a->handle)
+    return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT, "argument %u (`%s`) of `%s`: handle is NULL", i, p->name,
+                   k->name);
+  const cubert_handle *h = a->handle;
+  cb_alloc *al = h->alloc;
+  (*nbound)++;
+  if (p->kind == CUBERT_PARAM_TENSOR) {
+    tensor_arg *t = (*tensors)++;
+    cubert_status st = resolve_tensor(eb, k, i, a, t);
+    if (st) return st;
+    bargs[i] = (cubert_backend_arg){.kind = p->kind, .access = p->access, .address = t->desc.address,
+                                    .scalar = &t->desc, .scalar_size = sizeof t->desc};
+  }
+  if (al->dev == dev) return CUBERT_OK; /* a peer parameter may bind local memory too (cubert.h) */
+  char what[160];
+  snprintf(what, sizeof what, "argument %u (`%s`) of `%s`", i, p->name, k->name);
+  cubert_status st = cb_check_runtime(eb, "cubert_launch", what, dev, al);
+  if (st) return st;
+  if (p->kind == CUBERT_PARAM_BUFFER || p->kind == CUBERT_PARAM_TENSOR)
+    return cb_errb_set(eb, CUBERT_ERR_WRONG_DEVICE,
+                   "argument %u (`%s`) of `%s`: memory %llu belongs to device %d (%s), the launch is on "
+                   "device %d (%s); bind memory of another device through a peer-buffer parameter",
+                   i, p->name, k->name, (unsigned long long)al->id, al->dev->index, al->dev->info.name,
+                   dev->index, dev->info.name);
+  if (al->dev->backend != dev->backend)
+    return cb_errb_set(eb, CUBERT_ERR_PEER_ACCESS, "argument %u (`%s`) of `%s`: %s and %s belong to different backends",
+                   i, p->name, k->name, al->dev->info.name, dev->info.name);
+  cb_shared *sh = atomic_load(&al->shared);
+  if (!sh)
+    return cb_errb_set(eb, CUBERT_ERR_NOT_SHARED,
+                   "argument %u (`%s`) of `%s`: memory %llu of device %d was never shared "
+                   "(cubert_handle_share)",
+                   i, p->name, k->name, (unsigned long long)al->id, al->dev->index);
+  if (sh->alloc != al || sh->memory_id != al->id)
+    return cb_errb_set(eb, CUBERT_ERR_NOT_SHARED,
+                   "argument %u (`%s`) of `%s`: the shared memory (%llu) is not the memory the binding "
+                   "names (%llu)",
+                   i, p->name, k->name, (unsigned long long)sh->memory_id, (unsigned long long)al->id);
+  (*npeer)++;
+  return CUBERT_OK;
+}
+
 /* Checks each argument against its parameter and the device; no lock.
  * Tensors take the slots of `la->tensors` in order; la->nbound and
- * la->npeer count the arguments that bind memory and the peer ones. In the
- * same pass, what the backend is handed (la->bargs): scalars by value,
- * buffers by address, tensors as their descriptor (by value) with the
- * address of element 0; a peer binding's address (its cell's) is filled
- * under the device lock (order_and_marshal). An allocation's block never
- * moves, so its address needs no lock. */
+ * la->npeer count the arguments that bind memory and the peer ones. What
+ * the backend is handed (la->bargs): scalars by value and tensors as their
+ * descriptor (by value) with the address of element 0, here; buffers by
+ * address, in begin_work's pass (a peer binding's, its cell's, in
+ * order_and_marshal). The usual argument, a buffer of the launching device,
+ * costs two loads and a compare here. */
 static cubert_status check_args(cb_errb *eb, const cb_device *dev, const cubert_kernel *k, const cubert_arg *args,
                                 uint32_t nargs, launch_args *la) {
-  resolved *res = la->res;
   cubert_backend_arg *bargs = la->bargs;
   tensor_arg *tensors = la->tensors;
+  const cubert_param *params = k->params;
+  uint32_t nbound = 0, npeer = 0;
   if (nargs != k->nparams)
     return cb_errb_set(eb, CUBERT_ERR_LAUNCH_CONFIG, "kernel `%s` takes %u argument%s, the launch gives %u", k->name,
                    k->nparams, k->nparams == 1 ? "" : "s", nargs);
   for (uint32_t i = 0; i < nargs; i++) {
-    const cubert_param *p = &k->params[i];
+    const cubert_param *p = &params[i];
     const cubert_arg *a = &args[i];
-    if (a->kind != p->kind)
-      return cb_errb_set(eb, CUBERT_ERR_LAUNCH_CONFIG, "argument %u (`%s`) of `%s` must be %s, the launch gives %s", i,
-                     p->name, k->name, kind_name(p->kind), kind_name(a->kind));
-    if (p->kind == CUBERT_PARAM_SCALAR) {
-      res[i].alloc = NULL;
-      res[i].peer = false;
-      if (!a->scalar)
-        return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT, "argument %u (`%s`) of `%s`: scalar value is NULL", i,
-                       p->name, k->name);
-      if (a->scalar_size != p->size)
-        return cb_errb_set(eb, CUBERT_ERR_LAUNCH_CONFIG, "argument %u (`%s`) of `%s`: scalar of %u bytes, the kernel takes %u",
-                       i, p->name, k->name, a->scalar_size, p->size);
-      bargs[i] = (cubert_backend_arg){.kind = p->kind, .access = p->access, .scalar = a->scalar,
-                                      .scalar_size = a->scalar_size};
+    if (a->kind == CUBERT_PARAM_BUFFER && p->kind == CUBERT_PARAM_BUFFER && a->handle && a->handle->alloc->dev == dev) {
+      nbound++;
       continue;
     }
-    if (!a->handle)
-      return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT, "argument %u (`%s`) of `%s`: handle is NULL", i, p->name,
-                     k->name);
-    const cubert_handle *h = a->handle;
-    cb_alloc *al = h->alloc;
-    uint64_t start = h->start, end = h->end;
-    res[i] = (resolved){al, start, end, false, NULL};
-    la->nbound++;
-    if (p->kind == CUBERT_PARAM_TENSOR) {
-      tensor_arg *t = res[i].t = tensors++;
-      cubert_status st = resolve_tensor(eb, k, i, a, t);
-      if (st) return st;
-      bargs[i] = (cubert_backend_arg){.kind = p->kind, .access = p->access, .address = t->desc.address,
-                                      .scalar = &t->desc, .scalar_size = sizeof t->desc};
-    } else {
-      /* A peer buffer names its allocation's owner (backend.h), so no layer
-       * below needs a registry of addresses to tell. */
-      bargs[i] = (cubert_backend_arg){.kind = p->kind, .access = p->access,
-                                      .address = al->block.address + start, .size = end - start,
-                                      .owner = p->kind == CUBERT_PARAM_PEER_BUFFER ? al->dev->bdev : NULL};
-    }
-    if (al->dev == dev) continue; /* a peer parameter may bind local memory too (cubert.h) */
-    char what[160];
-    snprintf(what, sizeof what, "argument %u (`%s`) of `%s`", i, p->name, k->name);
-    cubert_status st = cb_check_runtime(eb, "cubert_launch", what, dev, al);
+    cubert_status st = check_arg(eb, dev, k, i, a, bargs, &tensors, &nbound, &npeer);
     if (st) return st;
-    if (p->kind == CUBERT_PARAM_BUFFER || p->kind == CUBERT_PARAM_TENSOR)
-      return cb_errb_set(eb, CUBERT_ERR_WRONG_DEVICE,
-                     "argument %u (`%s`) of `%s`: memory %llu belongs to device %d (%s), the launch is on "
-                     "device %d (%s); bind memory of another device through a peer-buffer parameter",
-                     i, p->name, k->name, (unsigned long long)al->id, al->dev->index, al->dev->info.name,
-                     dev->index, dev->info.name);
-    if (al->dev->backend != dev->backend)
-      return cb_errb_set(eb, CUBERT_ERR_PEER_ACCESS, "argument %u (`%s`) of `%s`: %s and %s belong to different backends",
-                     i, p->name, k->name, al->dev->info.name, dev->info.name);
-    cb_shared *sh = atomic_load(&al->shared);
-    if (!sh)
-      return cb_errb_set(eb, CUBERT_ERR_NOT_SHARED,
-                     "argument %u (`%s`) of `%s`: memory %llu of device %d was never shared "
-                     "(cubert_handle_share)",
-                     i, p->name, k->name, (unsigned long long)al->id, al->dev->index);
-    if (sh->alloc != al || sh->memory_id != al->id)
-      return cb_errb_set(eb, CUBERT_ERR_NOT_SHARED,
-                     "argument %u (`%s`) of `%s`: the shared memory (%llu) is not the memory the binding "
-                     "names (%llu)",
-                     i, p->name, k->name, (unsigned long long)sh->memory_id, (unsigned long long)al->id);
-    res[i].peer = true;
-    la->npeer++;
   }
+  la->nbound = nbound;
+  la->npeer = npeer;
   return CUBERT_OK;
 }
 
@@ -272,57 +285,91 @@ static cubert_status check_call(cb_errb *eb, const cubert_client *c, const cuber
 
 /* Each peer binding needs peer access enabled for its pair. Under the
  * device lock. */
-static cubert_status check_peer_access(cb_errb *eb, const cb_device *dev, const cubert_kernel *k, const resolved *res,
-                                       uint32_t nargs) {
+static cubert_status check_peer_access(cb_errb *eb, const cb_device *dev, const cubert_kernel *k,
+                                       const cubert_arg *args, uint32_t nargs) {
   for (uint32_t i = 0; i < nargs; i++) {
-    if (!res[i].peer) continue;
-    int owner = res[i].alloc->dev->index;
+    const cb_alloc *a = arg_alloc(&args[i]);
+    if (!a || a->dev == dev) continue;
+    int owner = a->dev->index;
     if (dev->peer_state[owner] != 1)
       return cb_errb_set(eb, CUBERT_ERR_PEER_ACCESS,
                      "argument %u (`%s`) of `%s`: device %d (%s) may not access device %d (%s): %s", i,
-                     k->params[i].name, k->name, dev->index, dev->info.name, owner,
-                     res[i].alloc->dev->info.name,
+                     k->params[i].name, k->name, dev->index, dev->info.name, owner, a->dev->info.name,
                      dev->peer_state[owner] == 2 ? dev->peer_message[owner]
                                                   : "peer access was never enabled for this pair");
   }
   return CUBERT_OK;
 }
 
-/* Whether binding `r` of stream `s` must wait for another stream: the last
- * writer of its memory was another stream, or it writes memory that has
- * readers (cb_order_access decides which). Under the device lock. */
-static bool must_order(const cb_stream *s, const resolved *r, bool write) {
-  const cb_alloc *a = r->alloc;
-  return !r->peer && ((a->last_writer && a->last_writer != s->id) || (write && a->nreaders));
+/* Whether a binding of `a` (peer: through its cell) by stream `s` must wait
+ * for another stream: the last writer of its memory was another stream, or
+ * it writes memory that has readers (cb_order_access decides which). Under
+ * the device lock. */
+static inline bool must_order(const cb_stream *s, const cb_alloc *a, bool peer, bool write) {
+  return !peer && ((a->last_writer && a->last_writer != s->id) || (write && a->nreaders));
 }
 
-/* The launch's work record, its `nb` buffers bound; NULL for want of
- * memory. *clean: every input is local, unshared memory with an empty
- * ledger (read under the device lock that guards it), so no input can be
- * tainted: one load each, in the same pass. *order: some binding must wait
- * for another stream (must_order), so order_and_marshal has work. */
-static cb_work *begin_work(cb_device *dev, cb_stream *s, const cubert_kernel *k, const resolved *res,
-                           uint32_t nargs, uint32_t nb, bool *clean, bool *order) {
-  cb_work *w = cb_work_begin(dev, s, "launch", (cubert_kernel *)k, nb);
+/* What begin_work found in its pass over the bindings, each a load or two
+ * under the device lock that guards them:
+ *   clean   every input is local, unshared memory with an empty ledger, so
+ *           no input can be tainted (skip_if_tainted has nothing to find);
+ *   order   some binding must wait for another stream (must_order), so
+ *           order_and_marshal has work;
+ *   settle  releasing some write binding changes something
+ *           (cb_taint_settle_needed): else a success only marks uses. Under
+ *           the device lock, held to the success, nothing else changes a
+ *           ledger or shares memory of this device (only a reap replays
+ *           failures, and none runs in between); memory of another device
+ *           is shared, so always settled. */
+typedef struct bind_state {
+  bool clean, order, settle;
+} bind_state;
+
+/* The launch's work record, its la->nbound buffers bound; NULL for want of
+ * memory. In the same pass, each buffer's argument for the backend (by
+ * address: an allocation's block never moves; a peer binding's address is
+ * its cell's, filled by order_and_marshal). */
+static cb_work *begin_work(cb_device *dev, cb_stream *s, const cubert_kernel *k, const cubert_arg *args,
+                           uint32_t nargs, launch_args *la, bind_state *bs) {
+  cb_work *w = cb_work_begin(dev, s, "launch", (cubert_kernel *)k, la->nbound);
   if (!w) return NULL;
-  bool c = true, o = false;
+  bool c = true, o = false, settle = false;
   cb_wbind *b = cb_work_binds(w);
+  const tensor_arg *t = la->tensors;
   for (uint32_t i = 0; i < nargs; i++) {
-    const resolved *r = &res[i];
-    cb_alloc *a = r->alloc;
-    if (!a) continue;
+    const cubert_arg *ar = &args[i];
+    if (ar->kind == CUBERT_PARAM_SCALAR) continue;
     const cubert_param *p = &k->params[i];
+    const cubert_handle *h = ar->handle;
+    cb_alloc *a = h->alloc;
     /* a tensor binds its footprint; wanting memory for that, the handle's
      * view around it (more taint on failure, never less) */
-    if (!r->t || !cb_work_bind_pattern(w, (uint32_t)(b - cb_work_binds(w)), a, &r->t->pat, p->access, p->name))
-      cb_work_bind_at(w, b, a, r->start, r->end, p->access, p->name);
+    uint64_t start = h->start, end = h->end;
+    bool peer = a->dev != dev, write = (p->access & CUBERT_ACCESS_WRITE) != 0;
+    if (ar->kind != CUBERT_PARAM_TENSOR) {
+      cb_work_bind_known(b, a, !peer & !a->host, start, end, p->access, p->name);
+      /* field by field: the compound literal's zeroed padding costs more.
+       * A peer buffer names its allocation's owner (backend.h), so no layer
+       * below needs a registry of addresses to tell. */
+      cubert_backend_arg *ba = &la->bargs[i];
+      ba->kind = ar->kind;
+      ba->access = p->access;
+      ba->address = a->block.address + start;
+      ba->size = end - start;
+      ba->scalar = NULL;
+      ba->scalar_size = 0;
+      ba->owner = ar->kind == CUBERT_PARAM_PEER_BUFFER ? a->dev->bdev : NULL;
+    } else if (!cb_work_bind_pattern(w, (uint32_t)(b - cb_work_binds(w)), a, &(t++)->pat, p->access, p->name)) {
+      cb_work_bind_at(w, b, a, start, end, p->access, p->name);
+    }
     b++;
-    if (p->access & CUBERT_ACCESS_READ)
-      c &= !r->peer & !atomic_load_explicit(&a->shared, memory_order_relaxed) & (a->ledger.n == 0);
-    o |= must_order(s, r, (p->access & CUBERT_ACCESS_WRITE) != 0);
+    /* unshared memory with an empty ledger: nothing to find, nothing to release */
+    bool plain = !atomic_load_explicit(&a->shared, memory_order_relaxed) & (a->ledger.n == 0);
+    if (p->access & CUBERT_ACCESS_READ) c &= !peer & plain;
+    if (write) settle |= !plain | (a->xshare != NULL);
+    o |= must_order(s, a, peer, write);
   }
-  *clean = c;
-  *order = o;
+  *bs = (bind_state){c, o, settle};
   return w;
 }
 
@@ -330,17 +377,18 @@ static cb_work *begin_work(cb_device *dev, cb_stream *s, const cubert_kernel *k,
  * tainted input is not run; its outputs get a child failure
  * (runtime/taint.c) and the result is CUBERT_ERR_TAINTED naming the input.
  * CUBERT_OK: no input is tainted, the launch goes on. */
-static cubert_status skip_if_tainted(cb_errb *eb, cb_device *dev, cb_work *w, const cubert_kernel *k, const resolved *res,
-                                     uint32_t nargs) {
+static cubert_status skip_if_tainted(cb_errb *eb, cb_device *dev, cb_work *w, const cubert_kernel *k,
+                                     const cubert_arg *args, uint32_t nargs) {
   cb_errb in;
   cb_errb_init(&in, CUBERT_ERR_TAINTED);
   const cubert_failure *first = NULL;
   const char *first_input = NULL;
   for (uint32_t i = 0, j = 0; i < nargs; i++) {
-    if (!res[i].alloc) continue;
+    const cb_alloc *a = arg_alloc(&args[i]);
+    if (!a) continue;
     const cb_wbind *b = &cb_work_binds(w)[j++]; /* what begin_work bound: a tensor's footprint */
     if (!(k->params[i].access & CUBERT_ACCESS_READ)) continue;
-    const cubert_failure *f = cb_taint_find_bind(b, res[i].peer, &in);
+    const cubert_failure *f = cb_taint_find_bind(b, a->dev != dev, &in);
     if (f && !first) {
       first = f;
       first_input = k->params[i].name;
@@ -373,18 +421,17 @@ static cubert_status skip_if_tainted(cb_errb *eb, cb_device *dev, cb_work *w, co
  * address (its cell's: check_args marshalled the rest). Called only when
  * begin_work found a binding to order or the launch binds peer memory. */
 static cubert_status order_and_marshal(cb_device *dev, cb_stream *s, cb_work *w, const cubert_kernel *k,
-                                       const resolved *res, uint32_t nargs, cubert_backend_arg *bargs) {
+                                       const cubert_arg *args, uint32_t nargs, cubert_backend_arg *bargs) {
   for (uint32_t i = 0; i < nargs; i++) {
-    const cubert_param *p = &k->params[i];
-    const resolved *r = &res[i];
-    if (!r->alloc) continue;
-    bool write = (p->access & CUBERT_ACCESS_WRITE) != 0;
-    if (must_order(s, r, write)) {
+    cb_alloc *a = arg_alloc(&args[i]);
+    if (!a) continue;
+    bool peer = a->dev != dev, write = (k->params[i].access & CUBERT_ACCESS_WRITE) != 0;
+    if (must_order(s, a, peer, write)) {
       cb_errb order;
-      if (cb_order_access(dev, s, r->alloc, write, &order))
+      if (cb_order_access(dev, s, a, write, &order))
         return cb_work_fail_ordering(dev, w, s, &order, "launch", k->name);
     }
-    if (r->peer) bargs[i].address = atomic_load(&r->alloc->shared)->address + r->start;
+    if (peer) bargs[i].address = atomic_load(&a->shared)->address + args[i].handle->start;
   }
   return CUBERT_OK;
 }
@@ -392,17 +439,17 @@ static cubert_status order_and_marshal(cb_device *dev, cb_stream *s, cb_work *w,
 /* The launch under the device lock: the stream, the work record, the input
  * check, ordering, the module, the backend's launch, the write set settled. */
 static cubert_status launch_locked(cb_errb *eb, cubert_client *c, const cubert_kernel *k, const cubert_launch_config *cfg,
-                                   uint32_t nargs, launch_args *la) {
+                                   const cubert_arg *args, uint32_t nargs, launch_args *la) {
   cb_device *dev = c->dev;
   cb_stream *s;
   cubert_status st;
-  if ((st = cb_client_stream(c, &s)) || (la->npeer && (st = check_peer_access(eb, dev, k, la->res, nargs))))
+  if ((st = cb_client_stream(c, &s)) || (la->npeer && (st = check_peer_access(eb, dev, k, args, nargs))))
     return st;
-  bool clean, order;
-  cb_work *w = begin_work(dev, s, k, la->res, nargs, la->nbound, &clean, &order);
+  bind_state bs;
+  cb_work *w = begin_work(dev, s, k, args, nargs, la, &bs);
   if (!w) return cb_errb_set(eb, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
-  if ((!clean && (st = skip_if_tainted(eb, dev, w, k, la->res, nargs))) ||
-      ((order || la->npeer) && (st = order_and_marshal(dev, s, w, k, la->res, nargs, la->bargs))))
+  if ((!bs.clean && (st = skip_if_tainted(eb, dev, w, k, args, nargs))) ||
+      ((bs.order || la->npeer) && (st = order_and_marshal(dev, s, w, k, args, nargs, la->bargs))))
     return st;
   cubert_berr err; /* a backend that fails fills it; the message buffer is not cleared for each launch */
   err.sticky = false;
@@ -411,9 +458,113 @@ static cubert_status launch_locked(cb_errb *eb, cubert_client *c, const cubert_k
   if ((st = cb_module_get(dev, k, &module, &err))) return launch_failed(eb, dev, w, s, k, st, &err);
   st = dev->ops->launch(dev->bdev, s->bs, w->work, module, cfg, la->bargs, nargs, &err);
   if (st) return launch_failed(eb, dev, w, s, k, st, &err);
-  cb_work_succeeded(dev, w);
+  if (bs.settle)
+    cb_work_succeeded(dev, w);
+  else
+    cb_work_mark_uses(dev, w); /* a clean write set: releasing it changes nothing */
   dev->launches++;
   return CUBERT_OK;
+}
+
+/* The usual launch in one pass under the device lock: every argument is a
+ * well-formed scalar or a buffer of this device's memory that is plain
+ * (unshared, not a host buffer's, its ledger empty: nothing to find on
+ * input or to release on output) and needs no ordering (its last writer
+ * is this stream or none, and a write finds no readers). The pass checks
+ * each argument, binds it in the work record and marshals it for the
+ * backend at once; then the module, the backend's launch, the uses marked,
+ * as launch_locked does in that case. At the first argument that is
+ * anything else, or when the thread's stream is not made yet or the device
+ * cannot be entered, the pass gives up having changed nothing (the record
+ * and its bindings undone, cb_work_abandon) and returns false: the general
+ * path then checks, names and handles every argument in its order. True:
+ * the launch was handled, *out its status. */
+static bool launch_one_pass(cb_errb *eb, cubert_client *c, const cubert_kernel *k, const cubert_launch_config *cfg,
+                            const cubert_arg *args, uint32_t nargs, cubert_status *out) {
+  cb_device *dev = c->dev;
+  if (nargs > CB_WBIND_INLINE || nargs != k->nparams || k->ntensors) return false;
+  if (cb_device_enter(dev)) return false; /* lost: the general path says so after its checks */
+  cb_stream *s = cb_client_stream_made(c);
+  uint64_t last_work = s ? s->last_work : 0;
+  cb_work *w = s ? cb_work_begin(dev, s, "launch", (cubert_kernel *)k, 0) : NULL;
+  if (!w) {
+    cb_device_leave(dev);
+    return false;
+  }
+  cubert_backend_arg bargs[CB_WBIND_INLINE];
+  const cubert_param *params = k->params;
+  cb_wbind *b = w->inl; /* nargs <= CB_WBIND_INLINE: the record's own slots */
+  uint32_t sid = s->id, nb = 0;
+  for (uint32_t i = 0; i < nargs; i++) {
+    const cubert_param *p = &params[i];
+    const cubert_arg *ar = &args[i];
+    cubert_backend_arg *ba = &bargs[i];
+    if (ar->kind != CUBERT_PARAM_BUFFER || p->kind != CUBERT_PARAM_BUFFER) {
+      if (ar->kind != CUBERT_PARAM_SCALAR || p->kind != CUBERT_PARAM_SCALAR || !ar->scalar ||
+          ar->scalar_size != p->size)
+        goto give_up;
+      *ba = (cubert_backend_arg){.kind = CUBERT_PARAM_SCALAR, .access = p->access, .scalar = ar->scalar,
+                                 .scalar_size = ar->scalar_size};
+      continue;
+    }
+    if (!ar->handle) goto give_up;
+    const cubert_handle *h = ar->handle;
+    cb_alloc *a = h->alloc;
+    bool write = (p->access & CUBERT_ACCESS_WRITE) != 0;
+    if (a->dev != dev || a->host || atomic_load_explicit(&a->shared, memory_order_relaxed) || a->xshare ||
+        a->ledger.n || (a->last_writer && a->last_writer != sid) || (write && a->nreaders))
+      goto give_up;
+    uint64_t start = h->start, end = h->end;
+    cb_work_bind_known(&b[nb++], a, true, start, end, p->access, p->name);
+    /* field by field: the compound literal's zeroed padding costs more */
+    ba->kind = CUBERT_PARAM_BUFFER;
+    ba->access = p->access;
+    ba->address = a->block.address + start;
+    ba->size = end - start;
+    ba->scalar = NULL;
+    ba->scalar_size = 0;
+    ba->owner = NULL;
+  }
+  w->nb = nb;
+  cubert_berr err; /* a backend that fails fills it; the message buffer is not cleared for each launch */
+  err.sticky = false;
+  err.message[0] = '\0';
+  void *module = NULL;
+  cubert_status st = cb_module_get(dev, k, &module, &err);
+  if (!st) st = dev->ops->launch(dev->bdev, s->bs, w->work, module, cfg, bargs, nargs, &err);
+  if (st) {
+    st = launch_failed(eb, dev, w, s, k, st, &err);
+  } else {
+    /* plain memory of this device: releasing the write set changes
+     * nothing; each binding's use marked as cb_work_mark_uses would */
+    uint32_t stream = w->stream;
+    uint64_t work = w->work;
+    for (uint32_t j = 0; j < nb; j++) cb_mark_local(b[j].alloc, b[j].access, stream, work);
+    dev->launches++;
+  }
+  cb_device_leave(dev);
+  *out = st;
+  return true;
+give_up:
+  w->nb = nb;
+  cb_work_abandon(dev, s, w, last_work);
+  cb_device_leave(dev);
+  return false;
+}
+
+/* Every other launch: the arguments checked without the lock (each
+ * refusal names the argument), then launch_locked. */
+static cubert_status launch_general(cb_errb *eb, cubert_client *c, const cubert_kernel *k,
+                                    const cubert_launch_config *cfg, const cubert_arg *args, uint32_t nargs) {
+  launch_args la;
+  cubert_status st;
+  if (!(st = launch_args_init(eb, &la, k, nargs)) && !(st = check_args(eb, c->dev, k, args, nargs, &la)) &&
+      !(st = cb_device_enter(c->dev))) {
+    st = launch_locked(eb, c, k, cfg, args, nargs, &la);
+    cb_device_leave(c->dev);
+  }
+  launch_args_free(&la);
+  return st;
 }
 
 cubert_status cubert_launch(cubert_client *c, const cubert_kernel *k, const cubert_launch_config *cfg,
@@ -421,19 +572,13 @@ cubert_status cubert_launch(cubert_client *c, const cubert_kernel *k, const cube
   cb_errb eb;
   cb_errb_init(&eb, CUBERT_OK);
   cubert_status st = check_call(&eb, c, k, cfg, args, nargs);
-  if (!st) {
-    launch_args la;
-    if (!(st = launch_args_init(&eb, &la, k, nargs)) && !(st = check_config(&eb, c->dev, k, cfg)) &&
-        !(st = check_args(&eb, c->dev, k, args, nargs, &la))) {
-      /* the slow part of a first launch (a compile) without the device lock:
-       * launches of other kernels go on meanwhile (runtime/module.c) */
-      if (!atomic_load(&c->dev->gone)) cb_module_prepare(c->dev, k);
-      if (!(st = cb_device_enter(c->dev))) {
-        st = launch_locked(&eb, c, k, cfg, nargs, &la);
-        cb_device_leave(c->dev);
-      }
-    }
-    launch_args_free(&la);
+  if (!st && !(st = check_config(&eb, c->dev, k, cfg))) {
+    /* the slow part of a first launch (a compile) without the device lock:
+     * launches of other kernels go on meanwhile. It changes nothing a call
+     * sees, only how long the load takes (runtime/module.c), so it comes
+     * before the arguments' checks: a launch they refuse may have made it. */
+    if (!atomic_load(&c->dev->gone)) cb_module_prepare(c->dev, k);
+    if (!launch_one_pass(&eb, c, k, cfg, args, nargs, &st)) st = launch_general(&eb, c, k, cfg, args, nargs);
   }
   return cb_errb_return(&eb, st);
 }

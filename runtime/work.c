@@ -49,14 +49,22 @@ bool cb_work_bind_pattern(cb_work *w, uint32_t i, cb_alloc *a, const cb_pattern 
 }
 
 static void work_release(cb_device *dev, cb_work *w) {
-  cb_wbind *b = cb_work_binds(w);
-  for (uint32_t i = 0; i < w->nb; i++) {
+  const cb_wbind *b = cb_work_binds(w);
+  const cb_work local = {.dev = w->dev}; /* cb_work_bind_local's device, not loaded again after each store */
+  for (uint32_t i = 0, n = w->nb; i < n; i++) {
     cb_alloc *a = b[i].alloc;
-    if (a && (!cb_work_bind_local(w, a) || --a->local_binds == 0)) cb_alloc_unref(a, CB_BINDING_ONE, dev);
+    if (a && (!cb_work_bind_local(&local, a) || --a->local_binds == 0)) cb_alloc_unref(a, CB_BINDING_ONE, dev);
     if (b[i].pat) cb_free(b[i].pat);
   }
   if (w->heap) cb_free(w->heap);
   cubert_kernel_release(w->kernel);
+}
+
+void cb_work_abandon(cb_device *dev, cb_stream *s, cb_work *w, uint64_t last_work) {
+  work_release(dev, w);
+  dev->npending--;
+  dev->next_work--;
+  if (s) s->last_work = last_work;
 }
 
 void cb_work_report(cb_work *w, const cubert_failure *f, cb_errb *b) {
@@ -84,35 +92,35 @@ void cb_work_report(cb_work *w, const cubert_failure *f, cb_errb *b) {
   if (b->n == before) cb_errb_add(b, f, 0, 0);
 }
 
-/* The last writer, or this stream among the last readers, of binding `b`. */
-static inline void mark_use(cb_device *dev, const cb_work *w, cb_wbind *b) {
+void cb_reader_add(cb_alloc *a, uint32_t stream, uint64_t work) {
+  uint32_t j = a->nreaders;
+  if (j == a->capreaders) {
+    size_t cap = 0;
+    struct cb_reader *v = cb_array_grow(a->readers, a->capreaders, (size_t)j + 1, sizeof *v, &cap);
+    if (v) a->readers = v;
+    if (!v || cap > UINT32_MAX) return; /* cannot remember it: sync before rewriting (docs) */
+    a->capreaders = (uint32_t)cap;
+  }
+  a->nreaders++;
+  a->readers[j].stream = stream;
+  a->readers[j].work = work;
+}
+
+/* The last writer, or this stream among the last readers, of binding `b`
+ * by work `work` of stream `stream` (values: the stores below cannot make
+ * the compiler load them again). */
+static inline void mark_use(const cb_device *dev, uint32_t stream, uint64_t work, const cb_wbind *b) {
   /* stream order means something on the owning device only */
   cb_alloc *a = b->alloc;
   if (!a || a->dev != dev || a->host) return;
-  if (b->access & CUBERT_ACCESS_WRITE) {
-    a->last_writer = w->stream;
-    a->last_write = w->work;
-    return;
-  }
-  uint32_t j = 0;
-  while (j < a->nreaders && a->readers[j].stream != w->stream) j++;
-  if (j == a->nreaders) {
-    if (a->nreaders == a->capreaders) {
-      size_t cap = 0;
-      struct cb_reader *v = cb_array_grow(a->readers, a->capreaders, (size_t)a->nreaders + 1, sizeof *v, &cap);
-      if (v) a->readers = v;
-      if (!v || cap > UINT32_MAX) return; /* cannot remember it: sync before rewriting (docs) */
-      a->capreaders = (uint32_t)cap;
-    }
-    a->nreaders++;
-    a->readers[j].stream = w->stream;
-  }
-  a->readers[j].work = w->work;
+  cb_mark_local(a, b->access, stream, work);
 }
 
 void cb_work_mark_uses(cb_device *dev, cb_work *w) {
-  cb_wbind *b = cb_work_binds(w);
-  for (uint32_t i = 0; i < w->nb; i++) mark_use(dev, w, &b[i]);
+  const cb_wbind *b = cb_work_binds(w);
+  uint32_t stream = w->stream, n = w->nb;
+  uint64_t work = w->work;
+  for (uint32_t i = 0; i < n; i++) mark_use(dev, stream, work, &b[i]);
 }
 
 void cb_work_succeeded(cb_device *dev, cb_work *w) {
@@ -121,7 +129,7 @@ void cb_work_succeeded(cb_device *dev, cb_work *w) {
     cb_alloc *a = b[i].alloc;
     if (!a) continue;
     if ((b[i].access & CUBERT_ACCESS_WRITE) && cb_taint_settle_needed(&b[i])) cb_taint_settle_bind(&b[i], NULL);
-    mark_use(dev, w, &b[i]);
+    mark_use(dev, w->stream, w->work, &b[i]);
   }
 }
 

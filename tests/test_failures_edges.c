@@ -3,8 +3,8 @@
  * mutants each test kills): a failed launch as its outputs' last writer,
  * repairs that end where a taint ends, asynchronous failures reported once
  * per stream, parents below the first level of a chain, peer work and the
- * owner's stream order, freed memory and its failures, and an asynchronous
- * device loss.
+ * owner's stream order, freed memory and its failures, an asynchronous
+ * device loss, and a launch that gives up its one pass part way.
  *
  * Faults come from the fault layer (cubert_faultinj_add), so each test runs
  * on the host backend, whose devices exist everywhere; on HIP it prints a
@@ -74,6 +74,14 @@ static cubert_status copy_u32(cubert_client *c, const cubert_handle *in, cubert_
   return st;
 }
 
+/* Taints all of `h`: a fill of it that fails at enqueue (an injected
+ * fault). */
+static void taint_by_failed_fill(cb_test_env *env, cubert_client *c, cubert_handle *h) {
+  rule("launch times=1 fault=fail");
+  cb_test_status(fill_u32(c, h, 5), CUBERT_ERR_LAUNCH);
+  cb_test_ok(cubert_faultinj_clear(env->runtime));
+}
+
 /* Every 32-bit word of `h` read as `v` (the read must succeed). */
 static void expect_words(cubert_client *c, const cubert_handle *h, uint32_t v) {
   uint64_t size = cubert_handle_size_in_use(h);
@@ -105,15 +113,21 @@ static cubert_status slow_fn(const cubert_host_launch *l, char *msg, size_t cap)
   return CUBERT_OK;
 }
 
-static cubert_status slow_write(cubert_client *c, cubert_handle *out) {
-  static const cubert_param p[] = {{"out", CUBERT_PARAM_BUFFER, CUBERT_ACCESS_WRITE, 0}};
+/* A kernel of host function `fn` only (a new reference). */
+static cubert_kernel *host_kernel(const char *name, const cubert_param *p, uint32_t n, cubert_host_fn fn) {
   cubert_kernel_desc d = {0};
-  d.name = "t_slow";
+  d.name = name;
   d.params = p;
-  d.nparams = 1;
-  d.host_fn = slow_fn;
+  d.nparams = n;
+  d.host_fn = fn;
   cubert_kernel *k = NULL;
   cb_test_ok(cubert_kernel_create(&d, &k));
+  return k;
+}
+
+static cubert_status slow_write(cubert_client *c, cubert_handle *out) {
+  static const cubert_param p[] = {{"out", CUBERT_PARAM_BUFFER, CUBERT_ACCESS_WRITE, 0}};
+  cubert_kernel *k = host_kernel("t_slow", p, 1, slow_fn);
   cubert_arg a = cubert_arg_buffer(out);
   cubert_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0};
   cubert_status st = cubert_launch(c, k, &cfg, &a, 1);
@@ -253,9 +267,7 @@ START_TEST(test_grandchild_failure_names_its_parent_and_the_root) {
   if (!open_host(_i, 1, &env)) return;
   cubert_client *c = env.clients[0];
   cubert_handle *x = words(c, 16, 1), *y = words(c, 16, 2), *z = words(c, 16, 3), *w = words(c, 16, 4);
-  rule("launch times=1 fault=fail");
-  cb_test_status(fill_u32(c, x, 5), CUBERT_ERR_LAUNCH);
-  cb_test_ok(cubert_faultinj_clear(env.runtime));
+  taint_by_failed_fill(&env, c, x);
   cb_test_status(copy_u32(c, x, y), CUBERT_ERR_TAINTED);
   cb_test_status(copy_u32(c, y, z), CUBERT_ERR_TAINTED);
   cb_test_status(copy_u32(c, z, w), CUBERT_ERR_TAINTED);
@@ -545,6 +557,71 @@ START_TEST(test_async_failure_does_not_override_a_later_skipped_write) {
 }
 END_TEST
 
+/* The usual launch is checked, bound and marshalled in one pass under the
+ * device lock (runtime/launch.c); at an argument it does not take (here a
+ * tainted input, after two plain buffers were bound) it gives up and the
+ * general path handles the launch. Giving up leaves no trace: the skipped
+ * launch has the one work number that follows the last one, and once its
+ * record is reaped the buffers the pass had bound hold no binding. */
+static cubert_status nothing_fn(const cubert_host_launch *l, char *msg, size_t cap) {
+  (void)l;
+  (void)msg;
+  (void)cap;
+  return CUBERT_OK;
+}
+
+START_TEST(test_launch_giving_up_its_one_pass_leaves_no_trace) {
+  cb_test_env env;
+  if (!open_host(_i, 1, &env)) return;
+  cubert_client *c = env.clients[0];
+  cubert_handle *in = words(c, 16, 1), *out = words(c, 16, 2), *bad = words(c, 16, 3), *out2 = words(c, 16, 4);
+  taint_by_failed_fill(&env, c, bad);
+  cb_test_ok(cubert_sync(c));
+  static const cubert_param p[] = {{"in", CUBERT_PARAM_BUFFER, CUBERT_ACCESS_READ, 0},
+                                   {"out", CUBERT_PARAM_BUFFER, CUBERT_ACCESS_WRITE, 0},
+                                   {"bad", CUBERT_PARAM_BUFFER, CUBERT_ACCESS_READ, 0},
+                                   {"out2", CUBERT_PARAM_BUFFER, CUBERT_ACCESS_WRITE, 0}};
+  cubert_kernel *k = host_kernel("t_four", p, 4, nothing_fn);
+  cubert_arg a[4] = {cubert_arg_buffer(in), cubert_arg_buffer(out), cubert_arg_buffer(bad), cubert_arg_buffer(out2)};
+  cubert_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0};
+  pthread_mutex_lock(&c->dev->lock);
+  uint64_t before = c->dev->next_work;
+  pthread_mutex_unlock(&c->dev->lock);
+  cb_test_status(cubert_launch(c, k, &cfg, a, 4), CUBERT_ERR_TAINTED);
+  uint8_t buf[64];
+  cb_test_status(cubert_handle_read(c, out, buf, sizeof buf), CUBERT_ERR_TAINTED);
+  const cubert_failure *f = first_failure();
+  cubert_skip skip;
+  ck_assert_uint_eq(cubert_failure_skip_count(f, NULL), 1);
+  ck_assert(cubert_failure_skip(f, 0, &skip));
+  ck_assert_str_eq(skip.kernel, "t_four");
+  ck_assert_str_eq(skip.input, "bad");
+  ck_assert_msg(skip.sequence == before + 1, "the skipped launch is work %llu, the work before it %llu",
+                (unsigned long long)skip.sequence, (unsigned long long)before);
+  cubert_failure_release(f);
+  cb_test_ok(cubert_sync(c));
+  cubert_handle *h[2] = {in, out};
+  for (int i = 0; i < 2; i++) {
+    cb_alloc *al = h[i]->alloc;
+    pthread_mutex_lock(&c->dev->lock);
+    uint64_t local = al->local_binds, binds = atomic_load(&al->refs) & 0xffffffffu;
+    pthread_mutex_unlock(&c->dev->lock);
+    ck_assert_msg(local == 0 && binds == 0, "%s: %llu local bindings, %llu binding references after the sync",
+                  i ? "out" : "in", (unsigned long long)local, (unsigned long long)binds);
+  }
+  /* and the plain launch after it takes the one pass and runs */
+  cubert_arg ok[4] = {cubert_arg_buffer(in), cubert_arg_buffer(out2), cubert_arg_buffer(in), cubert_arg_buffer(out2)};
+  cb_test_ok(cubert_launch(c, k, &cfg, ok, 4));
+  cb_test_ok(cubert_sync(c));
+  cubert_kernel_release(k);
+  cubert_handle_release(in);
+  cubert_handle_release(out);
+  cubert_handle_release(bad);
+  cubert_handle_release(out2);
+  cb_test_close(&env);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("failures_edges");
   TCase *tc = tcase_create("edges");
@@ -559,6 +636,7 @@ static Suite *suite(void) {
   cb_test_add_backend_loop(tc, test_many_tainted_ranges_bounded_message_and_walk);
   cb_test_add_backend_loop(tc, test_records_of_failed_calls_are_reclaimed_without_a_sync);
   cb_test_add_backend_loop(tc, test_async_failure_does_not_override_a_later_skipped_write);
+  cb_test_add_backend_loop(tc, test_launch_giving_up_its_one_pass_leaves_no_trace);
   suite_add_tcase(s, tc);
   return s;
 }
