@@ -17,11 +17,13 @@
  * and returns when the last chunk is copied (the caller's buffer is then
  * consumed, as backend.h asks); a read keeps up to `nchunks` device-to-host
  * copies queued and copies each out as it lands, returning when all are in
- * the caller's buffer. Sizes come from the machine: threads min(16, cores)
- * (cores online), 8 chunks of 8 MiB, split finer for smaller transfers
- * (swept on the H200 on 2026-12-02, docs/bench.md: 16 threads with 8 chunks
- * of 8 MiB moved 47-49 GB/s pageable both ways at 256 MiB, 8 threads with 4
- * of 16 MiB 32-45);
+ * the caller's buffer. Sizes come from the machine: copy threads (the
+ * caller included) three quarters of the cores online, at most 16; 8
+ * chunks of 8 MiB, split finer for smaller transfers. Each chunk's memcpy
+ * is cut into pieces the threads take as they come free, so one thread
+ * the scheduler holds back does not hold the chunk (docs/bench.md: with a
+ * fixed share per thread and as many threads as cores, two H200 runs of
+ * 2026-12-02 moved 11-12 and 40-42 GB/s at 256 MiB with the same settings);
  * $CUBERT_HIP_COPY_THREADS, $CUBERT_HIP_STAGING_CHUNKS and
  * $CUBERT_HIP_STAGING_CHUNK override them, $CUBERT_HIP_PIPE_FROM the size
  * from which transfers take the pipeline (default 1 MiB).
@@ -49,6 +51,7 @@
 #define PIPE_CHUNKS_MAX 16
 #define PIPE_PIECE_MIN ((size_t)1 << 20) /* chunks no finer than this */
 #define COPY_SPLIT_MIN ((size_t)256 << 10) /* below this one thread copies */
+#define COPY_PIECE_MIN ((size_t)64 << 10)  /* pieces no finer than this */
 
 typedef struct copier {
   pthread_t *threads;
@@ -56,11 +59,12 @@ typedef struct copier {
   pthread_mutex_t lock;
   pthread_cond_t go, done;
   uint64_t gen;
-  int remaining;
+  int busy; /* workers inside this generation's copy (registered under lock) */
   bool stop;
   char *dst;
   const char *src;
-  size_t size, part;
+  size_t size, piece, pieces;
+  atomic_size_t next; /* the next piece to take; reset only while busy == 0 */
   cb_hip_device *dev; /* for placement */
 } copier;
 
@@ -84,7 +88,6 @@ struct cb_hip_pipe {
 
 typedef struct worker_arg {
   copier *c;
-  int index; /* part index-th + 1 */
 } worker_arg;
 
 /* A size or count from the environment (`text`, may be NULL), else `fallback`. */
@@ -94,6 +97,20 @@ static uint64_t env_size(const char *text, uint64_t fallback) {
 }
 
 /* ------------------------------------------------------------ copy threads */
+
+/* Copies pieces of the current generation until none is left. Every
+ * thread, the caller included, takes the next piece as it comes free, so a
+ * thread the scheduler holds back delays one piece, not a fixed share of
+ * every chunk (with a fixed share per thread, 16 threads on a 16-core
+ * machine moved 11-12 GB/s in one H200 run where 12 moved 44-47). */
+static void copy_pieces(copier *c, char *dst, const char *src, size_t size, size_t piece, size_t pieces) {
+  for (;;) {
+    size_t i = atomic_fetch_add_explicit(&c->next, 1, memory_order_relaxed);
+    if (i >= pieces) return;
+    size_t from = i * piece;
+    memcpy(dst + from, src + from, size - from < piece ? size - from : piece);
+  }
+}
 
 static void *worker(void *p) {
   worker_arg a = *(worker_arg *)p;
@@ -107,14 +124,16 @@ static void *worker(void *p) {
     while (c->gen == seen && !c->stop) pthread_cond_wait(&c->go, &c->lock);
     if (c->stop) break;
     seen = c->gen;
-    size_t from = c->part * (size_t)a.index;
-    size_t n = from >= c->size ? 0 : c->size - from < c->part ? c->size - from : c->part;
-    char *dst = c->dst + from;
-    const char *src = c->src + from;
+    /* registered under the lock: the caller does not return (and no next
+     * generation resets `next`) until this thread has left copy_pieces */
+    c->busy++;
+    char *dst = c->dst;
+    const char *src = c->src;
+    size_t size = c->size, piece = c->piece, pieces = c->pieces;
     pthread_mutex_unlock(&c->lock);
-    if (n) memcpy(dst, src, n);
+    copy_pieces(c, dst, src, size, piece, pieces);
     pthread_mutex_lock(&c->lock);
-    if (--c->remaining == 0) pthread_cond_signal(&c->done);
+    if (--c->busy == 0) pthread_cond_signal(&c->done);
   }
   pthread_mutex_unlock(&c->lock);
   return NULL;
@@ -122,6 +141,7 @@ static void *worker(void *p) {
 
 static void copier_start(copier *c, cb_hip_device *dev, int threads) {
   memset(c, 0, sizeof *c);
+  atomic_init(&c->next, 0);
   c->dev = dev;
   pthread_mutex_init(&c->lock, NULL);
   pthread_cond_init(&c->go, NULL);
@@ -130,7 +150,7 @@ static void copier_start(copier *c, cb_hip_device *dev, int threads) {
   for (int i = 0; c->threads && i < threads; i++) {
     worker_arg *a = cb_malloc(sizeof *a);
     if (!a) break;
-    *a = (worker_arg){c, i + 1};
+    *a = (worker_arg){c};
     if (pthread_create(&c->threads[i], NULL, worker, a) != 0) {
       cb_free(a);
       break;
@@ -151,27 +171,37 @@ static void copier_stop(copier *c) {
   pthread_mutex_destroy(&c->lock);
 }
 
-/* memcpy split over the threads and the caller (part 0). */
+/* memcpy split into pieces that the threads and the caller take as they
+ * come free (copy_pieces); returns when every piece has been copied. A
+ * worker that wakes after the last piece was taken finds none and leaves. */
 static void copier_copy(copier *c, void *dst, const void *src, size_t size) {
   if (c->n == 0 || size < COPY_SPLIT_MIN) {
     memcpy(dst, src, size);
     return;
   }
-  size_t parts = (size_t)c->n + 1;
-  size_t part = (size + parts - 1) / parts;
-  part = (part + 4095) & ~(size_t)4095; /* whole pages: no two threads share a line */
+  /* about four pieces a thread, whole pages (no two threads share a line) */
+  size_t piece = size / ((size_t)(c->n + 1) * 4);
+  if (piece < COPY_PIECE_MIN) piece = COPY_PIECE_MIN;
+  piece = (piece + 4095) & ~(size_t)4095;
+  size_t pieces = (size + piece - 1) / piece;
   pthread_mutex_lock(&c->lock);
+  /* a worker that woke late for the last generation may still be in
+   * copy_pieces (finding nothing left): `next` is reset only without one */
+  while (c->busy) pthread_cond_wait(&c->done, &c->lock);
   c->dst = dst;
   c->src = src;
   c->size = size;
-  c->part = part;
-  c->remaining = c->n;
+  c->piece = piece;
+  c->pieces = pieces;
+  atomic_store_explicit(&c->next, 0, memory_order_relaxed);
   c->gen++;
   pthread_cond_broadcast(&c->go);
   pthread_mutex_unlock(&c->lock);
-  memcpy(dst, src, size < part ? size : part);
+  copy_pieces(c, dst, src, size, piece, pieces);
+  /* every piece is taken; those of registered workers are done when they
+   * leave, and no other worker can take one */
   pthread_mutex_lock(&c->lock);
-  while (c->remaining) pthread_cond_wait(&c->done, &c->lock);
+  while (c->busy) pthread_cond_wait(&c->done, &c->lock);
   pthread_mutex_unlock(&c->lock);
 }
 
@@ -230,7 +260,9 @@ static cb_hip_pipe *pipe_get(cb_hip_device *dev) {
   peer_side **peers = cb_calloc((size_t)dev->backend->device_count + 1, sizeof *peers);
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   int threads = (int)env_size(cb_env("CUBERT_HIP_COPY_THREADS"), 0);
-  if (!threads) threads = cores >= 4 ? (int)(cores < 16 ? cores : 16) : 1;
+  /* three quarters of the cores, at most 16 (the caller included): the
+   * driver's threads and the application keep the rest */
+  if (!threads) threads = cores >= 4 ? (int)(cores - cores / 4 < 16 ? cores - cores / 4 : 16) : 1;
   int nchunks = (int)env_size(cb_env("CUBERT_HIP_STAGING_CHUNKS"), 8);
   if (nchunks < 2) nchunks = 2;
   if (nchunks > PIPE_CHUNKS_MAX) nchunks = PIPE_CHUNKS_MAX;
