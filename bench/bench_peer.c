@@ -829,13 +829,14 @@ static void small_steps_rows(ctx *c, const spec *sp, uint32_t count, double *con
 }
 
 static void small_split(ctx *c) {
-  static const struct { ttype t; uint64_t size; } cases[] = {{T_H2D, 4}, {T_D2H, 4}, {T_D2H, 4096}, {T_D2H, 8192}, {T_D2H, 16384}, {T_D2H, 65536}};
+  static const struct { ttype t; uint64_t size; } cases[] = {{T_H2D, 4}, {T_D2H, 4}, {T_D2H, 4096}, {T_D2H, 8192}, {T_D2H, 16384}, {T_D2H, 32768}, {T_D2H, 65536}, {T_D2H, 131072}};
   static const char *const suffix[SPLIT_N] = {"host", "no-timer", "0B", "", "", "", ""};
   int total = c->o.warmup + c->o.reps;
   uint32_t count = c->o.lat_count;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     ttype t = cases[i].t;
     uint64_t size = cases[i].size;
+    if (size > c->max) continue; /* buffers smaller than the case (--sizes, --matrix-size) */
     spec sp = {t, t == T_H2D ? -1 : 0, t == T_H2D ? 0 : -1, size};
     cubert_handle *base = t == T_H2D ? c->dst[0] : c->src[0];
     cubert_handle *v = NULL, *zero = NULL;
