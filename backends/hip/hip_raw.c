@@ -841,6 +841,7 @@ static hipError_t small_step(small_run *r, cb_hip_raw_step step) {
     return small_backend(r);
   case CB_HIP_RAW_STEP_PLAIN:
   case CB_HIP_RAW_STEP_EVENTED:
+  case CB_HIP_RAW_STEP_WAITED:
   case CB_HIP_RAW_STEP_COUNT:
     break;
   }
@@ -875,6 +876,8 @@ cubert_status cb_hip_raw_small(cb_hip_raw *raw, int dev, cb_hip_raw_step step, b
   if (e != hipSuccess && made) made--; /* the failed one was not made */
   if (e == hipSuccess) e = hipStreamSynchronize(r.s);
   if (e == hipSuccess && step == CB_HIP_RAW_STEP_EVENTED) e = hipEventRecord(r.wait, r.s);
+  if (e == hipSuccess && step == CB_HIP_RAW_STEP_WAITED && (e = hipEventRecord(r.wait, raw->dev[dev].stream[1])) == hipSuccess)
+    e = hipStreamWaitEvent(r.s, r.wait, 0);
   double t0 = now(), t1 = t0;
   for (uint32_t k = 0; k < count && e == hipSuccess; k++) e = small_step(&r, step);
   t1 = now();

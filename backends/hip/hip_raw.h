@@ -132,6 +132,9 @@ typedef enum cb_hip_raw_step {
   CB_HIP_RAW_STEP_QUERY_ATTRS, /* + hipStreamQuery, the attributes when it says busy */
   CB_HIP_RAW_STEP_EVENT,       /* + an event recorded after it and waited for */
   CB_HIP_RAW_STEP_EVENTED,     /* on a stream that had an event (timing off) recorded just before the loop */
+  CB_HIP_RAW_STEP_WAITED,      /* on a stream made to wait (hipStreamWaitEvent) for an event of the
+                                  device's second stream just before the loop, as cubert orders a
+                                  stream after another's writes */
   CB_HIP_RAW_STEP_MARKS,       /* + an event recorded every 32 copies, the older ones queried every 256 */
   CB_HIP_RAW_STEP_BACKEND,     /* every step the HIP backend takes for this direction and size
                                   (hip_stream.c cb_hip_write / cb_hip_read), the runtime left out */
