@@ -291,6 +291,13 @@ cubert_status cb_bench_raw_staged(cb_bench_raw *raw, int src_dev, uint64_t src, 
  * on exec: start index in, end index out. Device-timed ms. */
 cubert_status cb_bench_raw_chase(cb_bench_raw *raw, int exec, uint64_t next, uint64_t state,
                                  uint64_t steps, double *ms);
+/* `count` small pageable transfers (`d2h`, else h2d) between `host` and
+ * `dev_addr` with one of the HIP backend's extra steps added
+ * (cb_hip_raw_step, backends/hip/hip_raw.h); host-timed us per call and the
+ * stream queries that said busy. HIP only: CUBERT_ERR_UNSUPPORTED on the
+ * host backend. */
+cubert_status cb_bench_raw_small(cb_bench_raw *raw, int dev, int step, bool d2h, void *host, uint64_t dev_addr,
+                                 uint64_t size, uint32_t count, double *us, uint32_t *busy);
 /* `count` launches of the empty kernel with `nbuffers` (0, 4, 16) buffer
  * arguments, then one sync; host-timed ns per launch, and (enqueue_ns, may
  * be NULL) of the launches alone, before the sync. */

@@ -36,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backends/hip/hip_raw.h"
 #include "bench/bench.h"
 #include "cli/commands.h"
 #include "cli/options.h"
@@ -136,6 +137,11 @@ typedef struct ctx {
   cb_bench_rows rows;
   int checks, failed_checks, errors;
   json_t *notes;
+  /* the small section's raw steps: busy stream queries per case and step
+   * (cases in the order of their rows) */
+  uint32_t step_busy[8][CB_HIP_RAW_STEP_COUNT + 1];
+  int step_calls[8];
+  int nstep_cases;
 } ctx;
 
 /* ------------------------------------------------------------ helpers */
@@ -702,19 +708,146 @@ static bool small_arrived(ctx *c, ttype t, const cubert_handle *v, uint64_t size
          memcmp(back, c->pattern, size) == 0;
 }
 
+/* Raw with one of the HIP backend's steps at a time (HIP only): for each
+ * case, `count` raw transfers per step on raw's memory, plus raw's plain
+ * loop from/into cubert's own device memory (cubert_handle_external_begin:
+ * does the memory's origin change the driver's cost?). One sample per step
+ * per repetition, kept in steps[step][kept]. */
+#define STEP_CUBERT_MEMORY CB_HIP_RAW_STEP_COUNT /* the pseudo-step: plain, cubert's memory */
+#define NSTEPS (CB_HIP_RAW_STEP_COUNT + 1)
+
+static const char *const step_name[NSTEPS] = {
+    [CB_HIP_RAW_STEP_PLAIN] = "plain",
+    [CB_HIP_RAW_STEP_CTX] = "+ctx check",
+    [CB_HIP_RAW_STEP_LOCKS] = "+2 locks",
+    [CB_HIP_RAW_STEP_STACK] = "bounce, no memcpy",
+    [CB_HIP_RAW_STEP_BOUNCE] = "bounce+memcpy",
+    [CB_HIP_RAW_STEP_QUERY] = "+query",
+    [CB_HIP_RAW_STEP_ATTRS] = "+ptr attrs",
+    [CB_HIP_RAW_STEP_QUERY_ATTRS] = "+query,attrs if busy",
+    [CB_HIP_RAW_STEP_EVENT] = "+event wait",
+    [CB_HIP_RAW_STEP_EVENTED] = "evented stream",
+    [CB_HIP_RAW_STEP_WAITED] = "waited stream",
+    [CB_HIP_RAW_STEP_MARKS] = "+marks",
+    [CB_HIP_RAW_STEP_BACKEND] = "all backend steps",
+    [STEP_CUBERT_MEMORY] = "cubert's memory",
+};
+
+static const char *const step_text[NSTEPS] = {
+    [CB_HIP_RAW_STEP_PLAIN] = "raw plain, us per call (below: difference to it)",
+    [CB_HIP_RAW_STEP_CTX] = "+ hipCtxGetCurrent before each (cb_hip_enter)",
+    [CB_HIP_RAW_STEP_LOCKS] = "+ two mutex lock/unlock pairs",
+    [CB_HIP_RAW_STEP_STACK] = "bounce (stack <= 4 KiB, else heap), no memcpy",
+    [CB_HIP_RAW_STEP_BOUNCE] = "bounce + its memcpy in/out",
+    [CB_HIP_RAW_STEP_QUERY] = "+ hipStreamQuery after each",
+    [CB_HIP_RAW_STEP_ATTRS] = "+ cudaPointerGetAttributes of the host pointer",
+    [CB_HIP_RAW_STEP_QUERY_ATTRS] = "+ query, attributes when busy (read > 4 KiB)",
+    [CB_HIP_RAW_STEP_EVENT] = "+ event recorded after each, waited for",
+    [CB_HIP_RAW_STEP_EVENTED] = "plain on a stream with an event just recorded",
+    [CB_HIP_RAW_STEP_WAITED] = "plain on a stream that waited for another's event",
+    [CB_HIP_RAW_STEP_MARKS] = "+ a mark event every 32, queried every 256",
+    [CB_HIP_RAW_STEP_BACKEND] = "every backend step (cb_hip_write/cb_hip_read)",
+    [STEP_CUBERT_MEMORY] = "plain from/into cubert's device memory",
+};
+
+/* Whether the backend's path of this direction has the step (the others
+ * are not measured: h2d makes no query and no bounce without a copy; a
+ * read makes no marks). */
+static bool step_applies(int step, ttype t) {
+  if (t == T_H2D)
+    return step != CB_HIP_RAW_STEP_STACK && step != CB_HIP_RAW_STEP_QUERY &&
+           step != CB_HIP_RAW_STEP_QUERY_ATTRS && step != CB_HIP_RAW_STEP_EVENT;
+  return step != CB_HIP_RAW_STEP_MARKS;
+}
+
+/* One repetition of every step; sample[step] us per call (0: not
+ * measured), busy[step] added to. */
+static void small_steps_rep(ctx *c, const spec *sp, cubert_handle *v, uint32_t count, double *sample,
+                            uint32_t *busy) {
+  bool d2h = sp->t == T_D2H;
+  cb_bench_xfer x = raw_xfer(c, sp);
+  void *host = (void *)(uintptr_t)(d2h ? x.dst : x.src);
+  uint64_t dev_addr = d2h ? x.src : x.dst;
+  for (int k = 0; k < NSTEPS; k++) {
+    sample[k] = 0;
+    if (!step_applies(k, sp->t)) continue;
+    uint64_t addr = dev_addr;
+    cubert_external *ext = NULL;
+    if (k == STEP_CUBERT_MEMORY) {
+      /* h2d writes the bytes cubert's loop wrote (the pattern's first
+       * ones): ended as a good write */
+      void *a = NULL;
+      if (cubert_handle_external_begin(c->client[0], v, d2h ? CUBERT_ACCESS_READ : CUBERT_ACCESS_WRITE, &ext, &a))
+        continue;
+      addr = (uint64_t)(uintptr_t)a;
+    }
+    uint32_t b = 0;
+    double us = 0;
+    int step = k == STEP_CUBERT_MEMORY ? CB_HIP_RAW_STEP_PLAIN : k;
+    if (cb_bench_raw_small(c->raw, x.exec, step, d2h, host, addr, sp->size, count, &us, &b) == CUBERT_OK) {
+      sample[k] = us;
+      busy[k] += b;
+    }
+    if (ext) (void)cubert_handle_external_end(ext, NULL);
+  }
+}
+
+/* The steps' rows (section "small-steps"): cubert column = raw with the
+ * step, raw column = raw's plain loop of the same repetitions. */
+static void small_steps_rows(ctx *c, const spec *sp, uint32_t count, double *const *smp, const uint32_t *busy,
+                             int kept) {
+  bool any = false;
+  double *plain = kept > 0 && smp[CB_HIP_RAW_STEP_PLAIN] ? malloc((size_t)kept * sizeof *plain) : NULL;
+  for (int k = 1; k < NSTEPS && plain; k++) {
+    if (!smp[k] || smp[k][0] <= 0 || smp[CB_HIP_RAW_STEP_PLAIN][0] <= 0) continue;
+    cb_bench_row *row = cb_bench_rows_add(&c->rows);
+    if (!row) break;
+    any = true;
+    snprintf(row->section, sizeof row->section, "small-steps");
+    snprintf(row->test, sizeof row->test, "%s %s", ttype_name[sp->t], step_name[k]);
+    snprintf(row->dir, sizeof row->dir, "uni");
+    snprintf(row->link, sizeof row->link, "HOST");
+    row->src = sp->a;
+    row->dst = sp->b;
+    row->size = sp->size;
+    row->count = count;
+    snprintf(row->unit, sizeof row->unit, "us");
+    row->higher_better = false;
+    /* the rows keep the samples in repetition order (pairs); the stats sort
+     * the array they are given */
+    fill_stats(row, false, smp[k], smp[k], smp[k], kept, 1);
+    memcpy(plain, smp[CB_HIP_RAW_STEP_PLAIN], (size_t)kept * sizeof *plain);
+    fill_stats(row, true, plain, NULL, NULL, kept, 1);
+    snprintf(row->baseline, sizeof row->baseline, "raw plain, same reps");
+    row->validated = -1;
+    snprintf(row->note, sizeof row->note, "raw with one backend step: %.100s; stream queries busy: %u of %d",
+             step_text[k], busy[k], kept * (int)count);
+  }
+  free(plain);
+  if (any && c->nstep_cases < 8) {
+    memcpy(c->step_busy[c->nstep_cases], busy, sizeof c->step_busy[0]);
+    c->step_calls[c->nstep_cases++] = kept * (int)count;
+  }
+}
+
 static void small_split(ctx *c) {
-  static const struct { ttype t; uint64_t size; } cases[] = {{T_H2D, 4}, {T_D2H, 4}, {T_D2H, 4096}, {T_D2H, 16384}, {T_D2H, 65536}};
+  static const struct { ttype t; uint64_t size; } cases[] = {{T_H2D, 4}, {T_D2H, 4}, {T_D2H, 4096}, {T_D2H, 8192}, {T_D2H, 16384}, {T_D2H, 32768}, {T_D2H, 65536}, {T_D2H, 131072}};
   static const char *const suffix[SPLIT_N] = {"host", "no-timer", "0B", "", "", "", ""};
   int total = c->o.warmup + c->o.reps;
   uint32_t count = c->o.lat_count;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     ttype t = cases[i].t;
     uint64_t size = cases[i].size;
+    if (size > c->max) continue; /* buffers smaller than the case (--sizes, --matrix-size) */
     spec sp = {t, t == T_H2D ? -1 : 0, t == T_H2D ? 0 : -1, size};
     cubert_handle *base = t == T_H2D ? c->dst[0] : c->src[0];
     cubert_handle *v = NULL, *zero = NULL;
     double *smp[SPLIT_N];
     for (int k = 0; k < SPLIT_N; k++) smp[k] = calloc((size_t)total, sizeof(double));
+    bool steps = c->raw && !cb_bench_raw_is_host(c->raw);
+    double *ssmp[NSTEPS] = {NULL};
+    uint32_t sbusy[NSTEPS] = {0};
+    for (int k = 0; k < NSTEPS && steps; k++) ssmp[k] = calloc((size_t)total, sizeof(double));
     cubert_status st = cubert_handle_slice(base, 0, c->max - size, &v);
     if (!st) st = cubert_handle_slice(base, 0, c->max, &zero);
     bool ok = true;
@@ -749,8 +882,13 @@ static void small_split(ctx *c) {
         }
       }
       h[SPLIT_DEVICE] = dev;
+      double sh[NSTEPS] = {0};
+      uint32_t ignored[NSTEPS] = {0};
+      if (!st && steps) small_steps_rep(c, &sp, v, count, sh, r < c->o.warmup ? ignored : sbusy);
       if (r < c->o.warmup) continue;
       for (int k = 0; k < SPLIT_N; k++) smp[k][kept] = h[k];
+      for (int k = 0; k < NSTEPS; k++)
+        if (ssmp[k]) ssmp[k][kept] = sh[k];
       kept++;
     }
     if (st) {
@@ -790,9 +928,11 @@ static void small_split(ctx *c) {
         snprintf(row->note, sizeof row->note, "0 bytes: the runtime's path without the backend call (beside %s of %s)",
                  ttype_name[t], sz);
     }
+    if (!st && steps) small_steps_rows(c, &sp, count, ssmp, sbusy, kept);
     cubert_handle_release(v);
     cubert_handle_release(zero);
     for (int k = 0; k < SPLIT_N; k++) free(smp[k]);
+    for (int k = 0; k < NSTEPS; k++) free(ssmp[k]);
   }
 }
 
@@ -824,6 +964,70 @@ static void print_small(const ctx *c) {
     if (nt) printf("; without a timer on the stream: cubert %.3f", nt->cubert.median);
     printf("\n");
     if (r->note[0]) printf("      (%s)\n", r->note);
+  }
+}
+
+/* The steps' table: one line per step, one column per case; the plain
+ * loop in us per call, every other step the median over repetitions of
+ * its difference to the plain loop of the same repetition. */
+static void print_steps(const ctx *c) {
+  const cb_bench_row *first[8];
+  int n = 0;
+  for (size_t i = 0; i < c->rows.n && n < 8; i++) {
+    const cb_bench_row *r = &c->rows.v[i];
+    if (strcmp(r->section, "small-steps") != 0) continue;
+    if (n && strncmp(first[n - 1]->test, r->test, 3) == 0 && first[n - 1]->size == r->size) continue;
+    first[n++] = r;
+  }
+  if (!n) return;
+  printf("\nSmall host transfers: raw with one of the HIP backend's steps at a time (host clock, us per call;\n"
+         "first line raw's plain loop, the others the median over repetitions of the difference to it)\n");
+  printf("  %-50s", "");
+  for (int j = 0; j < n; j++) {
+    char sz[32], head[48];
+    cb_bench_size_name(first[j]->size, sz, sizeof sz);
+    snprintf(head, sizeof head, "%.3s %s", first[j]->test, sz);
+    printf(" %10s", head);
+  }
+  printf("\n");
+  for (int k = 0; k < NSTEPS; k++) {
+    printf("  %-50s", step_text[k]);
+    for (int j = 0; j < n; j++) {
+      char want[48];
+      snprintf(want, sizeof want, "%.3s %s", first[j]->test, step_name[k]);
+      const cb_bench_row *r = NULL;
+      for (size_t i = (size_t)(first[j] - c->rows.v); i < c->rows.n && !r; i++) {
+        const cb_bench_row *q = &c->rows.v[i];
+        if (strcmp(q->section, "small-steps") != 0 || q->size != first[j]->size ||
+            strncmp(q->test, first[j]->test, 3) != 0)
+          break;
+        if (strcmp(q->test, want) == 0) r = q;
+      }
+      if (k == CB_HIP_RAW_STEP_PLAIN) {
+        printf(" %10.3f", first[j]->raw.median);
+      } else if (!r || !r->cubert_samples || !r->raw_samples) {
+        printf(" %10s", "-");
+      } else {
+        int m = r->cubert.n;
+        double *d = malloc((size_t)(m > 0 ? m : 1) * sizeof *d);
+        for (int i = 0; d && i < m; i++) d[i] = r->cubert_samples[i] - r->raw_samples[i];
+        printf(" %+10.3f", d ? cb_bench_stats_of(d, m).median : 0.0);
+        free(d);
+      }
+    }
+    printf("\n");
+  }
+  static const int queried[] = {CB_HIP_RAW_STEP_QUERY, CB_HIP_RAW_STEP_QUERY_ATTRS, CB_HIP_RAW_STEP_BACKEND};
+  for (size_t q = 0; q < sizeof queried / sizeof queried[0]; q++) {
+    char label[64];
+    snprintf(label, sizeof label, "busy queries of all calls, %s", step_name[queried[q]]);
+    printf("  %-50s", label);
+    for (int j = 0; j < n && j < c->nstep_cases; j++) {
+      char cell[32];
+      snprintf(cell, sizeof cell, "%u/%d", c->step_busy[j][queried[q]], c->step_calls[j]);
+      printf(" %10s", cell);
+    }
+    printf("\n");
   }
 }
 
@@ -1813,6 +2017,7 @@ static bool print_report(ctx *c, json_t *target_list) {
     print_table(c, sections[pass]);
   }
   print_small(c);
+  print_steps(c);
   targets(c, target_list);
   size_t nnotes = json_array_size(c->notes);
   if (nnotes) printf("\nNotes:\n");

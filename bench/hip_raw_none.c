@@ -84,3 +84,8 @@ cubert_status cb_hip_raw_pitched_run(cb_hip_raw *raw, int dev, const cb_hip_raw_
                                      double *ms) {
   return CUBERT_ERR_UNSUPPORTED;
 }
+cubert_status cb_hip_raw_small(cb_hip_raw *raw, int dev, cb_hip_raw_step step, bool d2h, void *host,
+                               uint64_t dev_addr, uint64_t size, uint32_t count, double *us,
+                               uint32_t *busy) {
+  return CUBERT_ERR_UNSUPPORTED;
+}

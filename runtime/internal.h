@@ -280,6 +280,7 @@ typedef struct cb_stream {
   uint32_t id;
   void *bs;             /* backend stream */
   uint64_t last_work;   /* newest work enqueued */
+  uint64_t progress;    /* the backend's progress when last asked (cb_device_reap_floor) */
   void *event;          /* newest event recorded on it */
   uint64_t event_work;  /* last_work when it was recorded */
   uint64_t *waited;     /* per stream id: work of that stream already waited for */

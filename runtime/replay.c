@@ -190,7 +190,13 @@ void cb_device_reap_floor(cb_device *dev, const uint64_t *floor, uint32_t nfloor
   uint64_t *progress = dev->nstreams <= 32 ? stackp : cb_malloc(dev->nstreams * sizeof *progress);
   if (!progress) return;
   for (uint32_t i = 0; i < dev->nstreams; i++) {
-    progress[i] = dev->ops->progress(dev->bdev, dev->streams[i]->bs);
+    /* A stream whose work had all completed when last asked has nothing the
+     * backend could add (a failure is reported before its work counts as
+     * complete): no call. A read reaps after every wait, and a device has
+     * several streams; asking each cost a backend call and lock a read. */
+    cb_stream *s = dev->streams[i];
+    if (s->progress < s->last_work) s->progress = dev->ops->progress(dev->bdev, s->bs);
+    progress[i] = s->progress;
     if (floor && i < nfloor && floor[i] > progress[i]) progress[i] = floor[i];
   }
   cubert_async_failure buf[8];

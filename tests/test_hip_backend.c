@@ -318,6 +318,70 @@ START_TEST(test_write_source_is_reusable_at_once) {
 }
 END_TEST
 
+/* backend.h: read returns once the bytes are in `dst`, whatever `dst` is:
+ * pageable (the heap, the stack), page-locked (host_alloc) or pinned by
+ * registration (host_register), at sizes on both sides of the read's
+ * paths (the stack bounce up to 4 KiB, the caller's buffer with a proof of
+ * completion above it, the staging pipeline from 1 MiB). Each read is
+ * queued behind a busy kernel that writes last what the read takes: a read
+ * that returned before its copy ran would leave the zeros. */
+START_TEST(test_read_has_landed_for_every_destination_kind) {
+  env e;
+  if (!env_open(&e, true)) return;
+  private_cache();
+  void *s = stream_new(&e);
+  const uint64_t sizes[] = {1, 4, 4096, 4097, 8192, 65536, 65537, 131072, 1u << 20};
+  const size_t most = 1u << 20;
+  cubert_backend_host_mem locked = {NULL, most, NULL, false}, reg = {NULL, most, NULL, false};
+  OK(&e, e.ops->host_alloc(e.dev, &locked, &err_));
+  unsigned char *heap = malloc(most), *registered = malloc(most);
+  ck_assert(heap && registered);
+  reg.ptr = registered;
+  OK(&e, e.ops->host_register(e.dev, &reg, &err_));
+  unsigned char stack[4096];
+  unsigned char *kinds[4] = {heap, stack, locked.ptr, registered};
+  static const char *const names[4] = {"heap", "stack", "host_alloc", "host_register"};
+  cubert_backend_mem big;
+  void *mf = busy_gpu(&e, s, &big);
+  bool first = true;
+  for (int k = 0; k < 4; k++) {
+    for (size_t t = 0; t < sizeof sizes / sizeof *sizes; t++) {
+      uint64_t n = sizes[t];
+      if (kinds[k] == stack && n > sizeof stack) continue;
+      if (!first) { /* busy again: the fill of `big` once more */
+        uint64_t words = big.size / 4;
+        uint32_t v = 7;
+        cubert_backend_arg fa[3] = {buf_arg(big.address, big.size, CUBERT_ACCESS_WRITE), scalar_arg(&words, 8),
+                                    scalar_arg(&v, 4)};
+        const cubert_launch_config one_warp = {{1, 1, 1}, {32, 1, 1}, 0};
+        OK(&e, e.ops->launch(e.dev, s, ++e.work, mf, &one_warp, fa, 3, &err_));
+      }
+      first = false;
+      memset(kinds[k], 0, (size_t)n);
+      uint64_t from = big.size - n; /* the kernel's last bytes */
+      read_(&e, s, kinds[k], big.address + from, n);
+      for (uint64_t i = 0; i < n; i++) {
+        unsigned char want = (unsigned char)(7u >> (8 * ((from + i) % 4)));
+        ck_assert_msg(kinds[k][i] == want, "read of %" PRIu64 " bytes into %s memory: byte %" PRIu64
+                      " is %u, the kernel wrote %u: the read returned before its copy landed",
+                      n, names[k], i, kinds[k][i], want);
+      }
+      ck_assert_uint_eq(e.ops->progress(e.dev, s), e.work); /* and everything before it ran */
+    }
+  }
+  cubert_async_failure f[4];
+  ck_assert_uint_eq(e.ops->drain_failures(e.dev, f, 4), 0);
+  e.ops->host_free(e.dev, &reg);
+  e.ops->host_free(e.dev, &locked);
+  free(registered);
+  free(heap);
+  e.ops->module_unload(e.dev, mf);
+  e.ops->mem_free(e.dev, &big);
+  e.ops->stream_destroy(e.dev, s);
+  env_close(&e);
+}
+END_TEST
+
 START_TEST(test_fill_every_pattern_size_aligned_or_not) {
   env e;
   if (!env_open(&e, true)) return;
@@ -889,6 +953,7 @@ int main(void) {
   tcase_add_test(tc, test_device_info_is_filled);
   tcase_add_test(tc, test_write_read_round_trip);
   tcase_add_test(tc, test_write_source_is_reusable_at_once);
+  tcase_add_test(tc, test_read_has_landed_for_every_destination_kind);
   tcase_add_test(tc, test_fill_every_pattern_size_aligned_or_not);
   tcase_add_test(tc, test_copy_on_device_and_to_itself_as_peer);
   tcase_add_test(tc, test_builtin_fill_and_copy_kernels_run);

@@ -10,6 +10,7 @@
  * hiprtc (NVRTC on NVIDIA) from the sources the bench hands in: the same
  * source text cubert compiles, so both sides run the same kernel. */
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -643,5 +644,253 @@ cubert_status cb_hip_raw_pitched_run(cb_hip_raw *r, int dev, const cb_hip_raw_pi
                 p->height, p->depth ? p->depth : 1, dev);
   }
   *ms = f;
+  return CUBERT_OK;
+}
+
+/* ------------------------------------------------------------ small transfers, step by step */
+
+#define SMALL_STACK 4096u /* hip_stream.c's SMALL_READ and SMALL_WRITE */
+#define SMALL_MARK_EVERY 32u
+#define SMALL_REAP_EVERY 256u
+#define SMALL_MARKS 16u
+
+#if defined(__GNUC__)
+#define RAW_NOINLINE __attribute__((noinline))
+#else
+#define RAW_NOINLINE
+#endif
+
+typedef struct small_run {
+  hipStream_t s;
+  bool d2h;
+  void *host;             /* the caller's host memory */
+  void *dev;
+  size_t size;
+  char *heap;             /* the bounce above SMALL_STACK bytes */
+  pthread_mutex_t lock;
+  hipEvent_t wait;        /* STEP_EVENT, STEP_EVENTED */
+  hipEvent_t marks[SMALL_MARKS];
+  uint32_t head, pending; /* marks recorded and not yet seen complete, oldest at head */
+  uint32_t copies, busy;
+#if RAW_NVIDIA
+  hipCtx_t context;
+#else
+  int device;
+#endif
+} small_run;
+
+static hipError_t small_copy(small_run *r, void *host) {
+  return r->d2h ? hipMemcpyAsync(host, r->dev, r->size, hipMemcpyDeviceToHost, r->s)
+                : hipMemcpyAsync(r->dev, host, r->size, hipMemcpyHostToDevice, r->s);
+}
+
+/* Host side a buffer of the backend's bounce kind: on this frame's stack up
+ * to SMALL_STACK bytes (a frame of its own, as cb_hip_read's), else the
+ * heap; `copy`: the memcpy in (h2d) or out (d2h) too. */
+static RAW_NOINLINE hipError_t small_bounce(small_run *r, bool copy) {
+  unsigned char stack[SMALL_STACK];
+  unsigned char *buf = r->size <= SMALL_STACK ? stack : (unsigned char *)r->heap;
+  if (!r->d2h) memcpy(buf, r->host, r->size); /* h2d: the bytes must be there to send */
+  hipError_t e = small_copy(r, buf);
+  if (copy && r->d2h && e == hipSuccess) memcpy(r->host, buf, r->size);
+  return e;
+}
+
+/* The backend's context check (cb_hip_enter): ask, set only when not current. */
+static hipError_t small_ctx(small_run *r) {
+#if RAW_NVIDIA
+  hipCtx_t cur = NULL;
+  if (hipCtxGetCurrent(&cur) == hipSuccess && cur == r->context) return hipSuccess;
+  return hipCtxSetCurrent(r->context);
+#else
+  int cur = -1;
+  if (hipGetDevice(&cur) == hipSuccess && cur == r->device) return hipSuccess;
+  return hipSetDevice(r->device);
+#endif
+}
+
+static void small_locks(small_run *r) {
+  pthread_mutex_lock(&r->lock);
+  pthread_mutex_unlock(&r->lock);
+  pthread_mutex_lock(&r->lock);
+  pthread_mutex_unlock(&r->lock);
+}
+
+/* The driver call hip_stream.c's host_pageable() makes; true: pageable. */
+static bool small_attrs(const void *p) {
+#if RAW_NVIDIA
+  struct cudaPointerAttributes a;
+  memset(&a, 0, sizeof a);
+  bool ok = cudaPointerGetAttributes(&a, p) == cudaSuccess;
+  if (!ok) (void)cudaGetLastError();
+  return ok && a.type == cudaMemoryTypeUnregistered;
+#else
+  hipPointerAttribute_t a;
+  memset(&a, 0, sizeof a);
+  hipError_t e = hipPointerGetAttributes(&a, p);
+  if (e != hipSuccess) (void)hipGetLastError();
+  return e == hipErrorInvalidValue;
+#endif
+}
+
+/* hipStreamQuery; not ready counts as busy, not as an error. */
+static hipError_t small_query(small_run *r, bool *busy) {
+  hipError_t q = hipStreamQuery(r->s);
+  *busy = q == hipErrorNotReady;
+  if (*busy) r->busy++;
+  return *busy ? hipSuccess : q;
+}
+
+static hipError_t small_wait(small_run *r) {
+  hipError_t e = hipEventRecord(r->wait, r->s);
+  return e == hipSuccess ? hipEventSynchronize(r->wait) : e;
+}
+
+/* The backend's marks (hip_stream.c): an event every SMALL_MARK_EVERY
+ * copies, and every SMALL_REAP_EVERY the runtime's reap queries the
+ * pending ones oldest first. */
+static hipError_t small_mark(small_run *r) {
+  hipError_t e = hipSuccess;
+  if (r->copies % SMALL_MARK_EVERY == 0) {
+    if (r->pending == SMALL_MARKS) { /* full: the oldest is waited for */
+      e = hipEventSynchronize(r->marks[r->head]);
+      r->head = (r->head + 1) % SMALL_MARKS;
+      r->pending--;
+    }
+    if (e == hipSuccess) e = hipEventRecord(r->marks[(r->head + r->pending) % SMALL_MARKS], r->s);
+    if (e == hipSuccess) r->pending++;
+  }
+  if (e == hipSuccess && r->copies % SMALL_REAP_EVERY == 0) {
+    while (r->pending) {
+      hipError_t q = hipEventQuery(r->marks[r->head]);
+      if (q == hipErrorNotReady) break;
+      if (q != hipSuccess) return q;
+      r->head = (r->head + 1) % SMALL_MARKS;
+      r->pending--;
+    }
+  }
+  return e;
+}
+
+static hipError_t small_backend(small_run *r) {
+  hipError_t e = small_ctx(r);
+  bool small = r->size <= SMALL_STACK, busy = false;
+  if (r->d2h) {
+    pthread_mutex_lock(&r->lock); /* cb_hip_read: the stream's enqueued count */
+    pthread_mutex_unlock(&r->lock);
+    bool idle = false;
+    if (e == hipSuccess && small) {
+      e = small_bounce(r, true);
+      idle = RAW_NVIDIA;
+    } else if (e == hipSuccess) {
+      e = small_copy(r, r->host);
+    }
+    if (e == hipSuccess && !idle) {
+      e = small_query(r, &busy);
+      idle = e == hipSuccess && (!busy || (RAW_NVIDIA && small_attrs(r->host)));
+    }
+    if (e == hipSuccess && !idle) e = small_wait(r);
+    pthread_mutex_lock(&r->lock); /* the reap after the read */
+    pthread_mutex_unlock(&r->lock);
+    return e;
+  }
+  if (e == hipSuccess && small) {
+    e = small_bounce(r, true);
+  } else if (e == hipSuccess) {
+    (void)small_attrs(r->host); /* cb_hip_write asks what a larger source is */
+    e = small_copy(r, r->host);
+  }
+  pthread_mutex_lock(&r->lock); /* cb_hip_mark_work */
+  if (e == hipSuccess) e = small_mark(r);
+  pthread_mutex_unlock(&r->lock);
+  return e;
+}
+
+static hipError_t small_step(small_run *r, cb_hip_raw_step step) {
+  hipError_t e = hipSuccess;
+  bool busy = false;
+  r->copies++;
+  switch (step) {
+  case CB_HIP_RAW_STEP_CTX:
+    if ((e = small_ctx(r)) != hipSuccess) return e;
+    return small_copy(r, r->host);
+  case CB_HIP_RAW_STEP_LOCKS:
+    small_locks(r);
+    return small_copy(r, r->host);
+  case CB_HIP_RAW_STEP_STACK:
+  case CB_HIP_RAW_STEP_BOUNCE:
+    return small_bounce(r, step == CB_HIP_RAW_STEP_BOUNCE);
+  case CB_HIP_RAW_STEP_QUERY:
+    if ((e = small_copy(r, r->host)) != hipSuccess) return e;
+    return small_query(r, &busy);
+  case CB_HIP_RAW_STEP_ATTRS:
+    if ((e = small_copy(r, r->host)) != hipSuccess) return e;
+    (void)small_attrs(r->host);
+    return hipSuccess;
+  case CB_HIP_RAW_STEP_QUERY_ATTRS:
+    if ((e = small_copy(r, r->host)) != hipSuccess || (e = small_query(r, &busy)) != hipSuccess) return e;
+    if (busy) (void)small_attrs(r->host);
+    return hipSuccess;
+  case CB_HIP_RAW_STEP_EVENT:
+    if ((e = small_copy(r, r->host)) != hipSuccess) return e;
+    return small_wait(r);
+  case CB_HIP_RAW_STEP_MARKS:
+    if ((e = small_copy(r, r->host)) != hipSuccess) return e;
+    return small_mark(r);
+  case CB_HIP_RAW_STEP_BACKEND:
+    return small_backend(r);
+  case CB_HIP_RAW_STEP_PLAIN:
+  case CB_HIP_RAW_STEP_EVENTED:
+  case CB_HIP_RAW_STEP_WAITED:
+  case CB_HIP_RAW_STEP_COUNT:
+    break;
+  }
+  return small_copy(r, r->host);
+}
+
+cubert_status cb_hip_raw_small(cb_hip_raw *raw, int dev, cb_hip_raw_step step, bool d2h, void *host,
+                               uint64_t dev_addr, uint64_t size, uint32_t count, double *us,
+                               uint32_t *busy) {
+  if ((unsigned)step >= CB_HIP_RAW_STEP_COUNT || !host || !dev_addr || !size || size > SIZE_MAX)
+    return fail(raw, hipSuccess, CUBERT_ERR_INVALID_ARGUMENT, "raw HIP: small transfer: bad arguments");
+  cubert_status st = enter(raw, dev);
+  if (st) return st;
+  small_run r;
+  memset(&r, 0, sizeof r);
+  r.s = raw->dev[dev].stream[0];
+  r.d2h = d2h;
+  r.host = host;
+  r.dev = PTR(dev_addr);
+  r.size = (size_t)size;
+#if RAW_NVIDIA
+  r.context = raw->dev[dev].context;
+#else
+  r.device = dev;
+#endif
+  if (size > SMALL_STACK && !(r.heap = malloc((size_t)size)))
+    return fail(raw, hipSuccess, CUBERT_ERR_OUT_OF_MEMORY, "raw HIP: small transfer: no host bounce");
+  pthread_mutex_init(&r.lock, NULL);
+  hipError_t e = hipEventCreateWithFlags(&r.wait, hipEventDisableTiming);
+  uint32_t made = 0;
+  for (; made < SMALL_MARKS && e == hipSuccess; made++) e = hipEventCreateWithFlags(&r.marks[made], hipEventDisableTiming);
+  if (e != hipSuccess && made) made--; /* the failed one was not made */
+  if (e == hipSuccess) e = hipStreamSynchronize(r.s);
+  if (e == hipSuccess && step == CB_HIP_RAW_STEP_EVENTED) e = hipEventRecord(r.wait, r.s);
+  if (e == hipSuccess && step == CB_HIP_RAW_STEP_WAITED && (e = hipEventRecord(r.wait, raw->dev[dev].stream[1])) == hipSuccess)
+    e = hipStreamWaitEvent(r.s, r.wait, 0);
+  double t0 = now(), t1 = t0;
+  for (uint32_t k = 0; k < count && e == hipSuccess; k++) e = small_step(&r, step);
+  t1 = now();
+  hipError_t w = hipStreamSynchronize(r.s);
+  if (e == hipSuccess) e = w;
+  for (uint32_t i = 0; i < made; i++) (void)hipEventDestroy(r.marks[i]);
+  if (r.wait) (void)hipEventDestroy(r.wait);
+  pthread_mutex_destroy(&r.lock);
+  free(r.heap);
+  if (e != hipSuccess)
+    return fail(raw, e, CUBERT_ERR_COPY, "raw HIP: small %s of %" PRIu64 " bytes (step %d) on device %d",
+                d2h ? "d2h" : "h2d", size, (int)step, dev);
+  *us = (t1 - t0) * 1e6 / (count ? count : 1);
+  if (busy) *busy = r.busy;
   return CUBERT_OK;
 }

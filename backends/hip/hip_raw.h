@@ -117,6 +117,39 @@ typedef struct cb_hip_raw_pitched {
  * hipEvents; *ms the elapsed time the device measured. */
 cubert_status cb_hip_raw_pitched_run(cb_hip_raw *raw, int dev, const cb_hip_raw_pitched *p, uint32_t count,
                                      double *ms);
+/* Small host transfers, raw, with one of the HIP backend's extra steps
+ * added (`cubert bench peer`'s small section: which step costs what). */
+typedef enum cb_hip_raw_step {
+  CB_HIP_RAW_STEP_PLAIN = 0,   /* raw's one hipMemcpyAsync */
+  CB_HIP_RAW_STEP_CTX,         /* + hipCtxGetCurrent before it (AMD: hipGetDevice) */
+  CB_HIP_RAW_STEP_LOCKS,       /* + two mutex lock/unlock pairs */
+  CB_HIP_RAW_STEP_STACK,       /* host side a stack buffer in a frame of its own, no copy in or out */
+  CB_HIP_RAW_STEP_BOUNCE,      /* host side a bounce buffer (the stack up to 4 KiB, else the heap)
+                                  and a memcpy in (h2d) or out (d2h) */
+  CB_HIP_RAW_STEP_QUERY,       /* + hipStreamQuery after it */
+  CB_HIP_RAW_STEP_ATTRS,       /* + the pointer attributes of the host pointer (NVIDIA:
+                                  cudaPointerGetAttributes) */
+  CB_HIP_RAW_STEP_QUERY_ATTRS, /* + hipStreamQuery, the attributes when it says busy */
+  CB_HIP_RAW_STEP_EVENT,       /* + an event recorded after it and waited for */
+  CB_HIP_RAW_STEP_EVENTED,     /* on a stream that had an event (timing off) recorded just before the loop */
+  CB_HIP_RAW_STEP_WAITED,      /* on a stream made to wait (hipStreamWaitEvent) for an event of the
+                                  device's second stream just before the loop, as cubert orders a
+                                  stream after another's writes */
+  CB_HIP_RAW_STEP_MARKS,       /* + an event recorded every 32 copies, the older ones queried every 256 */
+  CB_HIP_RAW_STEP_BACKEND,     /* every step the HIP backend takes for this direction and size
+                                  (hip_stream.c cb_hip_write / cb_hip_read), the runtime left out */
+  CB_HIP_RAW_STEP_COUNT
+} cb_hip_raw_step;
+
+/* `count` pageable transfers of `size` bytes between `host` and device
+ * address `dev_addr` on device `dev`'s first stream, with `step`, timed on
+ * the host clock from before the first call to after the last (then the
+ * stream is synchronised, untimed). `d2h`: device to host, else host to
+ * device. *us: microseconds per call. *busy: how many of the loop's stream
+ * queries said not ready (0 where the step makes none). */
+cubert_status cb_hip_raw_small(cb_hip_raw *raw, int dev, cb_hip_raw_step step, bool d2h, void *host,
+                               uint64_t dev_addr, uint64_t size, uint32_t count, double *us,
+                               uint32_t *busy);
 cubert_status cb_hip_raw_alloc_loop(cb_hip_raw *raw, int dev, uint64_t size, uint32_t count,
                                     double *ns);
 
