@@ -724,7 +724,7 @@ static const char *const step_name[NSTEPS] = {
     [CB_HIP_RAW_STEP_BOUNCE] = "bounce+memcpy",
     [CB_HIP_RAW_STEP_QUERY] = "+query",
     [CB_HIP_RAW_STEP_ATTRS] = "+ptr attrs",
-    [CB_HIP_RAW_STEP_QUERY_ATTRS] = "+query,attrs if busy",
+    [CB_HIP_RAW_STEP_QUERY_ATTRS] = "+query,attrs",
     [CB_HIP_RAW_STEP_EVENT] = "+event wait",
     [CB_HIP_RAW_STEP_EVENTED] = "evented stream",
     [CB_HIP_RAW_STEP_WAITED] = "waited stream",
@@ -871,9 +871,9 @@ static void small_split(ctx *c) {
           h[SPLIT_RAW] = enq_ms * 1e3 / count;
           h[SPLIT_RAW_DEVICE] = ms * 1e3 / count;
         }
-        /* raw into a buffer on this stack, as the HIP backend lands reads
-         * of up to 4 KiB: does the destination's kind change the driver's
-         * cost? */
+        /* raw into a buffer on this stack (the HIP backend landed reads of
+         * up to 4 KiB on its own stack until the 09:35Z run of 2026-12-02):
+         * does the destination's kind change the driver's cost? */
         uint32_t on_stack[1024];
         if (t == T_D2H && size <= sizeof on_stack) {
           x.dst = (uint64_t)(uintptr_t)on_stack;

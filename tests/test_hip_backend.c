@@ -321,8 +321,8 @@ END_TEST
 /* backend.h: read returns once the bytes are in `dst`, whatever `dst` is:
  * pageable (the heap, the stack), page-locked (host_alloc) or pinned by
  * registration (host_register), at sizes on both sides of the read's
- * paths (the stack bounce up to 4 KiB, the caller's buffer with a proof of
- * completion above it, the staging pipeline from 1 MiB). Each read is
+ * paths (the stack bounce up to 64 bytes, the caller's buffer with a proof
+ * of completion above it, the staging pipeline from 1 MiB). Each read is
  * queued behind a busy kernel that writes last what the read takes: a read
  * that returned before its copy ran would leave the zeros. */
 START_TEST(test_read_has_landed_for_every_destination_kind) {
@@ -330,7 +330,7 @@ START_TEST(test_read_has_landed_for_every_destination_kind) {
   if (!env_open(&e, true)) return;
   private_cache();
   void *s = stream_new(&e);
-  const uint64_t sizes[] = {1, 4, 4096, 4097, 8192, 65536, 65537, 131072, 1u << 20};
+  const uint64_t sizes[] = {1, 4, 64, 65, 4096, 4097, 8192, 65536, 65537, 131072, 1u << 20};
   const size_t most = 1u << 20;
   cubert_backend_host_mem locked = {NULL, most, NULL, false}, reg = {NULL, most, NULL, false};
   OK(&e, e.ops->host_alloc(e.dev, &locked, &err_));

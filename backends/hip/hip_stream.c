@@ -64,19 +64,22 @@
  * the pageable way from there, so no driver query of the source's kind is
  * made for them.
  *
- * Reads (device to host): hipMemcpyAsync into the caller's buffer. D2H to
- * pageable memory is synchronous, so the stream is idle when it returns,
- * which hipStreamQuery confirms at no GPU round trip; otherwise (pinned
- * memory, other work on the stream) an event after the copy is waited for:
- * the event is what says the bytes landed. Reads of up to SMALL_READ bytes
- * land on the stack first (memory HIP cannot know) and are copied out: on
- * NVIDIA that copy has completed when cudaMemcpyAsync returns (CUDA runtime
- * API documentation, "API synchronization behavior": to pageable host
- * memory the call returns once the copy has completed), so a small read is
- * raw's one call, with no stream query and no event; on AMD the query
- * still confirms it. A larger read on NVIDIA whose stream query says busy
- * asks the driver whether `dst` is pageable before it falls back to the
- * event. */
+ * Reads (device to host): hipMemcpyAsync into the caller's buffer. On
+ * NVIDIA a copy to pageable host memory has completed when
+ * cudaMemcpyAsync returns (CUDA runtime API documentation, "API
+ * synchronization behavior": to pageable host memory the call returns once
+ * the copy has completed), so a read whose destination the driver calls
+ * pageable (cudaPointerGetAttributes: unregistered) is done when the call
+ * returns: no stream query, no event. Reads of up to SMALL_READ (64) bytes
+ * land on the stack first (memory HIP cannot know) and are copied out, so
+ * not even that question is asked: raw's one call. The bounce stops at 64
+ * bytes because on the H200 a 4 KiB bounce cost the driver 0.8 us more
+ * than the caller's buffer and its memcpy out 0.5 us more (the bytes come
+ * in cold), where the question cost 0.2 us (docs/bench.md). Otherwise
+ * (AMD, pinned or registered memory) hipStreamQuery confirms an idle
+ * stream (ROCm copies to pageable memory synchronously too), and when it
+ * says busy an event after the copy is waited for: the event is what says
+ * the bytes landed. */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -90,7 +93,7 @@
 #define MARK_CAPACITY 256u
 #define STAGE_FROM UINT64_MAX /* pageable writes never stage (see above) */
 #define SMALL_WRITE 4096u     /* writes up to this size bounce through the stack (cb_hip_write) */
-#define SMALL_READ 4096u      /* reads up to this size land on the stack first (cb_hip_read) */
+#define SMALL_READ 64u        /* reads up to this size land on the stack first (cb_hip_read) */
 #define STAGING_BYTES (8u << 20)
 #define STAGING_HALF (STAGING_BYTES / 2)
 #define STAGING_MAX 8
@@ -716,35 +719,29 @@ cubert_status cb_hip_read(void *device, void *stream, uint64_t work, void *dst, 
   hipError_t e = hipSuccess;
   const char *where = "hipMemcpyAsync";
   /* A small read lands here first: pageable for certain, so no driver
-   * query of what `dst` is and, on NVIDIA, no stream query (see the top). */
+   * query of what `dst` is and, on NVIDIA, no stream query (see the top).
+   * Otherwise the driver is asked what `dst` is once: on NVIDIA for every
+   * read (pageable: the copy has landed when hipMemcpyAsync returns), on
+   * AMD where the pipeline would take it. */
   unsigned char bounce[SMALL_READ];
   bool small = size && size <= SMALL_READ;
-  bool piped = !small && size >= cb_hip_pipe_from() && host_pageable(dst) &&
-               cb_hip_pipe_read(dev, s, dst, src, size, &e, &where);
+  bool pageable = !small && size && (CB_HIP_NVIDIA || size >= cb_hip_pipe_from()) && host_pageable(dst);
+  bool piped = pageable && size >= cb_hip_pipe_from() && cb_hip_pipe_read(dev, s, dst, src, size, &e, &where);
   if (size && !piped)
     e = hipMemcpyAsync(small ? (void *)bounce : dst, CB_HIP_PTR(src), (size_t)size, hipMemcpyDeviceToHost,
                        s->stream);
   /* Into pageable memory the copy has completed when hipMemcpyAsync
-   * returns (see the top), and with it everything before it on the stream:
-   * hipStreamQuery confirms that without a round trip to the GPU. An event
+   * returns (see the top), and with it everything before it on the stream.
+   * On NVIDIA the driver's answer for `dst` (asked above) settles that:
+   * it cost 0.13-0.70 us a read on the H200 where hipStreamQuery cost
+   * 0.31-1.76 us (8 KiB to 128 KiB; docs/bench.md). Otherwise (AMD, pinned
+   * or registered memory, an error) hipStreamQuery confirms an idle
+   * stream, and the event below says when the bytes landed. An event
    * recorded after such a copy and waited for cost a second round trip,
-   * about 2.8 us a read on the H200 (docs/bench.md). Otherwise (pinned
-   * memory, work another thread queued since, an error) the event below
-   * says when the bytes landed. */
+   * about 2.8 us a read on the H200. */
   bool idle = false;
-  if (e == hipSuccess && size && !piped) {
-    if (small && CB_HIP_NVIDIA) {
-      idle = true;
-    } else {
-      /* On NVIDIA a stream still busy (work queued since by another
-       * thread, or a driver that reports the stream busy a moment longer)
-       * does not make the bytes late: into pageable memory they landed
-       * when the call returned, which the driver's answer for `dst`
-       * settles for less than an event's round trip. */
-      hipError_t q = hipStreamQuery(s->stream);
-      idle = q == hipSuccess || (CB_HIP_NVIDIA && q == hipErrorNotReady && host_pageable(dst));
-    }
-  }
+  if (e == hipSuccess && size && !piped)
+    idle = (CB_HIP_NVIDIA && (small || pageable)) || hipStreamQuery(s->stream) == hipSuccess;
   /* An event of the read's own (not a mark: progress() may reap and reuse
    * a mark's event while this thread waits on it). */
   hipEvent_t ev = NULL;
