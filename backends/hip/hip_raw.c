@@ -649,7 +649,8 @@ cubert_status cb_hip_raw_pitched_run(cb_hip_raw *r, int dev, const cb_hip_raw_pi
 
 /* ------------------------------------------------------------ small transfers, step by step */
 
-#define SMALL_STACK 4096u /* hip_stream.c's SMALL_READ and SMALL_WRITE */
+#define SMALL_STACK 4096u /* hip_stream.c's SMALL_WRITE; the bounce steps' stack buffer */
+#define SMALL_READ 64u    /* hip_stream.c's SMALL_READ */
 #define SMALL_MARK_EVERY 32u
 #define SMALL_REAP_EVERY 256u
 #define SMALL_MARKS 16u
@@ -774,20 +775,17 @@ static hipError_t small_mark(small_run *r) {
 
 static hipError_t small_backend(small_run *r) {
   hipError_t e = small_ctx(r);
-  bool small = r->size <= SMALL_STACK, busy = false;
+  bool small = r->size <= (r->d2h ? SMALL_READ : SMALL_STACK), busy = false;
   if (r->d2h) {
     pthread_mutex_lock(&r->lock); /* cb_hip_read: the stream's enqueued count */
     pthread_mutex_unlock(&r->lock);
-    bool idle = false;
-    if (e == hipSuccess && small) {
-      e = small_bounce(r, true);
-      idle = RAW_NVIDIA;
-    } else if (e == hipSuccess) {
-      e = small_copy(r, r->host);
-    }
+    bool pageable = !small && RAW_NVIDIA && small_attrs(r->host), idle = false;
+    if (e == hipSuccess && small) e = small_bounce(r, true);
+    else if (e == hipSuccess) e = small_copy(r, r->host);
+    if (e == hipSuccess) idle = RAW_NVIDIA && (small || pageable);
     if (e == hipSuccess && !idle) {
       e = small_query(r, &busy);
-      idle = e == hipSuccess && (!busy || (RAW_NVIDIA && small_attrs(r->host)));
+      idle = e == hipSuccess && !busy;
     }
     if (e == hipSuccess && !idle) e = small_wait(r);
     pthread_mutex_lock(&r->lock); /* the reap after the read */
