@@ -300,9 +300,10 @@ cubert_status cb_bench_raw_small(cb_bench_raw *raw, int dev, int step, bool d2h,
                                  uint64_t size, uint32_t count, double *us, uint32_t *busy);
 /* `count` launches of the empty kernel with `nbuffers` (0, 4, 16) buffer
  * arguments, then one sync; host-timed ns per launch, and (enqueue_ns, may
- * be NULL) of the launches alone, before the sync. */
+ * be NULL) of the launches alone, before the sync. `packed` (HIP only; the
+ * host backend ignores it): the arguments as one buffer (`extra`). */
 cubert_status cb_bench_raw_launch_loop(cb_bench_raw *raw, int dev, int nbuffers,
-                                       const uint64_t *buffers, uint32_t count, double *ns,
+                                       const uint64_t *buffers, uint32_t count, bool packed, double *ns,
                                        double *enqueue_ns);
 /* `count` allocations of `size` each freed at once (hipMalloc+hipFree,
  * malloc+free); host-timed ns per pair. */

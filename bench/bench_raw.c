@@ -250,9 +250,9 @@ cubert_status cb_bench_raw_small(cb_bench_raw *r, int dev, int step, bool d2h, v
 }
 
 cubert_status cb_bench_raw_launch_loop(cb_bench_raw *r, int dev, int nbuffers,
-                                       const uint64_t *buffers, uint32_t count, double *ns,
+                                       const uint64_t *buffers, uint32_t count, bool packed, double *ns,
                                        double *enqueue_ns) {
-  if (!r->host) return hip(r, cb_hip_raw_launch_loop(r->hip, dev, nbuffers, buffers, count, ns, enqueue_ns));
+  if (!r->host) return hip(r, cb_hip_raw_launch_loop(r->hip, dev, nbuffers, buffers, count, packed, ns, enqueue_ns));
   cb_bench_kernel_id id = nbuffers == 0 ? CB_BENCH_EMPTY0 : nbuffers == 4 ? CB_BENCH_EMPTY4 : CB_BENCH_EMPTY16;
   cubert_host_fn fn = cb_bench_kernel_host_fn(id);
   void *args[16];

@@ -74,6 +74,8 @@ typedef struct rctx {
   double enq_ns;            /* the last launch batch's host time per launch before its sync */
   double launch_enq[3][2];  /* launch-0/4/16buf: that time, median, cubert and raw */
   double launch_ratio[3][3]; /* launch-0/4/16buf: cubert / raw of each round: median, min, max */
+  double launch_packed[3][2]; /* launch-4/16buf, raw only: host ns per launch before the sync, arguments as
+                                 pointers / packed in one buffer (medians of interleaved rounds) */
   int launch_rounds[3];      /* launch-0/4/16buf: the rounds behind them */
   /* the small section, ns per call: write 4 B, read 4 B, read 4 KiB; cubert,
    * raw, and cubert with 0 bytes (no backend call) */
@@ -154,11 +156,12 @@ static cubert_status cubert_alloc_batch(rctx *c, const void *p, uint32_t count, 
 typedef struct raw_launch_arg {
   int nbuffers;
   const uint64_t *buffers;
+  bool packed;
 } raw_launch_arg;
 
 static cubert_status raw_launch_batch(rctx *c, const void *p, uint32_t count, double *ns) {
   const raw_launch_arg *a = p;
-  return cb_bench_raw_launch_loop(c->raw, c->raw_dev, a->nbuffers, a->buffers, count, ns, &c->enq_ns);
+  return cb_bench_raw_launch_loop(c->raw, c->raw_dev, a->nbuffers, a->buffers, count, a->packed, ns, &c->enq_ns);
 }
 
 static cubert_status raw_alloc_batch(rctx *c, const void *p, uint32_t count, double *ns) {
@@ -260,6 +263,27 @@ static void bench_alloc(rctx *c) {
     r->validated = 1;
   }
   (void)cubert_memory_cleanup(c->client);
+}
+
+/* Raw alone, the arguments as an array of pointers (what raw's rows use)
+ * and packed in one buffer (hipModuleLaunchKernel's `extra`), interleaved:
+ * does the driver take one form faster? (a question for the HIP backend's
+ * own launch, which passes pointers). Host time before the sync. */
+static void raw_packed_rounds(rctx *c, int k, const raw_launch_arg *ra, uint32_t count) {
+  enum { ROUNDS = 16 };
+  double t[2][ROUNDS];
+  raw_launch_arg v[2] = {*ra, *ra};
+  v[0].packed = false;
+  v[1].packed = true;
+  for (int i = 0; i < ROUNDS; i++)
+    for (int side = 0; side < 2; side++) {
+      int w = (side == 0) == ((i & 1) != 0);
+      double ns = 0;
+      if (raw_launch_batch(c, &v[w], count, &ns)) return;
+      t[w][i] = c->enq_ns;
+    }
+  c->launch_packed[k][0] = cb_bench_stats_of(t[0], ROUNDS).median;
+  c->launch_packed[k][1] = cb_bench_stats_of(t[1], ROUNDS).median;
 }
 
 /* A launch row, cubert and raw interleaved: rounds of one cubert batch and
@@ -376,8 +400,9 @@ static void bench_launch(rctx *c) {
     cubert_arg args[16];
     for (int i = 0; i < nb[k]; i++) args[i] = cubert_arg_buffer(h[i < nb[k] / 2 ? i : 8 + i - nb[k] / 2]);
     launch_arg a = {c->client, kernel, args, (uint32_t)nb[k], NULL, 0};
-    raw_launch_arg ra = {nb[k], raw_buf};
+    raw_launch_arg ra = {nb[k], raw_buf, false};
     bool ok = launch_rounds(c, r, k, &a, raw_ok ? &ra : NULL);
+    if (ok && raw_ok && nb[k] > 0 && r->count && !cb_bench_raw_is_host(c->raw)) raw_packed_rounds(c, k, &ra, r->count);
     cubert_kernel_release(kernel);
     if (!ok) continue;
     /* the kernel's write bindings must be clean afterwards */
@@ -1186,6 +1211,11 @@ static void targets(const rctx *c, json_t *list) {
              "cubert / raw per round %.3f (%.3f-%.3f over %d interleaved rounds)\n",
              nbs[k], c->launch_enq[k][0], c->launch_enq[k][1], c->launch_enq[k][0] - c->launch_enq[k][1],
              c->launch_ratio[k][0], c->launch_ratio[k][1], c->launch_ratio[k][2], c->launch_rounds[k]);
+  for (int k = 0; k < 3; k++)
+    if (c->launch_packed[k][0] > 0 && c->launch_packed[k][1] > 0)
+      printf("    raw launch-%dbuf, arguments as pointers / packed in one buffer (extra): %.0f / %.0f ns per launch "
+             "before the sync (%+.0f)\n",
+             nbs[k], c->launch_packed[k][0], c->launch_packed[k][1], c->launch_packed[k][1] - c->launch_packed[k][0]);
   /* small transfers (their targets are `bench peer`'s lat-h2d, lat-d2h
    * and d2h rows): where a call's time goes */
   static const char *const small_names[3] = {"4-byte write", "4-byte read", "4 KiB read"};

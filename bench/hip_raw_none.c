@@ -72,7 +72,7 @@ cubert_status cb_hip_raw_chase(cb_hip_raw *raw, int exec, uint64_t next, uint64_
   return CUBERT_ERR_UNSUPPORTED;
 }
 cubert_status cb_hip_raw_launch_loop(cb_hip_raw *raw, int dev, int nbuffers,
-                                     const uint64_t *buffers, uint32_t count, double *ns,
+                                     const uint64_t *buffers, uint32_t count, bool packed, double *ns,
                                      double *enqueue_ns) {
   return CUBERT_ERR_UNSUPPORTED;
 }

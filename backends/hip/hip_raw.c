@@ -546,7 +546,7 @@ cubert_status cb_hip_raw_chase(cb_hip_raw *r, int exec, uint64_t next, uint64_t 
 }
 
 cubert_status cb_hip_raw_launch_loop(cb_hip_raw *r, int dev, int nbuffers,
-                                     const uint64_t *buffers, uint32_t count, double *ns,
+                                     const uint64_t *buffers, uint32_t count, bool packed, double *ns,
                                      double *enqueue_ns) {
   int which = nbuffers == 0 ? FN_EMPTY0 : nbuffers == 4 ? FN_EMPTY4 : nbuffers == 16 ? FN_EMPTY16 : -1;
   if (which < 0)
@@ -561,10 +561,15 @@ cubert_status cb_hip_raw_launch_loop(cb_hip_raw *r, int dev, int nbuffers,
     ptrs[i] = PTR(buffers[i]);
     params[i] = &ptrs[i];
   }
+  size_t bytes = (size_t)nbuffers * sizeof ptrs[0];
+  void *extra[] = {HIP_LAUNCH_PARAM_BUFFER_POINTER, ptrs, HIP_LAUNCH_PARAM_BUFFER_SIZE, &bytes,
+                   HIP_LAUNCH_PARAM_END};
   hipStream_t s = r->dev[dev].stream[0];
   double t0 = now();
   for (uint32_t k = 0; k < count; k++) {
-    hipError_t e = launch(f, 1, 1, s, nbuffers ? params : NULL);
+    hipError_t e = packed && nbuffers
+                       ? hipModuleLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, NULL, extra)
+                       : launch(f, 1, 1, s, nbuffers ? params : NULL);
     if (e != hipSuccess) return fail(r, e, CUBERT_ERR_LAUNCH, "raw HIP: empty kernel on device %d", dev);
   }
   if (enqueue_ns) *enqueue_ns = (now() - t0) * 1e9 / (count ? count : 1);

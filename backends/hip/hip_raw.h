@@ -93,9 +93,11 @@ cubert_status cb_hip_raw_staged(cb_hip_raw *raw, int src_dev, uint64_t src, int 
 cubert_status cb_hip_raw_chase(cb_hip_raw *raw, int exec, uint64_t next, uint64_t state,
                                uint64_t steps, double *ms);
 /* *ns: per launch, the sync included; *enqueue_ns (may be NULL): the
- * launches alone, before the sync. */
+ * launches alone, before the sync. `packed`: the arguments in one buffer
+ * (hipModuleLaunchKernel's `extra`, HIP_LAUNCH_PARAM_BUFFER_POINTER), not
+ * an array of pointers to each. */
 cubert_status cb_hip_raw_launch_loop(cb_hip_raw *raw, int dev, int nbuffers,
-                                     const uint64_t *buffers, uint32_t count, double *ns,
+                                     const uint64_t *buffers, uint32_t count, bool packed, double *ns,
                                      double *enqueue_ns);
 /* The rate of wall_clock64() on device `dev` in kHz
  * (hipDeviceAttributeWallClockRate): CUBERT_ERR_UNSUPPORTED on NVIDIA and
