@@ -561,6 +561,17 @@ static void set_engine(const ctx *c, const spec *s, cb_bench_row *row) {
   snprintf(row->engine, sizeof row->engine, "%s", cb_bench_copy_engine(c->o.backend, arch, kind, s->size));
 }
 
+/* One side of a cell (cubert or raw) while the two are interleaved. */
+typedef struct side_run {
+  bool skip;           /* not measured: no raw baseline for it, or no memory */
+  cubert_status st;    /* its first error; the side stops there */
+  char msg[256];       /* that error's message, taken when it happened */
+  views v[2];          /* cubert's views of the cell */
+  double hold_us;      /* its next hold kernel's length */
+  int kept;            /* timed repetitions stored */
+  double *sum, *fwd, *rev;
+} side_run;
+
 static void measure(ctx *c, const job *j) {
   cb_bench_row *row = cb_bench_rows_add(&c->rows);
   if (!row) {
@@ -582,81 +593,93 @@ static void measure(ctx *c, const job *j) {
   snprintf(row->unit, sizeof row->unit, "%s", s[0].t == T_CHASE ? "ns" : j->latency ? "us" : "GB/s");
   row->higher_better = !timed;
 
+  /* cubert's and raw's repetitions interleaved, the side that goes first
+   * alternating (ABBA), so that a drift of the machine during the cell
+   * weighs on both sides instead of landing in the ratio */
   int total = c->o.warmup + c->o.reps;
-  double *sum = calloc((size_t)c->o.reps + 1, sizeof *sum);
-  double *fwd = calloc((size_t)c->o.reps + 1, sizeof *fwd);
-  double *rev = calloc((size_t)c->o.reps + 1, sizeof *rev);
-  if (!sum || !fwd || !rev) {
-    free(sum);
-    free(fwd);
-    free(rev);
+  side_run sd[2];
+  memset(sd, 0, sizeof sd);
+  bool all_ok = true, no_memory = false;
+  for (int side = 0; side < 2; side++) {
+    sd[side].hold_us = 100.0;
+    sd[side].sum = calloc((size_t)c->o.reps + 1, sizeof(double));
+    sd[side].fwd = calloc((size_t)c->o.reps + 1, sizeof(double));
+    sd[side].rev = calloc((size_t)c->o.reps + 1, sizeof(double));
+    no_memory = no_memory || !sd[side].sum || !sd[side].fwd || !sd[side].rev;
+  }
+  const char *why = raw_missing(c, &s[0]);
+  if (why) {
+    sd[1].skip = true;
+    snprintf(row->note, sizeof row->note, "%.150s", why);
+  }
+  if (no_memory) {
     snprintf(row->note, sizeof row->note, "out of host memory");
     c->errors++;
-    return;
+    sd[0].skip = sd[1].skip = true;
   }
-  bool all_ok = true;
-
-  for (int side = 0; side < 2; side++) {
-    bool raw = side == 1;
-    if (raw) {
-      const char *why = raw_missing(c, &s[0]);
-      if (why) {
-        if (!row->note[0]) snprintf(row->note, sizeof row->note, "%.150s", why);
-        continue;
-      }
-    }
-    views v[2] = {{NULL, NULL}, {NULL, NULL}};
-    cubert_status st = CUBERT_OK;
-    if (!raw && s[0].t != T_CHASE)
-      for (int i = 0; i < j->n && !st; i++) st = make_views(c, &s[i], &v[i]);
-    double hold_us = 100.0;
-    int kept = 0;
-    for (int r = 0; r < total && !st; r++) {
-      bool last = r == total - 1;
+  if (!sd[0].skip && s[0].t != T_CHASE)
+    for (int i = 0; i < j->n && !sd[0].st; i++) sd[0].st = make_views(c, &s[i], &sd[0].v[i]);
+  for (int r = 0; r < total; r++) {
+    bool last = r == total - 1;
+    for (int k = 0; k < 2; k++) {
+      int side = (r & 1) ? 1 - k : k;
+      bool raw = side == 1;
+      side_run *x = &sd[side];
+      if (x->skip || x->st) continue;
       double ms[2] = {0, 0};
       bool ok = true;
       if (s[0].t == T_CHASE) {
-        st = raw ? raw_chase_rep(c, s[0].a, s[0].b, r, &ms[0], &ok)
-                 : cubert_chase_rep(c, s[0].a, s[0].b, r, &ms[0], &ok);
+        x->st = raw ? raw_chase_rep(c, s[0].a, s[0].b, r, &ms[0], &ok)
+                    : cubert_chase_rep(c, s[0].a, s[0].b, r, &ms[0], &ok);
       } else if (raw) {
-        if (!(st = raw_clear(c, s, j->n, last)) && !(st = raw_rep(c, s, j->n, j->count, &hold_us, ms)))
-          st = raw_check(c, s, j->n, last, &ok);
+        if (!(x->st = raw_clear(c, s, j->n, last)) && !(x->st = raw_rep(c, s, j->n, j->count, &x->hold_us, ms)))
+          x->st = raw_check(c, s, j->n, last, &ok);
       } else {
-        if (!(st = cubert_clear(c, s, j->n, v, last)) && !(st = cubert_rep(c, s, j->n, j->count, v, &hold_us, ms)))
-          st = cubert_check(c, s, j->n, v, last, &ok);
+        if (!(x->st = cubert_clear(c, s, j->n, x->v, last)) &&
+            !(x->st = cubert_rep(c, s, j->n, j->count, x->v, &x->hold_us, ms)))
+          x->st = cubert_check(c, s, j->n, x->v, last, &ok);
       }
-      if (st) break;
+      if (x->st) {
+        /* the message now, before the other side's calls replace it */
+        snprintf(x->msg, sizeof x->msg, "%s", raw ? cb_bench_raw_error(c->raw) : cubert_last_error_message());
+        if (!raw) (void)sync_all(c, s, j->n); /* leave no half-done work behind */
+        continue;
+      }
       all_ok = all_ok && ok;
       if (r < c->o.warmup) continue;
-      double a = per_rep_value(j, &s[0], ms[0]);
-      double b = j->n == 2 ? per_rep_value(j, &s[1], ms[1]) : 0;
-      fwd[kept] = a;
-      rev[kept] = b;
-      sum[kept] = a + b;
-      kept++;
+      double fa = per_rep_value(j, &s[0], ms[0]);
+      double fb = j->n == 2 ? per_rep_value(j, &s[1], ms[1]) : 0;
+      x->fwd[x->kept] = fa;
+      x->rev[x->kept] = fb;
+      x->sum[x->kept] = fa + fb;
+      x->kept++;
     }
+  }
+  for (int side = 0; side < 2; side++) {
+    bool raw = side == 1;
+    side_run *x = &sd[side];
     if (!raw)
-      for (int i = 0; i < j->n; i++) drop_views(&v[i]);
-    if (st) {
-      const char *msg = raw ? cb_bench_raw_error(c->raw) : cubert_last_error_message();
+      for (int i = 0; i < j->n; i++) drop_views(&x->v[i]);
+    if (x->skip) continue;
+    if (x->st) {
       /* a pair without peer access is the machine's shape, not a failure */
-      bool no_peer = !raw && (st == CUBERT_ERR_PEER_ACCESS || st == CUBERT_ERR_NOT_SHARED);
-      snprintf(row->note, sizeof row->note, "%s%s: %s", no_peer ? "no peer access: " : "", raw ? "raw" : "cubert",
-               msg);
+      bool no_peer = !raw && (x->st == CUBERT_ERR_PEER_ACCESS || x->st == CUBERT_ERR_NOT_SHARED);
+      snprintf(row->note, sizeof row->note, "%s%s: %.130s", no_peer ? "no peer access: " : "", raw ? "raw" : "cubert",
+               x->msg);
       if (!no_peer) {
         c->errors++;
         all_ok = false;
       }
-      /* leave no half-done work behind for the next cell */
-      if (!raw) (void)sync_all(c, s, j->n);
       continue;
     }
-    fill_stats(row, raw, sum, fwd, rev, kept, j->n);
+    fill_stats(row, raw, x->sum, x->fwd, x->rev, x->kept, j->n);
   }
   row->validated = (row->have_cubert || row->have_raw) ? (all_ok ? 1 : 0) : -1;
-  free(sum);
-  free(fwd);
-  free(rev);
+  for (int side = 0; side < 2; side++) {
+    free(sd[side].sum);
+    free(sd[side].fwd);
+    free(sd[side].rev);
+  }
 }
 
 /* ------------------------------------------------------------ small split */
