@@ -494,7 +494,7 @@ static bool launch_one_pass(cb_errb *eb, cubert_client *c, const cubert_kernel *
   cubert_backend_arg bargs[CB_WBIND_INLINE];
   const cubert_param *params = k->params;
   cb_wbind *b = w->inl; /* nargs <= CB_WBIND_INLINE: the record's own slots */
-  uint32_t sid = s->id, nb = 0;
+  uint32_t nb = 0;
   for (uint32_t i = 0; i < nargs; i++) {
     const cubert_param *p = &params[i];
     const cubert_arg *ar = &args[i];
@@ -512,7 +512,7 @@ static bool launch_one_pass(cb_errb *eb, cubert_client *c, const cubert_kernel *
     cb_alloc *a = h->alloc;
     bool write = (p->access & CUBERT_ACCESS_WRITE) != 0;
     if (a->dev != dev || a->host || atomic_load_explicit(&a->shared, memory_order_relaxed) || a->xshare ||
-        a->ledger.n || (a->last_writer && a->last_writer != sid) || (write && a->nreaders))
+        a->ledger.n || must_order(s, a, false, write))
       goto give_up;
     uint64_t start = h->start, end = h->end;
     cb_work_bind_known(&b[nb++], a, true, start, end, p->access, p->name);
