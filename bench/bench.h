@@ -307,6 +307,11 @@ cubert_status cb_bench_raw_launch_loop(cb_bench_raw *raw, int dev, int nbuffers,
                                        double *enqueue_ns);
 /* `count` allocations of `size` each freed at once (hipMalloc+hipFree,
  * malloc+free); host-timed ns per pair. */
+/* Raw launches of the empty kernel with one of the HIP backend's steps
+ * added (cb_hip_raw_lstep, backends/hip/hip_raw.h); host ns per launch
+ * before the sync. HIP only. */
+cubert_status cb_bench_raw_launch_step(cb_bench_raw *raw, int dev, int step, int nbuffers, const uint64_t *buffers,
+                                       uint32_t count, double *enqueue_ns);
 cubert_status cb_bench_raw_alloc_loop(cb_bench_raw *raw, int dev, uint64_t size, uint32_t count,
                                       double *ns);
 /* `count` pitched copies (backends/hip/hip_raw.h, cb_hip_raw_pitched: 2-D

@@ -273,6 +273,13 @@ cubert_status cb_bench_raw_launch_loop(cb_bench_raw *r, int dev, int nbuffers,
   return CUBERT_OK;
 }
 
+cubert_status cb_bench_raw_launch_step(cb_bench_raw *r, int dev, int step, int nbuffers, const uint64_t *buffers,
+                                       uint32_t count, double *enqueue_ns) {
+  if (r->host) return fail(r, CUBERT_ERR_UNSUPPORTED, "raw host: no launch steps (they need the HIP backend)");
+  if (step < 0 || step >= CB_HIP_RAW_LSTEP_COUNT) return fail(r, CUBERT_ERR_INVALID_ARGUMENT, "raw: no launch step %d", step);
+  return hip(r, cb_hip_raw_launch_step(r->hip, dev, (cb_hip_raw_lstep)step, nbuffers, buffers, count, enqueue_ns));
+}
+
 /* Keeps the compiler from pairing malloc with free and removing both. */
 static void *volatile sink;
 

@@ -6,6 +6,9 @@
  *             bindings, then one cubert_sync, against hipModuleLaunchKernel of
  *             the same kernel (the host function called directly on the host),
  *             the two sides interleaved round by round (launch_rounds)
+ *   launchsteps  (HIP only) raw launches of the same kernels with one of the
+ *             HIP backend's costs added at a time, and cubert's launch, in
+ *             interleaved rounds: where cubert's excess over raw goes
  *   ledger    a launch on a clean allocation, with one tainted range on an
  *             unrelated allocation, and with 1000 tainted ranges on its own
  *             allocation outside the bound ranges (the binary search);
@@ -42,6 +45,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backends/hip/hip_raw.h"
 #include "bench/bench.h"
 #include "cli/commands.h"
 #include "cli/options.h"
@@ -77,6 +81,12 @@ typedef struct rctx {
   double launch_packed[3][2]; /* launch-4/16buf, raw only: host ns per launch before the sync, arguments as
                                  pointers / packed in one buffer (medians of interleaved rounds) */
   int launch_rounds[3];      /* launch-0/4/16buf: the rounds behind them */
+  /* the launch steps (HIP only), per 0/4/16 buffers: raw plain's median
+   * host ns per launch before the sync, and each step's median difference
+   * to it over the same rounds (index CB_HIP_RAW_LSTEP_*, then cubert's) */
+  double lstep_plain[3];
+  double lstep_diff[3][CB_HIP_RAW_LSTEP_COUNT + 1];
+  int lstep_rounds;
   /* the small section, ns per call: write 4 B, read 4 B, read 4 KiB; cubert,
    * raw, and cubert with 0 bytes (no backend call) */
   double small[3][3];
@@ -356,6 +366,140 @@ fail:
   return false;
 }
 
+/* ------------------------------------------------------------ launch steps */
+
+/* Raw launches with one of the HIP backend's costs at a time, and cubert's
+ * own launch, in the spirit of `bench peer`'s small steps: where the fixed
+ * excess and the excess per binding of cubert's launch over raw go. */
+#define LSTEP_CUBERT CB_HIP_RAW_LSTEP_COUNT /* the pseudo-step: cubert_launch itself */
+#define NLSTEPS (CB_HIP_RAW_LSTEP_COUNT + 1)
+#define LSTEP_COUNT 1000u /* launches per batch */
+
+static const char *const lstep_name[NLSTEPS] = {
+    [CB_HIP_RAW_LSTEP_PLAIN] = "raw plain",
+    [CB_HIP_RAW_LSTEP_CTX] = "+ctx check",
+    [CB_HIP_RAW_LSTEP_MARSHAL] = "marshalled",
+    [CB_HIP_RAW_LSTEP_LOCK] = "+lock pair",
+    [CB_HIP_RAW_LSTEP_MARK] = "+mark work",
+    [CB_HIP_RAW_LSTEP_PACKED] = "packed (extra)",
+    [CB_HIP_RAW_LSTEP_BACKEND] = "all backend",
+    [CB_HIP_RAW_LSTEP_BACKEND_PACKED] = "backend packed",
+    [LSTEP_CUBERT] = "cubert_launch",
+};
+
+static const char *const lstep_text[NLSTEPS] = {
+    [CB_HIP_RAW_LSTEP_PLAIN] = "hipModuleLaunchKernel, arguments as an array of pointers",
+    [CB_HIP_RAW_LSTEP_CTX] = "+ enter_live first: the lost flag, hipCtxGetCurrent and compare",
+    [CB_HIP_RAW_LSTEP_MARSHAL] = "hip_launch's marshalling: 48-byte records into 64-byte slots, pointers to them",
+    [CB_HIP_RAW_LSTEP_LOCK] = "+ one pthread mutex lock/unlock pair (as the device lock)",
+    [CB_HIP_RAW_LSTEP_MARK] = "+ cb_hip_mark_work: a lock, an event every 32, queries every 256",
+    [CB_HIP_RAW_LSTEP_PACKED] = "arguments packed in one buffer (extra) instead of pointers",
+    [CB_HIP_RAW_LSTEP_BACKEND] = "every backend step: ctx check, marshalling, mark",
+    [CB_HIP_RAW_LSTEP_BACKEND_PACKED] = "every backend step, the arguments packed into one buffer (extra)",
+    [LSTEP_CUBERT] = "cubert_launch: runtime, fault layer, backend",
+};
+
+static double median_of(const double *v, int n) {
+  double t[64]; /* the stats sort what they are given */
+  if (n < 1 || n > 64) return 0;
+  memcpy(t, v, (size_t)n * sizeof *t);
+  return cb_bench_stats_of(t, n).median;
+}
+
+/* One size: rounds of every step (raw's and cubert's), each a batch of
+ * LSTEP_COUNT launches timed before its sync, the order reversed every
+ * other round; the rows get each step against raw plain of the same
+ * rounds. False (noted) on error. */
+static bool launch_steps_of(rctx *c, int k, int nb, const launch_arg *a, const uint64_t *raw_buf, int n) {
+  enum { MAX_ROUNDS = 24 };
+  double smp[NLSTEPS][MAX_ROUNDS], diff[MAX_ROUNDS];
+  if (n > MAX_ROUNDS) n = MAX_ROUNDS;
+  for (int i = -c->o.warmup; i < n; i++)
+    for (int j = 0; j < NLSTEPS; j++) {
+      int step = (i & 1) ? NLSTEPS - 1 - j : j;
+      double enq = 0, ns = 0;
+      if (step == LSTEP_CUBERT) {
+        cubert_status st = cubert_launch_batch(c, a, LSTEP_COUNT, &ns);
+        if (st) {
+          note(c, "launch steps, %d buffers: cubert: %s: %s", nb, cubert_status_name(st), cubert_last_error_message());
+          c->errors++;
+          return false;
+        }
+        enq = c->enq_ns;
+      } else if (cb_bench_raw_launch_step(c->raw, c->raw_dev, step, nb, raw_buf, LSTEP_COUNT, &enq)) {
+        note(c, "launch steps, %d buffers: %s", nb, cb_bench_raw_error(c->raw));
+        c->errors++;
+        return false;
+      }
+      if (i >= 0) smp[step][i] = enq;
+    }
+  c->lstep_plain[k] = median_of(smp[CB_HIP_RAW_LSTEP_PLAIN], n);
+  for (int step = 1; step < NLSTEPS; step++) {
+    for (int i = 0; i < n; i++) diff[i] = smp[step][i] - smp[CB_HIP_RAW_LSTEP_PLAIN][i];
+    c->lstep_diff[k][step] = median_of(diff, n);
+    char test[sizeof ((cb_bench_row *)NULL)->test];
+    snprintf(test, sizeof test, "%dbuf %s", nb, lstep_name[step]);
+    cb_bench_row *r = new_row(c, "launchsteps", test, 0);
+    if (!r) return false;
+    r->count = LSTEP_COUNT;
+    cb_bench_row_set(r, false, smp[step], n);
+    cb_bench_row_set(r, true, smp[CB_HIP_RAW_LSTEP_PLAIN], n);
+    snprintf(r->baseline, sizeof r->baseline, "raw plain, same rounds");
+    r->validated = -1;
+    snprintf(r->note, sizeof r->note, "host ns per launch before the sync; %.90s; median difference %+.0f ns",
+             lstep_text[step], c->lstep_diff[k][step]);
+  }
+  c->lstep_rounds = n;
+  return true;
+}
+
+/* Every size; HIP only (the host backend has no driver call to add to). */
+static void bench_launch_steps(rctx *c, cubert_handle *const *h, const uint64_t *raw_buf) {
+  static const int nb[] = {0, 4, 16};
+  static const cb_bench_kernel_id ids[] = {CB_BENCH_EMPTY0, CB_BENCH_EMPTY4, CB_BENCH_EMPTY16};
+  progress(c, "launch steps");
+  int n = 3 * c->o.reps;
+  if (n < 3) n = 3;
+  for (int k = 0; k < 3; k++) {
+    cubert_kernel *kernel = NULL;
+    if (cb_bench_kernel(ids[k], &kernel)) {
+      note(c, "launch steps: kernel: %s", cubert_last_error_message());
+      c->errors++;
+      return;
+    }
+    cubert_arg args[16];
+    for (int i = 0; i < nb[k]; i++) args[i] = cubert_arg_buffer(h[i < nb[k] / 2 ? i : 8 + i - nb[k] / 2]);
+    launch_arg a = {c->client, kernel, args, (uint32_t)nb[k], NULL, 0};
+    bool ok = launch_steps_of(c, k, nb[k], &a, raw_buf, n);
+    cubert_kernel_release(kernel);
+    if (!ok) return;
+  }
+}
+
+static void print_launch_steps(const rctx *c) {
+  if (strcmp(c->o.backend, "host") == 0 || (c->raw && cb_bench_raw_is_host(c->raw))) {
+    printf("\nLaunch steps: not measured (they need the HIP backend: raw HIP launches with one of its costs added)\n");
+    return;
+  }
+  if (c->lstep_plain[0] <= 0 || c->lstep_plain[2] <= 0) return;
+  printf("\nLaunch steps: raw launches of the empty kernel with one of cubert's costs at a time, and cubert's own\n"
+         "launch (host ns per launch before the sync; below raw plain: the median difference to raw plain over %d\n"
+         "interleaved rounds of %u launches; per buf = (16 bufs - 0 bufs) / 16)\n",
+         c->lstep_rounds, LSTEP_COUNT);
+  printf("  %-16s %9s %9s %9s %8s  %s\n", "step", "0 bufs", "4 bufs", "16 bufs", "per buf", "what");
+  printf("  %-16s %9.0f %9.0f %9.0f %8s  %s\n", lstep_name[0], c->lstep_plain[0], c->lstep_plain[1], c->lstep_plain[2],
+         "", lstep_text[0]);
+  for (int s = 1; s < NLSTEPS; s++) {
+    const double d0 = c->lstep_diff[0][s], d4 = c->lstep_diff[1][s], d16 = c->lstep_diff[2][s];
+    printf("  %-16s %+9.0f %+9.0f %+9.0f %+8.1f  %s\n", lstep_name[s], d0, d4, d16, (d16 - d0) / 16, lstep_text[s]);
+  }
+  double r0 = c->lstep_diff[0][LSTEP_CUBERT] - c->lstep_diff[0][CB_HIP_RAW_LSTEP_BACKEND];
+  double r4 = c->lstep_diff[1][LSTEP_CUBERT] - c->lstep_diff[1][CB_HIP_RAW_LSTEP_BACKEND];
+  double r16 = c->lstep_diff[2][LSTEP_CUBERT] - c->lstep_diff[2][CB_HIP_RAW_LSTEP_BACKEND];
+  printf("  %-16s %+9.0f %+9.0f %+9.0f %+8.1f  %s\n", "the rest", r0, r4, r16, (r16 - r0) / 16,
+         "cubert_launch - all backend: the runtime, the fault layer, the calls between");
+}
+
 static void bench_launch(rctx *c) {
   cubert_handle *h[16] = {0};
   uint64_t raw_buf[16] = {0};
@@ -411,6 +555,7 @@ static void bench_launch(rctx *c) {
     check(c, clean, "launch: buffers clean after the launches");
     r->validated = clean ? 1 : 0;
   }
+  if (raw_ok && !cb_bench_raw_is_host(c->raw)) bench_launch_steps(c, h, raw_buf);
 out:
   for (int i = 0; i < 16; i++) {
     cubert_handle_release(h[i]);
@@ -1291,7 +1436,7 @@ static int run(rctx *c) {
   if (c->dev < 0) return 1;
   c->raw_dev = c->info.backend_index;
   c->batch_s = c->o.quick ? 0.005 : 0.02;
-  c->steps = 6 + 3 + 3 + 3 + 4 + 2 + 4 + 1 + 1 + (c->o.quick ? 4 : 5);
+  c->steps = 6 + 3 + 3 + 3 + 4 + 2 + 4 + 1 + 1 + (c->o.quick ? 4 : 5) + (c->raw && !cb_bench_raw_is_host(c->raw));
   printf("cubert bench runtime: device %d (%s, backend %s)\nbaseline: %s\n", c->dev, c->info.name, c->info.backend,
          c->raw ? cb_bench_raw_describe(c->raw) : "none");
   printf("%d warm-up + %d timed batches per figure, ~%.0f ms each; ns per operation, median\n", c->o.warmup,
@@ -1320,6 +1465,7 @@ static int run(rctx *c) {
   cb_bench_progress_done(c->o.quiet);
 
   print_rows(c);
+  print_launch_steps(c);
   json_t *tl = json_array();
   targets(c, tl);
   json_t *doc = cb_bench_basic_doc("cubert bench runtime", &c->o, &c->info, c->raw);

@@ -76,6 +76,10 @@ cubert_status cb_hip_raw_launch_loop(cb_hip_raw *raw, int dev, int nbuffers,
                                      double *enqueue_ns) {
   return CUBERT_ERR_UNSUPPORTED;
 }
+cubert_status cb_hip_raw_launch_step(cb_hip_raw *raw, int dev, cb_hip_raw_lstep step, int nbuffers,
+                                     const uint64_t *buffers, uint32_t count, double *enqueue_ns) {
+  return CUBERT_ERR_UNSUPPORTED;
+}
 cubert_status cb_hip_raw_alloc_loop(cb_hip_raw *raw, int dev, uint64_t size, uint32_t count,
                                     double *ns) {
   return CUBERT_ERR_UNSUPPORTED;

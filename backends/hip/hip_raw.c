@@ -12,6 +12,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -666,6 +667,82 @@ cubert_status cb_hip_raw_pitched_run(cb_hip_raw *r, int dev, const cb_hip_raw_pi
 #define RAW_NOINLINE
 #endif
 
+/* What the backend's context check (cb_hip_enter) compares with. */
+typedef struct raw_ctx {
+#if RAW_NVIDIA
+  hipCtx_t context;
+#else
+  int device;
+#endif
+} raw_ctx;
+
+static raw_ctx ctx_of(cb_hip_raw *raw, int dev) {
+#if RAW_NVIDIA
+  return (raw_ctx){raw->dev[dev].context};
+#else
+  return (raw_ctx){dev};
+#endif
+}
+
+/* The backend's context check (cb_hip_enter): ask, set only when not current. */
+static hipError_t ctx_check(const raw_ctx *c) {
+#if RAW_NVIDIA
+  hipCtx_t cur = NULL;
+  if (hipCtxGetCurrent(&cur) == hipSuccess && cur == c->context) return hipSuccess;
+  return hipCtxSetCurrent(c->context);
+#else
+  int cur = -1;
+  if (hipGetDevice(&cur) == hipSuccess && cur == c->device) return hipSuccess;
+  return hipSetDevice(c->device);
+#endif
+}
+
+/* The backend's marks (hip_stream.c), as the small and launch steps add
+ * them: events recorded and not yet seen complete, oldest at head. */
+typedef struct mark_ring {
+  hipEvent_t ev[SMALL_MARKS];
+  uint32_t made, head, pending;
+} mark_ring;
+
+static hipError_t ring_make(mark_ring *m) {
+  hipError_t e = hipSuccess;
+  while (m->made < SMALL_MARKS && (e = hipEventCreateWithFlags(&m->ev[m->made], hipEventDisableTiming)) == hipSuccess)
+    m->made++;
+  return e;
+}
+
+static void ring_free(mark_ring *m) {
+  for (uint32_t i = 0; i < m->made; i++) (void)hipEventDestroy(m->ev[i]);
+  m->made = 0;
+}
+
+/* After the n-th operation on stream s: an event every SMALL_MARK_EVERY
+ * (the oldest waited for when SMALL_MARKS are pending), and every
+ * SMALL_REAP_EVERY the pending ones queried oldest first (the runtime's
+ * reap asks the backend's progress that often). */
+static hipError_t ring_mark(mark_ring *m, hipStream_t s, uint32_t n) {
+  hipError_t e = hipSuccess;
+  if (n % SMALL_MARK_EVERY == 0) {
+    if (m->pending == SMALL_MARKS) { /* full: the oldest is waited for */
+      e = hipEventSynchronize(m->ev[m->head]);
+      m->head = (m->head + 1) % SMALL_MARKS;
+      m->pending--;
+    }
+    if (e == hipSuccess) e = hipEventRecord(m->ev[(m->head + m->pending) % SMALL_MARKS], s);
+    if (e == hipSuccess) m->pending++;
+  }
+  if (e == hipSuccess && n % SMALL_REAP_EVERY == 0) {
+    while (m->pending) {
+      hipError_t q = hipEventQuery(m->ev[m->head]);
+      if (q == hipErrorNotReady) break;
+      if (q != hipSuccess) return q;
+      m->head = (m->head + 1) % SMALL_MARKS;
+      m->pending--;
+    }
+  }
+  return e;
+}
+
 typedef struct small_run {
   hipStream_t s;
   bool d2h;
@@ -675,14 +752,9 @@ typedef struct small_run {
   char *heap;             /* the bounce above SMALL_STACK bytes */
   pthread_mutex_t lock;
   hipEvent_t wait;        /* STEP_EVENT, STEP_EVENTED */
-  hipEvent_t marks[SMALL_MARKS];
-  uint32_t head, pending; /* marks recorded and not yet seen complete, oldest at head */
+  mark_ring marks;
   uint32_t copies, busy;
-#if RAW_NVIDIA
-  hipCtx_t context;
-#else
-  int device;
-#endif
+  raw_ctx ctx;
 } small_run;
 
 static hipError_t small_copy(small_run *r, void *host) {
@@ -702,18 +774,7 @@ static RAW_NOINLINE hipError_t small_bounce(small_run *r, bool copy) {
   return e;
 }
 
-/* The backend's context check (cb_hip_enter): ask, set only when not current. */
-static hipError_t small_ctx(small_run *r) {
-#if RAW_NVIDIA
-  hipCtx_t cur = NULL;
-  if (hipCtxGetCurrent(&cur) == hipSuccess && cur == r->context) return hipSuccess;
-  return hipCtxSetCurrent(r->context);
-#else
-  int cur = -1;
-  if (hipGetDevice(&cur) == hipSuccess && cur == r->device) return hipSuccess;
-  return hipSetDevice(r->device);
-#endif
-}
+static hipError_t small_ctx(small_run *r) { return ctx_check(&r->ctx); }
 
 static void small_locks(small_run *r) {
   pthread_mutex_lock(&r->lock);
@@ -752,31 +813,8 @@ static hipError_t small_wait(small_run *r) {
   return e == hipSuccess ? hipEventSynchronize(r->wait) : e;
 }
 
-/* The backend's marks (hip_stream.c): an event every SMALL_MARK_EVERY
- * copies, and every SMALL_REAP_EVERY the runtime's reap queries the
- * pending ones oldest first. */
-static hipError_t small_mark(small_run *r) {
-  hipError_t e = hipSuccess;
-  if (r->copies % SMALL_MARK_EVERY == 0) {
-    if (r->pending == SMALL_MARKS) { /* full: the oldest is waited for */
-      e = hipEventSynchronize(r->marks[r->head]);
-      r->head = (r->head + 1) % SMALL_MARKS;
-      r->pending--;
-    }
-    if (e == hipSuccess) e = hipEventRecord(r->marks[(r->head + r->pending) % SMALL_MARKS], r->s);
-    if (e == hipSuccess) r->pending++;
-  }
-  if (e == hipSuccess && r->copies % SMALL_REAP_EVERY == 0) {
-    while (r->pending) {
-      hipError_t q = hipEventQuery(r->marks[r->head]);
-      if (q == hipErrorNotReady) break;
-      if (q != hipSuccess) return q;
-      r->head = (r->head + 1) % SMALL_MARKS;
-      r->pending--;
-    }
-  }
-  return e;
-}
+/* The backend's marks, one step per copy. */
+static hipError_t small_mark(small_run *r) { return ring_mark(&r->marks, r->s, r->copies); }
 
 static hipError_t small_backend(small_run *r) {
   hipError_t e = small_ctx(r);
@@ -865,18 +903,12 @@ cubert_status cb_hip_raw_small(cb_hip_raw *raw, int dev, cb_hip_raw_step step, b
   r.host = host;
   r.dev = PTR(dev_addr);
   r.size = (size_t)size;
-#if RAW_NVIDIA
-  r.context = raw->dev[dev].context;
-#else
-  r.device = dev;
-#endif
+  r.ctx = ctx_of(raw, dev);
   if (size > SMALL_STACK && !(r.heap = malloc((size_t)size)))
     return fail(raw, hipSuccess, CUBERT_ERR_OUT_OF_MEMORY, "raw HIP: small transfer: no host bounce");
   pthread_mutex_init(&r.lock, NULL);
   hipError_t e = hipEventCreateWithFlags(&r.wait, hipEventDisableTiming);
-  uint32_t made = 0;
-  for (; made < SMALL_MARKS && e == hipSuccess; made++) e = hipEventCreateWithFlags(&r.marks[made], hipEventDisableTiming);
-  if (e != hipSuccess && made) made--; /* the failed one was not made */
+  if (e == hipSuccess) e = ring_make(&r.marks);
   if (e == hipSuccess) e = hipStreamSynchronize(r.s);
   if (e == hipSuccess && step == CB_HIP_RAW_STEP_EVENTED) e = hipEventRecord(r.wait, r.s);
   if (e == hipSuccess && step == CB_HIP_RAW_STEP_WAITED && (e = hipEventRecord(r.wait, raw->dev[dev].stream[1])) == hipSuccess)
@@ -886,7 +918,7 @@ cubert_status cb_hip_raw_small(cb_hip_raw *raw, int dev, cb_hip_raw_step step, b
   t1 = now();
   hipError_t w = hipStreamSynchronize(r.s);
   if (e == hipSuccess) e = w;
-  for (uint32_t i = 0; i < made; i++) (void)hipEventDestroy(r.marks[i]);
+  ring_free(&r.marks);
   if (r.wait) (void)hipEventDestroy(r.wait);
   pthread_mutex_destroy(&r.lock);
   free(r.heap);
@@ -895,5 +927,182 @@ cubert_status cb_hip_raw_small(cb_hip_raw *raw, int dev, cb_hip_raw_step step, b
                 d2h ? "d2h" : "h2d", size, (int)step, dev);
   *us = (t1 - t0) * 1e6 / (count ? count : 1);
   if (busy) *busy = r.busy;
+  return CUBERT_OK;
+}
+
+/* ------------------------------------------------------------ launches, step by step */
+
+/* cubert_backend_arg's layout (backends/backend.h), which the HIP backend's
+ * hip_launch reads each argument from; mirrored, not included: nothing here
+ * touches cubert's objects. */
+typedef struct launch_arg_rec {
+  int kind, access;
+  uint64_t address, size;
+  const void *scalar;
+  uint32_t scalar_size;
+  void *owner;
+} launch_arg_rec;
+
+/* hip_backend.c's arg_slot: one argument's value as the kernel receives it. */
+typedef union launch_slot {
+  void *pointer;
+  unsigned char bytes[64];
+  long double align_;
+} launch_slot;
+
+#define LAUNCH_KIND_SCALAR 2 /* cubert_param_kind's CUBERT_PARAM_SCALAR, TENSOR */
+#define LAUNCH_KIND_TENSOR 3
+
+typedef struct launch_run {
+  hipFunction_t f;
+  hipStream_t s;
+  uint32_t n;
+  void *ptrs[16];         /* raw's values ... */
+  void *params[16];       /* ... and the array of pointers to them */
+  size_t bytes;
+  void *extra[5];         /* the same values packed (STEP_PACKED) */
+  launch_arg_rec args[16]; /* what the backend is handed (STEP_MARSHAL) */
+  pthread_mutex_t lock;
+  atomic_bool lost;       /* cb_hip_check_lost's flag */
+  mark_ring marks;
+  uint32_t launches;
+  raw_ctx ctx;
+} launch_run;
+
+/* The backend's context check (enter_live: the lost flag, then
+ * cb_hip_enter's ask-and-compare). */
+static hipError_t launch_ctx(launch_run *r) {
+  return atomic_load(&r->lost) ? hipErrorUnknown : ctx_check(&r->ctx);
+}
+
+/* hip_launch's marshalling: each argument record into a slot of its own
+ * (scalars and tensors copied, buffers by address), an array of pointers to
+ * the slots, then the launch; a frame of its own, as hip_launch's. */
+static RAW_NOINLINE hipError_t launch_marshalled(launch_run *r) {
+  launch_slot slots[16];
+  void *params[16];
+  for (uint32_t i = 0; i < r->n; i++) {
+    const launch_arg_rec *a = &r->args[i];
+    if (a->kind == LAUNCH_KIND_SCALAR) {
+      if (!a->scalar || a->scalar_size == 0 || a->scalar_size > sizeof slots[i].bytes) return hipErrorInvalidValue;
+      memcpy(slots[i].bytes, a->scalar, a->scalar_size);
+    } else if (a->kind == LAUNCH_KIND_TENSOR) {
+      return hipErrorInvalidValue; /* the bench binds no tensor */
+    } else {
+      slots[i].pointer = PTR(a->address);
+    }
+    params[i] = &slots[i];
+  }
+  return hipModuleLaunchKernel(r->f, 1, 1, 1, 1, 1, 1, 0, r->s, r->n ? params : NULL, NULL);
+}
+
+/* The backend's marshalling as it would be packed: each argument at the
+ * next offset aligned to its size (buffers 8-byte pointers), one buffer
+ * handed through `extra`; a frame of its own. */
+static RAW_NOINLINE hipError_t launch_packed_marshalled(launch_run *r) {
+  _Alignas(16) unsigned char buf[16 * 64];
+  size_t off = 0;
+  for (uint32_t i = 0; i < r->n; i++) {
+    const launch_arg_rec *a = &r->args[i];
+    size_t size = a->kind == LAUNCH_KIND_SCALAR ? a->scalar_size : sizeof(void *);
+    if (a->kind == LAUNCH_KIND_TENSOR || size == 0 || size > 8 || (size & (size - 1))) return hipErrorInvalidValue;
+    off = (off + size - 1) & ~(size - 1);
+    if (a->kind == LAUNCH_KIND_SCALAR) {
+      memcpy(buf + off, a->scalar, size);
+    } else {
+      void *p = PTR(a->address);
+      memcpy(buf + off, &p, sizeof p);
+    }
+    off += size;
+  }
+  void *extra[] = {HIP_LAUNCH_PARAM_BUFFER_POINTER, buf, HIP_LAUNCH_PARAM_BUFFER_SIZE, &off, HIP_LAUNCH_PARAM_END};
+  return hipModuleLaunchKernel(r->f, 1, 1, 1, 1, 1, 1, 0, r->s, NULL, r->n ? extra : NULL);
+}
+
+/* cb_hip_mark_work's part: under a lock, the backend's marks (ring_mark). */
+static hipError_t launch_mark(launch_run *r) {
+  pthread_mutex_lock(&r->lock);
+  hipError_t e = ring_mark(&r->marks, r->s, ++r->launches);
+  pthread_mutex_unlock(&r->lock);
+  return e;
+}
+
+static hipError_t launch_plain(launch_run *r) {
+  return hipModuleLaunchKernel(r->f, 1, 1, 1, 1, 1, 1, 0, r->s, r->n ? r->params : NULL, NULL);
+}
+
+static hipError_t launch_step(launch_run *r, cb_hip_raw_lstep step) {
+  hipError_t e;
+  switch (step) {
+  case CB_HIP_RAW_LSTEP_CTX:
+    if ((e = launch_ctx(r)) != hipSuccess) return e;
+    return launch_plain(r);
+  case CB_HIP_RAW_LSTEP_MARSHAL:
+    return launch_marshalled(r);
+  case CB_HIP_RAW_LSTEP_LOCK:
+    pthread_mutex_lock(&r->lock);
+    pthread_mutex_unlock(&r->lock);
+    return launch_plain(r);
+  case CB_HIP_RAW_LSTEP_MARK:
+    if ((e = launch_plain(r)) != hipSuccess) return e;
+    return launch_mark(r);
+  case CB_HIP_RAW_LSTEP_PACKED:
+    return hipModuleLaunchKernel(r->f, 1, 1, 1, 1, 1, 1, 0, r->s, NULL, r->n ? r->extra : NULL);
+  case CB_HIP_RAW_LSTEP_BACKEND:
+  case CB_HIP_RAW_LSTEP_BACKEND_PACKED: {
+    if ((e = launch_ctx(r)) != hipSuccess) return e;
+    e = step == CB_HIP_RAW_LSTEP_BACKEND ? launch_marshalled(r) : launch_packed_marshalled(r);
+    hipError_t m = launch_mark(r);
+    return e != hipSuccess ? e : m;
+  }
+  case CB_HIP_RAW_LSTEP_PLAIN:
+  case CB_HIP_RAW_LSTEP_COUNT:
+    break;
+  }
+  return launch_plain(r);
+}
+
+cubert_status cb_hip_raw_launch_step(cb_hip_raw *raw, int dev, cb_hip_raw_lstep step, int nbuffers,
+                                     const uint64_t *buffers, uint32_t count, double *enqueue_ns) {
+  int which = nbuffers == 0 ? FN_EMPTY0 : nbuffers == 4 ? FN_EMPTY4 : nbuffers == 16 ? FN_EMPTY16 : -1;
+  if ((unsigned)step >= CB_HIP_RAW_LSTEP_COUNT || which < 0 || (nbuffers && !buffers) || !enqueue_ns)
+    return fail(raw, hipSuccess, CUBERT_ERR_INVALID_ARGUMENT, "raw HIP: launch step: bad arguments");
+  launch_run *r = calloc(1, sizeof *r);
+  if (!r) return fail(raw, hipSuccess, CUBERT_ERR_OUT_OF_MEMORY, "raw HIP: launch step: out of host memory");
+  cubert_status st = enter_fn(raw, dev, which, &r->f);
+  if (st) {
+    free(r);
+    return st;
+  }
+  r->s = raw->dev[dev].stream[0];
+  r->n = (uint32_t)nbuffers;
+  for (uint32_t i = 0; i < r->n; i++) {
+    r->ptrs[i] = PTR(buffers[i]);
+    r->params[i] = &r->ptrs[i];
+    r->args[i] = (launch_arg_rec){.kind = 0, .access = 3, .address = buffers[i], .size = 256};
+  }
+  r->bytes = r->n * sizeof r->ptrs[0];
+  r->extra[0] = HIP_LAUNCH_PARAM_BUFFER_POINTER;
+  r->extra[1] = r->ptrs;
+  r->extra[2] = HIP_LAUNCH_PARAM_BUFFER_SIZE;
+  r->extra[3] = &r->bytes;
+  r->extra[4] = HIP_LAUNCH_PARAM_END;
+  atomic_init(&r->lost, false);
+  r->ctx = ctx_of(raw, dev);
+  pthread_mutex_init(&r->lock, NULL);
+  hipError_t e = ring_make(&r->marks);
+  if (e == hipSuccess) e = hipStreamSynchronize(r->s);
+  double t0 = now();
+  for (uint32_t k = 0; k < count && e == hipSuccess; k++) e = launch_step(r, step);
+  double t1 = now();
+  hipError_t w = hipStreamSynchronize(r->s);
+  if (e == hipSuccess) e = w;
+  ring_free(&r->marks);
+  pthread_mutex_destroy(&r->lock);
+  free(r);
+  if (e != hipSuccess)
+    return fail(raw, e, CUBERT_ERR_LAUNCH, "raw HIP: empty kernel with %d buffers (launch step %d) on device %d",
+                nbuffers, (int)step, dev);
+  *enqueue_ns = (t1 - t0) * 1e9 / (count ? count : 1);
   return CUBERT_OK;
 }

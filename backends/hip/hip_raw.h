@@ -154,5 +154,31 @@ cubert_status cb_hip_raw_small(cb_hip_raw *raw, int dev, cb_hip_raw_step step, b
                                uint32_t *busy);
 cubert_status cb_hip_raw_alloc_loop(cb_hip_raw *raw, int dev, uint64_t size, uint32_t count,
                                     double *ns);
+/* Launches of the empty kernel with 0, 4 or 16 buffers, raw, with one of
+ * the HIP backend's costs added at a time (`cubert bench runtime`'s launch
+ * steps: where cubert's launch spends its time beyond raw's). */
+typedef enum cb_hip_raw_lstep {
+  CB_HIP_RAW_LSTEP_PLAIN = 0, /* raw's hipModuleLaunchKernel, the arguments as an array of pointers */
+  CB_HIP_RAW_LSTEP_CTX,       /* + the backend's context check first (enter_live: the lost flag,
+                                 hipCtxGetCurrent; AMD: hipGetDevice) */
+  CB_HIP_RAW_LSTEP_MARSHAL,   /* the backend's marshalling instead of raw's array: each argument from a
+                                 48-byte record (cubert_backend_arg) into a 64-byte slot, an array of
+                                 pointers to the slots, in a frame of its own (hip_launch) */
+  CB_HIP_RAW_LSTEP_LOCK,      /* + one mutex lock/unlock pair (as the runtime's device lock) */
+  CB_HIP_RAW_LSTEP_MARK,      /* + cb_hip_mark_work after it: a lock, an event recorded every 32
+                                 launches, the pending ones queried every 256 (the reap) */
+  CB_HIP_RAW_LSTEP_PACKED,    /* the arguments packed in one buffer (`extra`) instead of pointers */
+  CB_HIP_RAW_LSTEP_BACKEND,   /* every backend step at once: context check, marshalling, mark */
+  CB_HIP_RAW_LSTEP_BACKEND_PACKED, /* the same, the arguments packed into one buffer (each at an offset
+                                      aligned to its size) and passed through `extra` */
+  CB_HIP_RAW_LSTEP_COUNT
+} cb_hip_raw_lstep;
+
+/* `count` launches with `step` on device `dev`'s first stream (`buffers`:
+ * `nbuffers` device addresses), timed on the host clock from before the
+ * first call to after the last (then the stream is synchronised, untimed);
+ * *enqueue_ns per launch. */
+cubert_status cb_hip_raw_launch_step(cb_hip_raw *raw, int dev, cb_hip_raw_lstep step, int nbuffers,
+                                     const uint64_t *buffers, uint32_t count, double *enqueue_ns);
 
 #endif
