@@ -203,6 +203,66 @@ START_TEST(test_open_with_no_device_gives_zero_devices) {
 }
 END_TEST
 
+/* The packed form of a launch's arguments (hip_backend.c, cb_hip_pack_args):
+ * taken exactly when no argument needs padding, whatever its type's
+ * alignment; every other launch passes pointers. No device needed. */
+START_TEST(test_pack_args_only_when_the_layout_is_certain) {
+  if (!cubert_backend_hip()) {
+    skip("no HIP backend");
+    return;
+  }
+  _Alignas(16) unsigned char buf[512];
+  size_t size = 0;
+  uint32_t u32 = 0x11223344u;
+  uint8_t u8 = 0x55;
+  uint16_t u16 = 0x6677;
+  uint64_t u64 = 0x8899aabbccddeeffull;
+  unsigned char twelve[12], sixteen[16], big[65];
+  pattern(twelve, sizeof twelve, 1);
+  pattern(sixteen, sizeof sixteen, 2);
+  pattern(big, sizeof big, 3);
+
+  /* pointers and scalars that need no padding: each at the running offset */
+  cubert_backend_arg a[] = {buf_arg(0x1000, 64, CUBERT_ACCESS_READ), scalar_arg(&u32, 4), scalar_arg(&u32, 4),
+                            scalar_arg(&u8, 1), scalar_arg(&u8, 1), scalar_arg(&u16, 2), scalar_arg(&u32, 4),
+                            buf_arg(0x2000, 64, CUBERT_ACCESS_WRITE), scalar_arg(&u64, 8), scalar_arg(twelve, 12),
+                            scalar_arg(&u32, 4), scalar_arg(&u64, 8), scalar_arg(sixteen, 16)};
+  a[7].kind = CUBERT_PARAM_PEER_BUFFER; /* a pointer as well */
+  static const size_t at[] = {0, 8, 12, 16, 17, 18, 20, 24, 32, 40, 52, 56, 64};
+  ck_assert(cb_hip_pack_args(a, 13, buf, sizeof buf, &size));
+  ck_assert_uint_eq(size, 80);
+  for (size_t i = 0; i < 13; i++) {
+    if (a[i].kind != CUBERT_PARAM_SCALAR) {
+      uint64_t v = 0;
+      memcpy(&v, buf + at[i], 8);
+      ck_assert_uint_eq(v, a[i].address);
+    } else {
+      ck_assert_msg(memcmp(buf + at[i], a[i].scalar, a[i].scalar_size) == 0, "argument %zu", i);
+    }
+  }
+  ck_assert(cb_hip_pack_args(a, 0, buf, sizeof buf, &size) && size == 0);
+
+  /* padding, or a layout the sizes cannot tell: pointers, as before */
+  cubert_backend_arg ptr = buf_arg(0x3000, 64, CUBERT_ACCESS_READ);
+  cubert_backend_arg b1[] = {ptr, scalar_arg(&u8, 1), ptr};                   /* the pointer after a byte */
+  cubert_backend_arg b2[] = {scalar_arg(&u32, 4), scalar_arg(&u64, 8)};      /* a double or two floats? */
+  cubert_backend_arg b3[] = {ptr, scalar_arg(&u32, 4), scalar_arg(sixteen, 16)}; /* aligned to 16 or less? */
+  cubert_backend_arg b4[] = {ptr, scalar_arg(big, 65)};                      /* refused by name later */
+  cubert_backend_arg b5[] = {ptr, scalar_arg(NULL, 4)};
+  cubert_backend_arg b6[] = {ptr, ptr};
+  b6[1].kind = CUBERT_PARAM_TENSOR;
+  ck_assert(!cb_hip_pack_args(b1, 3, buf, sizeof buf, &size));
+  ck_assert(!cb_hip_pack_args(b2, 2, buf, sizeof buf, &size));
+  ck_assert(!cb_hip_pack_args(b3, 3, buf, sizeof buf, &size));
+  ck_assert(!cb_hip_pack_args(b4, 2, buf, sizeof buf, &size));
+  ck_assert(!cb_hip_pack_args(b5, 2, buf, sizeof buf, &size));
+  ck_assert(!cb_hip_pack_args(b6, 2, buf, sizeof buf, &size));
+  /* more bytes than the buffer holds */
+  ck_assert(!cb_hip_pack_args(a, 13, buf, 79, &size));
+  ck_assert(cb_hip_pack_args(a, 13, buf, 80, &size) && size == 80);
+}
+END_TEST
+
 /* ------------------------------------------------------------ device */
 
 START_TEST(test_device_info_is_filled) {
@@ -489,6 +549,92 @@ START_TEST(test_builtin_fill_and_copy_kernels_run) {
   e.ops->module_unload(e.dev, mc);
   e.ops->mem_free(e.dev, &in);
   e.ops->mem_free(e.dev, &out);
+  e.ops->stream_destroy(e.dev, s);
+  env_close(&e);
+}
+END_TEST
+
+/* A kernel gets every argument right, packed (no padding anywhere) and
+ * through pointers (a layout with padding). */
+static const char args_source[] =
+    "extern \"C\" __global__ void cb_args_packed(unsigned long long *out, unsigned int a, unsigned int b,\n"
+    "    double c, unsigned char d, unsigned char e, unsigned short f, float g, const int *p,\n"
+    "    unsigned long long h)\n"
+    "{\n"
+    "  if (blockIdx.x != 0 || threadIdx.x != 0) return;\n"
+    "  out[0] = a; out[1] = b; out[2] = (unsigned long long)__double_as_longlong(c); out[3] = d;\n"
+    "  out[4] = e; out[5] = f; out[6] = __float_as_uint(g); out[7] = (unsigned long long)p; out[8] = h;\n"
+    "}\n"
+    "extern \"C\" __global__ void cb_args_padded(unsigned long long *out, unsigned char d,\n"
+    "    unsigned long long h, unsigned short f, const int *p)\n"
+    "{\n"
+    "  if (blockIdx.x != 0 || threadIdx.x != 0) return;\n"
+    "  out[0] = d; out[1] = h; out[2] = f; out[3] = (unsigned long long)p;\n"
+    "}\n";
+
+START_TEST(test_launch_arguments_packed_and_through_pointers) {
+  env e;
+  if (!env_open(&e, true)) return;
+  private_cache();
+  void *s = stream_new(&e);
+  static const cubert_param pp[] = {
+      {"out", CUBERT_PARAM_BUFFER, CUBERT_ACCESS_WRITE, 0}, {"a", CUBERT_PARAM_SCALAR, 0, 4},
+      {"b", CUBERT_PARAM_SCALAR, 0, 4},  {"c", CUBERT_PARAM_SCALAR, 0, 8},
+      {"d", CUBERT_PARAM_SCALAR, 0, 1},  {"e", CUBERT_PARAM_SCALAR, 0, 1},
+      {"f", CUBERT_PARAM_SCALAR, 0, 2},  {"g", CUBERT_PARAM_SCALAR, 0, 4},
+      {"p", CUBERT_PARAM_BUFFER, CUBERT_ACCESS_READ, 0}, {"h", CUBERT_PARAM_SCALAR, 0, 8}};
+  static const cubert_param qp[] = {{"out", CUBERT_PARAM_BUFFER, CUBERT_ACCESS_WRITE, 0},
+                                    {"d", CUBERT_PARAM_SCALAR, 0, 1},
+                                    {"h", CUBERT_PARAM_SCALAR, 0, 8},
+                                    {"f", CUBERT_PARAM_SCALAR, 0, 2},
+                                    {"p", CUBERT_PARAM_PEER_BUFFER, CUBERT_ACCESS_READ, 0}};
+  cubert_kernel_desc pd = {.name = "cb_args_packed", .params = pp, .nparams = 10, .source = args_source};
+  cubert_kernel_desc qd = {.name = "cb_args_padded", .params = qp, .nparams = 5, .source = args_source};
+  cubert_backend_kernel pk = kernel_of(&pd), qk = kernel_of(&qd);
+  void *mp = NULL, *mq = NULL;
+  OK(&e, e.ops->module_load(e.dev, &pk, &mp, &err_));
+  OK(&e, e.ops->module_load(e.dev, &qk, &mq, &err_));
+  cubert_backend_mem out = alloc(&e, 128), in = alloc(&e, 64);
+  uint32_t a = 0xA1A2A3A4u, b = 0xB1B2B3B4u;
+  double c = -1234.5678;
+  uint8_t d = 0xD4, ee = 0xE5;
+  uint16_t f = 0xF6F7;
+  float g = 3.25f;
+  uint64_t h = 0x0123456789ABCDEFull, c_bits, g_bits = 0;
+  memcpy(&c_bits, &c, 8);
+  memcpy(&g_bits, &g, 4);
+  cubert_backend_arg args[10] = {buf_arg(out.address, 128, CUBERT_ACCESS_WRITE), scalar_arg(&a, 4),
+                                 scalar_arg(&b, 4), scalar_arg(&c, 8), scalar_arg(&d, 1), scalar_arg(&ee, 1),
+                                 scalar_arg(&f, 2), scalar_arg(&g, 4), buf_arg(in.address + 8, 56, CUBERT_ACCESS_READ),
+                                 scalar_arg(&h, 8)};
+  unsigned char scratch[512];
+  size_t size = 0;
+  ck_assert(cb_hip_pack_args(args, 10, scratch, sizeof scratch, &size)); /* this launch is the packed one */
+  ck_assert_uint_eq(size, 48);
+  const cubert_launch_config one = {{1, 1, 1}, {1, 1, 1}, 0};
+  OK(&e, e.ops->launch(e.dev, s, ++e.work, mp, &one, args, 10, &err_));
+  uint64_t back[16];
+  read_(&e, s, back, out.address, sizeof back);
+  const uint64_t want[9] = {a, b, c_bits, d, ee, f, g_bits, in.address + 8, h};
+  for (int i = 0; i < 9; i++)
+    ck_assert_msg(back[i] == want[i], "packed: argument %d: %016" PRIx64 ", want %016" PRIx64, i + 1, back[i], want[i]);
+
+  cubert_backend_arg qargs[5] = {buf_arg(out.address + 64, 64, CUBERT_ACCESS_WRITE), scalar_arg(&d, 1),
+                                 scalar_arg(&h, 8), scalar_arg(&f, 2), buf_arg(in.address + 16, 48, CUBERT_ACCESS_READ)};
+  qargs[4].kind = CUBERT_PARAM_PEER_BUFFER;
+  qargs[4].owner = e.dev; /* local memory through a peer parameter */
+  ck_assert(!cb_hip_pack_args(qargs, 5, scratch, sizeof scratch, &size)); /* this one passes pointers */
+  OK(&e, e.ops->launch(e.dev, s, ++e.work, mq, &one, qargs, 5, &err_));
+  read_(&e, s, back, out.address + 64, 32);
+  const uint64_t qwant[4] = {d, h, f, in.address + 16};
+  for (int i = 0; i < 4; i++)
+    ck_assert_msg(back[i] == qwant[i], "pointers: argument %d: %016" PRIx64 ", want %016" PRIx64, i + 1, back[i],
+                  qwant[i]);
+  OK(&e, e.ops->sync(e.dev, s, &err_));
+  e.ops->module_unload(e.dev, mp);
+  e.ops->module_unload(e.dev, mq);
+  e.ops->mem_free(e.dev, &out);
+  e.ops->mem_free(e.dev, &in);
   e.ops->stream_destroy(e.dev, s);
   env_close(&e);
 }
@@ -950,6 +1096,7 @@ int main(void) {
   TCase *tc = tcase_create("ops");
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_open_with_no_device_gives_zero_devices);
+  tcase_add_test(tc, test_pack_args_only_when_the_layout_is_certain);
   tcase_add_test(tc, test_device_info_is_filled);
   tcase_add_test(tc, test_write_read_round_trip);
   tcase_add_test(tc, test_write_source_is_reusable_at_once);
@@ -957,6 +1104,7 @@ int main(void) {
   tcase_add_test(tc, test_fill_every_pattern_size_aligned_or_not);
   tcase_add_test(tc, test_copy_on_device_and_to_itself_as_peer);
   tcase_add_test(tc, test_builtin_fill_and_copy_kernels_run);
+  tcase_add_test(tc, test_launch_arguments_packed_and_through_pointers);
   tcase_add_test(tc, test_prebuilt_code_object_is_loaded);
   tcase_add_test(tc, test_stream_waits_for_event_of_another);
   tcase_add_test(tc, test_progress_follows_work_numbers);

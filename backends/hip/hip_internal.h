@@ -314,8 +314,10 @@ cubert_status cb_hip_fill(void *device, void *stream, uint64_t work, uint64_t ds
                           const void *pattern, uint32_t pattern_size, uint64_t size,
                           cubert_berr *err);
 cubert_status cb_hip_fill_module(cb_hip_device *dev, cb_hip_module **module, cubert_berr *err);
+/* `params` (an array of pointers) or `extra` (packed: cb_hip_pack_args), the
+ * other NULL, as hipModuleLaunchKernel takes them. */
 cubert_status cb_hip_launch_raw(cb_hip_device *dev, cb_hip_stream *s, cb_hip_module *m,
                                 const uint32_t grid[3], const uint32_t block[3], uint32_t shared,
-                                void **params, cubert_berr *err);
+                                void **params, void **extra, cubert_berr *err);
 
 #endif

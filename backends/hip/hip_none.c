@@ -40,3 +40,13 @@ bool cb_hip_comgr_version(size_t *major, size_t *minor) {
   *major = *minor = 0;
   return false;
 }
+
+bool cb_hip_pack_args(const struct cubert_backend_arg *args, uint32_t nargs, void *buf, size_t capacity,
+                      size_t *size) {
+  (void)args;
+  (void)nargs;
+  (void)buf;
+  (void)capacity;
+  (void)size;
+  return false;
+}

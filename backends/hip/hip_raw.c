@@ -996,17 +996,17 @@ static RAW_NOINLINE hipError_t launch_marshalled(launch_run *r) {
   return hipModuleLaunchKernel(r->f, 1, 1, 1, 1, 1, 1, 0, r->s, r->n ? params : NULL, NULL);
 }
 
-/* The backend's marshalling as it would be packed: each argument at the
- * next offset aligned to its size (buffers 8-byte pointers), one buffer
- * handed through `extra`; a frame of its own. */
+/* The backend's packed marshalling (hip_backend.c, cb_hip_pack_args): each
+ * argument at the running offset when no padding is needed (buffers 8-byte
+ * pointers), one buffer handed through `extra`; a frame of its own. */
 static RAW_NOINLINE hipError_t launch_packed_marshalled(launch_run *r) {
   _Alignas(16) unsigned char buf[16 * 64];
   size_t off = 0;
   for (uint32_t i = 0; i < r->n; i++) {
     const launch_arg_rec *a = &r->args[i];
     size_t size = a->kind == LAUNCH_KIND_SCALAR ? a->scalar_size : sizeof(void *);
-    if (a->kind == LAUNCH_KIND_TENSOR || size == 0 || size > 8 || (size & (size - 1))) return hipErrorInvalidValue;
-    off = (off + size - 1) & ~(size - 1);
+    if (a->kind == LAUNCH_KIND_TENSOR || size == 0 || size > 8 || (off & ((size & (~size + 1)) - 1)))
+      return hipErrorInvalidValue; /* the bench binds buffers only */
     if (a->kind == LAUNCH_KIND_SCALAR) {
       memcpy(buf + off, a->scalar, size);
     } else {

@@ -168,9 +168,11 @@ typedef enum cb_hip_raw_lstep {
   CB_HIP_RAW_LSTEP_MARK,      /* + cb_hip_mark_work after it: a lock, an event recorded every 32
                                  launches, the pending ones queried every 256 (the reap) */
   CB_HIP_RAW_LSTEP_PACKED,    /* the arguments packed in one buffer (`extra`) instead of pointers */
-  CB_HIP_RAW_LSTEP_BACKEND,   /* every backend step at once: context check, marshalling, mark */
-  CB_HIP_RAW_LSTEP_BACKEND_PACKED, /* the same, the arguments packed into one buffer (each at an offset
-                                      aligned to its size) and passed through `extra` */
+  CB_HIP_RAW_LSTEP_BACKEND,   /* every backend step at once: context check, marshalling into
+                                 pointers (hip_launch's path for tensors and padded layouts), mark */
+  CB_HIP_RAW_LSTEP_BACKEND_PACKED, /* the same, the arguments packed into one buffer (cb_hip_pack_args)
+                                      and passed through `extra`: hip_launch's path for buffers and
+                                      scalars that need no padding */
   CB_HIP_RAW_LSTEP_COUNT
 } cb_hip_raw_lstep;
 
