@@ -499,7 +499,8 @@ static bool launch_one_pass(cb_errb *eb, cubert_client *c, const cubert_kernel *
     const cubert_param *p = &params[i];
     const cubert_arg *ar = &args[i];
     cubert_backend_arg *ba = &bargs[i];
-    if (ar->kind != CUBERT_PARAM_BUFFER || p->kind != CUBERT_PARAM_BUFFER) {
+    /* both a buffer (CUBERT_PARAM_BUFFER is 0): one test */
+    if ((ar->kind | p->kind) != CUBERT_PARAM_BUFFER) {
       if (ar->kind != CUBERT_PARAM_SCALAR || p->kind != CUBERT_PARAM_SCALAR || !ar->scalar ||
           ar->scalar_size != p->size)
         goto give_up;
@@ -507,23 +508,27 @@ static bool launch_one_pass(cb_errb *eb, cubert_client *c, const cubert_kernel *
                                  .scalar_size = ar->scalar_size};
       continue;
     }
-    if (!ar->handle) goto give_up;
     const cubert_handle *h = ar->handle;
+    if (!h) goto give_up;
+    /* every load first, into locals: the stores below go through pointers
+     * the compiler cannot tell apart from these */
     cb_alloc *a = h->alloc;
-    bool write = (p->access & CUBERT_ACCESS_WRITE) != 0;
+    cubert_access access = p->access;
+    const char *name = p->name;
+    uint64_t start = h->start, end = h->end;
+    bool write = (access & CUBERT_ACCESS_WRITE) != 0;
     if (a->dev != dev || a->host || atomic_load_explicit(&a->shared, memory_order_relaxed) || a->xshare ||
         a->ledger.n || must_order(s, a, false, write))
       goto give_up;
-    uint64_t start = h->start, end = h->end;
-    cb_work_bind_known(&b[nb++], a, true, start, end, p->access, p->name);
     /* field by field: the compound literal's zeroed padding costs more */
     ba->kind = CUBERT_PARAM_BUFFER;
-    ba->access = p->access;
+    ba->access = access;
     ba->address = a->block.address + start;
     ba->size = end - start;
     ba->scalar = NULL;
     ba->scalar_size = 0;
     ba->owner = NULL;
+    cb_work_bind_known(&b[nb++], a, true, start, end, access, name);
   }
   w->nb = nb;
   cubert_berr err; /* a backend that fails fills it; the message buffer is not cleared for each launch */
