@@ -308,6 +308,9 @@ typedef struct cb_work {
   uint64_t work;
   uint32_t stream;
   bool failed; /* settled as failed at enqueue (or skipped) */
+  bool plain;  /* every binding is memory of this device, not a host
+                  buffer's, without a pattern (launch.c's one pass sets it):
+                  releasing a binding is then one decrement (work.c) */
   const char *operation;
   cubert_kernel *kernel; /* a reference, or NULL */
   uint32_t nb;

@@ -531,6 +531,7 @@ static bool launch_one_pass(cb_errb *eb, cubert_client *c, const cubert_kernel *
     cb_work_bind_known(&b[nb++], a, true, start, end, access, name);
   }
   w->nb = nb;
+  w->plain = true; /* each binding passed the tests above: local, no host buffer, no pattern */
   cubert_berr err; /* a backend that fails fills it; the message buffer is not cleared for each launch */
   err.sticky = false;
   err.message[0] = '\0';

@@ -50,6 +50,13 @@ bool cb_work_bind_pattern(cb_work *w, uint32_t i, cb_alloc *a, const cb_pattern 
 
 static void work_release(cb_device *dev, cb_work *w) {
   const cb_wbind *b = cb_work_binds(w);
+  if (w->plain) { /* each binding local (cb_work_bind_local) and without a pattern */
+    for (uint32_t i = 0, n = w->nb; i < n; i++)
+      if (--b[i].alloc->local_binds == 0) cb_alloc_unref(b[i].alloc, CB_BINDING_ONE, dev);
+    if (w->heap) cb_free(w->heap);
+    cubert_kernel_release(w->kernel);
+    return;
+  }
   const cb_work local = {.dev = w->dev}; /* cb_work_bind_local's device, not loaded again after each store */
   for (uint32_t i = 0, n = w->nb; i < n; i++) {
     cb_alloc *a = b[i].alloc;
