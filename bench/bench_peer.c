@@ -1001,7 +1001,7 @@ static void print_small(const ctx *c) {
  * each transfer: is cubert's excess the runtime's 0-byte share, the
  * backend's steps, or more than their sum (the two slowing each other)? */
 enum {
-  PC_RAW, PC_CUBERT, PC_ZERO, PC_RAW_ZERO, PC_BACKEND, PC_BACKEND_ZERO, PC_NOFI, PC_N
+  PC_RAW, PC_CUBERT, PC_ZERO, PC_RAW_ZERO, PC_BACKEND, PC_BACKEND_ZERO, PC_NOFI, PC_RAW_LINES16, PC_RAW_LINES64, PC_N
 };
 #define PC_LOOPS 100
 #define PC_WARM 4
@@ -1014,6 +1014,8 @@ static const char *const pc_name[PC_N] = {
     [PC_BACKEND] = "raw with every backend step",
     [PC_BACKEND_ZERO] = "raw every backend step + cubert 0-byte write",
     [PC_NOFI] = "cubert_handle_write, runtime without fault layer",
+    [PC_RAW_LINES16] = "raw plain + 16 cache lines read+written before",
+    [PC_RAW_LINES64] = "raw plain + 64 cache lines read+written before",
 };
 
 typedef struct pc_zero {
@@ -1025,6 +1027,28 @@ typedef struct pc_zero {
 static int pc_zero_write(void *arg) {
   pc_zero *z = arg;
   return cubert_handle_write(z->cl, z->zero, z->src, 0) != CUBERT_OK;
+}
+
+/* The calibration of the composed variants: what touching the same
+ * `n` cache lines between two driver calls costs (a dependent chain, each
+ * line read and written, as the runtime's objects are on every call: are
+ * they still cached after the driver's call?). The lines sit 4160 bytes
+ * apart (different cache sets). */
+#define PC_LINE_STRIDE 4160u
+typedef struct pc_lines {
+  unsigned char *buf; /* 64 lines */
+  int n;
+} pc_lines;
+
+static int pc_touch_lines(void *arg) {
+  pc_lines *l = arg;
+  size_t at = 0;
+  for (int i = 0; i < l->n; i++) {
+    uint64_t *w = (uint64_t *)(void *)(l->buf + at);
+    w[1]++;
+    at = (size_t)w[0]; /* the next line's offset: a dependent load */
+  }
+  return 0;
 }
 
 /* One loop of cubert writes, ns[k] each call's nanoseconds. */
@@ -1117,6 +1141,7 @@ static void small_each_call(ctx *c) {
   cubert_handle *v = NULL, *zero = NULL, *nh = NULL;
   cubert_runtime *nrt = NULL;
   cubert_client *ncl = NULL;
+  unsigned char *lbuf = NULL;
   cubert_status st = cubert_handle_slice(c->dst[0], 0, c->max - 4, &v);
   if (!st) st = cubert_handle_slice(c->dst[0], 0, c->max, &zero);
   for (int k = 0; k < PC_N && !st; k++)
@@ -1131,6 +1156,12 @@ static void small_each_call(ctx *c) {
   if (!nofi) snprintf(nofi_msg, sizeof nofi_msg, "%.190s", cubert_last_error_message());
   cb_bench_xfer x = raw_xfer(c, &sp);
   pc_zero z = {c->client[0], zero, c->pattern};
+  lbuf = calloc(64, PC_LINE_STRIDE);
+  for (size_t i = 0; lbuf && i < 64; i++) {
+    uint64_t next = (uint64_t)((i + 1) % 64) * PC_LINE_STRIDE;
+    memcpy(lbuf + i * PC_LINE_STRIDE, &next, sizeof next);
+  }
+  pc_lines l16 = {lbuf, 16}, l64 = {lbuf, 64};
   uint64_t scratch[4096];
   for (int l = 0; l < PC_WARM + PC_LOOPS; l++) {
     bool warm = l < PC_WARM;
@@ -1139,8 +1170,9 @@ static void small_each_call(ctx *c) {
       uint64_t *dst = out ? out : scratch;
       cubert_status s = CUBERT_OK;
       double us = 0;
-      bool raw = k == PC_RAW || k == PC_RAW_ZERO || k == PC_BACKEND || k == PC_BACKEND_ZERO;
-      if (raw && !c->raw) continue;
+      bool raw = k == PC_RAW || k == PC_RAW_ZERO || k == PC_BACKEND || k == PC_BACKEND_ZERO ||
+                 k == PC_RAW_LINES16 || k == PC_RAW_LINES64;
+      if ((raw && !c->raw) || ((k == PC_RAW_LINES16 || k == PC_RAW_LINES64) && !lbuf)) continue;
       switch (k) {
       case PC_CUBERT: s = pc_cubert_loop(c->client[0], v, c->pattern, 4, count, dst); break;
       case PC_ZERO: s = pc_cubert_loop(c->client[0], zero, c->pattern, 0, count, dst); break;
@@ -1150,9 +1182,10 @@ static void small_each_call(ctx *c) {
         break;
       default: {
         int step = k == PC_BACKEND || k == PC_BACKEND_ZERO ? CB_HIP_RAW_STEP_BACKEND : CB_HIP_RAW_STEP_PLAIN;
-        bool with0 = k == PC_RAW_ZERO || k == PC_BACKEND_ZERO;
+        bool with0 = k == PC_RAW_ZERO || k == PC_BACKEND_ZERO, lines = k == PC_RAW_LINES16 || k == PC_RAW_LINES64;
         s = cb_bench_raw_small_each(c->raw, x.exec, step, false, c->pattern, x.dst, 4, count,
-                                    with0 ? pc_zero_write : NULL, with0 ? &z : NULL, dst, &us);
+                                    with0 ? pc_zero_write : lines ? pc_touch_lines : NULL,
+                                    with0 ? (void *)&z : k == PC_RAW_LINES16 ? (void *)&l16 : (void *)&l64, dst, &us);
         if (with0 && !s) s = cubert_sync(c->client[0]); /* the 0-byte records, untimed */
         break;
       }
@@ -1192,8 +1225,17 @@ static void small_each_call(ctx *c) {
     if (have[PC_NOFI]) fprintf(f, "; cubert without fault layer %+.3f", mean[PC_NOFI] - mean[PC_RAW]);
     fprintf(f, "\n");
   }
+  if (have[PC_RAW] && have[PC_RAW_LINES16] && have[PC_RAW_LINES64]) {
+    /* the lines' walk alone, without driver calls between: their cost when cached */
+    double t0 = cb_bench_now();
+    for (int i = 0; i < 10000; i++) (void)pc_touch_lines(&l64);
+    double hot = (cb_bench_now() - t0) * 1e6 / 10000;
+    fprintf(f, "  same lines between driver calls over raw plain: 16 lines %+.3f, 64 lines %+.3f us (64 lines alone, hot: %.3f us)\n",
+            mean[PC_RAW_LINES16] - mean[PC_RAW], mean[PC_RAW_LINES64] - mean[PC_RAW], hot);
+  }
   fclose(f);
 out:
+  free(lbuf);
   cubert_handle_release(nh);
   if (ncl) cubert_client_destroy(ncl);
   if (nrt) cubert_runtime_destroy(nrt);
