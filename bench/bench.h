@@ -298,6 +298,12 @@ cubert_status cb_bench_raw_chase(cb_bench_raw *raw, int exec, uint64_t next, uin
  * host backend. */
 cubert_status cb_bench_raw_small(cb_bench_raw *raw, int dev, int step, bool d2h, void *host, uint64_t dev_addr,
                                  uint64_t size, uint32_t count, double *us, uint32_t *busy);
+/* cb_bench_raw_small's loop with `before(arg)` (may be NULL) called before
+ * each transfer, in its time (nonzero stops the loop with an error), and
+ * each call's nanoseconds in ns[k] (may be NULL; count entries). */
+cubert_status cb_bench_raw_small_each(cb_bench_raw *raw, int dev, int step, bool d2h, void *host, uint64_t dev_addr,
+                                      uint64_t size, uint32_t count, int (*before)(void *), void *arg,
+                                      uint64_t *ns, double *us);
 /* `count` launches of the empty kernel with `nbuffers` (0, 4, 16) buffer
  * arguments, then one sync; host-timed ns per launch, and (enqueue_ns, may
  * be NULL) of the launches alone, before the sync. `packed` (HIP only; the

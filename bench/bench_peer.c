@@ -142,6 +142,7 @@ typedef struct ctx {
   uint32_t step_busy[8][CB_HIP_RAW_STEP_COUNT + 1];
   int step_calls[8];
   int nstep_cases;
+  char *each_text; /* the lines of small_each_call, printed with the report */
 } ctx;
 
 /* ------------------------------------------------------------ helpers */
@@ -990,6 +991,259 @@ static void print_small(const ctx *c) {
   }
 }
 
+/* Issue 15's 4-byte h2d write, each call timed on its own (the host clock
+ * read after every call, its own cost in every figure alike): where does
+ * cubert's excess over raw sit? A periodic cost (a mark's event every 32
+ * items, a reap, a progress call) shows as outliers at fixed call indices;
+ * a cost in every call moves the median. Loops of lat_count calls then a
+ * sync, as the lat-h2d row; the variants interleaved loop by loop. The
+ * composed variants run raw's loop with a cubert call of 0 bytes before
+ * each transfer: is cubert's excess the runtime's 0-byte share, the
+ * backend's steps, or more than their sum (the two slowing each other)? */
+enum {
+  PC_RAW, PC_CUBERT, PC_ZERO, PC_RAW_ZERO, PC_BACKEND, PC_BACKEND_ZERO, PC_NOFI, PC_RAW_LINES16, PC_RAW_LINES64, PC_N
+};
+#define PC_LOOPS 100
+#define PC_WARM 4
+
+static const char *const pc_name[PC_N] = {
+    [PC_RAW] = "raw plain hipMemcpyAsync",
+    [PC_CUBERT] = "cubert_handle_write",
+    [PC_ZERO] = "cubert_handle_write of 0 bytes",
+    [PC_RAW_ZERO] = "raw plain + a cubert 0-byte write before each",
+    [PC_BACKEND] = "raw with every backend step",
+    [PC_BACKEND_ZERO] = "raw every backend step + cubert 0-byte write",
+    [PC_NOFI] = "cubert_handle_write, runtime without fault layer",
+    [PC_RAW_LINES16] = "raw plain + 16 cache lines read+written before",
+    [PC_RAW_LINES64] = "raw plain + 64 cache lines read+written before",
+};
+
+typedef struct pc_zero {
+  cubert_client *cl;
+  cubert_handle *zero;
+  const void *src;
+} pc_zero;
+
+static int pc_zero_write(void *arg) {
+  pc_zero *z = arg;
+  return cubert_handle_write(z->cl, z->zero, z->src, 0) != CUBERT_OK;
+}
+
+/* The calibration of the composed variants: what touching the same
+ * `n` cache lines between two driver calls costs (a dependent chain, each
+ * line read and written, as the runtime's objects are on every call: are
+ * they still cached after the driver's call?). The lines sit 4160 bytes
+ * apart (different cache sets). */
+#define PC_LINE_STRIDE 4160u
+typedef struct pc_lines {
+  unsigned char *buf; /* 64 lines */
+  int n;
+} pc_lines;
+
+static int pc_touch_lines(void *arg) {
+  pc_lines *l = arg;
+  size_t at = 0;
+  for (int i = 0; i < l->n; i++) {
+    uint64_t *w = (uint64_t *)(void *)(l->buf + at);
+    w[1]++;
+    at = (size_t)w[0]; /* the next line's offset: a dependent load */
+  }
+  return 0;
+}
+
+/* One loop of cubert writes, ns[k] each call's nanoseconds. */
+static cubert_status pc_cubert_loop(cubert_client *cl, cubert_handle *v, const void *src, uint64_t size,
+                                    uint32_t count, uint64_t *ns) {
+  cubert_status st = CUBERT_OK;
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  for (uint32_t k = 0; k < count && !st; k++) {
+    st = cubert_handle_write(cl, v, src, size);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    ns[k] = (uint64_t)((int64_t)(b.tv_sec - a.tv_sec) * 1000000000 + (b.tv_nsec - a.tv_nsec));
+    a = b;
+  }
+  cubert_status s2 = cubert_sync(cl);
+  return st ? st : s2;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* One variant's lines: the distribution, then the mean by call index mod
+ * 32 (k = 0, the first after the sync, on its own), then where the slowest
+ * 1 % sit. */
+static void pc_print(FILE *f, const char *name, const uint64_t *ns, uint32_t count, int loops) {
+  size_t n = (size_t)count * (size_t)loops;
+  uint64_t *s = malloc(n * sizeof *s);
+  if (!s || !n) {
+    free(s);
+    return;
+  }
+  memcpy(s, ns, n * sizeof *s);
+  qsort(s, n, sizeof *s, cmp_u64);
+  double total = 0, top1 = 0, top3 = 0;
+  size_t n1 = n / 100 ? n / 100 : 1, n3 = 3 * n / 100 ? 3 * n / 100 : 1;
+  for (size_t i = 0; i < n; i++) {
+    total += (double)s[i];
+    if (i >= n - n1) top1 += (double)s[i];
+    if (i >= n - n3) top3 += (double)s[i];
+  }
+  uint64_t p99 = s[n * 99 / 100], p90 = s[n * 9 / 10], med = s[n / 2], cut = s[n - n1];
+  fprintf(f, "  %-50s %7.3f %7.3f %7.3f %7.3f %8.3f %5.1f%% %5.1f%%\n", name, total / (double)n * 1e-3,
+         (double)med * 1e-3, (double)p90 * 1e-3, (double)p99 * 1e-3, (double)s[n - 1] * 1e-3,
+         100.0 * top1 / total, 100.0 * top3 / total);
+  double by[32] = {0}, first = 0;
+  int nby[32] = {0}, slow[32] = {0}, slow0 = 0;
+  for (int l = 0; l < loops; l++)
+    for (uint32_t k = 0; k < count; k++) {
+      uint64_t v = ns[(size_t)l * count + k];
+      if (k == 0) first += (double)v;
+      else {
+        by[k % 32] += (double)v;
+        nby[k % 32]++;
+      }
+      if (v >= cut) {
+        if (k == 0) slow0++;
+        else slow[k % 32]++;
+      }
+    }
+  fprintf(f, "    mean by k mod 32, us (k = 0 apart: %.3f):", first / loops * 1e-3);
+  for (int r = 0; r < 32; r++) fprintf(f, "%s%.2f", r % 8 ? " " : " | ", nby[r] ? by[r] / nby[r] * 1e-3 : 0.0);
+  fprintf(f, "\n    slowest 1%% (>= %.3f us) by k mod 32 (k = 0 apart: %d):", (double)cut * 1e-3, slow0);
+  for (int r = 0; r < 32; r++)
+    if (slow[r]) fprintf(f, " %d:%d", r, slow[r]);
+  fprintf(f, "\n");
+  free(s);
+}
+
+/* A runtime without the fault layer, one client of the bench's first
+ * device and 4 bytes of its memory. */
+static cubert_status pc_nofi_open(ctx *c, cubert_runtime **rt, cubert_client **cl, cubert_handle **h) {
+  cubert_runtime_options ro;
+  cubert_runtime_options_init(&ro);
+  ro.backends = c->o.backend;
+  ro.no_faultinj = true;
+  cubert_status st = cubert_runtime_create(&ro, rt);
+  if (!st) st = cubert_client_create(*rt, c->rt_index[0], cl);
+  if (!st) st = cubert_handle_empty(*cl, 4, h);
+  return st;
+}
+
+static void small_each_call(ctx *c) {
+  uint32_t count = c->o.lat_count;
+  spec sp = {T_H2D, -1, 0, 4};
+  if (c->max < 4 || count > 4096) return; /* scratch below: the warm-up loops' figures */
+  uint64_t *ns[PC_N] = {NULL};
+  bool have[PC_N] = {false};
+  cubert_handle *v = NULL, *zero = NULL, *nh = NULL;
+  cubert_runtime *nrt = NULL;
+  cubert_client *ncl = NULL;
+  unsigned char *lbuf = NULL;
+  cubert_status st = cubert_handle_slice(c->dst[0], 0, c->max - 4, &v);
+  if (!st) st = cubert_handle_slice(c->dst[0], 0, c->max, &zero);
+  for (int k = 0; k < PC_N && !st; k++)
+    if (!(ns[k] = calloc((size_t)count * PC_LOOPS, sizeof(uint64_t)))) st = CUBERT_ERR_OUT_OF_MEMORY;
+  if (st) {
+    note(c, "each call timed: %s", cubert_last_error_message());
+    c->errors++;
+    goto out;
+  }
+  bool nofi = pc_nofi_open(c, &nrt, &ncl, &nh) == CUBERT_OK;
+  char nofi_msg[200] = "";
+  if (!nofi) snprintf(nofi_msg, sizeof nofi_msg, "%.190s", cubert_last_error_message());
+  cb_bench_xfer x = raw_xfer(c, &sp);
+  pc_zero z = {c->client[0], zero, c->pattern};
+  lbuf = calloc(64, PC_LINE_STRIDE);
+  for (size_t i = 0; lbuf && i < 64; i++) {
+    uint64_t next = (uint64_t)((i + 1) % 64) * PC_LINE_STRIDE;
+    memcpy(lbuf + i * PC_LINE_STRIDE, &next, sizeof next);
+  }
+  pc_lines l16 = {lbuf, 16}, l64 = {lbuf, 64};
+  uint64_t scratch[4096];
+  for (int l = 0; l < PC_WARM + PC_LOOPS; l++) {
+    bool warm = l < PC_WARM;
+    for (int k = 0; k < PC_N; k++) {
+      uint64_t *out = warm ? NULL : ns[k] + (size_t)(l - PC_WARM) * count;
+      uint64_t *dst = out ? out : scratch;
+      cubert_status s = CUBERT_OK;
+      double us = 0;
+      bool raw = k == PC_RAW || k == PC_RAW_ZERO || k == PC_BACKEND || k == PC_BACKEND_ZERO ||
+                 k == PC_RAW_LINES16 || k == PC_RAW_LINES64;
+      if ((raw && !c->raw) || ((k == PC_RAW_LINES16 || k == PC_RAW_LINES64) && !lbuf)) continue;
+      switch (k) {
+      case PC_CUBERT: s = pc_cubert_loop(c->client[0], v, c->pattern, 4, count, dst); break;
+      case PC_ZERO: s = pc_cubert_loop(c->client[0], zero, c->pattern, 0, count, dst); break;
+      case PC_NOFI:
+        if (!nofi) continue;
+        s = pc_cubert_loop(ncl, nh, c->pattern, 4, count, dst);
+        break;
+      default: {
+        int step = k == PC_BACKEND || k == PC_BACKEND_ZERO ? CB_HIP_RAW_STEP_BACKEND : CB_HIP_RAW_STEP_PLAIN;
+        bool with0 = k == PC_RAW_ZERO || k == PC_BACKEND_ZERO, lines = k == PC_RAW_LINES16 || k == PC_RAW_LINES64;
+        s = cb_bench_raw_small_each(c->raw, x.exec, step, false, c->pattern, x.dst, 4, count,
+                                    with0 ? pc_zero_write : lines ? pc_touch_lines : NULL,
+                                    with0 ? (void *)&z : k == PC_RAW_LINES16 ? (void *)&l16 : (void *)&l64, dst, &us);
+        if (with0 && !s) s = cubert_sync(c->client[0]); /* the 0-byte records, untimed */
+        break;
+      }
+      }
+      if (s == CUBERT_ERR_UNSUPPORTED && raw) continue; /* raw host: no such loop */
+      if (s) {
+        note(c, "each call timed, %s: %s", pc_name[k],
+             raw ? cb_bench_raw_error(c->raw) : cubert_last_error_message());
+        c->errors++;
+        goto out;
+      }
+      if (out) have[k] = true;
+    }
+  }
+  size_t len = 0;
+  FILE *f = open_memstream(&c->each_text, &len);
+  if (!f) goto out;
+  fprintf(f, "\nSmall host transfers, each call timed on its own: h2d 4 B (%d loops of %u calls then a sync,\n"
+         "the variants interleaved loop by loop; us per call, the clock's reading included; top1%%/top3%%: the\n"
+         "share of the loops' time the slowest 1 %%/3 %% of calls carry)\n", PC_LOOPS, count);
+  fprintf(f, "  %-50s %7s %7s %7s %7s %8s %6s %6s\n", "", "mean", "median", "p90", "p99", "max", "top1%", "top3%");
+  for (int k = 0; k < PC_N; k++) {
+    if (have[k]) pc_print(f, pc_name[k], ns[k], count, PC_LOOPS);
+    else if (k == PC_NOFI && !nofi) fprintf(f, "  %-50s (no runtime without the fault layer: %s)\n", pc_name[k], nofi_msg);
+    else fprintf(f, "  %-50s (not measured: no raw HIP)\n", pc_name[k]);
+  }
+  /* the differences of the means, each variant against raw's plain loop */
+  double mean[PC_N] = {0};
+  for (int k = 0; k < PC_N; k++)
+    for (size_t i = 0; have[k] && i < (size_t)count * PC_LOOPS; i++) mean[k] += (double)ns[k][i] * 1e-3 / ((double)count * PC_LOOPS);
+  if (have[PC_RAW] && have[PC_CUBERT]) {
+    fprintf(f, "  means over raw plain: cubert %+.3f; 0-byte cubert alone %.3f", mean[PC_CUBERT] - mean[PC_RAW],
+            have[PC_ZERO] ? mean[PC_ZERO] : 0.0);
+    if (have[PC_RAW_ZERO]) fprintf(f, "; raw + 0-byte %+.3f", mean[PC_RAW_ZERO] - mean[PC_RAW]);
+    if (have[PC_BACKEND]) fprintf(f, "; backend steps %+.3f", mean[PC_BACKEND] - mean[PC_RAW]);
+    if (have[PC_BACKEND_ZERO]) fprintf(f, "; backend steps + 0-byte %+.3f", mean[PC_BACKEND_ZERO] - mean[PC_RAW]);
+    if (have[PC_NOFI]) fprintf(f, "; cubert without fault layer %+.3f", mean[PC_NOFI] - mean[PC_RAW]);
+    fprintf(f, "\n");
+  }
+  if (have[PC_RAW] && have[PC_RAW_LINES16] && have[PC_RAW_LINES64]) {
+    /* the lines' walk alone, without driver calls between: their cost when cached */
+    double t0 = cb_bench_now();
+    for (int i = 0; i < 10000; i++) (void)pc_touch_lines(&l64);
+    double hot = (cb_bench_now() - t0) * 1e6 / 10000;
+    fprintf(f, "  same lines between driver calls over raw plain: 16 lines %+.3f, 64 lines %+.3f us (64 lines alone, hot: %.3f us)\n",
+            mean[PC_RAW_LINES16] - mean[PC_RAW], mean[PC_RAW_LINES64] - mean[PC_RAW], hot);
+  }
+  fclose(f);
+out:
+  free(lbuf);
+  cubert_handle_release(nh);
+  if (ncl) cubert_client_destroy(ncl);
+  if (nrt) cubert_runtime_destroy(nrt);
+  cubert_handle_release(v);
+  cubert_handle_release(zero);
+  for (int k = 0; k < PC_N; k++) free(ns[k]);
+}
+
 /* The steps' table: one line per step, one column per case; the plain
  * loop in us per call, every other step the median over repetitions of
  * its difference to the plain loop of the same repetition. */
@@ -1261,6 +1515,8 @@ static cubert_status alloc_all(ctx *c) {
 }
 
 static void free_all(ctx *c) {
+  free(c->each_text);
+  c->each_text = NULL;
   for (int d = 0; d < c->ndev; d++) {
     cubert_handle_release(c->src[d]);
     cubert_handle_release(c->dst[d]);
@@ -2001,6 +2257,8 @@ static void measure_all(ctx *c) {
   if (o->do_latency && c->ndev > 0) {
     cb_bench_progress(o->quiet, (int)p.n, (int)p.n, "small: where the time of small host transfers goes");
     small_split(c);
+    cb_bench_progress(o->quiet, (int)p.n, (int)p.n, "small: h2d 4 B, each call timed");
+    small_each_call(c);
   }
   cb_bench_progress_done(o->quiet);
   free(p.v);
@@ -2041,6 +2299,7 @@ static bool print_report(ctx *c, json_t *target_list) {
   }
   print_small(c);
   print_steps(c);
+  if (c->each_text) fputs(c->each_text, stdout);
   targets(c, target_list);
   size_t nnotes = json_array_size(c->notes);
   if (nnotes) printf("\nNotes:\n");

@@ -249,6 +249,16 @@ cubert_status cb_bench_raw_small(cb_bench_raw *r, int dev, int step, bool d2h, v
   return hip(r, cb_hip_raw_small(r->hip, dev, (cb_hip_raw_step)step, d2h, host, dev_addr, size, count, us, busy));
 }
 
+cubert_status cb_bench_raw_small_each(cb_bench_raw *r, int dev, int step, bool d2h, void *host, uint64_t dev_addr,
+                                      uint64_t size, uint32_t count, int (*before)(void *), void *arg,
+                                      uint64_t *ns, double *us) {
+  if (r->host) return fail(r, CUBERT_ERR_UNSUPPORTED, "raw host: no small-transfer steps (HIP only)");
+  if (step < 0 || step >= CB_HIP_RAW_STEP_COUNT) return fail(r, CUBERT_ERR_INVALID_ARGUMENT, "raw: no step %d", step);
+  cb_hip_raw_each each = {before, arg, ns, false};
+  return hip(r, cb_hip_raw_small_each(r->hip, dev, (cb_hip_raw_step)step, d2h, host, dev_addr, size, count, &each,
+                                      us, NULL));
+}
+
 cubert_status cb_bench_raw_launch_loop(cb_bench_raw *r, int dev, int nbuffers,
                                        const uint64_t *buffers, uint32_t count, bool packed, double *ns,
                                        double *enqueue_ns) {

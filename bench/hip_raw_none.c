@@ -93,3 +93,9 @@ cubert_status cb_hip_raw_small(cb_hip_raw *raw, int dev, cb_hip_raw_step step, b
                                uint32_t *busy) {
   return CUBERT_ERR_UNSUPPORTED;
 }
+
+cubert_status cb_hip_raw_small_each(cb_hip_raw *raw, int dev, cb_hip_raw_step step, bool d2h, void *host,
+                                    uint64_t dev_addr, uint64_t size, uint32_t count, cb_hip_raw_each *each,
+                                    double *us, uint32_t *busy) {
+  return CUBERT_ERR_UNSUPPORTED;
+}

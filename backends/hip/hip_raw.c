@@ -892,6 +892,41 @@ static hipError_t small_step(small_run *r, cb_hip_raw_step step) {
 cubert_status cb_hip_raw_small(cb_hip_raw *raw, int dev, cb_hip_raw_step step, bool d2h, void *host,
                                uint64_t dev_addr, uint64_t size, uint32_t count, double *us,
                                uint32_t *busy) {
+  cb_hip_raw_each each = {0};
+  return cb_hip_raw_small_each(raw, dev, step, d2h, host, dev_addr, size, count, &each, us, busy);
+}
+
+/* The timed loop; without `before` and `ns`, the calls back to back. */
+static hipError_t small_calls(small_run *r, cb_hip_raw_step step, uint32_t count, cb_hip_raw_each *each,
+                              double *t0, double *t1) {
+  hipError_t e = hipSuccess;
+  *t0 = now();
+  if (!each->before && !each->ns) {
+    for (uint32_t k = 0; k < count && e == hipSuccess; k++) e = small_step(r, step);
+    *t1 = now();
+    return e;
+  }
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  for (uint32_t k = 0; k < count && e == hipSuccess; k++) {
+    if (each->before && each->before(each->arg) != 0) {
+      each->failed_before = true;
+      break;
+    }
+    e = small_step(r, step);
+    if (each->ns) {
+      clock_gettime(CLOCK_MONOTONIC, &b);
+      each->ns[k] = (uint64_t)((int64_t)(b.tv_sec - a.tv_sec) * 1000000000 + (b.tv_nsec - a.tv_nsec));
+      a = b;
+    }
+  }
+  *t1 = now();
+  return e;
+}
+
+cubert_status cb_hip_raw_small_each(cb_hip_raw *raw, int dev, cb_hip_raw_step step, bool d2h, void *host,
+                                    uint64_t dev_addr, uint64_t size, uint32_t count, cb_hip_raw_each *each,
+                                    double *us, uint32_t *busy) {
   if ((unsigned)step >= CB_HIP_RAW_STEP_COUNT || !host || !dev_addr || !size || size > SIZE_MAX)
     return fail(raw, hipSuccess, CUBERT_ERR_INVALID_ARGUMENT, "raw HIP: small transfer: bad arguments");
   cubert_status st = enter(raw, dev);
@@ -914,8 +949,8 @@ cubert_status cb_hip_raw_small(cb_hip_raw *raw, int dev, cb_hip_raw_step step, b
   if (e == hipSuccess && step == CB_HIP_RAW_STEP_WAITED && (e = hipEventRecord(r.wait, raw->dev[dev].stream[1])) == hipSuccess)
     e = hipStreamWaitEvent(r.s, r.wait, 0);
   double t0 = now(), t1 = t0;
-  for (uint32_t k = 0; k < count && e == hipSuccess; k++) e = small_step(&r, step);
-  t1 = now();
+  each->failed_before = false;
+  if (e == hipSuccess) e = small_calls(&r, step, count, each, &t0, &t1);
   hipError_t w = hipStreamSynchronize(r.s);
   if (e == hipSuccess) e = w;
   ring_free(&r.marks);
@@ -925,6 +960,9 @@ cubert_status cb_hip_raw_small(cb_hip_raw *raw, int dev, cb_hip_raw_step step, b
   if (e != hipSuccess)
     return fail(raw, e, CUBERT_ERR_COPY, "raw HIP: small %s of %" PRIu64 " bytes (step %d) on device %d",
                 d2h ? "d2h" : "h2d", size, (int)step, dev);
+  if (each->failed_before)
+    return fail(raw, hipSuccess, CUBERT_ERR_BACKEND, "raw HIP: small %s of %" PRIu64 " bytes: the caller's call before one failed",
+                d2h ? "d2h" : "h2d", size);
   *us = (t1 - t0) * 1e6 / (count ? count : 1);
   if (busy) *busy = r.busy;
   return CUBERT_OK;

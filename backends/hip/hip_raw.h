@@ -152,6 +152,19 @@ typedef enum cb_hip_raw_step {
 cubert_status cb_hip_raw_small(cb_hip_raw *raw, int dev, cb_hip_raw_step step, bool d2h, void *host,
                                uint64_t dev_addr, uint64_t size, uint32_t count, double *us,
                                uint32_t *busy);
+/* cb_hip_raw_small's loop with, per call, `before(arg)` called first (in
+ * the call's time; nonzero stops the loop: CUBERT_ERR_BACKEND) and the
+ * call's nanoseconds on the host clock in ns[k] (count entries; the clock's
+ * own reading included). Either may be NULL. */
+typedef struct cb_hip_raw_each {
+  int (*before)(void *arg);
+  void *arg;
+  uint64_t *ns;
+  bool failed_before; /* out */
+} cb_hip_raw_each;
+cubert_status cb_hip_raw_small_each(cb_hip_raw *raw, int dev, cb_hip_raw_step step, bool d2h, void *host,
+                                    uint64_t dev_addr, uint64_t size, uint32_t count, cb_hip_raw_each *each,
+                                    double *us, uint32_t *busy);
 cubert_status cb_hip_raw_alloc_loop(cb_hip_raw *raw, int dev, uint64_t size, uint32_t count,
                                     double *ns);
 /* Launches of the empty kernel with 0, 4 or 16 buffers, raw, with one of
