@@ -242,7 +242,7 @@ static const struct {
     {"CUBERT_TOPOLOGY", "an hwloc XML file read instead of this machine"},
     {"CUBERT_FAULTS", "fault rules for any program (docs/faultinj.md)"},
     {"CUBERT_CACHE_DIR", "compiled kernels (default ~/.cache/cubert)"},
-    {"CUBERT_HIP_PIPE_FROM", "HIP: pageable transfers from this size use pinned chunks (1M)"},
+    {"CUBERT_HIP_PIPE_FROM", "HIP: pageable transfers from this size use pinned chunks (reads 1M, writes 16M)"},
     {"CUBERT_HIP_STAGING_CHUNK", "HIP: bytes per pinned staging chunk (default 8M)"},
     {"CUBERT_HIP_STAGING_CHUNKS", "HIP: pinned staging chunks per device, 2 to 16 (default 8)"},
     {"CUBERT_HIP_COPY_THREADS", "HIP: threads of the staging copy (default min(16, cores))"},

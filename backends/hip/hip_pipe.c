@@ -26,7 +26,8 @@
  * 2026-12-02 moved 11-12 and 40-42 GB/s at 256 MiB with the same settings);
  * $CUBERT_HIP_COPY_THREADS, $CUBERT_HIP_STAGING_CHUNKS and
  * $CUBERT_HIP_STAGING_CHUNK override them, $CUBERT_HIP_PIPE_FROM the size
- * from which transfers take the pipeline (default 1 MiB).
+ * from which transfers take the pipeline (default: reads from 1 MiB,
+ * writes from 16 MiB, cb_hip_pipe_from).
  *
  * Peer copies with peer access off go device -> chunk -> device with no
  * host copy at all: the source's half runs on a stream of the source device
@@ -207,10 +208,22 @@ static void copier_copy(copier *c, void *dst, const void *src, size_t size) {
 
 /* ------------------------------------------------------------ the pipeline */
 
-uint64_t cb_hip_pipe_from(void) {
-  static uint64_t from;
-  if (!from) from = env_size(cb_env("CUBERT_HIP_PIPE_FROM"), (uint64_t)1 << 20);
-  return from;
+uint64_t cb_hip_pipe_from(bool write) {
+  static _Atomic uint64_t from_read, from_write; /* 0: not read yet */
+  uint64_t r = atomic_load_explicit(&from_read, memory_order_acquire);
+  if (!r) {
+    /* $CUBERT_HIP_PIPE_FROM sets both; by default reads from 1 MiB and
+     * writes from 16 MiB: below that the driver's own staging of a pageable
+     * write moved 13-15 GB/s on the H200 and the pipeline no more (1 MiB:
+     * 0.43-0.87 of raw, 2-8 MiB 0.52-1.03 in four runs of 2026-12-02;
+     * 16 MiB 1.27-1.32 in three of them), where a pipelined read gained
+     * from 1 MiB in every run (1.03-1.45; docs/bench.md) */
+    const char *env = cb_env("CUBERT_HIP_PIPE_FROM");
+    atomic_store_explicit(&from_write, env_size(env, (uint64_t)16 << 20), memory_order_relaxed);
+    r = env_size(env, (uint64_t)1 << 20);
+    atomic_store_explicit(&from_read, r, memory_order_release); /* after from_write: the flag */
+  }
+  return write ? atomic_load_explicit(&from_write, memory_order_relaxed) : r;
 }
 
 static bool pipe_alloc(cb_hip_device *dev, cb_hip_pipe *p) {

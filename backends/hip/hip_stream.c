@@ -662,7 +662,7 @@ cubert_status cb_hip_write(void *device, void *stream, uint64_t work, uint64_t d
   }
   bool pageable = small || (size && host_pageable(src));
   cb_hip_staging *sb = NULL;
-  bool piped = pageable && size >= cb_hip_pipe_from() && cb_hip_pipe_write(dev, s, dst, src, size, &e, &where);
+  bool piped = pageable && size >= cb_hip_pipe_from(true) && cb_hip_pipe_write(dev, s, dst, src, size, &e, &where);
   if (piped) {
     /* hip_pipe.c: chunks through pinned memory, the memcpy over threads */
   } else if (pageable && size < STAGE_FROM) {
@@ -725,8 +725,8 @@ cubert_status cb_hip_read(void *device, void *stream, uint64_t work, void *dst, 
    * AMD where the pipeline would take it. */
   unsigned char bounce[SMALL_READ];
   bool small = size && size <= SMALL_READ;
-  bool pageable = !small && size && (CB_HIP_NVIDIA || size >= cb_hip_pipe_from()) && host_pageable(dst);
-  bool piped = pageable && size >= cb_hip_pipe_from() && cb_hip_pipe_read(dev, s, dst, src, size, &e, &where);
+  bool pageable = !small && size && (CB_HIP_NVIDIA || size >= cb_hip_pipe_from(false)) && host_pageable(dst);
+  bool piped = pageable && size >= cb_hip_pipe_from(false) && cb_hip_pipe_read(dev, s, dst, src, size, &e, &where);
   if (size && !piped)
     e = hipMemcpyAsync(small ? (void *)bounce : dst, CB_HIP_PTR(src), (size_t)size, hipMemcpyDeviceToHost,
                        s->stream);
