@@ -245,7 +245,8 @@ static const struct {
     {"CUBERT_HIP_PIPE_FROM", "HIP: pageable transfers from this size use pinned chunks (reads 1M, writes 16M)"},
     {"CUBERT_HIP_STAGING_CHUNK", "HIP: bytes per pinned staging chunk (default 8M)"},
     {"CUBERT_HIP_STAGING_CHUNKS", "HIP: pinned staging chunks per device, 2 to 16 (default 8)"},
-    {"CUBERT_HIP_COPY_THREADS", "HIP: threads of the staging copy (default min(16, cores))"},
+    {"CUBERT_HIP_COPY_THREADS", "HIP: threads of the staging copy (default 3/4 of the cores, at most 16)"},
+    {"CUBERT_HIP_COPY_SPIN_US", "HIP: microseconds a staging copy thread spins before it sleeps (100)"},
 };
 
 void cb_cli_print_environment(FILE *out) {

@@ -43,6 +43,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/alloc.h"
@@ -59,9 +60,10 @@ typedef struct copier {
   int n; /* threads beside the caller */
   pthread_mutex_t lock;
   pthread_cond_t go, done;
-  uint64_t gen;
-  int busy; /* workers inside this generation's copy (registered under lock) */
-  bool stop;
+  _Atomic uint64_t gen;  /* set under lock; read without it while spinning */
+  atomic_int busy;       /* workers inside this generation's copy (changed under lock) */
+  atomic_bool stop;      /* set under lock */
+  uint64_t spin_ns;      /* how long a thread spins before it sleeps (copier_start) */
   char *dst;
   const char *src;
   size_t size, piece, pieces;
@@ -113,6 +115,45 @@ static void copy_pieces(copier *c, char *dst, const char *src, size_t size, size
   }
 }
 
+static uint64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+/* Spins, without the lock, while `*v` is `value` (and, for the workers,
+ * the copier is not stopping), for at most c->spin_ns. The chunks of one
+ * transfer follow each other within microseconds, while a thread put to
+ * sleep on a condition variable may take tens of microseconds to run again
+ * (the caller of each chunk's copy waits for the slowest one), so threads
+ * spin briefly before they sleep, as OpenMP runtimes do before blocking.
+ * Only a hint: the callers check again under the lock. */
+static void spin_while_u64(const copier *c, _Atomic uint64_t *v, uint64_t value) {
+  if (!c->spin_ns) return;
+  uint64_t end = now_ns() + c->spin_ns;
+  for (unsigned i = 1;; i++) {
+    if (atomic_load_explicit(v, memory_order_relaxed) != value || atomic_load_explicit(&c->stop, memory_order_relaxed))
+      return;
+    cpu_relax();
+    if (i % 64 == 0 && now_ns() >= end) return;
+  }
+}
+
+static void spin_while_busy(copier *c) {
+  if (!c->spin_ns) return;
+  uint64_t end = now_ns() + c->spin_ns;
+  for (unsigned i = 1; atomic_load_explicit(&c->busy, memory_order_acquire) != 0; i++) {
+    cpu_relax();
+    if (i % 64 == 0 && now_ns() >= end) return;
+  }
+}
+
 static void *worker(void *p) {
   worker_arg a = *(worker_arg *)p;
   cb_free(p);
@@ -120,21 +161,24 @@ static void *worker(void *p) {
   cb_hip_backend *b = c->dev->backend;
   if (b->place_thread) b->place_thread(b->place_ctx, c->dev->index);
   uint64_t seen = 0;
-  pthread_mutex_lock(&c->lock);
   for (;;) {
-    while (c->gen == seen && !c->stop) pthread_cond_wait(&c->go, &c->lock);
-    if (c->stop) break;
-    seen = c->gen;
+    spin_while_u64(c, &c->gen, seen);
+    pthread_mutex_lock(&c->lock);
+    while (atomic_load(&c->gen) == seen && !atomic_load(&c->stop)) pthread_cond_wait(&c->go, &c->lock);
+    if (atomic_load(&c->stop)) break;
+    seen = atomic_load(&c->gen);
     /* registered under the lock: the caller does not return (and no next
      * generation resets `next`) until this thread has left copy_pieces */
-    c->busy++;
+    atomic_fetch_add(&c->busy, 1);
     char *dst = c->dst;
     const char *src = c->src;
     size_t size = c->size, piece = c->piece, pieces = c->pieces;
     pthread_mutex_unlock(&c->lock);
     copy_pieces(c, dst, src, size, piece, pieces);
     pthread_mutex_lock(&c->lock);
-    if (--c->busy == 0) pthread_cond_signal(&c->done);
+    /* release: the caller that reads 0 without the lock sees the copies */
+    if (atomic_fetch_sub_explicit(&c->busy, 1, memory_order_acq_rel) == 1) pthread_cond_signal(&c->done);
+    pthread_mutex_unlock(&c->lock);
   }
   pthread_mutex_unlock(&c->lock);
   return NULL;
@@ -143,6 +187,16 @@ static void *worker(void *p) {
 static void copier_start(copier *c, cb_hip_device *dev, int threads) {
   memset(c, 0, sizeof *c);
   atomic_init(&c->next, 0);
+  atomic_init(&c->gen, 0);
+  atomic_init(&c->busy, 0);
+  atomic_init(&c->stop, false);
+  /* $CUBERT_HIP_COPY_SPIN_US: how long a copy thread spins before it
+   * sleeps (default 100 us; 0: sleep at once, as before 2026-12-02) */
+  const char *spin = cb_env("CUBERT_HIP_COPY_SPIN_US");
+  uint64_t us = 100;
+  if (spin && !cb_parse_size(spin, &us)) us = 100;
+  if (us > 100000) us = 100000; /* at most 0.1 s */
+  c->spin_ns = us * 1000u;
   c->dev = dev;
   pthread_mutex_init(&c->lock, NULL);
   pthread_cond_init(&c->go, NULL);
@@ -162,7 +216,7 @@ static void copier_start(copier *c, cb_hip_device *dev, int threads) {
 
 static void copier_stop(copier *c) {
   pthread_mutex_lock(&c->lock);
-  c->stop = true;
+  atomic_store(&c->stop, true);
   pthread_cond_broadcast(&c->go);
   pthread_mutex_unlock(&c->lock);
   for (int i = 0; i < c->n; i++) pthread_join(c->threads[i], NULL);
@@ -185,24 +239,27 @@ static void copier_copy(copier *c, void *dst, const void *src, size_t size) {
   if (piece < COPY_PIECE_MIN) piece = COPY_PIECE_MIN;
   piece = (piece + 4095) & ~(size_t)4095;
   size_t pieces = (size + piece - 1) / piece;
+  spin_while_busy(c);
   pthread_mutex_lock(&c->lock);
   /* a worker that woke late for the last generation may still be in
    * copy_pieces (finding nothing left): `next` is reset only without one */
-  while (c->busy) pthread_cond_wait(&c->done, &c->lock);
+  while (atomic_load(&c->busy)) pthread_cond_wait(&c->done, &c->lock);
   c->dst = dst;
   c->src = src;
   c->size = size;
   c->piece = piece;
   c->pieces = pieces;
   atomic_store_explicit(&c->next, 0, memory_order_relaxed);
-  c->gen++;
+  atomic_fetch_add(&c->gen, 1);
   pthread_cond_broadcast(&c->go);
   pthread_mutex_unlock(&c->lock);
   copy_pieces(c, dst, src, size, piece, pieces);
   /* every piece is taken; those of registered workers are done when they
    * leave, and no other worker can take one */
+  spin_while_busy(c);
+  if (atomic_load_explicit(&c->busy, memory_order_acquire) == 0) return; /* seen without the lock */
   pthread_mutex_lock(&c->lock);
-  while (c->busy) pthread_cond_wait(&c->done, &c->lock);
+  while (atomic_load(&c->busy)) pthread_cond_wait(&c->done, &c->lock);
   pthread_mutex_unlock(&c->lock);
 }
 
