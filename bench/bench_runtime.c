@@ -86,6 +86,7 @@ typedef struct rctx {
    * to it over the same rounds (index CB_HIP_RAW_LSTEP_*, then cubert's) */
   double lstep_plain[3];
   double lstep_diff[3][CB_HIP_RAW_LSTEP_COUNT + 1];
+  double lstep_spread[3][CB_HIP_RAW_LSTEP_COUNT + 1]; /* half the interquartile range of those differences */
   bool lstep_cubert[3]; /* cubert's launches ran there */
   int lstep_rounds;
   /* the small section, ns per call: write 4 B, read 4 B, read 4 KiB; cubert,
@@ -374,7 +375,9 @@ fail:
  * excess and the excess per binding of cubert's launch over raw go. */
 #define LSTEP_CUBERT CB_HIP_RAW_LSTEP_COUNT /* the pseudo-step: cubert_launch itself */
 #define NLSTEPS (CB_HIP_RAW_LSTEP_COUNT + 1)
-#define LSTEP_COUNT 1000u /* launches per batch */
+/* launches per batch: short batches, many rounds (the H200 12:25Z run of
+ * 2026-12-02 with 15 rounds of 1000 spread the differences by ~100 ns) */
+#define LSTEP_COUNT 500u
 
 static const char *const lstep_name[NLSTEPS] = {
     [CB_HIP_RAW_LSTEP_PLAIN] = "raw plain",
@@ -400,11 +403,14 @@ static const char *const lstep_text[NLSTEPS] = {
     [LSTEP_CUBERT] = "cubert_launch: runtime, fault layer, backend",
 };
 
-static double median_of(const double *v, int n) {
+/* The median of v[0..n); *spread (may be NULL): half its interquartile range. */
+static double median_of(const double *v, int n, double *spread) {
   double t[64]; /* the stats sort what they are given */
   if (n < 1 || n > 64) return 0;
   memcpy(t, v, (size_t)n * sizeof *t);
-  return cb_bench_stats_of(t, n).median;
+  double m = cb_bench_stats_of(t, n).median;
+  if (spread) *spread = (t[(3 * n) / 4 < n ? (3 * n) / 4 : n - 1] - t[n / 4]) / 2;
+  return m;
 }
 
 /* One size: rounds of every step (raw's and cubert's), each a batch of
@@ -413,7 +419,7 @@ static double median_of(const double *v, int n) {
  * rounds. A failed cubert launch is noted and the raw steps go on without
  * it. False (noted) on a raw error. */
 static bool launch_steps_of(rctx *c, int k, int nb, const launch_arg *a, const uint64_t *raw_buf, int n) {
-  enum { MAX_ROUNDS = 24 };
+  enum { MAX_ROUNDS = 48 };
   double smp[NLSTEPS][MAX_ROUNDS], diff[MAX_ROUNDS];
   bool cubert_ok = true;
   if (n > MAX_ROUNDS) n = MAX_ROUNDS;
@@ -438,12 +444,12 @@ static bool launch_steps_of(rctx *c, int k, int nb, const launch_arg *a, const u
       }
       if (i >= 0) smp[step][i] = enq;
     }
-  c->lstep_plain[k] = median_of(smp[CB_HIP_RAW_LSTEP_PLAIN], n);
+  c->lstep_plain[k] = median_of(smp[CB_HIP_RAW_LSTEP_PLAIN], n, NULL);
   c->lstep_cubert[k] = cubert_ok;
   for (int step = 1; step < NLSTEPS; step++) {
     if (step == LSTEP_CUBERT && !cubert_ok) break;
     for (int i = 0; i < n; i++) diff[i] = smp[step][i] - smp[CB_HIP_RAW_LSTEP_PLAIN][i];
-    c->lstep_diff[k][step] = median_of(diff, n);
+    c->lstep_diff[k][step] = median_of(diff, n, &c->lstep_spread[k][step]);
     char test[sizeof ((cb_bench_row *)NULL)->test];
     snprintf(test, sizeof test, "%dbuf %s", nb, lstep_name[step]);
     cb_bench_row *r = new_row(c, "launchsteps", test, 0);
@@ -453,8 +459,8 @@ static bool launch_steps_of(rctx *c, int k, int nb, const launch_arg *a, const u
     cb_bench_row_set(r, true, smp[CB_HIP_RAW_LSTEP_PLAIN], n);
     snprintf(r->baseline, sizeof r->baseline, "raw plain, same rounds");
     r->validated = -1;
-    snprintf(r->note, sizeof r->note, "host ns per launch before the sync; %.90s; median difference %+.0f ns",
-             lstep_text[step], c->lstep_diff[k][step]);
+    snprintf(r->note, sizeof r->note, "host ns per launch before the sync; %.80s; median difference %+.0f ns (+-%.0f)",
+             lstep_text[step], c->lstep_diff[k][step], c->lstep_spread[k][step]);
   }
   c->lstep_rounds = n;
   return true;
@@ -465,7 +471,7 @@ static void bench_launch_steps(rctx *c, cubert_handle *const *h, const uint64_t 
   static const int nb[] = {0, 4, 16};
   static const cb_bench_kernel_id ids[] = {CB_BENCH_EMPTY0, CB_BENCH_EMPTY4, CB_BENCH_EMPTY16};
   progress(c, "launch steps");
-  int n = 3 * c->o.reps;
+  int n = 9 * c->o.reps;
   if (n < 3) n = 3;
   for (int k = 0; k < 3; k++) {
     cubert_kernel *kernel = NULL;
@@ -491,25 +497,26 @@ static void print_launch_steps(const rctx *c) {
   if (c->lstep_plain[0] <= 0 || c->lstep_plain[2] <= 0) return;
   printf("\nLaunch steps: raw launches of the empty kernel with one of cubert's costs at a time, and cubert's own\n"
          "launch (host ns per launch before the sync; below raw plain: the median difference to raw plain over %d\n"
-         "interleaved rounds of %u launches; per buf = (16 bufs - 0 bufs) / 16)\n",
+         "interleaved rounds of %u launches, +- half its interquartile range; per buf = (16 bufs - 0 bufs) / 16)\n",
          c->lstep_rounds, LSTEP_COUNT);
-  printf("  %-16s %9s %9s %9s %8s  %s\n", "step", "0 bufs", "4 bufs", "16 bufs", "per buf", "what");
-  printf("  %-16s %9.0f %9.0f %9.0f %8s  %s\n", lstep_name[0], c->lstep_plain[0], c->lstep_plain[1], c->lstep_plain[2],
-         "", lstep_text[0]);
+  printf("  %-17s %11s %11s %11s %8s  %s\n", "step", "0 bufs", "4 bufs", "16 bufs", "per buf", "what");
+  printf("  %-17s %11.0f %11.0f %11.0f %8s  %s\n", lstep_name[0], c->lstep_plain[0], c->lstep_plain[1],
+         c->lstep_plain[2], "", lstep_text[0]);
   for (int s = 1; s < NLSTEPS; s++) {
     if (s == LSTEP_CUBERT && !(c->lstep_cubert[0] && c->lstep_cubert[1] && c->lstep_cubert[2])) {
-      printf("  %-16s (failed: see the notes)\n", lstep_name[s]);
+      printf("  %-17s (failed: see the notes)\n", lstep_name[s]);
       return;
     }
     const double d0 = c->lstep_diff[0][s], d4 = c->lstep_diff[1][s], d16 = c->lstep_diff[2][s];
-    printf("  %-16s %+9.0f %+9.0f %+9.0f %+8.1f  %s\n", lstep_name[s], d0, d4, d16, (d16 - d0) / 16, lstep_text[s]);
+    printf("  %-17s %+6.0f+-%-3.0f %+6.0f+-%-3.0f %+6.0f+-%-3.0f %+8.1f  %s\n", lstep_name[s], d0, c->lstep_spread[0][s], d4,
+           c->lstep_spread[1][s], d16, c->lstep_spread[2][s], (d16 - d0) / 16, lstep_text[s]);
   }
   /* hip_launch packs buffers and scalars (cb_hip_pack_args): the bench's
    * arguments are all buffers */
   double r0 = c->lstep_diff[0][LSTEP_CUBERT] - c->lstep_diff[0][CB_HIP_RAW_LSTEP_BACKEND_PACKED];
   double r4 = c->lstep_diff[1][LSTEP_CUBERT] - c->lstep_diff[1][CB_HIP_RAW_LSTEP_BACKEND_PACKED];
   double r16 = c->lstep_diff[2][LSTEP_CUBERT] - c->lstep_diff[2][CB_HIP_RAW_LSTEP_BACKEND_PACKED];
-  printf("  %-16s %+9.0f %+9.0f %+9.0f %+8.1f  %s\n", "the rest", r0, r4, r16, (r16 - r0) / 16,
+  printf("  %-17s %+11.0f %+11.0f %+11.0f %+8.1f  %s\n", "the rest", r0, r4, r16, (r16 - r0) / 16,
          "cubert_launch - backend, packed: the runtime, the fault layer, the calls between");
 }
 
