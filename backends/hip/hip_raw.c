@@ -678,6 +678,7 @@ typedef struct small_run {
   hipEvent_t marks[SMALL_MARKS];
   uint32_t head, pending; /* marks recorded and not yet seen complete, oldest at head */
   uint32_t copies, busy;
+  bool driver;            /* copies through hipMemcpyHtoDAsync / DtoHAsync */
 #if RAW_NVIDIA
   hipCtx_t context;
 #else
@@ -686,6 +687,9 @@ typedef struct small_run {
 } small_run;
 
 static hipError_t small_copy(small_run *r, void *host) {
+  if (r->driver)
+    return r->d2h ? hipMemcpyDtoHAsync(host, DPTR(r->dev), r->size, r->s)
+                  : hipMemcpyHtoDAsync(DPTR(r->dev), host, r->size, r->s);
   return r->d2h ? hipMemcpyAsync(host, r->dev, r->size, hipMemcpyDeviceToHost, r->s)
                 : hipMemcpyAsync(r->dev, host, r->size, hipMemcpyHostToDevice, r->s);
 }
@@ -843,6 +847,7 @@ static hipError_t small_step(small_run *r, cb_hip_raw_step step) {
   case CB_HIP_RAW_STEP_BACKEND:
     return small_backend(r);
   case CB_HIP_RAW_STEP_PLAIN:
+  case CB_HIP_RAW_STEP_DRIVER:
   case CB_HIP_RAW_STEP_EVENTED:
   case CB_HIP_RAW_STEP_WAITED:
   case CB_HIP_RAW_STEP_COUNT:
@@ -900,6 +905,8 @@ cubert_status cb_hip_raw_small_each(cb_hip_raw *raw, int dev, cb_hip_raw_step st
   r.host = host;
   r.dev = PTR(dev_addr);
   r.size = (size_t)size;
+  /* the backend's h2d copies take the driver's entry on NVIDIA (hip_stream.c copy_pageable) */
+  r.driver = step == CB_HIP_RAW_STEP_DRIVER || (RAW_NVIDIA && step == CB_HIP_RAW_STEP_BACKEND && !d2h);
 #if RAW_NVIDIA
   r.context = raw->dev[dev].context;
 #else
