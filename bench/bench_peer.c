@@ -753,6 +753,7 @@ static const char *const step_name[NSTEPS] = {
     [CB_HIP_RAW_STEP_EVENTED] = "evented stream",
     [CB_HIP_RAW_STEP_WAITED] = "waited stream",
     [CB_HIP_RAW_STEP_MARKS] = "+marks",
+    [CB_HIP_RAW_STEP_DRIVER] = "HtoD/DtoH entry",
     [CB_HIP_RAW_STEP_BACKEND] = "all backend steps",
     [STEP_CUBERT_MEMORY] = "cubert's memory",
 };
@@ -770,6 +771,7 @@ static const char *const step_text[NSTEPS] = {
     [CB_HIP_RAW_STEP_EVENTED] = "plain on a stream with an event just recorded",
     [CB_HIP_RAW_STEP_WAITED] = "plain on a stream that waited for another's event",
     [CB_HIP_RAW_STEP_MARKS] = "+ a mark event every 32, queried every 256",
+    [CB_HIP_RAW_STEP_DRIVER] = "plain via hipMemcpyHtoDAsync / DtoHAsync",
     [CB_HIP_RAW_STEP_BACKEND] = "every backend step (cb_hip_write/cb_hip_read)",
     [STEP_CUBERT_MEMORY] = "plain from/into cubert's device memory",
 };
@@ -1001,7 +1003,7 @@ static void print_small(const ctx *c) {
  * each transfer: is cubert's excess the runtime's 0-byte share, the
  * backend's steps, or more than their sum (the two slowing each other)? */
 enum {
-  PC_RAW, PC_CUBERT, PC_ZERO, PC_RAW_ZERO, PC_BACKEND, PC_BACKEND_ZERO, PC_NOFI, PC_RAW_LINES16, PC_RAW_LINES64, PC_N
+  PC_RAW, PC_CUBERT, PC_ZERO, PC_RAW_ZERO, PC_BACKEND, PC_BACKEND_ZERO, PC_NOFI, PC_RAW_LINES16, PC_RAW_LINES64, PC_RAW_DRIVER, PC_N
 };
 #define PC_LOOPS 100
 #define PC_WARM 4
@@ -1016,6 +1018,7 @@ static const char *const pc_name[PC_N] = {
     [PC_NOFI] = "cubert_handle_write, runtime without fault layer",
     [PC_RAW_LINES16] = "raw plain + 16 cache lines read+written before",
     [PC_RAW_LINES64] = "raw plain + 64 cache lines read+written before",
+    [PC_RAW_DRIVER] = "raw hipMemcpyHtoDAsync (NVIDIA: cuMemcpyHtoDAsync)",
 };
 
 typedef struct pc_zero {
@@ -1171,7 +1174,7 @@ static void small_each_call(ctx *c) {
       cubert_status s = CUBERT_OK;
       double us = 0;
       bool raw = k == PC_RAW || k == PC_RAW_ZERO || k == PC_BACKEND || k == PC_BACKEND_ZERO ||
-                 k == PC_RAW_LINES16 || k == PC_RAW_LINES64;
+                 k == PC_RAW_LINES16 || k == PC_RAW_LINES64 || k == PC_RAW_DRIVER;
       if ((raw && !c->raw) || ((k == PC_RAW_LINES16 || k == PC_RAW_LINES64) && !lbuf)) continue;
       switch (k) {
       case PC_CUBERT: s = pc_cubert_loop(c->client[0], v, c->pattern, 4, count, dst); break;
@@ -1181,7 +1184,9 @@ static void small_each_call(ctx *c) {
         s = pc_cubert_loop(ncl, nh, c->pattern, 4, count, dst);
         break;
       default: {
-        int step = k == PC_BACKEND || k == PC_BACKEND_ZERO ? CB_HIP_RAW_STEP_BACKEND : CB_HIP_RAW_STEP_PLAIN;
+        int step = k == PC_BACKEND || k == PC_BACKEND_ZERO ? CB_HIP_RAW_STEP_BACKEND
+                   : k == PC_RAW_DRIVER                 ? CB_HIP_RAW_STEP_DRIVER
+                                                        : CB_HIP_RAW_STEP_PLAIN;
         bool with0 = k == PC_RAW_ZERO || k == PC_BACKEND_ZERO, lines = k == PC_RAW_LINES16 || k == PC_RAW_LINES64;
         s = cb_bench_raw_small_each(c->raw, x.exec, step, false, c->pattern, x.dst, 4, count,
                                     with0 ? pc_zero_write : lines ? pc_touch_lines : NULL,
@@ -1223,6 +1228,7 @@ static void small_each_call(ctx *c) {
     if (have[PC_BACKEND]) fprintf(f, "; backend steps %+.3f", mean[PC_BACKEND] - mean[PC_RAW]);
     if (have[PC_BACKEND_ZERO]) fprintf(f, "; backend steps + 0-byte %+.3f", mean[PC_BACKEND_ZERO] - mean[PC_RAW]);
     if (have[PC_NOFI]) fprintf(f, "; cubert without fault layer %+.3f", mean[PC_NOFI] - mean[PC_RAW]);
+    if (have[PC_RAW_DRIVER]) fprintf(f, "; raw via hipMemcpyHtoDAsync %+.3f", mean[PC_RAW_DRIVER] - mean[PC_RAW]);
     fprintf(f, "\n");
   }
   if (have[PC_RAW] && have[PC_RAW_LINES16] && have[PC_RAW_LINES64]) {

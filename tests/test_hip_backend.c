@@ -332,6 +332,19 @@ START_TEST(test_write_read_round_trip) {
 }
 END_TEST
 
+/* The end of the write tests: the read covered everything, no failure,
+ * then everything freed. */
+static void writes_end(env *e, void *s, void *mf, cubert_backend_mem *m, cubert_backend_mem *big) {
+  ck_assert_uint_eq(e->ops->progress(e->dev, s), e->work);
+  cubert_async_failure f[4];
+  ck_assert_uint_eq(e->ops->drain_failures(e->dev, f, 4), 0);
+  e->ops->module_unload(e->dev, mf);
+  e->ops->mem_free(e->dev, m);
+  e->ops->mem_free(e->dev, big);
+  e->ops->stream_destroy(e->dev, s);
+  env_close(e);
+}
+
 /* backend.h: a write's source may be reused as soon as write returns. Many
  * writes from one buffer, each overwritten right after the call, queued
  * behind a busy GPU: a driver that read the source late would copy the
@@ -364,17 +377,45 @@ START_TEST(test_write_source_is_reusable_at_once) {
     ck_assert_msg(memcmp(want + i * piece, back + i * piece, n) == 0,
                   "write %zu: the device got bytes written to the source after the call", i);
   }
-  ck_assert_uint_eq(e.ops->progress(e.dev, s), e.work); /* the read covers everything */
-  cubert_async_failure f[4];
-  ck_assert_uint_eq(e.ops->drain_failures(e.dev, f, 4), 0);
+  /* Every size of the direct pageable path (on NVIDIA the driver's
+   * hipMemcpyHtoDAsync since 2026-12-02, hip_stream.c copy_pageable): the
+   * stack bounce up to 4 KiB, then the caller's heap or stack buffer up to
+   * the pipeline's 1 MiB; into `m` again, behind the same busy GPU. */
+  static const uint64_t sizes[] = {1, 4, 63, 64, 65, 4095, 4097, 8192, 65536, 65537, (1u << 20) - 1};
+  unsigned char stack[65537];
+  uint64_t at = 0, words = big.size / 4;
+  uint32_t v = 7;
+  cubert_backend_arg fa[3] = {buf_arg(big.address, big.size, CUBERT_ACCESS_WRITE), scalar_arg(&words, 8),
+                              scalar_arg(&v, 4)};
+  const cubert_launch_config one_warp = {{1, 1, 1}, {32, 1, 1}, 0};
+  OK(&e, e.ops->launch(e.dev, s, ++e.work, mf, &one_warp, fa, 3, &err_)); /* busy again: the fill of `big` */
+  for (int k = 0; k < 2; k++)
+    for (size_t t = 0; t < sizeof sizes / sizeof *sizes; t++) {
+      unsigned char *src = k ? stack : buf;
+      uint64_t n = sizes[t];
+      if (k && n > sizeof stack) continue;
+      pattern(src, (size_t)n, (uint32_t)(5000 + 100 * k + t));
+      memcpy(want + at, src, (size_t)n);
+      write_(&e, s, m.address + at, src, n);
+      memset(src, 0xa5, (size_t)n); /* reused at once */
+      at += n;
+    }
+  ck_assert(at <= piece * pieces + large);
+  read_(&e, s, back, m.address, at);
+  at = 0;
+  for (int k = 0; k < 2; k++)
+    for (size_t t = 0; t < sizeof sizes / sizeof *sizes; t++) {
+      uint64_t n = sizes[t];
+      if (k && n > sizeof stack) continue;
+      ck_assert_msg(memcmp(want + at, back + at, (size_t)n) == 0,
+                    "write of %" PRIu64 " bytes from the %s: the device got bytes written to the source after the call",
+                    n, k ? "stack" : "heap");
+      at += n;
+    }
   free(buf);
   free(want);
   free(back);
-  e.ops->module_unload(e.dev, mf);
-  e.ops->mem_free(e.dev, &m);
-  e.ops->mem_free(e.dev, &big);
-  e.ops->stream_destroy(e.dev, s);
-  env_close(&e);
+  writes_end(&e, s, mf, &m, &big);
 }
 END_TEST
 

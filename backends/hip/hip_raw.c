@@ -755,9 +755,13 @@ typedef struct small_run {
   mark_ring marks;
   uint32_t copies, busy;
   raw_ctx ctx;
+  bool driver;            /* copies through hipMemcpyHtoDAsync / DtoHAsync */
 } small_run;
 
 static hipError_t small_copy(small_run *r, void *host) {
+  if (r->driver)
+    return r->d2h ? hipMemcpyDtoHAsync(host, DPTR(r->dev), r->size, r->s)
+                  : hipMemcpyHtoDAsync(DPTR(r->dev), host, r->size, r->s);
   return r->d2h ? hipMemcpyAsync(host, r->dev, r->size, hipMemcpyDeviceToHost, r->s)
                 : hipMemcpyAsync(r->dev, host, r->size, hipMemcpyHostToDevice, r->s);
 }
@@ -881,6 +885,7 @@ static hipError_t small_step(small_run *r, cb_hip_raw_step step) {
   case CB_HIP_RAW_STEP_BACKEND:
     return small_backend(r);
   case CB_HIP_RAW_STEP_PLAIN:
+  case CB_HIP_RAW_STEP_DRIVER:
   case CB_HIP_RAW_STEP_EVENTED:
   case CB_HIP_RAW_STEP_WAITED:
   case CB_HIP_RAW_STEP_COUNT:
@@ -939,6 +944,8 @@ cubert_status cb_hip_raw_small_each(cb_hip_raw *raw, int dev, cb_hip_raw_step st
   r.dev = PTR(dev_addr);
   r.size = (size_t)size;
   r.ctx = ctx_of(raw, dev);
+  /* the backend's h2d copies take the driver's entry on NVIDIA (hip_stream.c copy_pageable) */
+  r.driver = step == CB_HIP_RAW_STEP_DRIVER || (RAW_NVIDIA && step == CB_HIP_RAW_STEP_BACKEND && !d2h);
   if (size > SMALL_STACK && !(r.heap = malloc((size_t)size)))
     return fail(raw, hipSuccess, CUBERT_ERR_OUT_OF_MEMORY, "raw HIP: small transfer: no host bounce");
   pthread_mutex_init(&r.lock, NULL);

@@ -138,6 +138,9 @@ typedef enum cb_hip_raw_step {
                                   device's second stream just before the loop, as cubert orders a
                                   stream after another's writes */
   CB_HIP_RAW_STEP_MARKS,       /* + an event recorded every 32 copies, the older ones queried every 256 */
+  CB_HIP_RAW_STEP_DRIVER,      /* plain through hipMemcpyHtoDAsync / hipMemcpyDtoHAsync instead (on
+                                  NVIDIA the driver's cuMemcpyHtoDAsync / cuMemcpyDtoHAsync, where
+                                  hipMemcpyAsync is the CUDA runtime's cudaMemcpyAsync) */
   CB_HIP_RAW_STEP_BACKEND,     /* every step the HIP backend takes for this direction and size
                                   (hip_stream.c cb_hip_write / cb_hip_read), the runtime left out */
   CB_HIP_RAW_STEP_COUNT

@@ -33,7 +33,8 @@
  *
  * Writes (host to device; backend.h: `src` is reusable when write returns).
  * A pageable source (malloc, the stack: memory HIP does not know) is copied
- * with hipMemcpyAsync straight from the caller's pointer, as raw HIP would,
+ * straight from the caller's pointer, as raw HIP would (hipMemcpyAsync; on
+ * NVIDIA its driver entry hipMemcpyHtoDAsync: copy_pageable below),
  * because on both platforms the call returns only once the source has been
  * consumed: CUDA's cudaMemcpyAsync from pageable memory returns once the
  * bytes are in the driver's staging memory (CUDA runtime API documentation,
@@ -642,6 +643,29 @@ static bool host_pageable(const void *p) {
 #endif
 }
 
+/* The direct copy of a pageable source: the driver has consumed `src` when
+ * it returns (see the top). On NVIDIA through the driver's own entry point
+ * (hipMemcpyHtoDAsync is cuMemcpyHtoDAsync there), not hipMemcpyAsync,
+ * which is the CUDA runtime's cudaMemcpyAsync: a layer of the runtime API in
+ * front of the same driver copy, on every write. The CUDA documentation's
+ * "API synchronization behavior" (the driver API's as the runtime API's)
+ * says the same of both for a pageable source: the call returns once the
+ * bytes are staged, so the write's contract and its failure account are
+ * the same. The H200 runs of 2026-12-02 put the 4-byte write +0.28 us over
+ * raw's hipMemcpyAsync with every one of cubert's own steps measured
+ * (docs/bench.md, "Small host transfers, each call timed"); the entry point
+ * is what was left to take away. On AMD hipMemcpyAsync as before. */
+static hipError_t copy_pageable(uint64_t dst, const void *src, uint64_t size, hipStream_t stream,
+                                const char **where) {
+#if CB_HIP_NVIDIA
+  *where = "hipMemcpyHtoDAsync";
+  return hipMemcpyHtoDAsync((hipDeviceptr_t)(uintptr_t)dst, (void *)(uintptr_t)src, (size_t)size, stream);
+#else
+  (void)where;
+  return hipMemcpyAsync(CB_HIP_PTR(dst), src, (size_t)size, hipMemcpyHostToDevice, stream);
+#endif
+}
+
 cubert_status cb_hip_write(void *device, void *stream, uint64_t work, uint64_t dst, const void *src,
                            uint64_t size, cubert_berr *err) {
   cb_hip_device *dev = device;
@@ -666,8 +690,7 @@ cubert_status cb_hip_write(void *device, void *stream, uint64_t work, uint64_t d
   if (piped) {
     /* hip_pipe.c: chunks through pinned memory, the memcpy over threads */
   } else if (pageable && size < STAGE_FROM) {
-    /* the driver has consumed `src` when this returns (see the top) */
-    e = hipMemcpyAsync(CB_HIP_PTR(dst), src, (size_t)size, hipMemcpyHostToDevice, s->stream);
+    e = copy_pageable(dst, src, size, s->stream, &where);
   } else if (size && !(sb = staging_take(dev))) {
     /* No staging buffer: copy directly, and for memory the DMA reads later
      * wait, so `src` is free on return. */
