@@ -740,40 +740,26 @@ static bool small_arrived(ctx *c, ttype t, const cubert_handle *v, uint64_t size
 #define STEP_CUBERT_MEMORY CB_HIP_RAW_STEP_COUNT /* the pseudo-step: plain, cubert's memory */
 #define NSTEPS (CB_HIP_RAW_STEP_COUNT + 1)
 
-static const char *const step_name[NSTEPS] = {
-    [CB_HIP_RAW_STEP_PLAIN] = "plain",
-    [CB_HIP_RAW_STEP_CTX] = "+ctx check",
-    [CB_HIP_RAW_STEP_LOCKS] = "+2 locks",
-    [CB_HIP_RAW_STEP_STACK] = "bounce, no memcpy",
-    [CB_HIP_RAW_STEP_BOUNCE] = "bounce+memcpy",
-    [CB_HIP_RAW_STEP_QUERY] = "+query",
-    [CB_HIP_RAW_STEP_ATTRS] = "+ptr attrs",
-    [CB_HIP_RAW_STEP_QUERY_ATTRS] = "+query,attrs",
-    [CB_HIP_RAW_STEP_EVENT] = "+event wait",
-    [CB_HIP_RAW_STEP_EVENTED] = "evented stream",
-    [CB_HIP_RAW_STEP_WAITED] = "waited stream",
-    [CB_HIP_RAW_STEP_MARKS] = "+marks",
-    [CB_HIP_RAW_STEP_DRIVER] = "HtoD/DtoH entry",
-    [CB_HIP_RAW_STEP_BACKEND] = "all backend steps",
-    [STEP_CUBERT_MEMORY] = "cubert's memory",
-};
-
-static const char *const step_text[NSTEPS] = {
-    [CB_HIP_RAW_STEP_PLAIN] = "raw plain, us per call (below: difference to it)",
-    [CB_HIP_RAW_STEP_CTX] = "+ hipCtxGetCurrent before each (cb_hip_enter)",
-    [CB_HIP_RAW_STEP_LOCKS] = "+ two mutex lock/unlock pairs",
-    [CB_HIP_RAW_STEP_STACK] = "bounce (stack <= 4 KiB, else heap), no memcpy",
-    [CB_HIP_RAW_STEP_BOUNCE] = "bounce + its memcpy in/out",
-    [CB_HIP_RAW_STEP_QUERY] = "+ hipStreamQuery after each",
-    [CB_HIP_RAW_STEP_ATTRS] = "+ cudaPointerGetAttributes of the host pointer",
-    [CB_HIP_RAW_STEP_QUERY_ATTRS] = "+ query, attributes when busy (read > 4 KiB)",
-    [CB_HIP_RAW_STEP_EVENT] = "+ event recorded after each, waited for",
-    [CB_HIP_RAW_STEP_EVENTED] = "plain on a stream with an event just recorded",
-    [CB_HIP_RAW_STEP_WAITED] = "plain on a stream that waited for another's event",
-    [CB_HIP_RAW_STEP_MARKS] = "+ a mark event every 32, queried every 256",
-    [CB_HIP_RAW_STEP_DRIVER] = "plain via hipMemcpyHtoDAsync / DtoHAsync",
-    [CB_HIP_RAW_STEP_BACKEND] = "every backend step (cb_hip_write/cb_hip_read)",
-    [STEP_CUBERT_MEMORY] = "plain from/into cubert's device memory",
+/* Each step: its short name (the rows' test column) and what it adds (the
+ * table's first column). */
+static const struct {
+  const char *name, *text;
+} step_info[NSTEPS] = {
+    [CB_HIP_RAW_STEP_PLAIN] = {"plain", "raw plain, us per call (below: difference to it)"},
+    [CB_HIP_RAW_STEP_CTX] = {"+ctx check", "+ hipCtxGetCurrent before each (cb_hip_enter)"},
+    [CB_HIP_RAW_STEP_LOCKS] = {"+2 locks", "+ two mutex lock/unlock pairs"},
+    [CB_HIP_RAW_STEP_STACK] = {"bounce, no memcpy", "bounce (stack <= 4 KiB, else heap), no memcpy"},
+    [CB_HIP_RAW_STEP_BOUNCE] = {"bounce+memcpy", "bounce + its memcpy in/out"},
+    [CB_HIP_RAW_STEP_QUERY] = {"+query", "+ hipStreamQuery after each"},
+    [CB_HIP_RAW_STEP_ATTRS] = {"+ptr attrs", "+ cudaPointerGetAttributes of the host pointer"},
+    [CB_HIP_RAW_STEP_QUERY_ATTRS] = {"+query,attrs", "+ query, attributes when busy (read > 4 KiB)"},
+    [CB_HIP_RAW_STEP_EVENT] = {"+event wait", "+ event recorded after each, waited for"},
+    [CB_HIP_RAW_STEP_EVENTED] = {"evented stream", "plain on a stream with an event just recorded"},
+    [CB_HIP_RAW_STEP_WAITED] = {"waited stream", "plain on a stream that waited for another's event"},
+    [CB_HIP_RAW_STEP_MARKS] = {"+marks", "+ a mark event every 32, queried every 256"},
+    [CB_HIP_RAW_STEP_DRIVER] = {"HtoD/DtoH entry", "plain via hipMemcpyHtoDAsync / DtoHAsync"},
+    [CB_HIP_RAW_STEP_BACKEND] = {"all backend steps", "every backend step (cb_hip_write/cb_hip_read)"},
+    [STEP_CUBERT_MEMORY] = {"cubert's memory", "plain from/into cubert's device memory"},
 };
 
 /* Whether the backend's path of this direction has the step (the others
@@ -830,7 +816,7 @@ static void small_steps_rows(ctx *c, const spec *sp, uint32_t count, double *con
     if (!row) break;
     any = true;
     snprintf(row->section, sizeof row->section, "small-steps");
-    snprintf(row->test, sizeof row->test, "%s %s", ttype_name[sp->t], step_name[k]);
+    snprintf(row->test, sizeof row->test, "%s %s", ttype_name[sp->t], step_info[k].name);
     snprintf(row->dir, sizeof row->dir, "uni");
     snprintf(row->link, sizeof row->link, "HOST");
     row->src = sp->a;
@@ -847,7 +833,7 @@ static void small_steps_rows(ctx *c, const spec *sp, uint32_t count, double *con
     snprintf(row->baseline, sizeof row->baseline, "raw plain, same reps");
     row->validated = -1;
     snprintf(row->note, sizeof row->note, "raw with one backend step: %.100s; stream queries busy: %u of %d",
-             step_text[k], busy[k], kept * (int)count);
+             step_info[k].text, busy[k], kept * (int)count);
   }
   free(plain);
   if (any && c->nstep_cases < 8) {
@@ -1274,10 +1260,10 @@ static void print_steps(const ctx *c) {
   }
   printf("\n");
   for (int k = 0; k < NSTEPS; k++) {
-    printf("  %-50s", step_text[k]);
+    printf("  %-50s", step_info[k].text);
     for (int j = 0; j < n; j++) {
       char want[48];
-      snprintf(want, sizeof want, "%.3s %s", first[j]->test, step_name[k]);
+      snprintf(want, sizeof want, "%.3s %s", first[j]->test, step_info[k].name);
       const cb_bench_row *r = NULL;
       for (size_t i = (size_t)(first[j] - c->rows.v); i < c->rows.n && !r; i++) {
         const cb_bench_row *q = &c->rows.v[i];
@@ -1303,7 +1289,7 @@ static void print_steps(const ctx *c) {
   static const int queried[] = {CB_HIP_RAW_STEP_QUERY, CB_HIP_RAW_STEP_QUERY_ATTRS, CB_HIP_RAW_STEP_BACKEND};
   for (size_t q = 0; q < sizeof queried / sizeof queried[0]; q++) {
     char label[64];
-    snprintf(label, sizeof label, "busy queries of all calls, %s", step_name[queried[q]]);
+    snprintf(label, sizeof label, "busy queries of all calls, %s", step_info[queried[q]].name);
     printf("  %-50s", label);
     for (int j = 0; j < n && j < c->nstep_cases; j++) {
       char cell[32];
