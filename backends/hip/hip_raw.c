@@ -680,6 +680,7 @@ static raw_ctx ctx_of(cb_hip_raw *raw, int dev) {
 #if RAW_NVIDIA
   return (raw_ctx){raw->dev[dev].context};
 #else
+  (void)raw;
   return (raw_ctx){dev};
 #endif
 }
