@@ -945,7 +945,7 @@ cubert_status cb_hip_raw_small_each(cb_hip_raw *raw, int dev, cb_hip_raw_step st
   r.dev = PTR(dev_addr);
   r.size = (size_t)size;
   r.ctx = ctx_of(raw, dev);
-  /* the backend's pageable copies take the driver's entry on NVIDIA (hip_stream.c: copy_pageable, cb_hip_read) */
+  /* the backend's pageable copies take the driver's entry on NVIDIA (hip_stream.c: copy_pageable, copy_to_pageable) */
   r.driver = step == CB_HIP_RAW_STEP_DRIVER || (RAW_NVIDIA && step == CB_HIP_RAW_STEP_BACKEND);
   if (size > SMALL_STACK && !(r.heap = malloc((size_t)size)))
     return fail(raw, hipSuccess, CUBERT_ERR_OUT_OF_MEMORY, "raw HIP: small transfer: no host bounce");

@@ -65,9 +65,10 @@
  * the pageable way from there, so no driver query of the source's kind is
  * made for them.
  *
- * Reads (device to host): hipMemcpyAsync into the caller's buffer. On
- * NVIDIA a copy to pageable host memory has completed when
- * cudaMemcpyAsync returns (CUDA runtime API documentation, "API
+ * Reads (device to host): hipMemcpyAsync into the caller's buffer (on
+ * NVIDIA, into pageable memory, its driver entry hipMemcpyDtoHAsync:
+ * copy_to_pageable below). On NVIDIA a copy to pageable host memory has
+ * completed when cudaMemcpyAsync returns (CUDA runtime API documentation, "API
  * synchronization behavior": to pageable host memory the call returns once
  * the copy has completed), so a read whose destination the driver calls
  * pageable (cudaPointerGetAttributes: unregistered) is done when the call
@@ -666,6 +667,25 @@ static hipError_t copy_pageable(uint64_t dst, const void *src, uint64_t size, hi
 #endif
 }
 
+/* The direct copy into pageable memory (the caller's, or the small read's
+ * stack bounce): on NVIDIA the driver's entry (hipMemcpyDtoHAsync is
+ * cuMemcpyDtoHAsync), as copy_pageable for writes, under the same rule for
+ * pageable memory as the runtime's cudaMemcpyAsync (it returns once the copy
+ * has completed: CUDA's "API synchronization behavior"), which cb_hip_read's
+ * no-query path relies on; 0.12-0.29 us cheaper a call on the H200 from 4
+ * bytes to 64 KiB (the steps table's "plain via hipMemcpyHtoDAsync /
+ * DtoHAsync" row, 12:46Z run of 2026-12-02, docs/bench.md). On AMD
+ * hipMemcpyAsync as before. */
+static hipError_t copy_to_pageable(void *dst, uint64_t src, uint64_t size, hipStream_t stream, const char **where) {
+#if CB_HIP_NVIDIA
+  *where = "hipMemcpyDtoHAsync";
+  return hipMemcpyDtoHAsync(dst, (hipDeviceptr_t)(uintptr_t)src, (size_t)size, stream);
+#else
+  (void)where;
+  return hipMemcpyAsync(dst, CB_HIP_PTR(src), (size_t)size, hipMemcpyDeviceToHost, stream);
+#endif
+}
+
 cubert_status cb_hip_write(void *device, void *stream, uint64_t work, uint64_t dst, const void *src,
                            uint64_t size, cubert_berr *err) {
   cb_hip_device *dev = device;
@@ -750,23 +770,10 @@ cubert_status cb_hip_read(void *device, void *stream, uint64_t work, void *dst, 
   bool small = size && size <= SMALL_READ;
   bool pageable = !small && size && (CB_HIP_NVIDIA || size >= cb_hip_pipe_from(false)) && host_pageable(dst);
   bool piped = pageable && size >= cb_hip_pipe_from(false) && cb_hip_pipe_read(dev, s, dst, src, size, &e, &where);
-  if (size && !piped) {
-#if CB_HIP_NVIDIA
-    /* Into memory the driver called pageable (or the stack bounce): its own
-     * entry, cuMemcpyDtoHAsync, as writes do (copy_pageable), with the same
-     * rule for pageable memory as the runtime's cudaMemcpyAsync (it returns
-     * once the copy has completed: CUDA's "API synchronization behavior");
-     * 0.12-0.29 us cheaper a call on the H200 from 4 bytes to 64 KiB (the
-     * steps table's "plain via hipMemcpyHtoDAsync / DtoHAsync" row, 12:46Z
-     * run of 2026-12-02, docs/bench.md). */
-    if (small || pageable) {
-      where = "hipMemcpyDtoHAsync";
-      e = hipMemcpyDtoHAsync(small ? (void *)bounce : dst, (hipDeviceptr_t)(uintptr_t)src, (size_t)size, s->stream);
-    } else
-#endif
-      e = hipMemcpyAsync(small ? (void *)bounce : dst, CB_HIP_PTR(src), (size_t)size, hipMemcpyDeviceToHost,
-                         s->stream);
-  }
+  if (size && !piped && (small || pageable))
+    e = copy_to_pageable(small ? (void *)bounce : dst, src, size, s->stream, &where);
+  else if (size && !piped)
+    e = hipMemcpyAsync(dst, CB_HIP_PTR(src), (size_t)size, hipMemcpyDeviceToHost, s->stream);
   /* Into pageable memory the copy has completed when hipMemcpyAsync
    * returns (see the top), and with it everything before it on the stream.
    * On NVIDIA the driver's answer for `dst` (asked above) settles that:
