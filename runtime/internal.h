@@ -744,7 +744,14 @@ cubert_status cb_peer_copy_begin(cb_errb *eb, cubert_client *dc, const cubert_ha
  * unloaded on every device). */
 void cb_module_open(cb_device *dev);
 void cb_module_close(cb_device *dev);
-void cb_module_prepare(cb_device *dev, const cubert_kernel *k);
+void cb_module_prepare_slow(cb_device *dev, const cubert_kernel *k);
+/* Prepare: nothing to do when the kernel of the device's last launch is
+ * this one (the hint is only ever a kernel whose module is loaded: a launch
+ * holds its kernel, so the module cannot be forgotten). Tested inline: it
+ * is every repeated launch's case. */
+static inline void cb_module_prepare(cb_device *dev, const cubert_kernel *k) {
+  if (atomic_load_explicit(&dev->module_hint, memory_order_relaxed) != k->id) cb_module_prepare_slow(dev, k);
+}
 cubert_status cb_module_get(cb_device *dev, const cubert_kernel *k, void **module, cubert_berr *err);
 void cb_module_forget(const cubert_kernel *k);
 

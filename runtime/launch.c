@@ -583,11 +583,7 @@ cubert_status cubert_launch(cubert_client *c, const cubert_kernel *k, const cube
      * launches of other kernels go on meanwhile. It changes nothing a call
      * sees, only how long the load takes (runtime/module.c), so it comes
      * before the arguments' checks: a launch they refuse may have made it. */
-    cb_device *dev = c->dev;
-    /* the kernel of the device's last launch has its module loaded
-     * (cb_module_prepare's own first test, here without the call) */
-    if (atomic_load_explicit(&dev->module_hint, memory_order_relaxed) != k->id && !atomic_load(&dev->gone))
-      cb_module_prepare(dev, k);
+    if (!atomic_load(&c->dev->gone)) cb_module_prepare(c->dev, k);
     if (!launch_one_pass(&eb, c, k, cfg, args, nargs, &st)) st = launch_general(&eb, c, k, cfg, args, nargs);
   }
   return cb_errb_return(&eb, st);

@@ -135,11 +135,9 @@ void cb_module_close(cb_device *dev) {
   pthread_mutex_destroy(&dev->module_lock);
 }
 
-void cb_module_prepare(cb_device *dev, const cubert_kernel *k) {
+/* cb_module_prepare's call when the hint is another kernel (internal.h). */
+void cb_module_prepare_slow(cb_device *dev, const cubert_kernel *k) {
   if (!dev->ops->module_prepare) return;
-  /* loaded already (the hint is only ever a kernel whose module is loaded:
-   * a launch holds its kernel, so the module cannot be forgotten) */
-  if (atomic_load_explicit(&dev->module_hint, memory_order_relaxed) == k->id) return;
   pthread_mutex_lock(&dev->module_lock);
   cb_module *e;
   while ((e = find(dev, k->id)) && e->state == CB_MODULE_PREPARING)
