@@ -93,6 +93,9 @@ typedef struct cb_bench_stats {
 
 /* Statistics of `n` samples (sorted in place). */
 cb_bench_stats cb_bench_stats_of(double *samples, int n);
+/* qsort's comparisons, ascending. */
+int cb_bench_cmp_u64(const void *a, const void *b);
+int cb_bench_cmp_double(const void *a, const void *b);
 json_t *cb_bench_stats_json(const cb_bench_stats *s, const double *samples, int n);
 
 /* ------------------------------------------------------------ rows */

@@ -152,7 +152,7 @@ bool cb_bench_parse_size(const char *text, uint64_t *bytes) {
   return true;
 }
 
-static int cmp_u64(const void *a, const void *b) {
+int cb_bench_cmp_u64(const void *a, const void *b) {
   uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
   return x < y ? -1 : x > y;
 }
@@ -228,7 +228,7 @@ bool cb_bench_parse_sizes(const char *text, uint64_t **sizes, size_t *count, cha
     free(v);
     return false;
   }
-  qsort(v, n, sizeof *v, cmp_u64);
+  qsort(v, n, sizeof *v, cb_bench_cmp_u64);
   size_t m = 0;
   for (size_t i = 0; i < n; i++)
     if (m == 0 || v[m - 1] != v[i]) v[m++] = v[i];
@@ -288,7 +288,7 @@ void cb_bench_progress_done(bool quiet) {
 
 /* ------------------------------------------------------------ statistics */
 
-static int cmp_double(const void *a, const void *b) {
+int cb_bench_cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
 }
@@ -296,7 +296,7 @@ static int cmp_double(const void *a, const void *b) {
 cb_bench_stats cb_bench_stats_of(double *samples, int n) {
   cb_bench_stats s = {0};
   if (n <= 0) return s;
-  qsort(samples, (size_t)n, sizeof *samples, cmp_double);
+  qsort(samples, (size_t)n, sizeof *samples, cb_bench_cmp_double);
   s.n = n;
   s.min = samples[0];
   s.max = samples[n - 1];

@@ -1056,11 +1056,6 @@ static cubert_status pc_cubert_loop(cubert_client *cl, cubert_handle *v, const v
   return st ? st : s2;
 }
 
-static int cmp_u64(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return x < y ? -1 : x > y;
-}
-
 /* One variant's lines: the distribution, then the mean by call index mod
  * 32 (k = 0, the first after the sync, on its own), then where the slowest
  * 1 % sit. */
@@ -1072,7 +1067,7 @@ static void pc_print(FILE *f, const char *name, const uint64_t *ns, uint32_t cou
     return;
   }
   memcpy(s, ns, n * sizeof *s);
-  qsort(s, n, sizeof *s, cmp_u64);
+  qsort(s, n, sizeof *s, cb_bench_cmp_u64);
   double total = 0, top1 = 0, top3 = 0;
   size_t n1 = n / 100 ? n / 100 : 1, n3 = 3 * n / 100 ? 3 * n / 100 : 1;
   for (size_t i = 0; i < n; i++) {

@@ -368,6 +368,16 @@ fail:
   return false;
 }
 
+/* The launch rows' shapes: an empty kernel binding 0, 4 or 16 of the 16
+ * buffers, half of them from the first eight (read) and half from the last
+ * eight (written). */
+static const int launch_nb[] = {0, 4, 16};
+static const cb_bench_kernel_id launch_ids[] = {CB_BENCH_EMPTY0, CB_BENCH_EMPTY4, CB_BENCH_EMPTY16};
+
+static void launch_buffers(cubert_handle *const *h, int k, cubert_arg *args) {
+  for (int i = 0; i < launch_nb[k]; i++) args[i] = cubert_arg_buffer(h[i < launch_nb[k] / 2 ? i : 8 + i - launch_nb[k] / 2]);
+}
+
 /* ------------------------------------------------------------ launch steps */
 
 /* Raw launches with one of the HIP backend's costs at a time, and cubert's
@@ -379,28 +389,20 @@ fail:
  * 2026-12-02 with 15 rounds of 1000 spread the differences by ~100 ns) */
 #define LSTEP_COUNT 500u
 
-static const char *const lstep_name[NLSTEPS] = {
-    [CB_HIP_RAW_LSTEP_PLAIN] = "raw plain",
-    [CB_HIP_RAW_LSTEP_CTX] = "+ctx check",
-    [CB_HIP_RAW_LSTEP_MARSHAL] = "marshalled",
-    [CB_HIP_RAW_LSTEP_LOCK] = "+lock pair",
-    [CB_HIP_RAW_LSTEP_MARK] = "+mark work",
-    [CB_HIP_RAW_LSTEP_PACKED] = "packed (extra)",
-    [CB_HIP_RAW_LSTEP_BACKEND] = "backend, pointers",
-    [CB_HIP_RAW_LSTEP_BACKEND_PACKED] = "backend, packed",
-    [LSTEP_CUBERT] = "cubert_launch",
-};
-
-static const char *const lstep_text[NLSTEPS] = {
-    [CB_HIP_RAW_LSTEP_PLAIN] = "hipModuleLaunchKernel, arguments as an array of pointers",
-    [CB_HIP_RAW_LSTEP_CTX] = "+ enter_live first: the lost flag, hipCtxGetCurrent and compare",
-    [CB_HIP_RAW_LSTEP_MARSHAL] = "hip_launch's marshalling: 48-byte records into 64-byte slots, pointers to them",
-    [CB_HIP_RAW_LSTEP_LOCK] = "+ one pthread mutex lock/unlock pair (as the device lock)",
-    [CB_HIP_RAW_LSTEP_MARK] = "+ cb_hip_mark_work: a lock, an event every 32, queries every 256",
-    [CB_HIP_RAW_LSTEP_PACKED] = "arguments packed in one buffer (extra) instead of pointers",
-    [CB_HIP_RAW_LSTEP_BACKEND] = "every backend step: ctx check, hip_launch's marshalling into pointers, mark",
-    [CB_HIP_RAW_LSTEP_BACKEND_PACKED] = "the same, the arguments packed (extra), as hip_launch passes buffers and scalars",
-    [LSTEP_CUBERT] = "cubert_launch: runtime, fault layer, backend",
+/* Each step: its name (the rows' test column, the table's first) and what
+ * it adds. */
+static const struct {
+  const char *name, *text;
+} lstep_info[NLSTEPS] = {
+    [CB_HIP_RAW_LSTEP_PLAIN] = {"raw plain", "hipModuleLaunchKernel, arguments as an array of pointers"},
+    [CB_HIP_RAW_LSTEP_CTX] = {"+ctx check", "+ enter_live first: the lost flag, hipCtxGetCurrent and compare"},
+    [CB_HIP_RAW_LSTEP_MARSHAL] = {"marshalled", "hip_launch's marshalling: 48-byte records into 64-byte slots, pointers to them"},
+    [CB_HIP_RAW_LSTEP_LOCK] = {"+lock pair", "+ one pthread mutex lock/unlock pair (as the device lock)"},
+    [CB_HIP_RAW_LSTEP_MARK] = {"+mark work", "+ cb_hip_mark_work: a lock, an event every 32, queries every 256"},
+    [CB_HIP_RAW_LSTEP_PACKED] = {"packed (extra)", "arguments packed in one buffer (extra) instead of pointers"},
+    [CB_HIP_RAW_LSTEP_BACKEND] = {"backend, pointers", "every backend step: ctx check, hip_launch's marshalling into pointers, mark"},
+    [CB_HIP_RAW_LSTEP_BACKEND_PACKED] = {"backend, packed", "the same, the arguments packed (extra), as hip_launch passes buffers and scalars"},
+    [LSTEP_CUBERT] = {"cubert_launch", "cubert_launch: runtime, fault layer, backend"},
 };
 
 /* The median of v[0..n); *spread (may be NULL): half its interquartile range. */
@@ -451,7 +453,7 @@ static bool launch_steps_of(rctx *c, int k, int nb, const launch_arg *a, const u
     for (int i = 0; i < n; i++) diff[i] = smp[step][i] - smp[CB_HIP_RAW_LSTEP_PLAIN][i];
     c->lstep_diff[k][step] = median_of(diff, n, &c->lstep_spread[k][step]);
     char test[sizeof ((cb_bench_row *)NULL)->test];
-    snprintf(test, sizeof test, "%dbuf %s", nb, lstep_name[step]);
+    snprintf(test, sizeof test, "%dbuf %s", nb, lstep_info[step].name);
     cb_bench_row *r = new_row(c, "launchsteps", test, 0);
     if (!r) return false;
     r->count = LSTEP_COUNT;
@@ -460,7 +462,7 @@ static bool launch_steps_of(rctx *c, int k, int nb, const launch_arg *a, const u
     snprintf(r->baseline, sizeof r->baseline, "raw plain, same rounds");
     r->validated = -1;
     snprintf(r->note, sizeof r->note, "host ns per launch before the sync; %.80s; median difference %+.0f ns (+-%.0f)",
-             lstep_text[step], c->lstep_diff[k][step], c->lstep_spread[k][step]);
+             lstep_info[step].text, c->lstep_diff[k][step], c->lstep_spread[k][step]);
   }
   c->lstep_rounds = n;
   return true;
@@ -468,22 +470,20 @@ static bool launch_steps_of(rctx *c, int k, int nb, const launch_arg *a, const u
 
 /* Every size; HIP only (the host backend has no driver call to add to). */
 static void bench_launch_steps(rctx *c, cubert_handle *const *h, const uint64_t *raw_buf) {
-  static const int nb[] = {0, 4, 16};
-  static const cb_bench_kernel_id ids[] = {CB_BENCH_EMPTY0, CB_BENCH_EMPTY4, CB_BENCH_EMPTY16};
   progress(c, "launch steps");
   int n = 9 * c->o.reps;
   if (n < 3) n = 3;
   for (int k = 0; k < 3; k++) {
     cubert_kernel *kernel = NULL;
-    if (cb_bench_kernel(ids[k], &kernel)) {
+    if (cb_bench_kernel(launch_ids[k], &kernel)) {
       note(c, "launch steps: kernel: %s", cubert_last_error_message());
       c->errors++;
       return;
     }
     cubert_arg args[16];
-    for (int i = 0; i < nb[k]; i++) args[i] = cubert_arg_buffer(h[i < nb[k] / 2 ? i : 8 + i - nb[k] / 2]);
-    launch_arg a = {c->client, kernel, args, (uint32_t)nb[k], NULL, 0};
-    bool ok = launch_steps_of(c, k, nb[k], &a, raw_buf, n);
+    launch_buffers(h, k, args);
+    launch_arg a = {c->client, kernel, args, (uint32_t)launch_nb[k], NULL, 0};
+    bool ok = launch_steps_of(c, k, launch_nb[k], &a, raw_buf, n);
     cubert_kernel_release(kernel);
     if (!ok) return;
   }
@@ -500,16 +500,16 @@ static void print_launch_steps(const rctx *c) {
          "interleaved rounds of %u launches, +- half its interquartile range; per buf = (16 bufs - 0 bufs) / 16)\n",
          c->lstep_rounds, LSTEP_COUNT);
   printf("  %-17s %11s %11s %11s %8s  %s\n", "step", "0 bufs", "4 bufs", "16 bufs", "per buf", "what");
-  printf("  %-17s %11.0f %11.0f %11.0f %8s  %s\n", lstep_name[0], c->lstep_plain[0], c->lstep_plain[1],
-         c->lstep_plain[2], "", lstep_text[0]);
+  printf("  %-17s %11.0f %11.0f %11.0f %8s  %s\n", lstep_info[0].name, c->lstep_plain[0], c->lstep_plain[1],
+         c->lstep_plain[2], "", lstep_info[0].text);
   for (int s = 1; s < NLSTEPS; s++) {
     if (s == LSTEP_CUBERT && !(c->lstep_cubert[0] && c->lstep_cubert[1] && c->lstep_cubert[2])) {
-      printf("  %-17s (failed: see the notes)\n", lstep_name[s]);
+      printf("  %-17s (failed: see the notes)\n", lstep_info[s].name);
       return;
     }
     const double d0 = c->lstep_diff[0][s], d4 = c->lstep_diff[1][s], d16 = c->lstep_diff[2][s];
-    printf("  %-17s %+6.0f+-%-3.0f %+6.0f+-%-3.0f %+6.0f+-%-3.0f %+8.1f  %s\n", lstep_name[s], d0, c->lstep_spread[0][s], d4,
-           c->lstep_spread[1][s], d16, c->lstep_spread[2][s], (d16 - d0) / 16, lstep_text[s]);
+    printf("  %-17s %+6.0f+-%-3.0f %+6.0f+-%-3.0f %+6.0f+-%-3.0f %+8.1f  %s\n", lstep_info[s].name, d0, c->lstep_spread[0][s], d4,
+           c->lstep_spread[1][s], d16, c->lstep_spread[2][s], (d16 - d0) / 16, lstep_info[s].text);
   }
   /* hip_launch packs buffers and scalars (cb_hip_pack_args): the bench's
    * arguments are all buffers */
@@ -535,38 +535,36 @@ static void bench_launch(rctx *c) {
   }
   bool raw_ok = c->raw != NULL;
   for (int i = 0; i < 16 && raw_ok; i++) raw_ok = cb_bench_raw_alloc(c->raw, c->raw_dev, 256, &raw_buf[i]) == CUBERT_OK;
-  static const int nb[] = {0, 4, 16};
-  static const cb_bench_kernel_id ids[] = {CB_BENCH_EMPTY0, CB_BENCH_EMPTY4, CB_BENCH_EMPTY16};
   /* The first series of a section pays for first use (modules, the work
    * records' arrays growing): one unrecorded pass over every kernel first. */
   for (int k = 0; k < 3; k++) {
     cubert_kernel *kernel = NULL;
-    if (cb_bench_kernel(ids[k], &kernel)) continue;
+    if (cb_bench_kernel(launch_ids[k], &kernel)) continue;
     cubert_arg args[16];
-    for (int i = 0; i < nb[k]; i++) args[i] = cubert_arg_buffer(h[i < nb[k] / 2 ? i : 8 + i - nb[k] / 2]);
-    launch_arg a = {c->client, kernel, args, (uint32_t)nb[k], NULL, 0};
+    launch_buffers(h, k, args);
+    launch_arg a = {c->client, kernel, args, (uint32_t)launch_nb[k], NULL, 0};
     double ns;
     (void)cubert_launch_batch(c, &a, 200, &ns);
     cubert_kernel_release(kernel);
   }
   for (int k = 0; k < 3; k++) {
     char test[sizeof ((cb_bench_row *)NULL)->test]; /* the row's name field: the name always fits */
-    snprintf(test, sizeof test, "launch-%dbuf", nb[k]);
+    snprintf(test, sizeof test, "launch-%dbuf", launch_nb[k]);
     progress(c, test);
     cb_bench_row *r = new_row(c, "launch", test, 0);
     if (!r) break;
     cubert_kernel *kernel = NULL;
-    if (cb_bench_kernel(ids[k], &kernel)) {
+    if (cb_bench_kernel(launch_ids[k], &kernel)) {
       snprintf(r->note, sizeof r->note, "kernel: %s", cubert_last_error_message());
       c->errors++;
       continue;
     }
     cubert_arg args[16];
-    for (int i = 0; i < nb[k]; i++) args[i] = cubert_arg_buffer(h[i < nb[k] / 2 ? i : 8 + i - nb[k] / 2]);
-    launch_arg a = {c->client, kernel, args, (uint32_t)nb[k], NULL, 0};
-    raw_launch_arg ra = {nb[k], raw_buf, false};
+    launch_buffers(h, k, args);
+    launch_arg a = {c->client, kernel, args, (uint32_t)launch_nb[k], NULL, 0};
+    raw_launch_arg ra = {launch_nb[k], raw_buf, false};
     bool ok = launch_rounds(c, r, k, &a, raw_ok ? &ra : NULL);
-    if (ok && raw_ok && nb[k] > 0 && r->count && !cb_bench_raw_is_host(c->raw)) raw_packed_rounds(c, k, &ra, r->count);
+    if (ok && raw_ok && launch_nb[k] > 0 && r->count && !cb_bench_raw_is_host(c->raw)) raw_packed_rounds(c, k, &ra, r->count);
     cubert_kernel_release(kernel);
     if (!ok) continue;
     /* the kernel's write bindings must be clean afterwards */
@@ -805,11 +803,6 @@ static double now_ns(void) {
   return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 /* Fills the 64 bytes of `h` at `off` with zeros (a repair). */
 static cubert_status fill64(rctx *c, cubert_handle *h, uint64_t off) {
   cubert_handle *s = NULL;
@@ -924,8 +917,8 @@ static void bench_growth(rctx *c) {
       c->errors++;
       continue;
     }
-    qsort(taint_ns, PAIRS, sizeof taint_ns[0], cmp_double);
-    qsort(repair_ns, PAIRS, sizeof repair_ns[0], cmp_double);
+    qsort(taint_ns, PAIRS, sizeof taint_ns[0], cb_bench_cmp_double);
+    qsort(repair_ns, PAIRS, sizeof repair_ns[0], cb_bench_cmp_double);
     c->grow_taint[g] = taint_ns[PAIRS / 2];
     c->grow_repair[g] = repair_ns[PAIRS / 2];
     cb_bench_row *r = grow_row(c, "growth", "taint-front", n, taint_ns, PAIRS);
