@@ -127,18 +127,18 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-/* Spins, without the lock, while `*v` is `value` (and, for the workers,
- * the copier is not stopping), for at most c->spin_ns. The chunks of one
+/* Spins, without the lock, while the generation is still `seen` and the
+ * copier is not stopping, for at most c->spin_ns. The chunks of one
  * transfer follow each other within microseconds, while a thread put to
  * sleep on a condition variable may take tens of microseconds to run again
  * (the caller of each chunk's copy waits for the slowest one), so threads
  * spin briefly before they sleep, as OpenMP runtimes do before blocking.
  * Only a hint: the callers check again under the lock. */
-static void spin_while_u64(const copier *c, _Atomic uint64_t *v, uint64_t value) {
+static void spin_while_gen(copier *c, uint64_t seen) {
   if (!c->spin_ns) return;
   uint64_t end = now_ns() + c->spin_ns;
   for (unsigned i = 1;; i++) {
-    if (atomic_load_explicit(v, memory_order_relaxed) != value || atomic_load_explicit(&c->stop, memory_order_relaxed))
+    if (atomic_load_explicit(&c->gen, memory_order_relaxed) != seen || atomic_load_explicit(&c->stop, memory_order_relaxed))
       return;
     cpu_relax();
     if (i % 64 == 0 && now_ns() >= end) return;
@@ -162,7 +162,7 @@ static void *worker(void *p) {
   if (b->place_thread) b->place_thread(b->place_ctx, c->dev->index);
   uint64_t seen = 0;
   for (;;) {
-    spin_while_u64(c, &c->gen, seen);
+    spin_while_gen(c, seen);
     pthread_mutex_lock(&c->lock);
     while (atomic_load(&c->gen) == seen && !atomic_load(&c->stop)) pthread_cond_wait(&c->go, &c->lock);
     if (atomic_load(&c->stop)) break;
