@@ -282,9 +282,11 @@ cubert_status cb_bench_raw_checksum(cb_bench_raw *raw, int dev, uint64_t addr, u
 /* `count` copies of each of `n` (1 or 2) transfers, concurrently when 2,
  * each on its own stream of its exec device, after a hold kernel of
  * `hold_ticks` (0: none); ms[i] is transfer i's elapsed time, enqueue_ms
- * the host's enqueue time (may be NULL). */
+ * the host's enqueue time (may be NULL), *short_hold (may be NULL) whether
+ * a hold had ended before the last transfer was enqueued (a start event
+ * already fired), so that the timed window holds enqueue time too. */
 cubert_status cb_bench_raw_run(cb_bench_raw *raw, const cb_bench_xfer *x, int n, uint32_t count,
-                               uint64_t hold_ticks, double *ms, double *enqueue_ms);
+                               uint64_t hold_ticks, double *ms, double *enqueue_ms, bool *short_hold);
 /* `count` times: `src_dev` to the pinned host buffer, then to `dst_dev`;
  * host-timed milliseconds for all. */
 cubert_status cb_bench_raw_staged(cb_bench_raw *raw, int src_dev, uint64_t src, int dst_dev,

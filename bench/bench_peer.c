@@ -133,6 +133,11 @@ typedef struct ctx {
   int hold_khz[MAXDEV];       /* the hold clock's rate from the platform; 0: calibrated */
   bool hold_ok;
   char hold_note[200];
+  double hold_check_us[MAXDEV]; /* a hold of HOLD_CHECK_US, timed by timers after calibration */
+  /* timed repetitions behind a hold, and those whose hold ran out before
+   * their last transfer was enqueued ([0] cubert, [1] raw): such a
+   * repetition times the host's enqueue as well */
+  uint32_t holds[2], holds_short[2];
   cubert_kernel *k_copy, *k_read, *k_write, *k_checksum, *k_hold, *k_chase, *k_chase_peer;
   cb_bench_rows rows;
   int checks, failed_checks, errors;
@@ -359,8 +364,9 @@ static cubert_status cubert_check(ctx *c, const spec *s, int n, views *v, bool h
 
 /* One timed repetition: ms[i] per transfer. */
 static cubert_status cubert_rep(ctx *c, const spec *s, int n, uint32_t count, views *v, double *hold_us,
-                                double *ms) {
+                                double *ms, bool *short_hold) {
   cubert_status st = CUBERT_OK;
+  *short_hold = false;
   if (s[0].t == T_STAGED) { /* two devices and the host: the host's clock */
     double t0 = cb_bench_now();
     for (uint32_t k = 0; k < count && !st; k++) st = cubert_op(c, &s[0], &v[0]);
@@ -368,17 +374,28 @@ static cubert_status cubert_rep(ctx *c, const spec *s, int n, uint32_t count, vi
     return st;
   }
   bool hold = c->o.hold && c->hold_ok && async_op(s[0].t);
-  cubert_timer *t0[2] = {NULL, NULL}, *t1[2] = {NULL, NULL};
+  cubert_timer *th[2] = {NULL, NULL}, *t0[2] = {NULL, NULL}, *t1[2] = {NULL, NULL};
   for (int i = 0; i < n && !st; i++)
-    if (hold) st = cubert_hold_on(c, client_for(c, &s[i]), exec_of(&s[i]), *hold_us);
+    if (hold && !(st = cubert_timer_record(client_for(c, &s[i]), &th[i])))
+      st = cubert_hold_on(c, client_for(c, &s[i]), exec_of(&s[i]), *hold_us);
+  double h0 = cb_bench_now(); /* the holds are running (or about to) */
   for (int i = 0; i < n && !st; i++) st = cubert_timer_record(client_for(c, &s[i]), &t0[i]);
   double e0 = cb_bench_now();
   for (uint32_t k = 0; k < count && !st; k++)
     for (int i = 0; i < n && !st; i++) st = cubert_op(c, &s[i], &v[i]);
   double enq_us = (cb_bench_now() - e0) * 1e6;
   for (int i = 0; i < n && !st; i++) st = cubert_timer_record(client_for(c, &s[i]), &t1[i]);
+  double window_us = (cb_bench_now() - h0) * 1e6;
   for (int i = 0; i < n && !st; i++) st = cubert_timer_elapsed(t0[i], t1[i], &ms[i]);
+  /* Whether each hold outlasted the enqueue: its length on the device
+   * against the host's time from its launch to the last timer's record. */
+  *short_hold = false;
+  for (int i = 0; i < n && !st && hold; i++) {
+    double held_ms = 0;
+    if (!(st = cubert_timer_elapsed(th[i], t0[i], &held_ms)) && held_ms * 1e3 < window_us) *short_hold = true;
+  }
   for (int i = 0; i < 2; i++) {
+    cubert_timer_release(th[i]);
     cubert_timer_release(t0[i]);
     cubert_timer_release(t1[i]);
   }
@@ -451,7 +468,9 @@ static cubert_status raw_check(ctx *c, const spec *s, int n, bool host_check, bo
   return CUBERT_OK;
 }
 
-static cubert_status raw_rep(ctx *c, const spec *s, int n, uint32_t count, double *hold_us, double *ms) {
+static cubert_status raw_rep(ctx *c, const spec *s, int n, uint32_t count, double *hold_us, double *ms,
+                             bool *short_hold) {
+  *short_hold = false;
   if (s[0].t == T_STAGED)
     return cb_bench_raw_staged(c->raw, c->raw_index[s[0].a], c->raw_src[s[0].a], c->raw_index[s[0].b],
                                c->raw_dst[s[0].b], c->pinned, s[0].size, count, ms);
@@ -460,7 +479,7 @@ static cubert_status raw_rep(ctx *c, const spec *s, int n, uint32_t count, doubl
   bool hold = c->o.hold && c->hold_ok && async_op(s[0].t);
   uint64_t ticks = hold ? (uint64_t)(*hold_us * c->ticks_per_us[exec_of(&s[0])]) : 0;
   double enq_ms = 0;
-  cubert_status st = cb_bench_raw_run(c->raw, x, n, count, ticks, ms, &enq_ms);
+  cubert_status st = cb_bench_raw_run(c->raw, x, n, count, ticks, ms, &enq_ms, short_hold);
   *hold_us = fmin(20000.0, fmax(20.0, 2.0 * enq_ms * 1e3 + 20.0));
   return st;
 }
@@ -628,16 +647,16 @@ static void measure(ctx *c, const job *j) {
       side_run *x = &sd[side];
       if (x->skip || x->st) continue;
       double ms[2] = {0, 0};
-      bool ok = true;
+      bool ok = true, short_hold = false;
       if (s[0].t == T_CHASE) {
         x->st = raw ? raw_chase_rep(c, s[0].a, s[0].b, r, &ms[0], &ok)
                     : cubert_chase_rep(c, s[0].a, s[0].b, r, &ms[0], &ok);
       } else if (raw) {
-        if (!(x->st = raw_clear(c, s, j->n, last)) && !(x->st = raw_rep(c, s, j->n, j->count, &x->hold_us, ms)))
+        if (!(x->st = raw_clear(c, s, j->n, last)) && !(x->st = raw_rep(c, s, j->n, j->count, &x->hold_us, ms, &short_hold)))
           x->st = raw_check(c, s, j->n, last, &ok);
       } else {
         if (!(x->st = cubert_clear(c, s, j->n, x->v, last)) &&
-            !(x->st = cubert_rep(c, s, j->n, j->count, x->v, &x->hold_us, ms)))
+            !(x->st = cubert_rep(c, s, j->n, j->count, x->v, &x->hold_us, ms, &short_hold)))
           x->st = cubert_check(c, s, j->n, x->v, last, &ok);
       }
       if (x->st) {
@@ -648,6 +667,10 @@ static void measure(ctx *c, const job *j) {
       }
       all_ok = all_ok && ok;
       if (r < c->o.warmup) continue;
+      if (c->o.hold && c->hold_ok && async_op(s[0].t)) {
+        c->holds[side]++;
+        c->holds_short[side] += short_hold;
+      }
       double fa = per_rep_value(j, &s[0], ms[0]);
       double fb = j->n == 2 ? per_rep_value(j, &s[1], ms[1]) : 0;
       x->fwd[x->kept] = fa;
@@ -879,7 +902,7 @@ static void small_split(ctx *c) {
       if (!st && c->raw) {
         cb_bench_xfer x = raw_xfer(c, &sp);
         double ms = 0, enq_ms = 0;
-        if (cb_bench_raw_run(c->raw, &x, 1, count, 0, &ms, &enq_ms) == CUBERT_OK) {
+        if (cb_bench_raw_run(c->raw, &x, 1, count, 0, &ms, &enq_ms, NULL) == CUBERT_OK) {
           h[SPLIT_RAW] = enq_ms * 1e3 / count;
           h[SPLIT_RAW_DEVICE] = ms * 1e3 / count;
         }
@@ -889,7 +912,7 @@ static void small_split(ctx *c) {
         uint32_t on_stack[1024];
         if (t == T_D2H && size <= sizeof on_stack) {
           x.dst = (uint64_t)(uintptr_t)on_stack;
-          if (cb_bench_raw_run(c->raw, &x, 1, count, 0, &ms, &enq_ms) == CUBERT_OK)
+          if (cb_bench_raw_run(c->raw, &x, 1, count, 0, &ms, &enq_ms, NULL) == CUBERT_OK)
             h[SPLIT_RAW_STACK] = enq_ms * 1e3 / count;
         }
       }
@@ -1387,7 +1410,24 @@ static void make_plan(ctx *c, plan *p) {
 
 /* ------------------------------------------------------------ setup */
 
+/* One hold of `ticks` on device `d` between two timers: *ms its length. */
+static cubert_status timed_hold(ctx *c, int d, uint64_t ticks, double *ms) {
+  cubert_timer *t0 = NULL, *t1 = NULL;
+  cubert_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0};
+  cubert_arg a = cubert_arg_scalar(&ticks, 8);
+  cubert_status st;
+  if (!(st = cubert_timer_record(c->client[d], &t0)) && !(st = cubert_launch(c->client[d], c->k_hold, &cfg, &a, 1)) &&
+      !(st = cubert_timer_record(c->client[d], &t1)))
+    st = cubert_timer_elapsed(t0, t1, ms);
+  cubert_timer_release(t0);
+  cubert_timer_release(t1);
+  return st;
+}
+
+#define HOLD_CHECK_US 500.0
+
 static cubert_status calibrate_hold(ctx *c, int d) {
+  cubert_status st;
   /* Where the platform gives the hold clock's rate (AMD: wall_clock64 at
    * hipDeviceAttributeWallClockRate), it is used as is. */
   int khz = 0;
@@ -1395,27 +1435,28 @@ static cubert_status calibrate_hold(ctx *c, int d) {
       cb_bench_raw_hold_clock_khz(c->raw, c->info[d].backend_index, &khz) == CUBERT_OK && khz > 0) {
     c->hold_khz[d] = khz;
     c->ticks_per_us[d] = khz / 1000.0;
-    return CUBERT_OK;
+  } else {
+    /* Otherwise ticks per microsecond of the device's clock64 (ns on the
+     * host), measured against timers: a first hold untimed (the kernel's
+     * first launch loads, even compiles, its module while the start timer
+     * is already recorded), then the shortest of three. A timed hold is its
+     * ticks plus overheads, never less, so the shortest is the nearest; the
+     * longest, taken until 2026-12-02, held the first launch's module load
+     * (about 45 ms on the H200 against 1 ms of ticks) and made every hold
+     * about 45 times shorter than asked. */
+    uint64_t ticks = strcmp(c->o.backend, "host") == 0 ? 200000 : 2000000;
+    double ms = 0, best = 0;
+    if ((st = timed_hold(c, d, ticks / 100, &ms))) return st;
+    for (int r = 0; r < 3; r++) {
+      if ((st = timed_hold(c, d, ticks, &ms))) return st;
+      if (ms > 0 && (best == 0 || ms < best)) best = ms;
+    }
+    c->ticks_per_us[d] = best > 0 ? (double)ticks / (best * 1e3) : 1000.0;
   }
-  /* Otherwise ticks per microsecond of the device's clock64 (ns on the host),
-   * measured against timers. */
-  uint64_t ticks = strcmp(c->o.backend, "host") == 0 ? 200000 : 2000000;
-  double best = 0;
-  for (int r = 0; r < 3; r++) {
-    cubert_timer *t0 = NULL, *t1 = NULL;
-    cubert_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0};
-    cubert_arg a = cubert_arg_scalar(&ticks, 8);
-    double ms = 0;
-    cubert_status st;
-    if (!(st = cubert_timer_record(c->client[d], &t0)) && !(st = cubert_launch(c->client[d], c->k_hold, &cfg, &a, 1)) &&
-        !(st = cubert_timer_record(c->client[d], &t1)))
-      st = cubert_timer_elapsed(t0, t1, &ms);
-    cubert_timer_release(t0);
-    cubert_timer_release(t1);
-    if (st) return st;
-    if (ms > best) best = ms;
-  }
-  c->ticks_per_us[d] = best > 0 ? (double)ticks / (best * 1e3) : 1000.0;
+  /* What a hold of HOLD_CHECK_US lasts now, reported beside the figures. */
+  double ms = 0;
+  if ((st = timed_hold(c, d, (uint64_t)(HOLD_CHECK_US * c->ticks_per_us[d]), &ms))) return st;
+  c->hold_check_us[d] = ms * 1e3;
   return CUBERT_OK;
 }
 
@@ -1913,6 +1954,13 @@ static json_t *document(ctx *c, json_t *target_list) {
   json_object_set_new(o, "sizes", sz);
   json_object_set_new(o, "quick", json_boolean(c->o.quick));
   json_object_set_new(o, "hold", json_boolean(c->o.hold && c->hold_ok));
+  json_object_set_new(o, "hold_check_us", json_real(HOLD_CHECK_US));
+  json_t *hs = json_object();
+  json_object_set_new(hs, "cubert_reps", json_integer(c->holds[0]));
+  json_object_set_new(hs, "cubert_short", json_integer(c->holds_short[0]));
+  json_object_set_new(hs, "raw_reps", json_integer(c->holds[1]));
+  json_object_set_new(hs, "raw_short", json_integer(c->holds_short[1]));
+  json_object_set_new(o, "holds", hs);
   json_object_set_new(o, "chase_bytes", json_integer((json_int_t)c->o.chase_bytes));
   json_object_set_new(o, "chase_steps", json_integer((json_int_t)c->o.chase_steps));
   json_object_set_new(doc, "options", o);
@@ -1925,6 +1973,7 @@ static json_t *document(ctx *c, json_t *target_list) {
     json_object_set_new(x, "pci_bus_id", json_string(c->info[d].pci_bus_id));
     json_object_set_new(x, "total_memory", json_integer((json_int_t)c->info[d].total_memory));
     json_object_set_new(x, "hold_ticks_per_us", json_real(c->ticks_per_us[d]));
+    json_object_set_new(x, "hold_check_us", json_real(c->hold_check_us[d]));
     json_object_set_new(x, "hold_clock", json_string(c->hold_khz[d] ? "wall_clock64 at hipDeviceAttributeWallClockRate"
                                                                      : "calibrated against timers"));
     json_array_append_new(devs, x);
@@ -2251,6 +2300,18 @@ static void measure_all(ctx *c) {
   free(p.v);
 }
 
+/* The hold kernel, as calibrated and as it held: a note (text and JSON). */
+static void hold_report(ctx *c) {
+  if (!c->o.hold || !c->hold_ok) return;
+  for (int d = 0; d < c->ndev; d++)
+    note(c, "hold kernel on device %d: %.4g ticks/us (%s); a hold of %.0f us measured %.1f us by timers", c->rt_index[d],
+         c->ticks_per_us[d], c->hold_khz[d] ? "the platform's wall clock rate" : "calibrated: shortest of 3 timed holds",
+         HOLD_CHECK_US, c->hold_check_us[d]);
+  note(c, "timed repetitions behind a hold whose hold ended before their last transfer was enqueued (their time "
+          "then includes some enqueue): cubert %u of %u, raw %u of %u",
+       c->holds_short[0], c->holds[0], c->holds_short[1], c->holds[1]);
+}
+
 /* The topology classes, the matrices, the tables, the notes and the
  * validation line. True when every check passed. */
 static bool print_report(ctx *c, json_t *target_list) {
@@ -2287,6 +2348,7 @@ static bool print_report(ctx *c, json_t *target_list) {
   print_small(c);
   print_steps(c);
   if (c->each_text) fputs(c->each_text, stdout);
+  hold_report(c);
   targets(c, target_list);
   size_t nnotes = json_array_size(c->notes);
   if (nnotes) printf("\nNotes:\n");

@@ -184,7 +184,7 @@ static void *host_job_run(void *arg) {
 }
 
 cubert_status cb_bench_raw_run(cb_bench_raw *r, const cb_bench_xfer *x, int n, uint32_t count,
-                               uint64_t hold_ticks, double *ms, double *enqueue_ms) {
+                               uint64_t hold_ticks, double *ms, double *enqueue_ms, bool *short_hold) {
   if (n < 1 || n > 2) return fail(r, CUBERT_ERR_INVALID_ARGUMENT, "raw: %d transfers in one run", n);
   if (!r->host) {
     cb_hip_raw_xfer hx[2];
@@ -196,9 +196,10 @@ cubert_status cb_bench_raw_run(cb_bench_raw *r, const cb_bench_xfer *x, int n, u
       hx[i] = (cb_hip_raw_xfer){ops[x[i].op], x[i].exec, x[i].src_dev, x[i].dst_dev, x[i].src,
                                 x[i].dst, x[i].size, x[i].grid, x[i].block};
     }
-    return hip(r, cb_hip_raw_run(r->hip, hx, n, count, hold_ticks, ms, enqueue_ms));
+    return hip(r, cb_hip_raw_run(r->hip, hx, n, count, hold_ticks, ms, enqueue_ms, short_hold));
   }
   (void)hold_ticks; /* nothing is queued on the host: nothing to hold */
+  if (short_hold) *short_hold = false;
   host_job jobs[2] = {{&x[0], count, 0, CUBERT_OK, ""}, {n > 1 ? &x[1] : NULL, count, 0, CUBERT_OK, ""}};
   double t0 = cb_bench_now();
   if (n == 1) {

@@ -622,7 +622,7 @@ static cubert_status cubert_small_batch(rctx *c, const void *p, uint32_t count, 
 static cubert_status raw_small_batch(rctx *c, const void *p, uint32_t count, double *ns) {
   const cb_bench_xfer *x = p;
   double ms = 0, enq_ms = 0;
-  cubert_status st = cb_bench_raw_run(c->raw, x, 1, count, 0, &ms, &enq_ms);
+  cubert_status st = cb_bench_raw_run(c->raw, x, 1, count, 0, &ms, &enq_ms, NULL);
   *ns = enq_ms * 1e6 / count;
   return st;
 }

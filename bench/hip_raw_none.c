@@ -59,7 +59,7 @@ cubert_status cb_hip_raw_checksum(cb_hip_raw *raw, int dev, uint64_t addr, uint6
   return CUBERT_ERR_UNSUPPORTED;
 }
 cubert_status cb_hip_raw_run(cb_hip_raw *raw, const cb_hip_raw_xfer *x, int n, uint32_t count,
-                             uint64_t hold_ticks, double *ms, double *enqueue_ms) {
+                             uint64_t hold_ticks, double *ms, double *enqueue_ms, bool *short_hold) {
   return CUBERT_ERR_UNSUPPORTED;
 }
 cubert_status cb_hip_raw_staged(cb_hip_raw *raw, int src_dev, uint64_t src, int dst_dev,

@@ -86,7 +86,7 @@ cubert_status cb_hip_raw_checksum(cb_hip_raw *raw, int dev, uint64_t addr, uint6
                                   uint64_t *sum);
 /* See cb_bench_raw_run (bench/bench.h). */
 cubert_status cb_hip_raw_run(cb_hip_raw *raw, const cb_hip_raw_xfer *x, int n, uint32_t count,
-                             uint64_t hold_ticks, double *ms, double *enqueue_ms);
+                             uint64_t hold_ticks, double *ms, double *enqueue_ms, bool *short_hold);
 cubert_status cb_hip_raw_staged(cb_hip_raw *raw, int src_dev, uint64_t src, int dst_dev,
                                 uint64_t dst, void *pinned, uint64_t size, uint32_t count,
                                 double *ms);
