@@ -255,6 +255,19 @@ links_libcubert() {
   return 1
 }
 
+# run_consumer PROGRAM: runs examples/consumer's program and checks that it
+# printed the refused wrong-size read's status (an error, never OK).
+run_consumer() {
+  local out
+  out=$("$1") || return 1
+  echo "$out"
+  case $out in
+    *"a wrong-size read said: ERR_"*) return 0 ;;
+  esac
+  echo "ci: $1 did not print the wrong-size read's error status"
+  return 1
+}
+
 stage_install() {
   local prefix=$BUILD/prefix work=$BUILD/consumer rc=0
   # the gcc stage's build, brought up to date (nothing to do after that stage;
@@ -282,7 +295,7 @@ stage_install() {
   cp -r examples/consumer "$work/make"
   cmake -S examples/consumer -B "$work/cmake" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" &&
     cmake --build "$work/cmake" &&
-    "$work/cmake/consumer" && "$work/cmake/consumer_static" &&
+    run_consumer "$work/cmake/consumer" && run_consumer "$work/cmake/consumer_static" &&
     links_libcubert "$work/cmake/consumer" yes &&
     links_libcubert "$work/cmake/consumer_static" no || rc=1
 
@@ -291,7 +304,7 @@ stage_install() {
   export PKG_CONFIG_PATH
   echo "ci: pkg-config --cflags --libs cubert: $(pkg-config --cflags --libs cubert)"
   make -C "$work/make" consumer consumer-static &&
-    "$work/make/consumer" && "$work/make/consumer-static" &&
+    run_consumer "$work/make/consumer" && run_consumer "$work/make/consumer-static" &&
     links_libcubert "$work/make/consumer" yes &&
     links_libcubert "$work/make/consumer-static" no || rc=1
   unset PKG_CONFIG_PATH

@@ -62,8 +62,8 @@ int main(void) {
     goto out;
   }
   /* A mistake is an error value with a message, never an abort. */
-  st = cubert_handle_read(client, b, out, sizeof out + 1);
-  if (st == CUBERT_OK) {
+  cubert_status wrong_size = cubert_handle_read(client, b, out, sizeof out + 1);
+  if (wrong_size == CUBERT_OK) {
     fprintf(stderr, "consumer: a read of the wrong size was accepted\n");
     goto out;
   }
@@ -75,7 +75,7 @@ int main(void) {
   printf("consumer: cubert %s, %d devices, copied %u values on device 0 (%s, backend %s); a wrong-size "
          "read said: %s\n",
          cubert_version(), cubert_runtime_device_count(rt), N, info.name, info.backend,
-         cubert_status_name(st));
+         cubert_status_name(wrong_size));
   rc = 0;
 
 out:
