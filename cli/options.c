@@ -41,6 +41,28 @@ static bool is_choice(const char *choices, const char *value) {
   return false;
 }
 
+/* ------------------------------------------------------------ outputs */
+
+static cb_cli_output *output_of(const cb_cli_opt *o) {
+  return o->kind == CB_OPT_OUTPUT ? (cb_cli_output *)o->value : NULL;
+}
+
+/* At most one output may be `-`; *dash is it (NULL: none). False, with a
+ * message naming both options, when two are. */
+static bool one_stdout(const cb_cli_spec *spec, const cb_cli_opt **dash) {
+  *dash = NULL;
+  for (const cb_cli_opt *o = spec->opts; o->name; o++) {
+    cb_cli_output *out = output_of(o);
+    if (!out || !out->path || strcmp(out->path, "-") != 0) continue;
+    if (*dash) {
+      cb_cli_error(spec->name, "--%s and --%s both want stdout (-); give one of them a file", (*dash)->name, o->name);
+      return false;
+    }
+    *dash = o;
+  }
+  return true;
+}
+
 /* Stores one option's value; false (with a message) when it is not valid. */
 static bool store(const cb_cli_spec *spec, const cb_cli_opt *o, const char *arg) {
   uint64_t v = 0;
@@ -128,6 +150,9 @@ int cb_cli_parse(const cb_cli_spec *spec, int argc, char **argv, int *first) {
     fprintf(stderr, "`%s %s --help` describes it.\n", program, spec->name);
     return CB_CLI_USAGE;
   }
+  /* two outputs on stdout is a usage error (exit 2), found before any work */
+  const cb_cli_opt *dash;
+  if (!one_stdout(spec, &dash)) return CB_CLI_USAGE;
   *first = optind;
   return CB_CLI_PARSED;
 }
@@ -150,21 +175,9 @@ bool cb_cli_parse_uint(const char *text, uint64_t max, uint64_t *value) {
 
 /* ------------------------------------------------------------ outputs */
 
-static cb_cli_output *output_of(const cb_cli_opt *o) {
-  return o->kind == CB_OPT_OUTPUT ? (cb_cli_output *)o->value : NULL;
-}
-
 bool cb_cli_open_outputs(const cb_cli_spec *spec) {
   const cb_cli_opt *dash = NULL;
-  for (const cb_cli_opt *o = spec->opts; o->name; o++) {
-    cb_cli_output *out = output_of(o);
-    if (!out || !out->path || strcmp(out->path, "-") != 0) continue;
-    if (dash) {
-      cb_cli_error(spec->name, "--%s and --%s both want stdout (-); give one of them a file", dash->name, o->name);
-      return false;
-    }
-    dash = o;
-  }
+  if (!one_stdout(spec, &dash)) return false;
   for (const cb_cli_opt *o = spec->opts; o->name; o++) {
     cb_cli_output *out = output_of(o);
     if (!out || !out->path || o == dash) continue;

@@ -70,7 +70,8 @@ typedef struct cb_cli_spec {
 /* Parses argv[1..argc-1] (options and operands may be mixed; `--` ends the
  * options). Returns CB_CLI_PARSED with the operands at argv[*first ..
  * argc-1]; CB_CLI_OK after printing the usage for -h/--help; CB_CLI_USAGE
- * after a message on stderr. */
+ * after a message on stderr (a bad option or value, a wrong operand count,
+ * two CB_OPT_OUTPUTs given as `-`). */
 int cb_cli_parse(const cb_cli_spec *spec, int argc, char **argv, int *first);
 
 /* Opens every CB_OPT_OUTPUT of `spec` that was given, for writing. At most one
