@@ -65,8 +65,18 @@ int main(int argc, char **argv) {
       usage(stderr);
       return CB_CLI_USAGE;
     }
-    char *help_argv[] = {argv[2], "--help", NULL};
-    return cmd->run(2, help_argv);
+    /* `cubert help bench peer` is `cubert bench peer --help`: every word
+     * after `help`, then --help */
+    char **help_argv = calloc((size_t)argc, sizeof *help_argv);
+    if (help_argv == NULL) {
+      fputs("cubert: out of memory\n", stderr);
+      return CB_CLI_FAILED;
+    }
+    for (int i = 2; i < argc; i++) help_argv[i - 2] = argv[i];
+    help_argv[argc - 2] = "--help";
+    int rc = cmd->run(argc - 1, help_argv);
+    free(help_argv);
+    return rc;
   }
   const cb_cli_command *cmd = cb_cli_find(commands, NCOMMANDS, arg);
   if (cmd == NULL) {
