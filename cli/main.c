@@ -36,7 +36,8 @@ static void usage(FILE *out) {
           "\n"
           "environment (read by the library and the tool):\n");
   cb_cli_print_environment(out);
-  fprintf(out, "\nman cubert, and the docs in share/doc/cubert (README.md, docs/guide.md).\n");
+  fprintf(out, "\nDocumentation: the man page cubert(1), and README.md and docs/ (docs/guide.md:\n"
+               "the C API) in share/doc/cubert.\n");
 }
 
 int main(int argc, char **argv) {

@@ -262,7 +262,14 @@ static const struct {
     {"CUBERT_HIP_COPY_SPIN_US", "HIP: microseconds a staging copy thread spins before it sleeps (100)"},
 };
 
+/* A name as wide as the column or wider goes on a line of its own: help2man
+ * (the man page) needs two spaces between a name and its text to see an
+ * entry, and merges one-space lines into the paragraph above. */
 void cb_cli_print_environment(FILE *out) {
-  for (size_t i = 0; i < sizeof environment / sizeof environment[0]; i++)
-    fprintf(out, "  %-21s %s\n", environment[i].name, environment[i].meaning);
+  for (size_t i = 0; i < sizeof environment / sizeof environment[0]; i++) {
+    if (strlen(environment[i].name) >= 21)
+      fprintf(out, "  %s\n  %-21s %s\n", environment[i].name, "", environment[i].meaning);
+    else
+      fprintf(out, "  %-21s %s\n", environment[i].name, environment[i].meaning);
+  }
 }

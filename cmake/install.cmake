@@ -176,9 +176,16 @@ if(TARGET cubert_cli AND CUBERT_HELP2MAN)
     COMMAND ${CMAKE_COMMAND} -DCLI=$<TARGET_FILE:cubert_cli> -DHELP2MAN=${CUBERT_HELP2MAN}
             -DOUT=${PROJECT_BINARY_DIR}/cubert.1 -P ${PROJECT_SOURCE_DIR}/cmake/manpage.cmake
     DEPENDS cubert_cli ${PROJECT_SOURCE_DIR}/cmake/manpage.cmake
+            $<$<TARGET_EXISTS:cubert_mpi_tool>:cubert_mpi_tool> # `bench mpi --help` runs it
     COMMENT "cubert(1) from cubert --help (help2man)")
   add_custom_target(cubert_man ALL DEPENDS ${PROJECT_BINARY_DIR}/cubert.1)
   install(FILES ${PROJECT_BINARY_DIR}/cubert.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+  if(CUBERT_BUILD_TESTS)
+    # every command's section and every variable's entry (tests/man_check.cmake)
+    add_test(NAME cli_man_page COMMAND ${CMAKE_COMMAND} "-DCLI=$<TARGET_FILE:cubert_cli>"
+      -DMAN=${PROJECT_BINARY_DIR}/cubert.1 -P ${PROJECT_SOURCE_DIR}/tests/man_check.cmake)
+    set_tests_properties(cli_man_page PROPERTIES LABELS "cli")
+  endif()
 elseif(TARGET cubert_cli)
   message(STATUS "cubert(1): help2man not found (Debian: help2man), no man page")
 endif()

@@ -27,7 +27,7 @@ if(n LESS 5)
 endif()
 
 execute_process(COMMAND ${CLI} --help OUTPUT_VARIABLE help RESULT_VARIABLE rc)
-string(REGEX MATCHALL "\n  CUBERT_[A-Z_]+ " listed "${help}")
+string(REGEX MATCHALL "\n  CUBERT_[A-Z_]+[ \n]" listed "${help}")
 string(REGEX REPLACE "[\n ]" "" listed "${listed}")
 list(SORT listed)
 if(NOT listed STREQUAL read)
