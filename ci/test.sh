@@ -318,13 +318,22 @@ stage_install() {
 
   echo "ci: man page and docs"
   local f
-  for f in share/man/man1/cubert.1 share/doc/cubert/README.md share/doc/cubert/guide.md \
-           share/doc/cubert/cli.md share/doc/cubert/examples/guide/failures.c; do
+  for f in share/man/man1/cubert.1 share/doc/cubert/README.md share/doc/cubert/docs/guide.md \
+           share/doc/cubert/docs/cli.md share/doc/cubert/examples/guide/failures.c; do
     if [ ! -f "$prefix/$f" ]; then
       echo "ci: $f not installed"
       rc=1
     fi
   done
+  # the installed README's links to docs/ resolve there (docs/runs, the
+  # history of runs with its logs, stays in the source tree)
+  local link
+  while read -r link; do
+    if [ ! -f "$prefix/share/doc/cubert/$link" ]; then
+      echo "ci: README.md links $link, not installed as share/doc/cubert/$link"
+      rc=1
+    fi
+  done < <(grep -o '](docs/[^)#]*' README.md | sed 's/^](//' | grep -v '^docs/runs/' | sort -u)
   if [ -f "$prefix/share/man/man1/cubert.1" ] && ! man -l "$prefix/share/man/man1/cubert.1" >/dev/null; then
     echo "ci: man -l cubert.1 failed"
     rc=1

@@ -10,7 +10,9 @@
 #                                     `cmake --install --prefix P` gets P in it
 #   share/man/man1/cubert.1           from the tool's --help by help2man (when
 #                                     found; Debian: help2man)
-#   share/doc/cubert/                 README.md, docs/*.md, examples/guide/
+#   share/doc/cubert/                 README.md, docs/*.md, examples/guide/: the
+#                                     source tree's layout, so that the README's
+#                                     links and every "docs/X.md" resolve there
 set(CUBERT_CMAKE_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/cubert)
 
 # Libraries outside the system's directories (ROCm in /opt/rocm, a CUDA kit)
@@ -190,6 +192,6 @@ elseif(TARGET cubert_cli)
   message(STATUS "cubert(1): help2man not found (Debian: help2man), no man page")
 endif()
 install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR}
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/docs
         FILES_MATCHING PATTERN "*.md" PATTERN "runs" EXCLUDE)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/examples/guide DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)

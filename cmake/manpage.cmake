@@ -22,8 +22,8 @@ string(APPEND inc "[EXIT STATUS]\n"
   "failed, a file that could not be read or written). 2: bad usage (an unknown option, a value out "
   "of range).\n"
   "[SEE ALSO]\n"
-  "The documentation in share/doc/cubert: README.md, guide.md (the C API), failures.md, faultinj.md, "
-  "topology.md, bench.md, cli.md.\n")
+  "The documentation in share/doc/cubert: README.md, and under docs/: guide.md (the C API), "
+  "failures.md, faultinj.md, processes.md, topology.md, bench.md, cluster.md, cli.md.\n")
 file(WRITE "${OUT}.h2m" "${inc}")
 execute_process(COMMAND ${HELP2MAN} --no-info --section=1 "--name=a runtime for GPU clusters with an exact account of failure"
                         "--include=${OUT}.h2m" --output=${OUT} ${CLI}
