@@ -40,7 +40,8 @@ double cb_bench_now(void);
  * cb_parse_size, base/env.h); false when it is not a size or is 0. */
 bool cb_bench_parse_size(const char *text, uint64_t *bytes);
 /* "1K..1G" (powers of two between), "1K..1G:4" (factor 4), "4K,1M,64M" (a
- * list) into a sorted list without duplicates; false with a message. */
+ * list) into a sorted list without duplicates; false with a message that
+ * names the option ("--sizes: ..."). */
 bool cb_bench_parse_sizes(const char *text, uint64_t **sizes, size_t *count, char *message,
                           size_t capacity);
 /* "1 KiB", "256 MiB" (exact), "1.5 MiB" otherwise. */

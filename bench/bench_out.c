@@ -180,20 +180,20 @@ bool cb_bench_parse_sizes(const char *text, uint64_t **sizes, size_t *count, cha
         char *end = NULL;
         unsigned long long f = strtoull(colon + 1, &end, 10);
         if (!end || *end || f < 2 || f > 1024) {
-          snprintf(message, capacity, "sizes: factor '%s' is not an integer from 2 to 1024", colon + 1);
+          snprintf(message, capacity, "--sizes: factor '%s' is not an integer from 2 to 1024", colon + 1);
           ok = false;
           break;
         }
         factor = f;
       }
       if (!cb_bench_parse_size(item, &lo) || !cb_bench_parse_size(hi_text, &hi) || hi < lo) {
-        snprintf(message, capacity, "sizes: '%s..%s' is not a range of sizes (e.g. 1K..1G)", item, hi_text);
+        snprintf(message, capacity, "--sizes: '%s..%s' is not a range of sizes (e.g. 1K..1G)", item, hi_text);
         ok = false;
         break;
       }
     } else {
       if (!cb_bench_parse_size(item, &lo)) {
-        snprintf(message, capacity, "sizes: '%s' is not a size (e.g. 4096, 64K, 256M, 1G)", item);
+        snprintf(message, capacity, "--sizes: '%s' is not a size (e.g. 4096, 64K, 256M, 1G)", item);
         ok = false;
         break;
       }
@@ -212,7 +212,7 @@ bool cb_bench_parse_sizes(const char *text, uint64_t **sizes, size_t *count, cha
       }
       v[n++] = s;
       if (n > 4096) {
-        snprintf(message, capacity, "sizes: more than 4096 sizes");
+        snprintf(message, capacity, "--sizes: more than 4096 sizes");
         ok = false;
         break;
       }
@@ -221,7 +221,7 @@ bool cb_bench_parse_sizes(const char *text, uint64_t **sizes, size_t *count, cha
   }
   free(copy);
   if (ok && n == 0) {
-    snprintf(message, capacity, "sizes: empty list");
+    snprintf(message, capacity, "--sizes: empty list");
     ok = false;
   }
   if (!ok) {

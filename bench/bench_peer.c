@@ -2083,7 +2083,7 @@ static int parse_options(int argc, char **argv, opts *o) {
   }
   for (size_t i = 0; i < o->nsizes; i++)
     if (o->sizes[i] % 4) {
-      fprintf(stderr, "cubert bench peer: sizes must be multiples of 4 bytes (%" PRIu64 ")\n", o->sizes[i]);
+      fprintf(stderr, "cubert bench peer: --sizes: sizes must be multiples of 4 bytes, not %" PRIu64 "\n", o->sizes[i]);
       return 2;
     }
   o->matrix_size = 0;
@@ -2105,6 +2105,10 @@ static int parse_options(int argc, char **argv, opts *o) {
       }
     }
     free(copy);
+    if (!o->do_matrix && !o->do_sweep && !o->do_latency) { /* `--only ""` or `--only ,` */
+      fprintf(stderr, "cubert bench peer: --only wants one or more of matrix, sweep and latency, not '%s'\n", only);
+      return 2;
+    }
   }
   if (o->svg && !cb_bench_svg_available()) {
     fprintf(stderr, "cubert bench peer: --svg: this cubert was built without cairo (libcairo2-dev); "

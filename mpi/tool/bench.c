@@ -670,8 +670,8 @@ int cbt_bench(int argc, char **argv) {
                             sizeof msg) ||
       x.sizes[x.nsizes - 1] > (UINT64_C(1) << 30) || x.nsizes > 64) {
     if (cbt_rank == 0) {
-      if (!msg[0]) snprintf(msg, sizeof msg, "sizes: at most 64 sizes of at most 1G each");
-      cb_cli_error("bench", "--%s", msg);
+      if (!msg[0]) snprintf(msg, sizeof msg, "--sizes: at most 64 sizes of at most 1G each");
+      cb_cli_error("bench", "%s", msg);
     }
     free(x.sizes);
     return CB_CLI_USAGE;
