@@ -225,6 +225,13 @@ static int do_suite(const opts *o, int nfiles, char **files, const char *what, j
     cb_fi_suite_free(&suite);
     return CB_CLI_FAILED; /* a file that cannot be read or parsed: the run could not start */
   }
+  bool any = o->only == NULL;
+  for (size_t i = 0; i < suite.n && !any; i++) any = strstr(suite.v[i].name, o->only) != NULL;
+  if (!any) { /* the same test as the suite's filter (cb_fi_suite_run) */
+    cb_cli_error("faultinj", "--only '%s' matches no scenario's name (`cubert faultinj list` names them)", o->only);
+    cb_fi_suite_free(&suite);
+    return CB_CLI_USAGE;
+  }
   cb_fi_suite_config c = {0};
   c.backend = o->backend;
   c.timeout_ms = (uint32_t)o->timeout_ms;
@@ -423,6 +430,7 @@ typedef int (*command_fn)(int n, char **rest, json_t **json);
 static int cmd_check(int n, char **rest, json_t **json) {
   json_t *js = NULL, *jc = NULL;
   int a = do_suite(&o, 0, NULL, "suite", json ? &js : NULL);
+  if (a == CB_CLI_USAGE) return a;
   fprintf(txt, "\n");
   opts oc = o;
   if (!oc.faults && !oc.programs) oc.faults = DEFAULT_CHECK_FAULTS;
