@@ -22,7 +22,8 @@ static void usage(FILE *f) {
           "                    hwloc XML file) without a runtime; default: the runtime's\n"
           "                    devices (CUBERT_HOST_NODE gives host devices a node's layout)\n"
           "  --xml FILE        hwloc XML 2.0 file standing for this machine (default:\n"
-          "                    $CUBERT_TOPOLOGY, else this machine as hwloc sees it)\n"
+          "                    $CUBERT_TOPOLOGY, else this machine as hwloc sees it);\n"
+          "                    not with --node\n"
           "  --write-node DIR  with --node NAME: write the built-in node's XML and KFD\n"
           "                    fixture into DIR (a file node: --node DIR/NAME.xml)\n");
 }
@@ -128,6 +129,10 @@ int cb_cli_topo(int argc, char **argv) {
   const cb_cli_spec spec = {"topo", usage, opts, 0, 0, NULL};
   int first, parsed = cb_cli_parse(&spec, argc, argv, &first);
   if (parsed != CB_CLI_PARSED) return parsed;
+  if (node && xml) { /* a simulated node has no machine for --xml to stand for */
+    fprintf(stderr, "cubert topo: --xml goes with the runtime's devices, not with --node (a node is a whole machine)\n");
+    return CB_CLI_USAGE;
+  }
   if (write_dir) {
     if (!node) {
       fprintf(stderr, "cubert topo: --write-node needs --node NAME\n");
