@@ -543,6 +543,14 @@ int cb_cli_faultinj(int argc, char **argv) {
       cb_cli_error("faultinj", "%s wants %s", name, commands[k].operands);
     return CB_CLI_USAGE;
   }
+  if (o.print && !o.has_replay) {
+    cb_cli_error("faultinj", "--print goes with --replay SEED (it prints that program)");
+    return CB_CLI_USAGE;
+  }
+  if (strcmp(name, "procs") == 0 && o.steps > 48) { /* procs' programs hold at most 48 steps */
+    cb_cli_error("faultinj", "procs: --steps wants a number from 1 to 48, not '%d'", o.steps);
+    return CB_CLI_USAGE;
+  }
   if (json_out.path && !commands[k].json) {
     cb_cli_error("faultinj", "--json goes with check, suite, run and campaign, not %s", name);
     return CB_CLI_USAGE;
