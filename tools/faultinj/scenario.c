@@ -1099,6 +1099,7 @@ cubert_status cb_fi_scenario_load(const char *path, cb_fi_suite *suite, char *er
   size_t cap = 4096, n = 0;
   char *buf = malloc(cap);
   size_t got;
+  int read_errno = 0;
   while (buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
     n += got;
     if (n + 1 == cap) {
@@ -1113,10 +1114,12 @@ cubert_status cb_fi_scenario_load(const char *path, cb_fi_suite *suite, char *er
     }
   }
   bool bad = ferror(f);
+  if (bad) read_errno = errno; /* EISDIR for a directory, which fopen opens */
   fclose(f);
   if (!buf || bad) {
     free(buf);
-    snprintf(error, capacity, "%s: %s", path, bad ? "read error" : "out of memory");
+    snprintf(error, capacity, "%s: %s", path,
+             !bad ? "out of memory" : read_errno ? strerror(read_errno) : "read error");
     return CUBERT_ERR_IO;
   }
   buf[n] = '\0';
