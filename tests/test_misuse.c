@@ -332,6 +332,7 @@ START_TEST(test_failed_runtime_create_leaks_nothing_for_any_bad_environment) {
   expect_create_refused("CUBERT_BACKENDS", ",", NULL);
   expect_create_refused("CUBERT_HOST_DEVICES", "lots", NULL);
   expect_create_refused("CUBERT_HOST_DEVICES", "65", "64");
+  expect_create_refused("CUBERT_HOST_DEVICES", "0", "1 to 64"); /* README.md: 1 to 64 */
   expect_create_refused("CUBERT_HOST_MEMORY", "-5", NULL);
   expect_create_refused("CUBERT_HOST_MEMORY", "0", NULL);
   expect_create_refused("CUBERT_HOST_MEMORY", "99999999999999999999999", NULL);
@@ -352,6 +353,8 @@ END_TEST
 START_TEST(test_negative_host_devices_in_environment_is_named_negative) {
   expect_create_refused("CUBERT_HOST_DEVICES", "-1", "negative");
   ck_assert_ptr_null(strstr(cubert_last_error_message(), "not a size"));
+  /* nor is a word: a count is not a size */
+  expect_create_refused("CUBERT_HOST_DEVICES", "lots", "not a number of host devices, 1 to 64");
   clear_env();
 }
 END_TEST

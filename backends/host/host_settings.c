@@ -21,10 +21,15 @@ cubert_status cb_host_settings_read(const cubert_runtime_options *o, cb_host_opt
   if (!host.devices) {
     const char *v = cb_env("CUBERT_HOST_DEVICES");
     uint64_t n = 4;
+    /* 1 to 64, as README.md and `cubert --help` say (0 would open a host
+     * backend without devices; CUBERT_BACKENDS=hip is how to have none) */
     if (v && v[0] == '-')
-      return invalid(why, "CUBERT_HOST_DEVICES", v, " is negative: the number of host devices, 0 to 64");
+      return invalid(why, "CUBERT_HOST_DEVICES", v, " is negative: the number of host devices, 1 to 64");
     if (v && !cb_parse_size(v, &n))
-      return invalid(why, "CUBERT_HOST_DEVICES", v, " is not a size (a whole number, optionally K, M, G or T)");
+      return invalid(why, "CUBERT_HOST_DEVICES", v, " is not a number of host devices, 1 to 64");
+    if (n == 0)
+      return invalid(why, "CUBERT_HOST_DEVICES", v,
+                     ": the number of host devices is 1 to 64 (CUBERT_BACKENDS without host opens none)");
     if (n > SETTABLE_DEVICES) return invalid(why, "CUBERT_HOST_DEVICES", v, ": at most 64 host devices");
     host.devices = (int)n;
   }
