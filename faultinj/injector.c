@@ -286,8 +286,10 @@ static cubert_status read_file(const char *path, char **text, size_t *len, cuber
     size_t got = fread(buf + n, 1, cap - n - 1, f);
     n += got;
     if (got == 0) {
-      if (ferror(f)) {
-        diag_plain(diag, path, "read error");
+      if (ferror(f)) { /* EISDIR: fopen opens a directory, the read fails */
+        char msg[128];
+        snprintf(msg, sizeof msg, "cannot read the rule file (%s)", errno ? strerror(errno) : "read error");
+        diag_plain(diag, path, msg);
         st = CUBERT_ERR_IO;
       }
       break;

@@ -152,6 +152,9 @@ START_TEST(test_configure_errors_reach_last_error) {
   last_error_says(CUBERT_ERR_PARSE, "faults option:1:", NULL);
   ck_assert_int_eq(cubert_faultinj_configure(rt, "@/nonexistent/x.rules", NULL), CUBERT_ERR_IO);
   last_error_says(CUBERT_ERR_IO, "/nonexistent/x.rules", NULL);
+  /* a directory opens but cannot be read: said so, not "read error" */
+  ck_assert_int_eq(cubert_faultinj_configure(rt, "@/", NULL), CUBERT_ERR_IO);
+  last_error_says(CUBERT_ERR_IO, "cannot read the rule file", "directory");
   setenv("CUBERT_FAULTS", "alloc fault=partial", 1);
   ck_assert_int_eq(cubert_faultinj_configure(rt, NULL, &diag), CUBERT_ERR_PARSE);
   last_error_says(CUBERT_ERR_PARSE, "CUBERT_FAULTS:1:", "partial");
