@@ -2005,7 +2005,8 @@ static void usage(FILE *out) {
           "\n"
           "  --sizes SPEC        sweep sizes: 1K..1G (powers of 2), 1K..1G:4, 4K,1M,64M\n"
           "                      (default 1K..1G, capped by device memory)\n"
-          "  --matrix-size SIZE  size of the matrix cells (default 256M; 16M on the host)\n"
+          "  --matrix-size SIZE  size of the matrix cells (default 256M; 16M on the host;\n"
+          "                      at most an eighth of device memory, cut with a note)\n"
           "  --reps N            timed repetitions per cell (default 10)\n"
           "  --warmup N          untimed repetitions first (default 3)\n"
           "  --only LIST         matrix,sweep,latency (default all three)\n"
@@ -2223,7 +2224,10 @@ static void choose_sizes(ctx *c) {
   if (kept < o->nsizes) note(c, "sizes above %" PRIu64 " bytes left out (device memory %" PRIu64 ")", cap, mem);
   o->nsizes = kept;
   if (!o->matrix_size) o->matrix_size = o->quick ? (UINT64_C(1) << 20) : strcmp(want, "host") == 0 ? (UINT64_C(16) << 20) : (UINT64_C(256) << 20);
-  if (o->matrix_size > cap) o->matrix_size = cap;
+  if (o->matrix_size > cap) {
+    note(c, "matrix cells of %" PRIu64 " bytes cut to %" PRIu64 " (device memory %" PRIu64 ")", o->matrix_size, cap, mem);
+    o->matrix_size = cap;
+  }
   o->chase_bytes = o->quick || strcmp(want, "host") == 0 ? (UINT64_C(1) << 20) : (UINT64_C(256) << 20);
   if (o->chase_bytes > cap) o->chase_bytes = cap;
   if (o->chase_bytes < 4096) o->chase_bytes = 4096;
