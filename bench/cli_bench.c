@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "bench/bench.h"
@@ -57,6 +58,11 @@ int cb_bench_plot_main(int argc, char **argv) {
     return CB_CLI_FAILED;
   }
   if (!cb_bench_svg_writable(prefix, "bench plot")) return CB_CLI_FAILED;
+  struct stat st;
+  if (strcmp(run, "-") != 0 && stat(run, &st) == 0 && S_ISDIR(st.st_mode)) { /* jansson: "near end of file" */
+    fprintf(stderr, "cubert bench plot: cannot read %s: %s\n", run, strerror(EISDIR));
+    return CB_CLI_FAILED;
+  }
   json_error_t jerr;
   json_t *doc = strcmp(run, "-") == 0 ? json_loadf(stdin, 0, &jerr) : json_load_file(run, 0, &jerr);
   if (!doc) {
