@@ -135,6 +135,11 @@ int cb_cli_parse(const cb_cli_spec *spec, int argc, char **argv, int *first) {
         fprintf(stderr, "`%s %s --help` lists the options.\n", program, spec->name);
         return CB_CLI_USAGE;
       }
+      if (optopt >= 256 && optopt < 256 + (int)n) { /* glibc: a known flag given `=value` */
+        cb_cli_error(spec->name, "--%s takes no value, not '%s'", spec->opts[optopt - 256].name, bad);
+        fprintf(stderr, "`%s %s --help` lists the options.\n", program, spec->name);
+        return CB_CLI_USAGE;
+      }
       return cb_cli_usage_error(spec->name, "unknown option (or one that takes no value)", bad, spec->usage);
     } else {
       for (const cb_cli_opt *p = spec->opts; p->name; p++)
