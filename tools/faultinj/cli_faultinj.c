@@ -203,6 +203,23 @@ static json_t *suite_json(const cb_fi_suite_report *rep) {
                    violations_json(rep->by_violation), "hang", rep->hang, "seconds", rep->seconds, "runs", runs);
 }
 
+/* False, with a message, when --only names no scenario of the suite the
+ * command runs (the built-in one, or the files): found before any output is
+ * opened. A file that cannot be loaded is left for do_suite to report. */
+static bool only_matches(const opts *o, int nfiles, char **files) {
+  if (o->only == NULL) return true;
+  cb_fi_suite suite = {0};
+  char err[1024];
+  cubert_status st = CUBERT_OK;
+  if (nfiles == 0) st = cb_fi_scenario_builtin(&suite, err, sizeof err);
+  for (int i = 0; i < nfiles && st == CUBERT_OK; i++) st = cb_fi_scenario_load(files[i], &suite, err, sizeof err);
+  bool any = st != CUBERT_OK;
+  for (size_t i = 0; i < suite.n && !any; i++) any = strstr(suite.v[i].name, o->only) != NULL; /* cb_fi_suite_run's test */
+  cb_fi_suite_free(&suite);
+  if (!any) cb_cli_error("faultinj", "--only '%s' matches no scenario's name (`cubert faultinj list` names them)", o->only);
+  return any;
+}
+
 static void hang_exit(void) {
   /* a step never returned: its thread is stuck inside the runtime, so leave
    * without running exit handlers that might wait on it */
@@ -224,13 +241,6 @@ static int do_suite(const opts *o, int nfiles, char **files, const char *what, j
     fprintf(stderr, "cubert faultinj: %s\n", err);
     cb_fi_suite_free(&suite);
     return CB_CLI_FAILED; /* a file that cannot be read or parsed: the run could not start */
-  }
-  bool any = o->only == NULL;
-  for (size_t i = 0; i < suite.n && !any; i++) any = strstr(suite.v[i].name, o->only) != NULL;
-  if (!any) { /* the same test as the suite's filter (cb_fi_suite_run) */
-    cb_cli_error("faultinj", "--only '%s' matches no scenario's name (`cubert faultinj list` names them)", o->only);
-    cb_fi_suite_free(&suite);
-    return CB_CLI_USAGE;
   }
   cb_fi_suite_config c = {0};
   c.backend = o->backend;
@@ -430,7 +440,6 @@ typedef int (*command_fn)(int n, char **rest, json_t **json);
 static int cmd_check(int n, char **rest, json_t **json) {
   json_t *js = NULL, *jc = NULL;
   int a = do_suite(&o, 0, NULL, "suite", json ? &js : NULL);
-  if (a == CB_CLI_USAGE) return a;
   fprintf(txt, "\n");
   opts oc = o;
   if (!oc.faults && !oc.programs) oc.faults = DEFAULT_CHECK_FAULTS;
@@ -559,6 +568,8 @@ int cb_cli_faultinj(int argc, char **argv) {
     return cb_cli_fail("faultinj", "setting CUBERT_HOST_NODE", CUBERT_ERR_INVALID_ARGUMENT);
   if (o.backend && strcmp(o.backend, "hip") == 0 && o.node)
     fprintf(stderr, "cubert faultinj: --node lays out host devices only; the hip devices keep their own layout\n");
+  bool runs_suite = strcmp(name, "check") == 0 || strcmp(name, "suite") == 0 || strcmp(name, "run") == 0;
+  if (runs_suite && !only_matches(&o, strcmp(name, "run") == 0 ? n : 0, argv + first)) return CB_CLI_USAGE;
   if (!cb_cli_open_outputs(&spec)) return CB_CLI_FAILED;
   json_t *json = NULL;
   rc = commands[k].run(n, argv + first, json_out.file ? &json : NULL);
