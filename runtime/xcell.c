@@ -151,6 +151,10 @@ void cb_xcell_clear(cb_xcell *cell, uint64_t start, uint64_t end) {
   if (start >= end) return;
   cb_xcell_table *t = begin(cell);
   cut(t, start, end);
+  /* a hole cut in the middle of a range adds one: without fit, repeated
+   * repairs inside ranges would grow the table past its two spare slots
+   * and write beyond the segment's tables */
+  fit(t, UINT32_MAX);
   commit(cell, t);
 }
 

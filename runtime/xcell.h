@@ -13,7 +13,8 @@
  * killed in the middle of an update leaves the last whole table in force.
  *
  * Set, never add, as the ledger: setting a range replaces what was there. A
- * cell holds at most CB_XCELL_RANGES ranges; past that, the two ranges with
+ * cell holds at most CB_XCELL_RANGES ranges; past that (after a set, or a
+ * clear that cuts a hole in a range), the two ranges with
  * the smallest gap are joined (the gap and the older failure's bytes take
  * the newer failure): bytes are never left untainted, at worst tainted with
  * the neighbour's cause. */

@@ -1,0 +1,110 @@
+/* tests/test_contract.c: promises of the public headers and docs checked
+ * from outside, through the public API only (cubert.h, strided.h,
+ * faultinj.h), where an outside probe found the code breaking them. Each
+ * test is named after the promise it holds the code to.
+ *
+ * Host backend only: memory shared between processes imports in the process
+ * that exported it only there (cubert.h, cubert_handle_import), and the
+ * allocator hooks fail allocations the same way on every backend. */
+#include <check.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cubert/cubert.h"
+#include "cubert/faultinj.h"
+#include "tests/testutil.h"
+
+#define BYTES 4096
+
+/* A host runtime of two devices with a client on each, no fault rules. */
+typedef struct pair {
+  cubert_runtime *rt;
+  cubert_client *c[2];
+} pair;
+
+static void pair_open(pair *p) {
+  memset(p, 0, sizeof *p);
+  cubert_runtime_options o;
+  cb_test_options("host", &o);
+  o.host_devices = 2;
+  cb_test_ok(cubert_runtime_create(&o, &p->rt));
+  for (int d = 0; d < 2; d++) cb_test_ok(cubert_client_create(p->rt, d, &p->c[d]));
+}
+
+static void pair_close(pair *p) {
+  for (int d = 0; d < 2; d++) cubert_client_destroy(p->c[d]);
+  cubert_runtime_destroy(p->rt);
+}
+
+/* BYTES of shareable memory written on device 0 (*owner), exported and
+ * imported on device 1 of the same process (*imported). */
+static void shared_pair(pair *p, cubert_handle **owner, cubert_handle **imported) {
+  static uint8_t zero[BYTES];
+  cubert_export_desc d;
+  cb_test_ok(cubert_handle_empty_with(p->c[0], BYTES, CUBERT_MEMORY_SHAREABLE, owner));
+  cb_test_ok(cubert_handle_write(p->c[0], *owner, zero, BYTES));
+  cb_test_ok(cubert_handle_export(p->c[0], *owner, &d));
+  cb_test_ok(cubert_handle_import(p->c[1], &d, imported));
+}
+
+/* cubert_handle_check of bytes [start, end) of `h`. */
+static cubert_status check_bytes(cubert_client *c, const cubert_handle *h, uint64_t start, uint64_t end) {
+  cubert_handle *s = NULL;
+  cb_test_ok(cubert_handle_slice(h, start, cubert_handle_size_in_use(h) - end, &s));
+  cubert_status st = cubert_handle_check(c, s);
+  cubert_handle_release(s);
+  return st;
+}
+
+/* ------------------------------------------------------------ memory shared between processes */
+
+/* docs/processes.md: a cell holds at most 32 ranges; past that neighbouring
+ * ranges are joined, and bytes are never left untainted. Repairs that cut
+ * holes inside tainted ranges add ranges too: they grew the table past its
+ * room and wrote beyond it (a crash, or another process's cell corrupted). */
+START_TEST(test_repairs_cutting_holes_in_shared_taint_keep_the_cell_bounded) {
+  pair p;
+  pair_open(&p);
+  cubert_handle *owner = NULL, *imported = NULL;
+  shared_pair(&p, &owner, &imported);
+  const cubert_failure *f = NULL;
+  cb_test_ok(cubert_failure_create(p.c[0], CUBERT_ERR_COPY, "lost in transit", &f));
+  cb_test_ok(cubert_handle_taint(p.c[0], owner, f));
+  /* 60 writes of 8 bytes, every 32 bytes: each cuts a hole in the taint */
+  uint8_t eight[8] = {0};
+  for (uint64_t k = 1; k <= 60; k++) {
+    cubert_handle *s = NULL;
+    cb_test_ok(cubert_handle_slice(owner, 32 * k, BYTES - 32 * k - 8, &s));
+    cb_test_ok(cubert_handle_write(p.c[0], s, eight, sizeof eight));
+    cubert_handle_release(s);
+  }
+  /* what no write touched is still tainted, seen from either process */
+  ck_assert_int_eq(check_bytes(p.c[1], imported, 0, 32), CUBERT_ERR_TAINTED);
+  for (uint64_t k = 1; k <= 60; k++) {
+    ck_assert_int_eq(check_bytes(p.c[1], imported, 32 * k + 8, 32 * k + 32), CUBERT_ERR_TAINTED);
+    ck_assert_int_eq(check_bytes(p.c[0], owner, 32 * k + 8, 32 * k + 32), CUBERT_ERR_TAINTED);
+  }
+  /* and a whole write still repairs everything */
+  static uint8_t zero[BYTES];
+  cb_test_ok(cubert_handle_write(p.c[1], imported, zero, BYTES));
+  cb_test_ok(cubert_handle_check(p.c[0], owner));
+  cubert_failure_release(f);
+  cubert_handle_release(imported);
+  cubert_handle_release(owner);
+  pair_close(&p);
+}
+END_TEST
+
+/* ------------------------------------------------------------ suite */
+
+static Suite *contract_suite(void) {
+  Suite *s = suite_create("contract");
+  TCase *shared = tcase_create("shared");
+  tcase_add_test(shared, test_repairs_cutting_holes_in_shared_taint_keep_the_cell_bounded);
+  suite_add_tcase(s, shared);
+  return s;
+}
+
+int main(void) { return cb_test_run(contract_suite()); }
