@@ -97,6 +97,63 @@ START_TEST(test_repairs_cutting_holes_in_shared_taint_keep_the_cell_bounded) {
 }
 END_TEST
 
+/* ------------------------------------------------------------ out of host memory */
+
+/* Allocations through these hooks fail from the fail_at-th on (1-based
+ * since the count was last reset); 0: none fails. */
+static atomic_long alloc_calls, fail_at;
+
+static bool allowed(void) {
+  long n = atomic_fetch_add(&alloc_calls, 1) + 1;
+  long f = atomic_load(&fail_at);
+  return f == 0 || n < f;
+}
+static void *a_malloc(size_t size) { return allowed() ? malloc(size) : NULL; }
+static void *a_calloc(size_t count, size_t size) { return allowed() ? calloc(count, size) : NULL; }
+static void *a_realloc(void *ptr, size_t size) { return allowed() ? realloc(ptr, size) : NULL; }
+static void a_free(void *ptr) { free(ptr); }
+static const cubert_allocator failing = {a_malloc, a_calloc, a_realloc, a_free};
+
+/* cubert.h, cubert_set_allocator: a taint with no memory for its range
+ * taints the whole allocation. Strided reads and checks did not see such a
+ * taint (the whole-allocation range ends at UINT64_MAX, and the footprint
+ * lookup wrapped around there): they handed out tainted bytes as good. */
+START_TEST(test_a_taint_short_of_memory_refuses_strided_reads) {
+  cb_test_ok(cubert_set_allocator(&failing)); /* first call of the process (fork mode) */
+  /* the k-th allocation of the taint fails, for each k the taint makes */
+  for (long k = 1; k <= 8; k++) {
+    pair p;
+    pair_open(&p);
+    static uint8_t data[BYTES];
+    uint8_t packed[64];
+    cubert_handle *h = NULL, *inside = NULL;
+    const cubert_failure *f = NULL;
+    cb_test_ok(cubert_handle_create(p.c[0], data, BYTES, &h));
+    cb_test_ok(cubert_handle_slice(h, 64, 64, &inside));
+    cb_test_ok(cubert_failure_create(p.c[0], CUBERT_ERR_COPY, "lost in transit", &f));
+    atomic_store(&alloc_calls, 0);
+    atomic_store(&fail_at, k);
+    cubert_status st = cubert_handle_taint(p.c[0], inside, f);
+    atomic_store(&fail_at, 0);
+    if (st == CUBERT_OK) {
+      /* columns 0 and 1 of rows 0..7 of a 16-column u32 matrix: bytes 0..8 (good), 64..72 ... */
+      cubert_view v = {.ndims = 2, .elem_size = 4, .offset = 0, .shape = {8, 2}, .strides = {16, 1}};
+      ck_assert_int_eq(cubert_handle_read(p.c[0], inside, data, BYTES - 128), CUBERT_ERR_TAINTED);
+      ck_assert_msg(cubert_handle_check_strided(p.c[0], h, &v) == CUBERT_ERR_TAINTED,
+                    "k=%ld: a strided check of tainted bytes passed", k);
+      ck_assert_msg(cubert_handle_read_strided(p.c[0], h, &v, packed, sizeof packed) == CUBERT_ERR_TAINTED,
+                    "k=%ld: a strided read of tainted bytes succeeded", k);
+    } else {
+      ck_assert_int_eq(st, CUBERT_ERR_OUT_OF_MEMORY);
+    }
+    cubert_failure_release(f);
+    cubert_handle_release(inside);
+    cubert_handle_release(h);
+    pair_close(&p);
+  }
+}
+END_TEST
+
 /* ------------------------------------------------------------ suite */
 
 static Suite *contract_suite(void) {
@@ -104,6 +161,9 @@ static Suite *contract_suite(void) {
   TCase *shared = tcase_create("shared");
   tcase_add_test(shared, test_repairs_cutting_holes_in_shared_taint_keep_the_cell_bounded);
   suite_add_tcase(s, shared);
+  TCase *memory = tcase_create("memory");
+  tcase_add_test(memory, test_a_taint_short_of_memory_refuses_strided_reads);
+  suite_add_tcase(s, memory);
   return s;
 }
 
