@@ -14,6 +14,7 @@
 
 #include "cubert/cubert.h"
 #include "cubert/faultinj.h"
+#include "cubert/kernels.h"
 #include "tests/testutil.h"
 
 #define BYTES 4096
@@ -97,6 +98,47 @@ START_TEST(test_repairs_cutting_holes_in_shared_taint_keep_the_cell_bounded) {
 }
 END_TEST
 
+/* docs/processes.md: every read, copy or launch of the bytes in either
+ * process consults the cell first. A launch whose inputs had empty local
+ * ledgers took them as clean: a kernel read bytes another process had
+ * tainted, and its outputs were good. */
+START_TEST(test_a_kernel_reading_memory_shared_between_processes_checks_the_cell) {
+  pair p;
+  pair_open(&p);
+  cubert_handle *owner = NULL, *imported = NULL, *out0 = NULL, *out1 = NULL;
+  shared_pair(&p, &owner, &imported);
+  cb_test_ok(cubert_handle_empty(p.c[0], BYTES, &out0));
+  cb_test_ok(cubert_handle_empty(p.c[1], BYTES, &out1));
+  cubert_kernel *copy = NULL;
+  cb_test_ok(cubert_builtin_kernel(CUBERT_BUILTIN_COPY_U32, &copy));
+  uint64_t n = BYTES / 4;
+  cubert_launch_config cfg = {{1, 1, 1}, {64, 1, 1}, 0};
+  const cubert_failure *f = NULL;
+  uint8_t buf[BYTES];
+  /* tainted by the importer, read by a kernel of the exporter */
+  cb_test_ok(cubert_failure_create(p.c[1], CUBERT_ERR_COPY, "lost by the importer", &f));
+  cb_test_ok(cubert_handle_taint(p.c[1], imported, f));
+  cubert_failure_release(f);
+  cubert_arg a0[3] = {cubert_arg_buffer(owner), cubert_arg_buffer(out0), cubert_arg_scalar(&n, sizeof n)};
+  cb_test_status(cubert_launch(p.c[0], copy, &cfg, a0, 3), CUBERT_ERR_TAINTED);
+  cb_test_status(cubert_handle_read(p.c[0], out0, buf, BYTES), CUBERT_ERR_TAINTED);
+  /* repaired by the importer, tainted by the exporter, read by a kernel of the importer */
+  cb_test_ok(cubert_handle_write(p.c[1], imported, buf, BYTES));
+  cb_test_ok(cubert_failure_create(p.c[0], CUBERT_ERR_COPY, "lost by the exporter", &f));
+  cb_test_ok(cubert_handle_taint(p.c[0], owner, f));
+  cubert_failure_release(f);
+  cubert_arg a1[3] = {cubert_arg_buffer(imported), cubert_arg_buffer(out1), cubert_arg_scalar(&n, sizeof n)};
+  cb_test_status(cubert_launch(p.c[1], copy, &cfg, a1, 3), CUBERT_ERR_TAINTED);
+  cb_test_status(cubert_handle_read(p.c[1], out1, buf, BYTES), CUBERT_ERR_TAINTED);
+  cubert_kernel_release(copy);
+  cubert_handle_release(out1);
+  cubert_handle_release(out0);
+  cubert_handle_release(imported);
+  cubert_handle_release(owner);
+  pair_close(&p);
+}
+END_TEST
+
 /* ------------------------------------------------------------ out of host memory */
 
 /* Allocations through these hooks fail from the fail_at-th on (1-based
@@ -160,6 +202,7 @@ static Suite *contract_suite(void) {
   Suite *s = suite_create("contract");
   TCase *shared = tcase_create("shared");
   tcase_add_test(shared, test_repairs_cutting_holes_in_shared_taint_keep_the_cell_bounded);
+  tcase_add_test(shared, test_a_kernel_reading_memory_shared_between_processes_checks_the_cell);
   suite_add_tcase(s, shared);
   TCase *memory = tcase_create("memory");
   tcase_add_test(memory, test_a_taint_short_of_memory_refuses_strided_reads);
