@@ -22,7 +22,7 @@ static void settle(cb_alloc *a, uint64_t start, uint64_t end, cubert_failure *f)
   if (f) cb_ledger_set(l, start, end, f);
   else cb_ledger_clear(l, start, end);
   cb_alloc_ledger_unlock(a);
-  if (a->xshare) cb_xshare_settle(a, start, end, f);
+  if (a->xshare) cb_xshare_settle(a, start, end, NULL, f);
 }
 
 #define NULL_ARG(fn, what) cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, what)

@@ -70,6 +70,14 @@ void cb_xcell_unlock(cb_xcell *cell);
  * (clear). Ranges are clipped to the allocation. */
 void cb_xcell_set(cb_xcell *cell, uint64_t start, uint64_t end, const cubert_failure_record *record);
 void cb_xcell_clear(cb_xcell *cell, uint64_t start, uint64_t end);
+/* Under the lock: the footprint of `pattern` (runtime/pattern.h) now
+ * carries `record` (set), or nothing (clear), as one update. A set of more
+ * runs than the table holds taints their bounds (the gaps too); a clear
+ * cuts at most 4 * CB_XCELL_RANGES runs out of tainted ranges (the rest
+ * stays tainted). Bytes are never left untainted either way. */
+struct cb_pattern;
+void cb_xcell_set_pattern(cb_xcell *cell, const struct cb_pattern *pattern, const cubert_failure_record *record);
+void cb_xcell_clear_pattern(cb_xcell *cell, const struct cb_pattern *pattern);
 /* Under the lock: the first tainted range ending after `from` that starts
  * before `end`, clipped to [from, end); false when none. */
 bool cb_xcell_first(const cb_xcell *cell, uint64_t from, uint64_t end, uint64_t *range_start,

@@ -139,6 +139,121 @@ START_TEST(test_a_kernel_reading_memory_shared_between_processes_checks_the_cell
 }
 END_TEST
 
+/* Columns 0 and 1 of the 8 rows of a 16-column u32 matrix: bytes 0..8,
+ * 64..72, ..., 448..456; between them, the gaps. */
+static const cubert_view two_columns = {.ndims = 2, .elem_size = 4, .offset = 0, .shape = {8, 2}, .strides = {16, 1}};
+
+/* strided.h: a strided read is refused where its footprint meets tainted
+ * bytes; docs/processes.md: every read consults the cell. Strided reads,
+ * checks and copies of memory shared between processes looked at the local
+ * ledger only, and passed bytes the other process had tainted. */
+START_TEST(test_strided_reads_of_memory_shared_between_processes_consult_the_cell) {
+  pair p;
+  pair_open(&p);
+  cubert_handle *owner = NULL, *imported = NULL, *dst = NULL;
+  shared_pair(&p, &owner, &imported);
+  cb_test_ok(cubert_handle_empty(p.c[0], BYTES, &dst));
+  const cubert_failure *f = NULL;
+  cb_test_ok(cubert_failure_create(p.c[1], CUBERT_ERR_COPY, "lost by the importer", &f));
+  cb_test_ok(cubert_handle_taint(p.c[1], imported, f));
+  uint8_t packed[64];
+  cb_test_status(cubert_handle_check_strided(p.c[0], owner, &two_columns), CUBERT_ERR_TAINTED);
+  cb_test_status(cubert_handle_read_strided(p.c[0], owner, &two_columns, packed, sizeof packed),
+                 CUBERT_ERR_TAINTED);
+  /* the error names the footprint's pieces, with the importer's failure */
+  cubert_error *e = cubert_last_error();
+  ck_assert_uint_eq(cubert_error_failure_count(e), 8);
+  uint64_t s = 0, end = 0;
+  const cubert_failure *got = cubert_error_failure(e, 1, &s, &end);
+  ck_assert_uint_eq(s, 64);
+  ck_assert_uint_eq(end, 72);
+  ck_assert_ptr_nonnull(strstr(cubert_failure_message(got), "lost by the importer"));
+  cubert_error_release(e);
+  cb_test_status(cubert_handle_copy_strided(p.c[0], owner, &two_columns, dst, &two_columns), CUBERT_ERR_TAINTED);
+  /* a tensor input too */
+  cubert_kernel *copy = NULL;
+  cb_test_ok(cubert_builtin_kernel(CUBERT_BUILTIN_COPY_STRIDED, &copy));
+  cubert_view out = two_columns;
+  out.offset = 8; /* columns 8 and 9 of dst */
+  cubert_arg args[2] = {cubert_arg_tensor(owner, &two_columns), cubert_arg_tensor(dst, &out)};
+  cubert_launch_config cfg = {{1, 1, 1}, {64, 1, 1}, 0};
+  cb_test_status(cubert_launch(p.c[0], copy, &cfg, args, 2), CUBERT_ERR_TAINTED);
+  cubert_kernel_release(copy);
+  cubert_failure_release(f);
+  cubert_handle_release(dst);
+  cubert_handle_release(imported);
+  cubert_handle_release(owner);
+  pair_close(&p);
+}
+END_TEST
+
+/* strided.h: a strided write that succeeds releases exactly the
+ * footprint. On memory shared between processes it cleared the whole range
+ * around the footprint in the cell: the gaps between its elements, never
+ * written, read as good in both processes. */
+START_TEST(test_a_strided_repair_of_shared_memory_leaves_its_gaps_tainted) {
+  pair p;
+  pair_open(&p);
+  cubert_handle *owner = NULL, *imported = NULL;
+  shared_pair(&p, &owner, &imported);
+  const cubert_failure *f = NULL;
+  cb_test_ok(cubert_failure_create(p.c[0], CUBERT_ERR_COPY, "lost in transit", &f));
+  cb_test_ok(cubert_handle_taint(p.c[0], owner, f));
+  cubert_failure_release(f);
+  uint8_t packed[64] = {0};
+  cb_test_ok(cubert_handle_write_strided(p.c[0], owner, &two_columns, packed, sizeof packed));
+  /* the footprint is repaired, seen from either process */
+  cb_test_ok(cubert_handle_check_strided(p.c[0], owner, &two_columns));
+  cb_test_ok(cubert_handle_check_strided(p.c[1], imported, &two_columns));
+  cb_test_ok(check_bytes(p.c[1], imported, 64, 72));
+  /* the gaps are not */
+  for (uint64_t row = 0; row < 8; row++) {
+    ck_assert_int_eq(check_bytes(p.c[0], owner, 64 * row + 8, 64 * row + 64), CUBERT_ERR_TAINTED);
+    ck_assert_int_eq(check_bytes(p.c[1], imported, 64 * row + 8, 64 * row + 64), CUBERT_ERR_TAINTED);
+  }
+  /* a strided write that fails taints its footprint, not its gaps */
+  static uint8_t zero[BYTES];
+  cb_test_ok(cubert_handle_write(p.c[0], owner, zero, BYTES));
+  cubert_faultinj_diag diag;
+  cb_test_ok(cubert_faultinj_add(p.rt, "write times=1 fault=fail", "test", NULL, &diag));
+  ck_assert_int_ne(cubert_handle_write_strided(p.c[1], imported, &two_columns, packed, sizeof packed), CUBERT_OK);
+  cb_test_status(check_bytes(p.c[0], owner, 64, 72), CUBERT_ERR_TAINTED);
+  cb_test_ok(check_bytes(p.c[0], owner, 72, 128));
+  cubert_handle_release(imported);
+  cubert_handle_release(owner);
+  pair_close(&p);
+}
+END_TEST
+
+/* cubert.h, cubert_handle_export: the first export moves the taint the
+ * allocation already has into the cell. A strided claim (a failed strided
+ * write) was left behind: after the export neither process saw it. */
+START_TEST(test_strided_taint_moves_into_the_cell_at_the_first_export) {
+  pair p;
+  pair_open(&p);
+  static uint8_t zero[BYTES];
+  cubert_handle *owner = NULL, *imported = NULL;
+  cb_test_ok(cubert_handle_empty_with(p.c[0], BYTES, CUBERT_MEMORY_SHAREABLE, &owner));
+  cb_test_ok(cubert_handle_write(p.c[0], owner, zero, BYTES));
+  cubert_faultinj_diag diag;
+  cb_test_ok(cubert_faultinj_add(p.rt, "write times=1 fault=fail", "test", NULL, &diag));
+  uint8_t packed[64] = {0};
+  ck_assert_int_ne(cubert_handle_write_strided(p.c[0], owner, &two_columns, packed, sizeof packed), CUBERT_OK);
+  cb_test_status(cubert_handle_check(p.c[0], owner), CUBERT_ERR_TAINTED);
+  cubert_export_desc d;
+  cb_test_ok(cubert_handle_export(p.c[0], owner, &d));
+  cb_test_ok(cubert_handle_import(p.c[1], &d, &imported));
+  cb_test_status(cubert_handle_check(p.c[0], owner), CUBERT_ERR_TAINTED);
+  cb_test_status(cubert_handle_check(p.c[1], imported), CUBERT_ERR_TAINTED);
+  cb_test_status(check_bytes(p.c[1], imported, 64, 72), CUBERT_ERR_TAINTED);
+  cb_test_status(cubert_handle_check_strided(p.c[1], imported, &two_columns), CUBERT_ERR_TAINTED);
+  cb_test_ok(check_bytes(p.c[1], imported, 8, 64)); /* the gaps stay good */
+  cubert_handle_release(imported);
+  cubert_handle_release(owner);
+  pair_close(&p);
+}
+END_TEST
+
 /* ------------------------------------------------------------ out of host memory */
 
 /* Allocations through these hooks fail from the fail_at-th on (1-based
@@ -203,6 +318,9 @@ static Suite *contract_suite(void) {
   TCase *shared = tcase_create("shared");
   tcase_add_test(shared, test_repairs_cutting_holes_in_shared_taint_keep_the_cell_bounded);
   tcase_add_test(shared, test_a_kernel_reading_memory_shared_between_processes_checks_the_cell);
+  tcase_add_test(shared, test_strided_reads_of_memory_shared_between_processes_consult_the_cell);
+  tcase_add_test(shared, test_a_strided_repair_of_shared_memory_leaves_its_gaps_tainted);
+  tcase_add_test(shared, test_strided_taint_moves_into_the_cell_at_the_first_export);
   suite_add_tcase(s, shared);
   TCase *memory = tcase_create("memory");
   tcase_add_test(memory, test_a_taint_short_of_memory_refuses_strided_reads);
