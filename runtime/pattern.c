@@ -225,7 +225,7 @@ cubert_status cb_pattern_from_view(const cubert_view *v, uint64_t start, uint64_
     if (pitch < span) {
       snprintf(why, n,
                "dimension %u: a stride of %llu elements is less than the %llu elements the dimensions "
-               "inside it span (elements would share bytes)",
+               "inside it span (dimensions must nest: their elements would share bytes or interleave)",
                d, (unsigned long long)v->strides[d], (unsigned long long)(span / elem));
       return CUBERT_ERR_INVALID_ARGUMENT;
     }

@@ -254,6 +254,32 @@ START_TEST(test_strided_taint_moves_into_the_cell_at_the_first_export) {
 }
 END_TEST
 
+/* ------------------------------------------------------------ strided views */
+
+/* strided.h, cubert_view_check: the header refused only views with two
+ * elements sharing bytes, but the check (by design: a footprint is kept as
+ * sorted runs) refuses every view whose dimensions do not nest, and its
+ * message said the elements "would share bytes" for views whose elements
+ * share none. The header now says what is refused; the message no longer
+ * claims sharing that is not there. */
+START_TEST(test_a_view_whose_dimensions_interleave_is_refused_as_such) {
+  pair p;
+  pair_open(&p);
+  cubert_handle *h = NULL;
+  cb_test_ok(cubert_handle_empty(p.c[0], BYTES, &h));
+  /* elements 0 2 4, 3 5 7, 6 8 10: no byte shared, the rows interleave */
+  cubert_view interleaved = {.ndims = 2, .elem_size = 1, .offset = 0, .shape = {3, 3}, .strides = {3, 2}};
+  cb_test_status(cubert_view_check(h, &interleaved), CUBERT_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_nonnull(strstr(cubert_last_error_message(), "dimension 0"));
+  ck_assert_ptr_nonnull(strstr(cubert_last_error_message(), "interleave"));
+  /* nested dimensions in either order are fine */
+  cubert_view column_major = {.ndims = 2, .elem_size = 4, .offset = 0, .shape = {4, 4}, .strides = {1, 4}};
+  cb_test_ok(cubert_view_check(h, &column_major));
+  cubert_handle_release(h);
+  pair_close(&p);
+}
+END_TEST
+
 /* ------------------------------------------------------------ out of host memory */
 
 /* Allocations through these hooks fail from the fail_at-th on (1-based
@@ -322,6 +348,9 @@ static Suite *contract_suite(void) {
   tcase_add_test(shared, test_a_strided_repair_of_shared_memory_leaves_its_gaps_tainted);
   tcase_add_test(shared, test_strided_taint_moves_into_the_cell_at_the_first_export);
   suite_add_tcase(s, shared);
+  TCase *views = tcase_create("views");
+  tcase_add_test(views, test_a_view_whose_dimensions_interleave_is_refused_as_such);
+  suite_add_tcase(s, views);
   TCase *memory = tcase_create("memory");
   tcase_add_test(memory, test_a_taint_short_of_memory_refuses_strided_reads);
   suite_add_tcase(s, memory);
