@@ -44,6 +44,13 @@ cubert_status cubert_handle_external_begin(cubert_client *c, cubert_handle *h, c
   cb_errb_discard(&eb);
   cubert_external *x = cb_calloc(1, sizeof *x);
   if (!x) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+  /* the reference that keeps the memory allocated until the end, taken
+   * before anything changes: out of memory for it refuses the begin */
+  x->view = cubert_handle_clone(h);
+  if (!x->view) {
+    cb_free(x);
+    return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "%s: out of host memory for a reference to the view", fn);
+  }
   cubert_failure *pending = NULL;
   if (access == CUBERT_ACCESS_WRITE) {
     char msg[256];
@@ -52,7 +59,8 @@ cubert_status cubert_handle_external_begin(cubert_client *c, cubert_handle *h, c
              "(cubert_handle_external_begin)",
              (unsigned long long)h->start, (unsigned long long)h->end, (unsigned long long)h->alloc->id);
     pending = cb_failure_new(CUBERT_ERR_BACKEND, msg, c->dev->index, c->dev->info.name, 0, "external-write", "", 0);
-    if (!pending) {
+    if (!cb_failure_recorded(pending)) { /* the static stand-in would name no external write */
+      cubert_handle_release(x->view);
       cb_free(x);
       return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     }
@@ -63,6 +71,7 @@ cubert_status cubert_handle_external_begin(cubert_client *c, cubert_handle *h, c
   cb_device *dev = c->dev;
   if ((st = cb_device_enter(dev))) {
     cubert_failure_release(pending);
+    cubert_handle_release(x->view);
     cb_free(x);
     return st;
   }
@@ -70,6 +79,7 @@ cubert_status cubert_handle_external_begin(cubert_client *c, cubert_handle *h, c
   cb_errb report;
   if (access == CUBERT_ACCESS_READ && cb_taint_refusal("external read", a, h->start, h->end, &report)) {
     cb_device_leave(dev);
+    cubert_handle_release(x->view);
     cb_free(x);
     return cb_errb_finish(&report);
   }
@@ -79,7 +89,6 @@ cubert_status cubert_handle_external_begin(cubert_client *c, cubert_handle *h, c
   }
   cb_device_leave(dev);
   x->client = c;
-  x->view = cubert_handle_clone(h);
   x->access = access;
   *address = (void *)(uintptr_t)(a->block.address + h->start);
   *out = x;

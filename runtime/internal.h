@@ -69,6 +69,10 @@ struct cubert_failure {
 cubert_failure *cb_failure_new(cubert_status status, const char *message, int device,
                                const char *device_name, cubert_stream stream, const char *operation, const char *kernel,
                                uint64_t sequence);
+/* False for that static failure: a call whose own result is the failure
+ * (cubert_failure_create, an external write's pending failure) refuses
+ * with CUBERT_ERR_OUT_OF_MEMORY instead of handing it out. */
+bool cb_failure_recorded(const cubert_failure *f);
 /* A failure passed on from `parent`: `kernel` (or operation) did not run on
  * good input `input`. */
 cubert_failure *cb_failure_child(const cubert_failure *parent, const char *kernel,

@@ -337,6 +337,71 @@ START_TEST(test_a_taint_short_of_memory_refuses_strided_reads) {
 }
 END_TEST
 
+/* cubert.h: out of host memory, a call fails with CUBERT_ERR_OUT_OF_MEMORY
+ * and changes nothing; cubert_handle_external_begin: a write's bytes carry
+ * a failure "being written by an external transfer that has not ended".
+ * Short of memory, the begin's reference to the view was not checked (the
+ * begin succeeded with no view, and its end dereferenced NULL), and a
+ * pending failure that could not be recorded was handed on as the static
+ * "out of host memory recording a failure" (a failed write, to a reader).
+ * cubert_failure_create handed that static failure out as the caller's. */
+START_TEST(test_external_access_and_failures_short_of_memory_are_refused) {
+  cb_test_ok(cubert_set_allocator(&failing)); /* first call of the process (fork mode) */
+  static uint8_t data[BYTES];
+  for (int write = 0; write < 2; write++) {
+    bool reached_end = false;
+    for (long k = 1; !reached_end; k++) {
+      pair p;
+      pair_open(&p);
+      cubert_handle *h = NULL;
+      cb_test_ok(cubert_handle_create(p.c[0], data, BYTES, &h));
+      cubert_external *x = NULL;
+      void *address = NULL;
+      atomic_store(&alloc_calls, 0);
+      atomic_store(&fail_at, k);
+      cubert_status st = cubert_handle_external_begin(p.c[0], h, write ? CUBERT_ACCESS_WRITE : CUBERT_ACCESS_READ,
+                                                      &x, &address);
+      reached_end = atomic_load(&alloc_calls) < k; /* no allocation failed: every k was tried */
+      atomic_store(&fail_at, 0);
+      if (st == CUBERT_OK) {
+        ck_assert_ptr_nonnull(x);
+        if (write) {
+          cb_test_status(cubert_handle_check(p.c[0], h), CUBERT_ERR_TAINTED);
+          ck_assert_msg(strstr(cubert_last_error_message(), "external transfer that has not ended"),
+                        "k=%ld: the bytes being written say \"%s\"", k, cubert_last_error_message());
+        }
+        cb_test_ok(cubert_handle_external_end(x, NULL));
+      } else {
+        ck_assert_msg(st == CUBERT_ERR_OUT_OF_MEMORY, "k=%ld: begin returned %s", k, cubert_status_name(st));
+        ck_assert_ptr_null(x);
+        cb_test_ok(cubert_handle_check(p.c[0], h)); /* a refused begin changes nothing */
+      }
+      cubert_handle_release(h);
+      pair_close(&p);
+    }
+  }
+  /* a failure of the caller's making is that failure, or none */
+  pair p;
+  pair_open(&p);
+  for (long k = 1; k <= 4; k++) {
+    const cubert_failure *f = NULL;
+    atomic_store(&alloc_calls, 0);
+    atomic_store(&fail_at, k);
+    cubert_status st = cubert_failure_create(p.c[0], CUBERT_ERR_COPY, "lost in transit", &f);
+    atomic_store(&fail_at, 0);
+    if (st == CUBERT_OK) {
+      ck_assert_int_eq(cubert_failure_status(f), CUBERT_ERR_COPY);
+      ck_assert_str_eq(cubert_failure_message(f), "lost in transit");
+    } else {
+      ck_assert_int_eq(st, CUBERT_ERR_OUT_OF_MEMORY);
+      ck_assert_ptr_null(f);
+    }
+    cubert_failure_release(f);
+  }
+  pair_close(&p);
+}
+END_TEST
+
 /* ------------------------------------------------------------ suite */
 
 static Suite *contract_suite(void) {
@@ -353,6 +418,7 @@ static Suite *contract_suite(void) {
   suite_add_tcase(s, views);
   TCase *memory = tcase_create("memory");
   tcase_add_test(memory, test_a_taint_short_of_memory_refuses_strided_reads);
+  tcase_add_test(memory, test_external_access_and_failures_short_of_memory_are_refused);
   suite_add_tcase(s, memory);
   return s;
 }
