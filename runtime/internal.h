@@ -693,7 +693,8 @@ void cb_device_reap(cb_device *dev);
 /* The same with `floor[i]` (may be NULL): work of stream i up to it is
  * known complete (a sync waited for it), whatever progress says. */
 void cb_device_reap_floor(cb_device *dev, const uint64_t *floor, uint32_t nfloor);
-/* Frees the records of work that `progress` (per stream) says completed. */
+/* Frees the records of work that `progress` (per stream) says completed;
+ * NULL: every stream's work completed (teardown, after a sync). */
 void cb_work_drop_completed(cb_device *dev, const uint64_t *progress);
 /* Handles a backend failure at enqueue: makes the failure, marks the device
  * lost when sticky. Returns a new reference. */

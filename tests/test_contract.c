@@ -284,17 +284,28 @@ END_TEST
 
 /* Allocations through these hooks fail from the fail_at-th on (1-based
  * since the count was last reset); 0: none fails. */
-static atomic_long alloc_calls, fail_at;
+static atomic_long alloc_calls, fail_at, live;
 
 static bool allowed(void) {
   long n = atomic_fetch_add(&alloc_calls, 1) + 1;
   long f = atomic_load(&fail_at);
   return f == 0 || n < f;
 }
-static void *a_malloc(size_t size) { return allowed() ? malloc(size) : NULL; }
-static void *a_calloc(size_t count, size_t size) { return allowed() ? calloc(count, size) : NULL; }
-static void *a_realloc(void *ptr, size_t size) { return allowed() ? realloc(ptr, size) : NULL; }
-static void a_free(void *ptr) { free(ptr); }
+/* `live` counts the blocks given out and not yet freed. */
+static void *counted(void *p) {
+  if (p) atomic_fetch_add(&live, 1);
+  return p;
+}
+static void *a_malloc(size_t size) { return counted(allowed() ? malloc(size) : NULL); }
+static void *a_calloc(size_t count, size_t size) { return counted(allowed() ? calloc(count, size) : NULL); }
+static void *a_realloc(void *ptr, size_t size) {
+  if (!ptr) return a_malloc(size);
+  return allowed() ? realloc(ptr, size) : NULL;
+}
+static void a_free(void *ptr) {
+  atomic_fetch_sub(&live, 1);
+  free(ptr);
+}
 static const cubert_allocator failing = {a_malloc, a_calloc, a_realloc, a_free};
 
 /* cubert.h, cubert_set_allocator: a taint with no memory for its range
@@ -402,6 +413,35 @@ START_TEST(test_external_access_and_failures_short_of_memory_are_refused) {
 }
 END_TEST
 
+/* cubert.h: out of host memory, a call leaks nothing. Tearing a runtime
+ * down allocated an array to drop its devices' work records: short of
+ * memory for it, the records and every reference they held (allocation
+ * records, streams' failures) leaked. */
+START_TEST(test_a_runtime_torn_down_short_of_memory_leaks_nothing) {
+  cb_test_ok(cubert_set_allocator(&failing)); /* first call of the process (fork mode) */
+  static uint8_t data[BYTES];
+  bool reached_end = false;
+  for (long k = 1; !reached_end; k++) {
+    long before = atomic_load(&live);
+    pair p;
+    pair_open(&p);
+    cubert_handle *h = NULL;
+    uint32_t word = 7;
+    cb_test_ok(cubert_handle_create(p.c[0], data, BYTES, &h));
+    cb_test_ok(cubert_handle_fill(p.c[0], h, &word, sizeof word)); /* work in flight at the teardown */
+    cubert_handle_release(h);
+    cubert_client_destroy(p.c[0]);
+    cubert_client_destroy(p.c[1]);
+    atomic_store(&alloc_calls, 0);
+    atomic_store(&fail_at, k);
+    cubert_runtime_destroy(p.rt);
+    reached_end = atomic_load(&alloc_calls) < k;
+    atomic_store(&fail_at, 0);
+    ck_assert_msg(atomic_load(&live) == before, "k=%ld: %ld blocks leaked", k, atomic_load(&live) - before);
+  }
+}
+END_TEST
+
 /* ------------------------------------------------------------ suite */
 
 static Suite *contract_suite(void) {
@@ -419,6 +459,7 @@ static Suite *contract_suite(void) {
   TCase *memory = tcase_create("memory");
   tcase_add_test(memory, test_a_taint_short_of_memory_refuses_strided_reads);
   tcase_add_test(memory, test_external_access_and_failures_short_of_memory_are_refused);
+  tcase_add_test(memory, test_a_runtime_torn_down_short_of_memory_leaks_nothing);
   suite_add_tcase(s, memory);
   return s;
 }
