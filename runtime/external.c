@@ -66,8 +66,13 @@ cubert_status cubert_handle_external_begin(cubert_client *c, cubert_handle *h, c
     }
   }
   /* the bytes are final once the stream's work is done; failures that wait
-   * finds taint their bytes, which the ledger check below then sees */
-  cubert_sync(c);
+   * finds taint their bytes, which the ledger check below then sees. Not
+   * cubert_sync: its report belongs to the caller's next sync, and a call
+   * that succeeds records no error. */
+  cb_errb wait;
+  cb_errb_init(&wait, CUBERT_OK);
+  cb_client_wait(&wait, c);
+  cb_errb_discard(&wait);
   cb_device *dev = c->dev;
   if ((st = cb_device_enter(dev))) {
     cubert_failure_release(pending);

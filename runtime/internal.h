@@ -576,6 +576,14 @@ cubert_status cb_device_enter(cb_device *dev);
 void cb_device_leave(cb_device *dev);
 cubert_status cb_device_lost_error(cb_device *dev);
 
+/* runtime/sync.c: waits for the client's stream and settles what the wait
+ * finds (taint, replay) as cubert_sync does, but reports nothing: the
+ * failures found stay for the caller's next sync, and no last error is
+ * recorded (for entry points that wait on their way, such as
+ * cubert_handle_external_begin). CUBERT_OK, or why the wait failed (in
+ * `eb`; a lost device's error is recorded by cb_device_enter). */
+cubert_status cb_client_wait(cb_errb *eb, cubert_client *c);
+
 /* The stream the client uses on this thread (created on first use). */
 cubert_status cb_client_stream(cubert_client *c, cb_stream **out);
 /* That stream when it exists already, else NULL (nothing is created). */

@@ -254,6 +254,48 @@ START_TEST(test_strided_taint_moves_into_the_cell_at_the_first_export) {
 }
 END_TEST
 
+/* ------------------------------------------------------------ external access */
+
+/* cubert_handle_external_begin waits for the client's stream, and
+ * failures it finds taint their bytes "as at any sync"; docs/failures.md
+ * rule 8: every sync that waits for failed work returns the failure, once
+ * per stream; cubert.h: a failed call records the last error (a successful
+ * one leaves it). The begin waited with cubert_sync itself: it took the
+ * failure's one report from the program's next sync (which returned OK)
+ * and put it in the thread's last error while succeeding. */
+START_TEST(test_an_external_begin_leaves_the_report_of_failed_work_to_the_next_sync) {
+  pair p;
+  pair_open(&p);
+  cubert_handle *out = NULL, *view = NULL;
+  cb_test_ok(cubert_handle_empty(p.c[0], BYTES, &out));
+  cb_test_ok(cubert_handle_empty(p.c[0], BYTES, &view));
+  cubert_faultinj_diag diag;
+  cb_test_ok(cubert_faultinj_add(p.rt, "launch times=1 fault=async", "test", NULL, &diag));
+  cubert_kernel *fill = NULL;
+  cb_test_ok(cubert_builtin_kernel(CUBERT_BUILTIN_FILL_U32, &fill));
+  uint64_t n = BYTES / 4;
+  uint32_t value = 1;
+  cubert_arg args[3] = {cubert_arg_buffer(out), cubert_arg_scalar(&n, sizeof n), cubert_arg_scalar(&value, sizeof value)};
+  cubert_launch_config cfg = {{1, 1, 1}, {64, 1, 1}, 0};
+  cb_test_ok(cubert_launch(p.c[0], fill, &cfg, args, 3)); /* fails when it runs */
+  cubert_error_record(CUBERT_ERR_BUSY, "the program's own last error");
+  cubert_external *x = NULL;
+  void *address = NULL;
+  cb_test_ok(cubert_handle_external_begin(p.c[0], view, CUBERT_ACCESS_READ, &x, &address));
+  ck_assert_str_eq(cubert_last_error_message(), "the program's own last error");
+  cb_test_ok(cubert_handle_external_end(x, NULL));
+  /* the wait tainted what the launch should have written... */
+  cb_test_status(cubert_handle_check(p.c[0], out), CUBERT_ERR_TAINTED);
+  /* ...and the program's sync still hears of it, once */
+  cb_test_status(cubert_sync(p.c[0]), CUBERT_ERR_LAUNCH);
+  cb_test_ok(cubert_sync(p.c[0]));
+  cubert_kernel_release(fill);
+  cubert_handle_release(view);
+  cubert_handle_release(out);
+  pair_close(&p);
+}
+END_TEST
+
 /* ------------------------------------------------------------ strided views */
 
 /* strided.h, cubert_view_check: the header refused only views with two
@@ -453,6 +495,9 @@ static Suite *contract_suite(void) {
   tcase_add_test(shared, test_a_strided_repair_of_shared_memory_leaves_its_gaps_tainted);
   tcase_add_test(shared, test_strided_taint_moves_into_the_cell_at_the_first_export);
   suite_add_tcase(s, shared);
+  TCase *external = tcase_create("external");
+  tcase_add_test(external, test_an_external_begin_leaves_the_report_of_failed_work_to_the_next_sync);
+  suite_add_tcase(s, external);
   TCase *views = tcase_create("views");
   tcase_add_test(views, test_a_view_whose_dimensions_interleave_is_refused_as_such);
   suite_add_tcase(s, views);
