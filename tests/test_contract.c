@@ -59,6 +59,34 @@ static cubert_status check_bytes(cubert_client *c, const cubert_handle *h, uint6
   return st;
 }
 
+/* ------------------------------------------------------------ runtime options */
+
+/* cubert.h: struct_size is sizeof(cubert_runtime_options), set by _init;
+ * no call crashes on a caller's mistake. A size that did not come from any
+ * version of the struct was accepted whenever it was not too large, and
+ * the options were copied up to it: a size ending inside a pointer left
+ * half of it in the options, and the runtime crashed reading it. Every
+ * size is now either one the struct has had, or refused. */
+START_TEST(test_runtime_options_of_a_size_no_version_had_are_refused) {
+  for (uint32_t size = 0; size <= sizeof(cubert_runtime_options) + 16; size++) {
+    cubert_runtime_options o;
+    cb_test_options("host", &o);
+    o.host_devices = 1;
+    o.struct_size = size;
+    cubert_runtime *rt = NULL;
+    cubert_status st = cubert_runtime_create(&o, &rt);
+    if (size == sizeof o) cb_test_ok(st);
+    if (st == CUBERT_OK) {
+      cubert_runtime_destroy(rt);
+      continue;
+    }
+    ck_assert_msg(st == CUBERT_ERR_INVALID_ARGUMENT, "size %u: %s", size, cubert_status_name(st));
+    ck_assert_ptr_nonnull(strstr(cubert_last_error_message(), "struct_size"));
+    ck_assert_ptr_null(rt);
+  }
+}
+END_TEST
+
 /* ------------------------------------------------------------ memory shared between processes */
 
 /* docs/processes.md: a cell holds at most 32 ranges; past that neighbouring
@@ -488,6 +516,9 @@ END_TEST
 
 static Suite *contract_suite(void) {
   Suite *s = suite_create("contract");
+  TCase *options = tcase_create("options");
+  tcase_add_test(options, test_runtime_options_of_a_size_no_version_had_are_refused);
+  suite_add_tcase(s, options);
   TCase *shared = tcase_create("shared");
   tcase_add_test(shared, test_repairs_cutting_holes_in_shared_taint_keep_the_cell_bounded);
   tcase_add_test(shared, test_a_kernel_reading_memory_shared_between_processes_checks_the_cell);
