@@ -50,6 +50,17 @@ static void shared_pair(pair *p, cubert_handle **owner, cubert_handle **imported
   cb_test_ok(cubert_handle_import(p->c[1], &d, imported));
 }
 
+/* shared_pair with every byte tainted by a failure saying `why`, made and
+ * put there by device `by`'s client through its own handle. */
+static void tainted_pair(pair *p, int by, const char *why, cubert_handle **owner, cubert_handle **imported) {
+  pair_open(p);
+  shared_pair(p, owner, imported);
+  const cubert_failure *f = NULL;
+  cb_test_ok(cubert_failure_create(p->c[by], CUBERT_ERR_COPY, why, &f));
+  cb_test_ok(cubert_handle_taint(p->c[by], by ? *imported : *owner, f));
+  cubert_failure_release(f);
+}
+
 /* cubert_handle_check of bytes [start, end) of `h`. */
 static cubert_status check_bytes(cubert_client *c, const cubert_handle *h, uint64_t start, uint64_t end) {
   cubert_handle *s = NULL;
@@ -95,12 +106,8 @@ END_TEST
  * room and wrote beyond it (a crash, or another process's cell corrupted). */
 START_TEST(test_repairs_cutting_holes_in_shared_taint_keep_the_cell_bounded) {
   pair p;
-  pair_open(&p);
   cubert_handle *owner = NULL, *imported = NULL;
-  shared_pair(&p, &owner, &imported);
-  const cubert_failure *f = NULL;
-  cb_test_ok(cubert_failure_create(p.c[0], CUBERT_ERR_COPY, "lost in transit", &f));
-  cb_test_ok(cubert_handle_taint(p.c[0], owner, f));
+  tainted_pair(&p, 0, "lost in transit", &owner, &imported);
   /* 60 writes of 8 bytes, every 32 bytes: each cuts a hole in the taint */
   uint8_t eight[8] = {0};
   for (uint64_t k = 1; k <= 60; k++) {
@@ -119,7 +126,6 @@ START_TEST(test_repairs_cutting_holes_in_shared_taint_keep_the_cell_bounded) {
   static uint8_t zero[BYTES];
   cb_test_ok(cubert_handle_write(p.c[1], imported, zero, BYTES));
   cb_test_ok(cubert_handle_check(p.c[0], owner));
-  cubert_failure_release(f);
   cubert_handle_release(imported);
   cubert_handle_release(owner);
   pair_close(&p);
@@ -177,13 +183,9 @@ static const cubert_view two_columns = {.ndims = 2, .elem_size = 4, .offset = 0,
  * ledger only, and passed bytes the other process had tainted. */
 START_TEST(test_strided_reads_of_memory_shared_between_processes_consult_the_cell) {
   pair p;
-  pair_open(&p);
   cubert_handle *owner = NULL, *imported = NULL, *dst = NULL;
-  shared_pair(&p, &owner, &imported);
+  tainted_pair(&p, 1, "lost by the importer", &owner, &imported);
   cb_test_ok(cubert_handle_empty(p.c[0], BYTES, &dst));
-  const cubert_failure *f = NULL;
-  cb_test_ok(cubert_failure_create(p.c[1], CUBERT_ERR_COPY, "lost by the importer", &f));
-  cb_test_ok(cubert_handle_taint(p.c[1], imported, f));
   uint8_t packed[64];
   cb_test_status(cubert_handle_check_strided(p.c[0], owner, &two_columns), CUBERT_ERR_TAINTED);
   cb_test_status(cubert_handle_read_strided(p.c[0], owner, &two_columns, packed, sizeof packed),
@@ -207,7 +209,6 @@ START_TEST(test_strided_reads_of_memory_shared_between_processes_consult_the_cel
   cubert_launch_config cfg = {{1, 1, 1}, {64, 1, 1}, 0};
   cb_test_status(cubert_launch(p.c[0], copy, &cfg, args, 2), CUBERT_ERR_TAINTED);
   cubert_kernel_release(copy);
-  cubert_failure_release(f);
   cubert_handle_release(dst);
   cubert_handle_release(imported);
   cubert_handle_release(owner);
@@ -221,13 +222,8 @@ END_TEST
  * written, read as good in both processes. */
 START_TEST(test_a_strided_repair_of_shared_memory_leaves_its_gaps_tainted) {
   pair p;
-  pair_open(&p);
   cubert_handle *owner = NULL, *imported = NULL;
-  shared_pair(&p, &owner, &imported);
-  const cubert_failure *f = NULL;
-  cb_test_ok(cubert_failure_create(p.c[0], CUBERT_ERR_COPY, "lost in transit", &f));
-  cb_test_ok(cubert_handle_taint(p.c[0], owner, f));
-  cubert_failure_release(f);
+  tainted_pair(&p, 0, "lost in transit", &owner, &imported);
   uint8_t packed[64] = {0};
   cb_test_ok(cubert_handle_write_strided(p.c[0], owner, &two_columns, packed, sizeof packed));
   /* the footprint is repaired, seen from either process */
