@@ -158,7 +158,8 @@ static cubert_status open_device(cb_errb *eb, cubert_runtime *rt, int b, int i, 
     dev->ops->device_close(dev->bdev);
     pthread_mutex_destroy(&dev->lock);
     cb_free(dev);
-    return cb_errb_set(eb, st, "creating the memory pools of %s", be->inner->name);
+    return cb_errb_set(eb, st, "creating the memory pools of %s: %s", be->inner->name,
+                       st == CUBERT_ERR_OUT_OF_MEMORY ? "out of host memory" : cubert_status_string(st));
   }
   *out = dev;
   return CUBERT_OK;

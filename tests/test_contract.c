@@ -351,11 +351,12 @@ END_TEST
 /* Allocations through these hooks fail from the fail_at-th on (1-based
  * since the count was last reset); 0: none fails. */
 static atomic_long alloc_calls, fail_at, live;
+static atomic_bool fail_once; /* only the fail_at-th fails */
 
 static bool allowed(void) {
   long n = atomic_fetch_add(&alloc_calls, 1) + 1;
   long f = atomic_load(&fail_at);
-  return f == 0 || n < f;
+  return f == 0 || n < f || (atomic_load(&fail_once) && n > f);
 }
 /* `live` counts the blocks given out and not yet freed. */
 static void *counted(void *p) {
@@ -508,6 +509,68 @@ START_TEST(test_a_runtime_torn_down_short_of_memory_leaks_nothing) {
 }
 END_TEST
 
+/* One step of the program below: a status other than `expected` ends it,
+ * and an out-of-memory refusal must say so (cubert.h, cubert_set_allocator:
+ * a message that says out of host memory and what was being allocated;
+ * no last error at all when recording it was the allocation that failed). */
+#define STEP(call, expected)                                                                       \
+  do {                                                                                             \
+    cubert_status st_ = (call);                                                                    \
+    if (st_ == (expected)) break;                                                                  \
+    ck_assert_msg(st_ == CUBERT_ERR_OUT_OF_MEMORY, "k=%ld: %s returned %s: %s", k, #call,            \
+                  cubert_status_name(st_), cubert_last_error_message());                           \
+    cubert_error *e_ = cubert_last_error();                                                        \
+    ck_assert_msg(!e_ || strstr(cubert_error_message(e_), "host memory"),                           \
+                  "k=%ld: %s is out of host memory and says \"%s\"", k, #call, cubert_error_message(e_)); \
+    cubert_error_release(e_);                                                                      \
+    goto teardown;                                                                                 \
+  } while (0)
+
+/* Each allocation of a small program in turn fails; every refusal says it
+ * was out of host memory. The host backend said "no memory for ...", the
+ * fault layer "out of memory ...", the pools "creating the memory pools of
+ * host" and a stream's record "no detail": none said it was host memory,
+ * and the pools' did not say memory ran out at all. */
+START_TEST(test_every_refusal_short_of_host_memory_says_so) {
+  cb_test_ok(cubert_set_allocator(&failing)); /* first call of the process (fork mode) */
+  atomic_store(&fail_once, true);
+  static uint8_t data[BYTES];
+  bool reached_end = false;
+  for (long k = 1; !reached_end; k++) {
+    cubert_runtime *rt = NULL;
+    cubert_client *c = NULL;
+    cubert_handle *h = NULL;
+    cubert_timer *t = NULL;
+    cubert_host_buffer *hb = NULL;
+    cubert_stream stream = 0;
+    uint32_t word = 7;
+    cubert_runtime_options o;
+    cb_test_options("host", &o);
+    o.host_devices = 2;
+    atomic_store(&alloc_calls, 0);
+    atomic_store(&fail_at, k);
+    STEP(cubert_runtime_create(&o, &rt), CUBERT_OK);
+    STEP(cubert_client_create(rt, 1, &c), CUBERT_OK);
+    STEP(cubert_stream_create(c, &stream), CUBERT_OK);
+    STEP(cubert_timer_record(c, &t), CUBERT_OK);
+    STEP(cubert_handle_create(c, data, BYTES, &h), CUBERT_OK);
+    STEP(cubert_handle_fill(c, h, &word, sizeof word), CUBERT_OK);
+    STEP(cubert_host_buffer_alloc(c, BYTES, &hb), CUBERT_OK);
+    STEP(cubert_handle_read_host(c, h, hb, 0, BYTES), CUBERT_OK);
+    STEP(cubert_sync(c), CUBERT_OK);
+  teardown:
+    reached_end = atomic_load(&alloc_calls) < k;
+    atomic_store(&fail_at, 0);
+    cubert_host_buffer_release(hb);
+    cubert_handle_release(h);
+    cubert_timer_release(t);
+    cubert_client_destroy(c);
+    cubert_runtime_destroy(rt);
+  }
+  atomic_store(&fail_once, false);
+}
+END_TEST
+
 /* ------------------------------------------------------------ suite */
 
 static Suite *contract_suite(void) {
@@ -532,6 +595,7 @@ static Suite *contract_suite(void) {
   tcase_add_test(memory, test_a_taint_short_of_memory_refuses_strided_reads);
   tcase_add_test(memory, test_external_access_and_failures_short_of_memory_are_refused);
   tcase_add_test(memory, test_a_runtime_torn_down_short_of_memory_leaks_nothing);
+  tcase_add_test(memory, test_every_refusal_short_of_host_memory_says_so);
   suite_add_tcase(s, memory);
   return s;
 }
