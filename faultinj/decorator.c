@@ -457,7 +457,7 @@ static cubert_status fi_device_open(void *backend, int index, void **device, cub
   fi_backend *b = backend;
   fi_device *d = cb_calloc(1, sizeof *d);
   if (!d) {
-    set_err(err, false, "fault layer: out of memory opening a device");
+    set_err(err, false, "fault layer: out of host memory opening a device");
     return CUBERT_ERR_OUT_OF_MEMORY;
   }
   d->b = b;
@@ -561,7 +561,7 @@ static cubert_status fi_stream_create(void *device, void **stream, cubert_berr *
   if (cb_fi_armed(d->b->armed) && plain_fault(d, NULL, CB_FI_OP_STREAM_CREATE, -1, err, &st)) return st;
   fi_stream *s = cb_malloc(sizeof *s);
   if (!s) {
-    set_err(err, false, "fault layer: out of memory creating a stream");
+    set_err(err, false, "fault layer: out of host memory creating a stream");
     return CUBERT_ERR_OUT_OF_MEMORY;
   }
   st = d->ops->stream_create(d->inner, &s->inner, err);
@@ -770,7 +770,7 @@ static cubert_status fi_module_load(void *device, const cubert_backend_kernel *k
   size_t len = strlen(name);
   fi_module *m = cb_malloc(sizeof *m + len + 1);
   if (!m) {
-    set_err(err, false, "fault layer: out of memory loading a module");
+    set_err(err, false, "fault layer: out of host memory loading a module");
     return CUBERT_ERR_OUT_OF_MEMORY;
   }
   memcpy(m->kernel, name, len + 1);
@@ -809,7 +809,7 @@ static cubert_status forward_launch(fi_device *d, fi_stream *s, uint64_t work, f
   for (uint32_t i = 0; i < nargs; i++) owners |= (uintptr_t)args[i].owner;
   if (owners) {
     if (nargs > 16 && !(copy = cb_malloc(nargs * sizeof *copy))) {
-      set_err(err, false, "fault layer: out of memory forwarding a launch");
+      set_err(err, false, "fault layer: out of host memory forwarding a launch");
       return CUBERT_ERR_OUT_OF_MEMORY;
     }
     for (uint32_t i = 0; i < nargs; i++) {
@@ -1019,7 +1019,7 @@ cubert_status cb_faultinj_open(const cubert_backend_ops *inner, cb_fi_state *fi,
   }
   fi_backend *b = cb_calloc(1, sizeof *b);
   if (!b) {
-    set_err(err, false, "fault layer: out of memory opening a backend");
+    set_err(err, false, "fault layer: out of host memory opening a backend");
     return CUBERT_ERR_OUT_OF_MEMORY;
   }
   int count = 0;
@@ -1032,7 +1032,7 @@ cubert_status cb_faultinj_open(const cubert_backend_ops *inner, cb_fi_state *fi,
   if (!b->lost) {
     inner->close(b->inner);
     cb_free(b);
-    set_err(err, false, "fault layer: out of memory opening a backend");
+    set_err(err, false, "fault layer: out of host memory opening a backend");
     return CUBERT_ERR_OUT_OF_MEMORY;
   }
   b->ops = inner;

@@ -14,7 +14,8 @@ cubert_status cubert_failure_create(cubert_client *client, cubert_status status,
     return cb_fail(CUBERT_ERR_INVALID_ARGUMENT,
                    "cubert_failure_create: status %d is not an error status", (int)status);
   cubert_failure *f = cb_failure_new(status, message, client->dev->index, client->dev->info.name, 0, "transport", "", 0);
-  if (!f) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "cubert_failure_create: out of memory");
+  if (!cb_failure_recorded(f)) /* the static stand-in: not the failure asked for */
+    return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "cubert_failure_create: out of host memory for the failure");
   *failure = f;
   return CUBERT_OK;
 }

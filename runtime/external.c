@@ -22,7 +22,7 @@ static void settle(cb_alloc *a, uint64_t start, uint64_t end, cubert_failure *f)
   if (f) cb_ledger_set(l, start, end, f);
   else cb_ledger_clear(l, start, end);
   cb_alloc_ledger_unlock(a);
-  if (a->xshare) cb_xshare_settle(a, start, end, f);
+  if (a->xshare) cb_xshare_settle(a, start, end, NULL, f);
 }
 
 #define NULL_ARG(fn, what) cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, what)
@@ -44,6 +44,13 @@ cubert_status cubert_handle_external_begin(cubert_client *c, cubert_handle *h, c
   cb_errb_discard(&eb);
   cubert_external *x = cb_calloc(1, sizeof *x);
   if (!x) return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+  /* the reference that keeps the memory allocated until the end, taken
+   * before anything changes: out of memory for it refuses the begin */
+  x->view = cubert_handle_clone(h);
+  if (!x->view) {
+    cb_free(x);
+    return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "%s: out of host memory for a reference to the view", fn);
+  }
   cubert_failure *pending = NULL;
   if (access == CUBERT_ACCESS_WRITE) {
     char msg[256];
@@ -52,17 +59,24 @@ cubert_status cubert_handle_external_begin(cubert_client *c, cubert_handle *h, c
              "(cubert_handle_external_begin)",
              (unsigned long long)h->start, (unsigned long long)h->end, (unsigned long long)h->alloc->id);
     pending = cb_failure_new(CUBERT_ERR_BACKEND, msg, c->dev->index, c->dev->info.name, 0, "external-write", "", 0);
-    if (!pending) {
+    if (!cb_failure_recorded(pending)) { /* the static stand-in would name no external write */
+      cubert_handle_release(x->view);
       cb_free(x);
       return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     }
   }
   /* the bytes are final once the stream's work is done; failures that wait
-   * finds taint their bytes, which the ledger check below then sees */
-  cubert_sync(c);
+   * finds taint their bytes, which the ledger check below then sees. Not
+   * cubert_sync: its report belongs to the caller's next sync, and a call
+   * that succeeds records no error. */
+  cb_errb wait;
+  cb_errb_init(&wait, CUBERT_OK);
+  cb_client_wait(&wait, c);
+  cb_errb_discard(&wait);
   cb_device *dev = c->dev;
   if ((st = cb_device_enter(dev))) {
     cubert_failure_release(pending);
+    cubert_handle_release(x->view);
     cb_free(x);
     return st;
   }
@@ -70,6 +84,7 @@ cubert_status cubert_handle_external_begin(cubert_client *c, cubert_handle *h, c
   cb_errb report;
   if (access == CUBERT_ACCESS_READ && cb_taint_refusal("external read", a, h->start, h->end, &report)) {
     cb_device_leave(dev);
+    cubert_handle_release(x->view);
     cb_free(x);
     return cb_errb_finish(&report);
   }
@@ -79,7 +94,6 @@ cubert_status cubert_handle_external_begin(cubert_client *c, cubert_handle *h, c
   }
   cb_device_leave(dev);
   x->client = c;
-  x->view = cubert_handle_clone(h);
   x->access = access;
   *address = (void *)(uintptr_t)(a->block.address + h->start);
   *out = x;

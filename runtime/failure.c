@@ -33,6 +33,8 @@ static cubert_failure unrecorded = {
     .operation = "work",
 };
 
+bool cb_failure_recorded(const cubert_failure *f) { return f && f != &unrecorded; }
+
 static _Atomic int process_rank = -1;
 
 void cubert_set_rank(int rank) { atomic_store(&process_rank, rank < 0 ? -1 : rank); }

@@ -69,6 +69,10 @@ struct cubert_failure {
 cubert_failure *cb_failure_new(cubert_status status, const char *message, int device,
                                const char *device_name, cubert_stream stream, const char *operation, const char *kernel,
                                uint64_t sequence);
+/* False for that static failure: a call whose own result is the failure
+ * (cubert_failure_create, an external write's pending failure) refuses
+ * with CUBERT_ERR_OUT_OF_MEMORY instead of handing it out. */
+bool cb_failure_recorded(const cubert_failure *f);
 /* A failure passed on from `parent`: `kernel` (or operation) did not run on
  * good input `input`. */
 cubert_failure *cb_failure_child(const cubert_failure *parent, const char *kernel,
@@ -538,11 +542,13 @@ cubert_status cb_handle_adopt(cb_errb *eb, cubert_client *c, uint64_t size, cons
  * An exported or imported allocation has `xshare`: the failure cell both
  * processes map is the truth about its taint. cb_xshare_report adds the
  * failures of [start, end) to `report` (and taints the whole allocation,
- * once, when the other process died or freed it); cb_xshare_settle sets or
- * clears [start, end) after a write; cb_xshare_release lets go (alloc_free,
- * device teardown). */
+ * once, when the other process died or freed it), cb_xshare_report_pattern
+ * those of a strided footprint; cb_xshare_settle sets or clears [start, end),
+ * or the footprint `p` when not NULL, after a write; cb_xshare_release lets
+ * go (alloc_free, device teardown). */
 void cb_xshare_report(cb_alloc *a, uint64_t start, uint64_t end, cb_errb *report);
-void cb_xshare_settle(cb_alloc *a, uint64_t start, uint64_t end, const cubert_failure *f);
+void cb_xshare_report_pattern(cb_alloc *a, const cb_pattern *p, cb_errb *report);
+void cb_xshare_settle(cb_alloc *a, uint64_t start, uint64_t end, const cb_pattern *p, const cubert_failure *f);
 void cb_xshare_release(cb_alloc *a);
 /* For tests: the cell of an exported or imported handle's memory, NULL for
  * other memory (a struct cb_xcell, runtime/xcell.h). */
@@ -569,6 +575,14 @@ void cb_device_reap_all(cb_device *dev);
 cubert_status cb_device_enter(cb_device *dev);
 void cb_device_leave(cb_device *dev);
 cubert_status cb_device_lost_error(cb_device *dev);
+
+/* runtime/sync.c: waits for the client's stream and settles what the wait
+ * finds (taint, replay) as cubert_sync does, but reports nothing: the
+ * failures found stay for the caller's next sync, and no last error is
+ * recorded (for entry points that wait on their way, such as
+ * cubert_handle_external_begin). CUBERT_OK, or why the wait failed (in
+ * `eb`; a lost device's error is recorded by cb_device_enter). */
+cubert_status cb_client_wait(cb_errb *eb, cubert_client *c);
 
 /* The stream the client uses on this thread (created on first use). */
 cubert_status cb_client_stream(cubert_client *c, cb_stream **out);
@@ -687,7 +701,8 @@ void cb_device_reap(cb_device *dev);
 /* The same with `floor[i]` (may be NULL): work of stream i up to it is
  * known complete (a sync waited for it), whatever progress says. */
 void cb_device_reap_floor(cb_device *dev, const uint64_t *floor, uint32_t nfloor);
-/* Frees the records of work that `progress` (per stream) says completed. */
+/* Frees the records of work that `progress` (per stream) says completed;
+ * NULL: every stream's work completed (teardown, after a sync). */
 void cb_work_drop_completed(cb_device *dev, const uint64_t *progress);
 /* Handles a backend failure at enqueue: makes the failure, marks the device
  * lost when sticky. Returns a new reference. */

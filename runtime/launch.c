@@ -363,10 +363,12 @@ static cb_work *begin_work(cb_device *dev, cb_stream *s, const cubert_kernel *k,
       cb_work_bind_at(w, b, a, start, end, p->access, p->name);
     }
     b++;
-    /* unshared memory with an empty ledger: nothing to find, nothing to release */
-    bool plain = !atomic_load_explicit(&a->shared, memory_order_relaxed) & (a->ledger.n == 0);
+    /* unshared memory with an empty ledger: nothing to find, nothing to
+     * release. Memory shared with other processes is never plain: its
+     * taint lives in the cell they map, not in this ledger. */
+    bool plain = !atomic_load_explicit(&a->shared, memory_order_relaxed) & (a->ledger.n == 0) & !a->xshare;
     if (p->access & CUBERT_ACCESS_READ) c &= !peer & plain;
-    if (write) settle |= !plain | (a->xshare != NULL);
+    if (write) settle |= !plain;
     o |= must_order(s, a, peer, write);
   }
   *bs = (bind_state){c, o, settle};

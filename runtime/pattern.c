@@ -35,7 +35,10 @@ uint64_t cb_pattern_first_ge(const cb_pattern *p, uint64_t x) {
   uint64_t k = 0, c = 0;
   for (uint32_t d = 0; d < p->nd; d++) {
     /* the first step of d whose last run starts at or after y */
-    uint64_t i = y > c + inner_last[d] ? (y - c - inner_last[d] + p->pitch[d] - 1) / p->pitch[d] : 0;
+    /* a ceiling division that cannot wrap: x may be as large as UINT64_MAX
+     * (a taint of the whole allocation ends there, cb_ledger) */
+    uint64_t need = y > c + inner_last[d] ? y - c - inner_last[d] : 0;
+    uint64_t i = need / p->pitch[d] + (need % p->pitch[d] != 0);
     if (i >= p->count[d]) return (k + 1) * p->count[d] * below[d]; /* the next block's first run */
     k = k * p->count[d] + i;
     c += i * p->pitch[d];
@@ -222,7 +225,7 @@ cubert_status cb_pattern_from_view(const cubert_view *v, uint64_t start, uint64_
     if (pitch < span) {
       snprintf(why, n,
                "dimension %u: a stride of %llu elements is less than the %llu elements the dimensions "
-               "inside it span (elements would share bytes)",
+               "inside it span (dimensions must nest: their elements would share bytes or interleave)",
                d, (unsigned long long)v->strides[d], (unsigned long long)(span / elem));
       return CUBERT_ERR_INVALID_ARGUMENT;
     }

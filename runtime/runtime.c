@@ -158,18 +158,33 @@ static cubert_status open_device(cb_errb *eb, cubert_runtime *rt, int b, int i, 
     dev->ops->device_close(dev->bdev);
     pthread_mutex_destroy(&dev->lock);
     cb_free(dev);
-    return cb_errb_set(eb, st, "creating the memory pools of %s", be->inner->name);
+    return cb_errb_set(eb, st, "creating the memory pools of %s: %s", be->inner->name,
+                       st == CUBERT_ERR_OUT_OF_MEMORY ? "out of host memory" : cubert_status_string(st));
   }
   *out = dev;
   return CUBERT_OK;
 }
 
+/* Whether `size` is what sizeof gave for a version of the options: the
+ * struct so far, ending where a field begins (or at its end). Any other
+ * size would copy part of a field: half a pointer, dereferenced later. */
+static bool options_size_known(uint32_t size) {
+  static const size_t ends[] = {offsetof(cubert_runtime_options, host_devices),
+                                offsetof(cubert_runtime_options, host_memory),
+                                offsetof(cubert_runtime_options, host_peer_deny),
+                                offsetof(cubert_runtime_options, faults),
+                                offsetof(cubert_runtime_options, no_faultinj), sizeof(cubert_runtime_options)};
+  for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++)
+    if (size == ends[i]) return true;
+  return false;
+}
+
 /* The caller's options over the defaults; refused when struct_size does
- * not come from cubert_runtime_options_init. */
+ * not come from cubert_runtime_options_init (of this or an earlier version). */
 static cubert_status read_options(cb_errb *eb, const cubert_runtime_options *options, cubert_runtime_options *o) {
   cubert_runtime_options_init(o);
   if (!options) return CUBERT_OK;
-  if (options->struct_size == 0 || options->struct_size > sizeof *o)
+  if (!options_size_known(options->struct_size))
     return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT,
                        "cubert_runtime_options.struct_size is %u; call cubert_runtime_options_init",
                        options->struct_size);

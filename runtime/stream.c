@@ -16,8 +16,7 @@ static cb_stream *stream_new(cb_device *dev, cubert_berr *err, cubert_status *st
   cb_stream *s = cb_calloc(1, sizeof *s);
   if (!s) {
     dev->ops->stream_destroy(dev->bdev, bs);
-    cb_free(s);
-    *st = CUBERT_ERR_OUT_OF_MEMORY;
+    *st = cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "no host memory for the stream's record");
     return NULL;
   }
   if (dev->nstreams == dev->capstreams) {
@@ -27,7 +26,7 @@ static cb_stream *stream_new(cb_device *dev, cubert_berr *err, cubert_status *st
     if (!v || cap > UINT32_MAX) {
       dev->ops->stream_destroy(dev->bdev, bs);
       cb_free(s);
-      *st = CUBERT_ERR_OUT_OF_MEMORY;
+      *st = cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "no host memory for the device's table of streams");
       return NULL;
     }
     dev->capstreams = (uint32_t)cap;

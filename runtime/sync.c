@@ -6,7 +6,10 @@
 #include "base/alloc.h"
 #include "runtime/internal.h"
 
-static cubert_status sync_impl(cb_errb *eb, cubert_client *c, uint32_t stream_id, bool all) {
+/* Waits, then settles what the wait found (taint, replay, device lost).
+ * `report`: the failures found on the stream(s) are reported, once (a
+ * sync); else they stay for the next sync (cb_client_wait). */
+static cubert_status sync_impl(cb_errb *eb, cubert_client *c, uint32_t stream_id, bool all, bool report) {
   cb_device *dev = c->dev;
   cubert_status st = cb_device_enter(dev);
   if (st) return st;
@@ -44,6 +47,10 @@ static cubert_status sync_impl(cb_errb *eb, cubert_client *c, uint32_t stream_id
     /* the wait itself failed: say so; failures found stay for the next sync */
     pthread_mutex_unlock(&dev->lock);
     return cb_errb_backend(eb, st, &err, "synchronising", dev->info.name);
+  }
+  if (!report) {
+    pthread_mutex_unlock(&dev->lock);
+    return CUBERT_OK;
   }
   cb_errb b;
   cb_errb_init(&b, CUBERT_OK);
@@ -83,7 +90,7 @@ cubert_status cubert_sync(cubert_client *c) {
   if (!c) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_sync: client is NULL");
   cb_errb eb;
   cb_errb_init(&eb, CUBERT_OK);
-  return cb_errb_return(&eb, sync_impl(&eb, c, atomic_load(&c->pinned_stream), false));
+  return cb_errb_return(&eb, sync_impl(&eb, c, atomic_load(&c->pinned_stream), false, true));
 }
 
 cubert_status cubert_sync_stream(cubert_client *c, cubert_stream stream) {
@@ -91,12 +98,16 @@ cubert_status cubert_sync_stream(cubert_client *c, cubert_stream stream) {
   if (stream > UINT32_MAX) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "stream %llu does not exist", (unsigned long long)stream);
   cb_errb eb;
   cb_errb_init(&eb, CUBERT_OK);
-  return cb_errb_return(&eb, sync_impl(&eb, c, (uint32_t)stream, false));
+  return cb_errb_return(&eb, sync_impl(&eb, c, (uint32_t)stream, false, true));
 }
 
 cubert_status cubert_sync_device(cubert_client *c) {
   if (!c) return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_sync_device: client is NULL");
   cb_errb eb;
   cb_errb_init(&eb, CUBERT_OK);
-  return cb_errb_return(&eb, sync_impl(&eb, c, 0, true));
+  return cb_errb_return(&eb, sync_impl(&eb, c, 0, true, true));
+}
+
+cubert_status cb_client_wait(cb_errb *eb, cubert_client *c) {
+  return sync_impl(eb, c, atomic_load(&c->pinned_stream), false, false);
 }

@@ -38,6 +38,9 @@ static const cubert_failure *find_pattern(cb_alloc *a, const cb_pattern *p, bool
   cubert_failure *lost = peer ? atomic_load(&a->dev->lost) : NULL;
   if (lost) {
     cb_errb_add(report, lost, cb_pattern_start(p), cb_pattern_end(p));
+  } else if (a->xshare) {
+    /* shared with other processes: the cell they all map is the truth */
+    cb_xshare_report_pattern(a, p, report);
   } else {
     cb_ledger *l = cb_alloc_ledger_lock(a);
     if (l->n) cb_ledger_report_pattern(l, p, report);
@@ -116,7 +119,7 @@ void cb_taint_settle_bind(cb_wbind *b, cubert_failure *f) {
   else
     cb_ledger_clear(l, b->start, b->end);
   cb_alloc_ledger_unlock(b->alloc);
-  if (b->alloc->xshare) cb_xshare_settle(b->alloc, b->start, b->end, f);
+  if (b->alloc->xshare) cb_xshare_settle(b->alloc, b->start, b->end, b->pat, f);
 }
 
 void cb_taint_settle(cb_device *dev, cb_work *w, cubert_failure *f) {

@@ -158,7 +158,7 @@ void cb_work_drop_completed(cb_device *dev, const uint64_t *progress) {
   size_t keep = 0;
   for (size_t i = 0; i < dev->npending; i++) {
     cb_work *w = &dev->pending[i];
-    if (w->stream && w->work <= progress[w->stream - 1] && !(w->failed && keep)) {
+    if (w->stream && (!progress || w->work <= progress[w->stream - 1]) && !(w->failed && keep)) {
       work_release(dev, w);
       continue;
     }

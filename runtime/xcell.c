@@ -6,6 +6,8 @@
 
 #include "runtime/xcell.h"
 
+#include "runtime/pattern.h"
+
 #define XCELL_MAGIC 0x4c435843u /* "CXCL" */
 #define XCELL_VERSION 1u
 
@@ -151,6 +153,75 @@ void cb_xcell_clear(cb_xcell *cell, uint64_t start, uint64_t end) {
   if (start >= end) return;
   cb_xcell_table *t = begin(cell);
   cut(t, start, end);
+  /* a hole cut in the middle of a range adds one: without fit, repeated
+   * repairs inside ranges would grow the table past its two spare slots
+   * and write beyond the segment's tables */
+  fit(t, UINT32_MAX);
+  commit(cell, t);
+}
+
+void cb_xcell_set_pattern(cb_xcell *cell, const cb_pattern *p, const cubert_failure_record *record) {
+  if (p->lo >= p->hi) return;
+  cb_xcell_table *t = begin(cell);
+  if (p->hi - p->lo > CB_XCELL_RANGES) {
+    /* more runs than the table holds: fit would join them all, gaps
+     * included, so taint their bounds at once */
+    uint64_t start = cb_pattern_start(p), end = cb_pattern_end(p);
+    if (end > cell->size) end = cell->size;
+    if (start < end) {
+      uint32_t at = cut(t, start, end);
+      insert_at(t, at, start, end, record);
+      fit(t, at);
+    }
+  } else {
+    for (uint64_t k = p->lo; k < p->hi; k++) {
+      uint64_t start = cb_pattern_off(p, k), end = start + p->run;
+      if (end > cell->size) end = cell->size;
+      if (start >= end) continue;
+      uint32_t at = cut(t, start, end);
+      insert_at(t, at, start, end, record);
+      fit(t, at);
+    }
+  }
+  commit(cell, t);
+}
+
+/* Runs a pattern clear cuts out of the cell at most: each cut of a run
+ * inside a range adds one, and fit joins the table back to
+ * CB_XCELL_RANGES, so more would mostly be joined again; the runs past it
+ * stay tainted (never untainted bytes: a repair the cell cannot hold). */
+#define XCELL_PATTERN_CUTS (4 * CB_XCELL_RANGES)
+
+void cb_xcell_clear_pattern(cb_xcell *cell, const cb_pattern *p) {
+  if (p->lo >= p->hi) return;
+  const cb_xcell_table *now = &cell->tables[atomic_load(&cell->current)];
+  if (now->n == 0) return;
+  uint64_t ps = cb_pattern_start(p), pe = cb_pattern_end(p);
+  /* the pieces of the footprint inside tainted ranges, from the table in
+   * force (begin() copies it: `now` stays as it is until the commit) */
+  struct piece {
+    uint64_t s, e;
+  } pieces[XCELL_PATTERN_CUTS];
+  uint32_t np = 0;
+  for (uint32_t i = 0; i < now->n && np < XCELL_PATTERN_CUTS; i++) {
+    const cb_xcell_range *r = &now->ranges[i];
+    if (r->end <= ps) continue;
+    if (r->start >= pe) break;
+    uint64_t k0, k1;
+    cb_pattern_runs_in(p, r->start, r->end, &k0, &k1);
+    for (uint64_t k = k0; k < k1 && np < XCELL_PATTERN_CUTS; k++) {
+      uint64_t o = cb_pattern_off(p, k);
+      pieces[np].s = o > r->start ? o : r->start;
+      pieces[np].e = o + p->run < r->end ? o + p->run : r->end;
+      np++;
+    }
+  }
+  if (np == 0) return;
+  cb_xcell_table *t = begin(cell);
+  for (uint32_t i = 0; i < np; i++) {
+    cut(t, pieces[i].s, pieces[i].e);
+    fit(t, UINT32_MAX);
+  }
   commit(cell, t);
 }
 

@@ -13,7 +13,8 @@
  * killed in the middle of an update leaves the last whole table in force.
  *
  * Set, never add, as the ledger: setting a range replaces what was there. A
- * cell holds at most CB_XCELL_RANGES ranges; past that, the two ranges with
+ * cell holds at most CB_XCELL_RANGES ranges; past that (after a set, or a
+ * clear that cuts a hole in a range), the two ranges with
  * the smallest gap are joined (the gap and the older failure's bytes take
  * the newer failure): bytes are never left untainted, at worst tainted with
  * the neighbour's cause. */
@@ -69,6 +70,14 @@ void cb_xcell_unlock(cb_xcell *cell);
  * (clear). Ranges are clipped to the allocation. */
 void cb_xcell_set(cb_xcell *cell, uint64_t start, uint64_t end, const cubert_failure_record *record);
 void cb_xcell_clear(cb_xcell *cell, uint64_t start, uint64_t end);
+/* Under the lock: the footprint of `pattern` (runtime/pattern.h) now
+ * carries `record` (set), or nothing (clear), as one update. A set of more
+ * runs than the table holds taints their bounds (the gaps too); a clear
+ * cuts at most 4 * CB_XCELL_RANGES runs out of tainted ranges (the rest
+ * stays tainted). Bytes are never left untainted either way. */
+struct cb_pattern;
+void cb_xcell_set_pattern(cb_xcell *cell, const struct cb_pattern *pattern, const cubert_failure_record *record);
+void cb_xcell_clear_pattern(cb_xcell *cell, const struct cb_pattern *pattern);
 /* Under the lock: the first tainted range ending after `from` that starts
  * before `end`, clipped to [from, end); false when none. */
 bool cb_xcell_first(const cb_xcell *cell, uint64_t from, uint64_t end, uint64_t *range_start,

@@ -159,7 +159,20 @@ static void mourn(cb_alloc *a, int64_t died) {
 
 /* ------------------------------------------------------------ taint */
 
-void cb_xshare_report(cb_alloc *a, uint64_t start, uint64_t end, cb_errb *report) {
+/* The pieces of a strided footprint inside one tainted range of the cell. */
+typedef struct piece_ctx {
+  cb_errb *report;
+  const cubert_failure *f;
+} piece_ctx;
+
+static void add_piece(void *ctx, uint64_t s, uint64_t e) {
+  piece_ctx *x = ctx;
+  cb_errb_add(x->report, x->f, s, e);
+}
+
+/* The failures of [start, end) in the cell, or of the footprint of `p`
+ * (when not NULL) inside those bounds. */
+static void report(cb_alloc *a, uint64_t start, uint64_t end, const cb_pattern *p, cb_errb *report) {
   cb_xcell *cell = &a->xshare->seg->cell;
   int64_t died = 0;
   if (cb_xcell_lock(cell, &died)) {
@@ -185,7 +198,11 @@ void cb_xshare_report(cb_alloc *a, uint64_t start, uint64_t end, cb_errb *report
         if (local) cubert_failure_retain(local);
         cb_alloc_ledger_unlock(a);
       }
-      cb_errb_add(report, local ? local : f, rs, re);
+      piece_ctx x = {report, local ? local : f};
+      if (p)
+        cb_pattern_meet_range(p, rs, re, add_piece, &x);
+      else
+        cb_errb_add(report, x.f, rs, re);
       cubert_failure_release(local);
       cubert_failure_release(f);
     }
@@ -194,14 +211,24 @@ void cb_xshare_report(cb_alloc *a, uint64_t start, uint64_t end, cb_errb *report
   cb_xcell_unlock(cell);
 }
 
-void cb_xshare_settle(cb_alloc *a, uint64_t start, uint64_t end, const cubert_failure *f) {
+void cb_xshare_report(cb_alloc *a, uint64_t start, uint64_t end, cb_errb *r) { report(a, start, end, NULL, r); }
+
+void cb_xshare_report_pattern(cb_alloc *a, const cb_pattern *p, cb_errb *r) {
+  if (p->lo < p->hi) report(a, cb_pattern_start(p), cb_pattern_end(p), p, r);
+}
+
+void cb_xshare_settle(cb_alloc *a, uint64_t start, uint64_t end, const cb_pattern *p, const cubert_failure *f) {
   cb_xcell *cell = &a->xshare->seg->cell;
   cubert_failure_record rec;
   if (f && cubert_failure_export(f, &rec) != CUBERT_OK) return;
   int64_t died = 0;
   if (cb_xcell_lock(cell, &died)) return;
   mourn(a, died);
-  if (f)
+  if (p && f)
+    cb_xcell_set_pattern(cell, p, &rec);
+  else if (p)
+    cb_xcell_clear_pattern(cell, p);
+  else if (f)
     cb_xcell_set(cell, start, end, &rec);
   else
     cb_xcell_clear(cell, start, end);
@@ -234,6 +261,16 @@ void cb_xshare_release(cb_alloc *a) {
 
 /* ------------------------------------------------------------ export */
 
+static void move_range(void *cell, uint64_t start, uint64_t end, cubert_failure *f) {
+  cubert_failure_record rec;
+  if (cubert_failure_export(f, &rec) == CUBERT_OK) cb_xcell_set(cell, start, end, &rec);
+}
+
+static void move_claim(void *cell, const cb_pattern *p, cubert_failure *f) {
+  cubert_failure_record rec;
+  if (cubert_failure_export(f, &rec) == CUBERT_OK) cb_xcell_set_pattern(cell, p, &rec);
+}
+
 /* The exporter's segment for `a`, made on its first export (caller holds
  * the device lock); the taint `a` has moves into its cell. */
 static cubert_status share_begin(cb_errb *eb, cb_alloc *a) {
@@ -264,12 +301,9 @@ static cubert_status share_begin(cb_errb *eb, cb_alloc *a) {
   seg->magic = SEG_MAGIC;
   x->seg = seg;
   x->owner = true;
-  /* the taint it has so far, into the cell */
+  /* the taint it has so far, ranges and strided claims, into the cell */
   cb_ledger *l = cb_alloc_ledger_lock(a);
-  for (const cb_taint *t = cb_ledger_lower(l, 0); t; t = cb_ledger_next(l, t)) {
-    cubert_failure_record rec;
-    if (cubert_failure_export(t->failure, &rec) == CUBERT_OK) cb_xcell_set(&seg->cell, t->start, t->end, &rec);
-  }
+  cb_ledger_each(l, move_range, move_claim, &seg->cell);
   cb_alloc_ledger_unlock(a);
   a->xshare = x;
   return CUBERT_OK;

@@ -143,7 +143,7 @@ static cubert_status host_open(const cubert_backend_config *config, void **backe
 
   host_backend *b = cb_calloc(1, sizeof *b);
   if (!b)
-    return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "host backend: no memory for the backend");
+    return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "host backend: no host memory for the backend");
   size_t nn = (size_t)n;
   b->ndevices = n;
   b->memory = o->memory;
@@ -159,7 +159,7 @@ static cubert_status host_open(const cubert_backend_config *config, void **backe
     cb_free(b->bus_ids);
     cb_free(b->devices);
     cb_free(b);
-    return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "host backend: no memory for %d devices", n);
+    return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "host backend: no host memory for %d devices", n);
   }
   int rc = pthread_mutex_init(&b->lock, NULL);
   if (rc) {
@@ -220,7 +220,7 @@ static cubert_status host_device_open(void *backend, int index, void **device,
   if (!d || !peers) {
     cb_free(d);
     cb_free(peers);
-    return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "host:%d: no memory for the device", index);
+    return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "host:%d: no host memory for the device", index);
   }
   d->backend = b;
   d->index = index;

@@ -71,7 +71,7 @@ cubert_status cb_host_module_load(void *device, const cubert_backend_kernel *ker
       cb_free(m->scalar_sizes);
     }
     cb_free(m);
-    return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no memory to load kernel `%s`",
+    return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no host memory to load kernel `%s`",
                            d->name, kernel->name);
   }
   m->fn = kernel->host_fn;
@@ -250,7 +250,7 @@ cubert_status cb_host_launch(void *device, void *stream, uint64_t work, void *mo
   size_t off_name = off_sizes + n * sizeof(uint64_t);
   unsigned char *block = cb_malloc(off_name + namelen);
   if (!block)
-    return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no memory to launch `%s`", d->name,
+    return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no host memory to launch `%s`", d->name,
                            m->name);
   launch_item *it = (launch_item *)block;
   scalar_slot *slots = (scalar_slot *)(block + off_slots);

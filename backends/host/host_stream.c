@@ -76,7 +76,7 @@ cubert_status cb_host_stream_create(void *device, void **stream, cubert_berr *er
   host_device *d = device;
   host_stream *s = cb_calloc(1, sizeof *s);
   if (!s)
-    return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no memory for a stream", d->name);
+    return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no host memory for a stream", d->name);
   s->device = d;
   atomic_init(&s->refs, 1);
 
@@ -87,7 +87,7 @@ cubert_status cb_host_stream_create(void *device, void **stream, cubert_berr *er
     if (!grown) {
       pthread_mutex_unlock(&d->lock);
       cb_free(s);
-      return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no memory for a stream", d->name);
+      return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no host memory for a stream", d->name);
     }
     d->streams = grown;
     d->cap_streams = cap;
@@ -134,7 +134,7 @@ cubert_status cb_host_event_record(void *device, void *stream, void **event, cub
     return st;
   host_event *e = cb_malloc(sizeof *e);
   if (!e)
-    return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no memory for an event", d->name);
+    return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no host memory for an event", d->name);
   e->stream = stream;
   stream_ref(e->stream);
   e->position = cb_work_queue_end(&e->stream->queue);
@@ -173,7 +173,7 @@ cubert_status cb_host_stream_wait(void *device, void *stream, void *event, cuber
     return CUBERT_OK;
   wait_item *it = cb_malloc(sizeof *it);
   if (!it)
-    return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no memory for a stream wait", d->name);
+    return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no host memory for a stream wait", d->name);
   it->work.run = wait_run;
   it->work.release = wait_release;
   it->work.tag = 0;
@@ -213,7 +213,7 @@ cubert_status cb_host_sync(void *device, void *stream, cubert_berr *err) {
     pthread_mutex_unlock(&d->lock);
     cb_free(snap);
     cb_free(ends);
-    return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: sync: no memory", d->name);
+    return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: sync: no host memory", d->name);
   }
   for (size_t i = 0; i < n; i++) {
     snap[i] = d->streams[i];
@@ -254,7 +254,7 @@ size_t cb_host_drain_failures(void *device, cubert_async_failure *out, size_t ca
     f->status = CUBERT_ERR_OUT_OF_MEMORY;
     f->sticky = false;
     snprintf(f->message, sizeof f->message,
-             "%s: %" PRIu64 " failed work item(s) could not be recorded: no memory", d->name,
+             "%s: %" PRIu64 " failed work item(s) could not be recorded: no host memory", d->name,
              d->lost_failures);
     d->lost_failures = 0;
   }
@@ -294,7 +294,7 @@ cubert_status cb_host_timer_record(void *device, void *stream, void **timer,
     return st;
   host_timer *t = cb_calloc(1, sizeof *t);
   if (!t)
-    return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no memory for a timer", d->name);
+    return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no host memory for a timer", d->name);
   t->work.run = timer_run;
   t->work.release = timer_release;
   t->work.tag = 0;

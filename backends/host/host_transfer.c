@@ -272,7 +272,7 @@ cubert_status cb_host_fill(void *device, void *stream, uint64_t work, uint64_t d
     return st;
   fill_item *it = cb_malloc(sizeof *it);
   if (!it)
-    return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no memory for a fill", d->name);
+    return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no host memory for a fill", d->name);
   it->work.run = fill_run;
   it->work.release = cb_host_free_item;
   it->work.tag = work;
@@ -287,7 +287,7 @@ static cubert_status enqueue_copy(host_device *d, host_stream *s, uint64_t work,
                                   uint64_t src, uint64_t size, const char *op, cubert_berr *err) {
   copy_item *it = cb_malloc(sizeof *it);
   if (!it)
-    return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no memory for a %s", d->name, op);
+    return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no host memory for a %s", d->name, op);
   it->work.run = copy_run;
   it->work.release = cb_host_free_item;
   it->work.tag = work;
@@ -421,7 +421,7 @@ static cubert_status write_strided(host_device *d, host_stream *s, uint64_t work
   }
   host_staging *it = packed <= SIZE_MAX ? staging_take(d, (size_t)packed) : NULL;
   if (!it)
-    return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no memory for a strided copy", d->name);
+    return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no host memory for a strided copy", d->name);
   it->work.run = staging_strided_run;
   it->work.release = staging_release;
   it->work.tag = work;
@@ -476,7 +476,7 @@ cubert_status cb_host_copy_strided(void *device, void *stream, uint64_t work,
   }
   strided_item *it = cb_malloc(sizeof *it);
   if (!it)
-    return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no memory for a strided copy", d->name);
+    return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no host memory for a strided copy", d->name);
   it->work.run = strided_run;
   it->work.release = cb_host_free_item;
   it->work.tag = work;

@@ -74,8 +74,12 @@ typedef struct cubert_tensor {
  *  - CUBERT_ERR_INVALID_ARGUMENT: NULL, ndims 0 or above 8, an element size
  *    other than 1, 2, 4, 8 or 16, a first element not aligned to the element
  *    size (in allocation bytes), a stride of 0 in a dimension of more than
- *    one element, or two elements sharing bytes (the message names the
- *    dimension whose stride is too small for the dimensions inside it);
+ *    one element, or dimensions that do not nest: taken by stride, each
+ *    dimension's stride must cover the span of the dimensions inside it
+ *    (the message names the dimension whose stride is too small). That
+ *    refuses every view with two elements sharing bytes, and also views
+ *    whose dimensions interleave without sharing ({3, 3} elements at
+ *    strides {3, 2}: the ledger keeps a footprint as sorted runs);
  *  - CUBERT_ERR_OUT_OF_RANGE: an element past the handle's view, or an
  *    extent whose byte offset overflows 64 bits (the message names the
  *    dimension).
