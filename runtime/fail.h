@@ -38,6 +38,7 @@ typedef struct cb_errb {
   cb_str msg;
   cb_err_entry *entries;
   size_t n, cap;
+  size_t dropped; /* failures cb_errb_add had no host memory to keep */
 } cb_errb;
 
 /* Starts `b` empty with `status` (CUBERT_OK: no error yet). */

@@ -34,6 +34,7 @@ static cubert_failure unrecorded = {
 };
 
 bool cb_failure_recorded(const cubert_failure *f) { return f && f != &unrecorded; }
+const cubert_failure *cb_failure_unrecorded(void) { return &unrecorded; }
 
 static _Atomic int process_rank = -1;
 
@@ -251,7 +252,10 @@ void cb_errb_add(cb_errb *b, const cubert_failure *f, uint64_t start, uint64_t e
   if (!f) return;
   if (b->n == b->cap) {
     cb_err_entry *e = cb_array_grow(b->entries, b->cap, b->n + 1, sizeof *e, &b->cap);
-    if (!e) return;
+    if (!e) {
+      b->dropped++; /* counted: a taint lookup must not read an empty report as clean */
+      return;
+    }
     b->entries = e;
   }
   cubert_failure_retain(f);

@@ -73,6 +73,8 @@ cubert_failure *cb_failure_new(cubert_status status, const char *message, int de
  * (cubert_failure_create, an external write's pending failure) refuses
  * with CUBERT_ERR_OUT_OF_MEMORY instead of handing it out. */
 bool cb_failure_recorded(const cubert_failure *f);
+/* That static failure (never freed; retain and release leave it alone). */
+const cubert_failure *cb_failure_unrecorded(void);
 /* A failure passed on from `parent`: `kernel` (or operation) did not run on
  * good input `input`. */
 cubert_failure *cb_failure_child(const cubert_failure *parent, const char *kernel,

@@ -14,9 +14,18 @@
  * point that called in records it (cb_errb_finish). */
 #include "runtime/internal.h"
 
+/* The first failure the lookup added to `report` after entry `before`; when
+ * it found taint but had no host memory to list it (cb_errb_add dropped
+ * it), the static "out of host memory" failure: never NULL, which would
+ * pass tainted bytes as good. */
+static const cubert_failure *found(const cb_errb *report, size_t before, size_t dropped) {
+  if (report->n > before) return report->entries[before].failure;
+  return report->dropped > dropped ? cb_failure_unrecorded() : NULL;
+}
+
 const cubert_failure *cb_taint_find(cb_alloc *a, uint64_t start, uint64_t end, bool peer,
                                     cb_errb *report) {
-  size_t before = report->n;
+  size_t before = report->n, dropped = report->dropped;
   cubert_failure *lost = peer ? atomic_load(&a->dev->lost) : NULL;
   if (lost) {
     /* a lost owner's memory is bad as a whole, tainted or not */
@@ -29,12 +38,12 @@ const cubert_failure *cb_taint_find(cb_alloc *a, uint64_t start, uint64_t end, b
     if (l->n) cb_ledger_report(l, start, end, report);
     cb_alloc_ledger_unlock(a);
   }
-  return report->n > before ? report->entries[before].failure : NULL;
+  return found(report, before, dropped);
 }
 
 static const cubert_failure *find_pattern(cb_alloc *a, const cb_pattern *p, bool peer, cb_errb *report) {
   if (p->lo >= p->hi) return NULL;
-  size_t before = report->n;
+  size_t before = report->n, dropped = report->dropped;
   cubert_failure *lost = peer ? atomic_load(&a->dev->lost) : NULL;
   if (lost) {
     cb_errb_add(report, lost, cb_pattern_start(p), cb_pattern_end(p));
@@ -46,7 +55,7 @@ static const cubert_failure *find_pattern(cb_alloc *a, const cb_pattern *p, bool
     if (l->n) cb_ledger_report_pattern(l, p, report);
     cb_alloc_ledger_unlock(a);
   }
-  return report->n > before ? report->entries[before].failure : NULL;
+  return found(report, before, dropped);
 }
 
 const cubert_failure *cb_taint_find_bind(const cb_wbind *b, bool peer, cb_errb *report) {
@@ -78,6 +87,8 @@ static void refusal_message(const char *what, cb_alloc *a, uint64_t start, uint6
   if (n > named)
     cb_str_printf(&report->msg, "; ... and %zu more range%s (all in the error's failures)", n - named,
                   n - named == 1 ? "" : "s");
+  if (report->dropped)
+    cb_str_printf(&report->msg, "; and %zu more that host memory was too short to list", report->dropped);
 }
 
 bool cb_taint_refusal(const char *what, cb_alloc *a, uint64_t start, uint64_t end, cb_errb *report) {
