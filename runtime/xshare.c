@@ -188,24 +188,32 @@ static void report(cb_alloc *a, uint64_t start, uint64_t end, const cb_pattern *
   pid_t self = getpid();
   while (from < end && cb_xcell_first(cell, from, end, &rs, &re, &rec)) {
     const cubert_failure *f = NULL;
-    if (cubert_failure_import(rec, &f) == CUBERT_OK) {
-      cubert_remote_origin o;
-      cubert_failure_remote(f, &o);
-      const cubert_failure *local = NULL;
-      if (o.pid == self) { /* this process's own failure: the one in its ledger, with its chain */
-        cb_ledger *l = cb_alloc_ledger_lock(a);
-        local = l->n ? cb_ledger_first(l, rs, re) : NULL;
-        if (local) cubert_failure_retain(local);
-        cb_alloc_ledger_unlock(a);
-      }
-      piece_ctx x = {report, local ? local : f};
-      if (p)
-        cb_pattern_meet_range(p, rs, re, add_piece, &x);
-      else
-        cb_errb_add(report, x.f, rs, re);
-      cubert_failure_release(local);
-      cubert_failure_release(f);
+    cubert_status ist = cubert_failure_import(rec, &f);
+    if (ist != CUBERT_OK) {
+      /* a record this process cannot read (short of host memory, or
+       * corrupt): the bytes are tainted all the same, never passed as good */
+      char msg[160];
+      snprintf(msg, sizeof msg, "the failure cell of memory shared between processes holds a record this process "
+                                "cannot read (%s)", cubert_status_string(ist));
+      f = cb_failure_new(ist == CUBERT_ERR_OUT_OF_MEMORY ? ist : CUBERT_ERR_BACKEND, msg, a->dev->index,
+                         a->dev->info.name, 0, "share", NULL, 0);
     }
+    cubert_remote_origin o;
+    cubert_failure_remote(f, &o);
+    const cubert_failure *local = NULL;
+    if (o.pid == self) { /* this process's own failure: the one in its ledger, with its chain */
+      cb_ledger *l = cb_alloc_ledger_lock(a);
+      local = l->n ? cb_ledger_first(l, rs, re) : NULL;
+      if (local) cubert_failure_retain(local);
+      cb_alloc_ledger_unlock(a);
+    }
+    piece_ctx x = {report, local ? local : f};
+    if (p)
+      cb_pattern_meet_range(p, rs, re, add_piece, &x);
+    else
+      cb_errb_add(report, x.f, rs, re);
+    cubert_failure_release(local);
+    cubert_failure_release(f);
     from = re;
   }
   cb_xcell_unlock(cell);

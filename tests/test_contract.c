@@ -415,6 +415,32 @@ START_TEST(test_a_taint_short_of_memory_refuses_strided_reads) {
 }
 END_TEST
 
+/* docs/processes.md: every read of memory shared between processes
+ * consults the cell, and bytes are never passed as good while tainted.
+ * Short of host memory to read a failure record out of the cell, the
+ * tainted range it covered was skipped: a check or read of those bytes
+ * succeeded. */
+START_TEST(test_shared_taint_short_of_memory_to_read_its_record_still_refuses) {
+  cb_test_ok(cubert_set_allocator(&failing)); /* first call of the process (fork mode) */
+  atomic_store(&fail_once, true);
+  /* only the k-th allocation of the check fails, for each k it makes */
+  for (long k = 1; k <= 16; k++) {
+    pair p;
+    cubert_handle *owner = NULL, *imported = NULL;
+    tainted_pair(&p, 0, "lost in transit", &owner, &imported);
+    atomic_store(&alloc_calls, 0);
+    atomic_store(&fail_at, k);
+    cubert_status st = cubert_handle_check(p.c[1], imported);
+    atomic_store(&fail_at, 0);
+    ck_assert_msg(st != CUBERT_OK, "k=%ld: a check of tainted shared bytes passed", k);
+    cubert_handle_release(imported);
+    cubert_handle_release(owner);
+    pair_close(&p);
+  }
+  atomic_store(&fail_once, false);
+}
+END_TEST
+
 /* cubert.h: out of host memory, a call fails with CUBERT_ERR_OUT_OF_MEMORY
  * and changes nothing; cubert_handle_external_begin: a write's bytes carry
  * a failure "being written by an external transfer that has not ended".
@@ -593,6 +619,7 @@ static Suite *contract_suite(void) {
   suite_add_tcase(s, views);
   TCase *memory = tcase_create("memory");
   tcase_add_test(memory, test_a_taint_short_of_memory_refuses_strided_reads);
+  tcase_add_test(memory, test_shared_taint_short_of_memory_to_read_its_record_still_refuses);
   tcase_add_test(memory, test_external_access_and_failures_short_of_memory_are_refused);
   tcase_add_test(memory, test_a_runtime_torn_down_short_of_memory_leaks_nothing);
   tcase_add_test(memory, test_every_refusal_short_of_host_memory_says_so);
