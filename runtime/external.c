@@ -71,7 +71,15 @@ cubert_status cubert_handle_external_begin(cubert_client *c, cubert_handle *h, c
    * that succeeds records no error. */
   cb_errb wait;
   cb_errb_init(&wait, CUBERT_OK);
-  cb_client_wait(&wait, c);
+  if ((st = cb_client_wait(&wait, c))) {
+    /* the wait itself failed (a lost device is refused below): whether the
+     * stream's writers ran is unknown, so no access is granted (a refused
+     * begin changes nothing, cubert.h) */
+    cubert_failure_release(pending);
+    cubert_handle_release(x->view);
+    cb_free(x);
+    return cb_errb_return(&wait, st);
+  }
   cb_errb_discard(&wait);
   cb_device *dev = c->dev;
   if ((st = cb_device_enter(dev))) {

@@ -583,7 +583,8 @@ cubert_status cb_device_lost_error(cb_device *dev);
  * failures found stay for the caller's next sync, and no last error is
  * recorded (for entry points that wait on their way, such as
  * cubert_handle_external_begin). CUBERT_OK, or why the wait failed (in
- * `eb`; a lost device's error is recorded by cb_device_enter). */
+ * `eb`); CUBERT_OK as well for a lost device, which the caller's next
+ * cb_device_enter refuses. */
 cubert_status cb_client_wait(cb_errb *eb, cubert_client *c);
 
 /* The stream the client uses on this thread (created on first use). */

@@ -288,6 +288,41 @@ END_TEST
 
 /* ------------------------------------------------------------ external access */
 
+/* cubert.h: the begin "waits for the work queued on the client's stream"
+ * and "a refused begin changes nothing". When the wait itself fails, the
+ * stream's writers may not have run: the begin granted access anyway (the
+ * wait's status was dropped) and set the address. */
+START_TEST(test_an_external_begin_whose_wait_fails_is_refused_and_changes_nothing) {
+  pair p;
+  pair_open(&p);
+  cubert_handle *view = NULL;
+  cb_test_ok(cubert_handle_empty(p.c[0], BYTES, &view));
+  cubert_faultinj_diag diag;
+  cb_test_ok(cubert_faultinj_add(p.rt, "sync times=1 fault=fail", "test", NULL, &diag));
+  for (int write = 0; write < 2; write++) {
+    cubert_external *x = NULL;
+    void *address = NULL;
+    cubert_status st = cubert_handle_external_begin(p.c[0], view, write ? CUBERT_ACCESS_WRITE : CUBERT_ACCESS_READ,
+                                                    &x, &address);
+    if (write == 0) {
+      ck_assert_msg(st != CUBERT_OK, "a begin whose wait failed was granted");
+      ck_assert_ptr_null(x);
+      ck_assert_ptr_null(address);
+      ck_assert_msg(strstr(cubert_last_error_message(), "synchronising") != NULL, "the refusal says: %s",
+                    cubert_last_error_message());
+      /* nothing changed: the bytes carry no failure */
+      cb_test_ok(cubert_handle_check(p.c[0], view));
+    } else { /* the rule fired once: the next begin waits and is granted */
+      cb_test_ok(st);
+      ck_assert_ptr_nonnull(address);
+      cb_test_ok(cubert_handle_external_end(x, NULL));
+    }
+  }
+  cubert_handle_release(view);
+  pair_close(&p);
+}
+END_TEST
+
 /* cubert_handle_external_begin waits for the client's stream, and
  * failures it finds taint their bytes "as at any sync"; docs/failures.md
  * rule 8: every sync that waits for failed work returns the failure, once
@@ -620,6 +655,7 @@ static Suite *contract_suite(void) {
   tcase_add_test(shared, test_strided_taint_moves_into_the_cell_at_the_first_export);
   suite_add_tcase(s, shared);
   TCase *external = tcase_create("external");
+  tcase_add_test(external, test_an_external_begin_whose_wait_fails_is_refused_and_changes_nothing);
   tcase_add_test(external, test_an_external_begin_leaves_the_report_of_failed_work_to_the_next_sync);
   suite_add_tcase(s, external);
   TCase *views = tcase_create("views");

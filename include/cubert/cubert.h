@@ -729,7 +729,8 @@ typedef struct cubert_param {
  *
  * cubert_handle_external_begin(client, view, access, &external, &address):
  *   waits for the work queued on the client's stream (failures it finds
- *   taint their bytes as at any sync), then
+ *   taint their bytes as at any sync; a wait that itself fails refuses the
+ *   begin with its error, since what the stream wrote is then unknown), then
  *   - CUBERT_ACCESS_READ: refuses with CUBERT_ERR_TAINTED (the failures in
  *     the last error, as cubert_handle_check) when any byte of the view
  *     carries a failure: nothing failed is handed out as good bytes;
