@@ -219,6 +219,9 @@ static bool async_op(ttype t) {
          t == T_H2D_PINNED || t == T_D2H_PINNED;
 }
 
+/* Whether a repetition of `t` runs behind a hold kernel. */
+static bool held(const ctx *c, ttype t) { return c->o.hold && c->hold_ok && async_op(t); }
+
 static bool pinned_op(ttype t) { return t == T_H2D_PINNED || t == T_D2H_PINNED; }
 
 /* The client a transfer runs on: pinned transfers on device 0's streams of
@@ -373,7 +376,7 @@ static cubert_status cubert_rep(ctx *c, const spec *s, int n, uint32_t count, vi
     ms[0] = (cb_bench_now() - t0) * 1e3;
     return st;
   }
-  bool hold = c->o.hold && c->hold_ok && async_op(s[0].t);
+  bool hold = held(c, s[0].t);
   cubert_timer *th[2] = {NULL, NULL}, *t0[2] = {NULL, NULL}, *t1[2] = {NULL, NULL};
   for (int i = 0; i < n && !st; i++)
     if (hold && !(st = cubert_timer_record(client_for(c, &s[i]), &th[i])))
@@ -389,7 +392,6 @@ static cubert_status cubert_rep(ctx *c, const spec *s, int n, uint32_t count, vi
   for (int i = 0; i < n && !st; i++) st = cubert_timer_elapsed(t0[i], t1[i], &ms[i]);
   /* Whether each hold outlasted the enqueue: its length on the device
    * against the host's time from its launch to the last timer's record. */
-  *short_hold = false;
   for (int i = 0; i < n && !st && hold; i++) {
     double held_ms = 0;
     if (!(st = cubert_timer_elapsed(th[i], t0[i], &held_ms)) && held_ms * 1e3 < window_us) *short_hold = true;
@@ -476,7 +478,7 @@ static cubert_status raw_rep(ctx *c, const spec *s, int n, uint32_t count, doubl
                                c->raw_dst[s[0].b], c->pinned, s[0].size, count, ms);
   cb_bench_xfer x[2];
   for (int i = 0; i < n; i++) x[i] = raw_xfer(c, &s[i]);
-  bool hold = c->o.hold && c->hold_ok && async_op(s[0].t);
+  bool hold = held(c, s[0].t);
   uint64_t ticks = hold ? (uint64_t)(*hold_us * c->ticks_per_us[exec_of(&s[0])]) : 0;
   double enq_ms = 0;
   cubert_status st = cb_bench_raw_run(c->raw, x, n, count, ticks, ms, &enq_ms, short_hold);
@@ -667,7 +669,7 @@ static void measure(ctx *c, const job *j) {
       }
       all_ok = all_ok && ok;
       if (r < c->o.warmup) continue;
-      if (c->o.hold && c->hold_ok && async_op(s[0].t)) {
+      if (held(c, s[0].t)) {
         c->holds[side]++;
         c->holds_short[side] += short_hold;
       }
