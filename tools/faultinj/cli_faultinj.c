@@ -556,8 +556,8 @@ int cb_cli_faultinj(int argc, char **argv) {
     cb_cli_error("faultinj", "--print goes with --replay SEED (it prints that program)");
     return CB_CLI_USAGE;
   }
-  if (strcmp(name, "procs") == 0 && o.steps > 48) { /* procs' programs hold at most 48 steps */
-    cb_cli_error("faultinj", "procs: --steps wants a number from 1 to 48, not '%d'", o.steps);
+  if (strcmp(name, "procs") == 0 && o.steps > CB_FI_PROCS_MAX_STEPS) {
+    cb_cli_error("faultinj", "procs: --steps wants a number from 1 to %d, not '%d'", CB_FI_PROCS_MAX_STEPS, o.steps);
     return CB_CLI_USAGE;
   }
   if (json_out.path && !commands[k].json) {

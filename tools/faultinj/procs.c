@@ -367,7 +367,7 @@ int cb_fi_procs(const char *backend, uint64_t seed, uint64_t programs, int len, 
   }
   step steps[64];
   if (len < 1) len = 1;
-  if (len > 48) len = 48;
+  if (len > CB_FI_PROCS_MAX_STEPS) len = CB_FI_PROCS_MAX_STEPS;
   for (uint64_t i = 0; i < programs; i++) {
     int n = 0, k = make_program(seed + i, len, steps, &n);
     char label[48];
