@@ -133,7 +133,22 @@ sweep_row() {
 }
 
 stage_pipe_sweep() {
-  local t c n line start=$SECONDS limit=${CUBERT_BENCH_PIPE_LIMIT:-120}
+  local t c n s r line start=$SECONDS limit=${CUBERT_BENCH_PIPE_LIMIT:-120}
+  # streaming stores on (the default) and off, alternated three times with
+  # the default settings and with 16 threads (base/copy.c)
+  echo "stream threads | pageable rows at 256 MiB (cubert GB/s, raw GB/s, ratio)" >>"$out/bench.log"
+  for r in 1 2 3; do
+    for t in default 16; do
+      for s in 1 0; do
+        if [ "$t" = default ]; then
+          line=$(CUBERT_HIP_COPY_STREAM=$s sweep_row)
+        else
+          line=$(CUBERT_HIP_COPY_STREAM=$s CUBERT_HIP_COPY_THREADS=$t sweep_row)
+        fi
+        echo "stream $s $t (round $r) | $line" >>"$out/bench.log"
+      done
+    done
+  done
   echo "threads chunk chunks | pageable rows at 256 MiB (cubert GB/s, raw GB/s, ratio)" >>"$out/bench.log"
   for t in default 8 12 16; do
     for c in 8M 16M; do

@@ -1,6 +1,6 @@
 /* tests/test_base.c: base/ (the layer under everything): the size parser,
  * the growable array, FNV-1a, the string builder and copies, the error
- * builder and the allocator hooks. */
+ * builder, the allocator hooks and the streaming-store copy. */
 #include <check.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -8,6 +8,7 @@
 
 #include "base/alloc.h"
 #include "base/array.h"
+#include "base/copy.h"
 #include "base/env.h"
 #include "base/hash.h"
 #include "base/msg.h"
@@ -161,6 +162,31 @@ START_TEST(base_allocates_through_the_hooks) {
 }
 END_TEST
 
+/* cb_copy_stream copies exactly what memcpy would, whatever the alignment
+ * of either side and the size (the head before the first 16-byte boundary,
+ * the 64-byte body, the tail), and writes nothing outside [dst, dst+n). */
+START_TEST(stream_copy_is_exact_at_every_alignment_and_size) {
+  enum { MAX = 4096 + 200, PAD = 64 };
+  unsigned char *src = malloc(MAX + PAD), *dst = malloc(MAX + 2 * PAD);
+  ck_assert_ptr_nonnull(src);
+  ck_assert_ptr_nonnull(dst);
+  for (size_t i = 0; i < MAX + PAD; i++) src[i] = (unsigned char)(i * 131u + 7u);
+  static const size_t sizes[] = {0, 1, 15, 16, 17, 63, 64, 65, 127, 128, 129, 1000, 4096, 4096 + 131};
+  for (size_t so = 0; so < 16; so += 3)
+    for (size_t d_o = 0; d_o < 16; d_o++)
+      for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+        size_t n = sizes[k];
+        memset(dst, 0xEE, MAX + 2 * PAD);
+        cb_copy_stream(dst + PAD + d_o, src + so, n);
+        ck_assert_msg(memcmp(dst + PAD + d_o, src + so, n) == 0, "src +%zu dst +%zu size %zu: bytes differ", so, d_o, n);
+        for (size_t i = 0; i < PAD + d_o; i++) ck_assert_uint_eq(dst[i], 0xEE);
+        for (size_t i = PAD + d_o + n; i < MAX + 2 * PAD; i++) ck_assert_uint_eq(dst[i], 0xEE);
+      }
+  free(dst);
+  free(src);
+}
+END_TEST
+
 static Suite *base_suite(void) {
   Suite *s = suite_create("base");
   TCase *t = tcase_create("base");
@@ -172,6 +198,7 @@ static Suite *base_suite(void) {
   tcase_add_test(t, strings_build_and_copy);
   tcase_add_test(t, error_builder_formats_and_returns_the_status);
   tcase_add_test(t, base_allocates_through_the_hooks);
+  tcase_add_test(t, stream_copy_is_exact_at_every_alignment_and_size);
   suite_add_tcase(s, t);
   return s;
 }

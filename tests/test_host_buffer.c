@@ -273,6 +273,44 @@ static void pageable_round_trips(int backend) {
 START_TEST(test_large_pageable_write_and_read_round_trip) { pageable_round_trips(_i); }
 END_TEST
 
+/* The pipeline's host-side copies use streaming stores from the first
+ * 16-byte boundary of the destination (hip_pipe.c copy_stream): caller
+ * buffers at every offset from such a boundary, an odd size, and the bytes
+ * just before and after the caller's range untouched; then the same with
+ * plain memcpy ($CUBERT_HIP_COPY_STREAM=0). */
+static void misaligned_round_trips(int backend) {
+  cb_test_env env;
+  if (!open_env(backend, &env)) return;
+  cubert_client *c = env.clients[0];
+  size_t big = (19u << 20) + 4099u;
+  unsigned char *src = malloc(big + 64), *back = malloc(big + 64);
+  cubert_handle *h;
+  cb_test_ok(cubert_handle_empty(c, big, &h));
+  for (size_t off = 0; off < 16; off += 5) { /* 0, 5, 10, 15 */
+    cb_test_pattern(src + off, big, (unsigned)(30 + off));
+    cb_test_ok(cubert_handle_write(c, h, src + off, big));
+    memset(back, 0xA5, big + 64);
+    cb_test_ok(cubert_handle_read(c, h, back + (15 - off), big));
+    ck_assert_uint_eq(cb_test_pattern_mismatch(back + (15 - off), big, (unsigned)(30 + off)), big);
+    for (size_t i = 0; i < 15 - off; i++) ck_assert_uint_eq(back[i], 0xA5);
+    for (size_t i = 15 - off + big; i < big + 64; i++) ck_assert_uint_eq(back[i], 0xA5);
+  }
+  cubert_handle_release(h);
+  free(back);
+  free(src);
+  cb_test_close(&env);
+}
+
+START_TEST(test_pageable_transfers_at_every_alignment_round_trip) { misaligned_round_trips(_i); }
+END_TEST
+
+START_TEST(test_pageable_transfers_with_plain_copies_round_trip) {
+  setenv("CUBERT_HIP_COPY_STREAM", "0", 1);
+  misaligned_round_trips(_i);
+  unsetenv("CUBERT_HIP_COPY_STREAM");
+}
+END_TEST
+
 /* The same through 2 chunks of 1 MiB and 3 copy threads: 38 pieces per
  * transfer, each chunk reused many times within one call (HIP reads the
  * settings when a runtime opens the device; the host backend ignores them).
@@ -330,6 +368,8 @@ int main(void) {
   cb_test_add_backend_loop(tc, test_a_host_buffer_serves_every_device);
   cb_test_add_backend_loop(tc, test_large_pageable_write_and_read_round_trip);
   cb_test_add_backend_loop(tc, test_pageable_transfers_reuse_small_chunks);
+  cb_test_add_backend_loop(tc, test_pageable_transfers_at_every_alignment_round_trip);
+  cb_test_add_backend_loop(tc, test_pageable_transfers_with_plain_copies_round_trip);
   cb_test_add_backend_loop(tc, test_peer_copy_without_peer_access_round_trips);
   suite_add_tcase(s, tc);
   return cb_test_run(s);

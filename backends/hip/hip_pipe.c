@@ -48,6 +48,7 @@
 
 #include "base/alloc.h"
 #include "backends/hip/hip_internal.h"
+#include "base/copy.h"
 #include "base/env.h"
 
 #define PIPE_CHUNKS_MAX 16
@@ -67,6 +68,7 @@ typedef struct copier {
   char *dst;
   const char *src;
   size_t size, piece, pieces;
+  bool stream; /* copy with streaming stores (cb_copy_stream) */
   atomic_size_t next; /* the next piece to take; reset only while busy == 0 */
   cb_hip_device *dev; /* for placement */
 } copier;
@@ -110,8 +112,11 @@ static void copy_pieces(copier *c, char *dst, const char *src, size_t size, size
   for (;;) {
     size_t i = atomic_fetch_add_explicit(&c->next, 1, memory_order_relaxed);
     if (i >= pieces) return;
-    size_t from = i * piece;
-    memcpy(dst + from, src + from, size - from < piece ? size - from : piece);
+    size_t from = i * piece, n = size - from < piece ? size - from : piece;
+    if (c->stream)
+      cb_copy_stream(dst + from, src + from, n);
+    else
+      memcpy(dst + from, src + from, n);
   }
 }
 
@@ -197,6 +202,8 @@ static void copier_start(copier *c, cb_hip_device *dev, int threads) {
   if (spin && !cb_parse_size(spin, &us)) us = 100;
   if (us > 100000) us = 100000; /* at most 0.1 s */
   c->spin_ns = us * 1000u;
+  const char *stream = cb_env("CUBERT_HIP_COPY_STREAM");
+  c->stream = !(stream && strcmp(stream, "0") == 0);
   c->dev = dev;
   pthread_mutex_init(&c->lock, NULL);
   pthread_cond_init(&c->go, NULL);
@@ -231,7 +238,10 @@ static void copier_stop(copier *c) {
  * worker that wakes after the last piece was taken finds none and leaves. */
 static void copier_copy(copier *c, void *dst, const void *src, size_t size) {
   if (c->n == 0 || size < COPY_SPLIT_MIN) {
-    memcpy(dst, src, size);
+    if (c->stream)
+      cb_copy_stream(dst, src, size);
+    else
+      memcpy(dst, src, size);
     return;
   }
   /* about four pieces a thread, whole pages (no two threads share a line) */
