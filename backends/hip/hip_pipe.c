@@ -68,7 +68,8 @@ typedef struct copier {
   char *dst;
   const char *src;
   size_t size, piece, pieces;
-  bool stream; /* copy with streaming stores (cb_copy_stream) */
+  bool stream_reads; /* reads copy out with streaming stores ($CUBERT_HIP_COPY_STREAM) */
+  bool stream;       /* this generation's copy: with streaming stores (cb_copy_stream) */
   atomic_size_t next; /* the next piece to take; reset only while busy == 0 */
   cb_hip_device *dev; /* for placement */
 } copier;
@@ -108,12 +109,13 @@ static uint64_t env_size(const char *text, uint64_t fallback) {
  * thread the scheduler holds back delays one piece, not a fixed share of
  * every chunk (with a fixed share per thread, 16 threads on a 16-core
  * machine moved 11-12 GB/s in one H200 run where 12 moved 44-47). */
-static void copy_pieces(copier *c, char *dst, const char *src, size_t size, size_t piece, size_t pieces) {
+static void copy_pieces(copier *c, char *dst, const char *src, size_t size, size_t piece, size_t pieces,
+                        bool stream) {
   for (;;) {
     size_t i = atomic_fetch_add_explicit(&c->next, 1, memory_order_relaxed);
     if (i >= pieces) return;
     size_t from = i * piece, n = size - from < piece ? size - from : piece;
-    if (c->stream)
+    if (stream)
       cb_copy_stream(dst + from, src + from, n);
     else
       memcpy(dst + from, src + from, n);
@@ -178,8 +180,9 @@ static void *worker(void *p) {
     char *dst = c->dst;
     const char *src = c->src;
     size_t size = c->size, piece = c->piece, pieces = c->pieces;
+    bool stream = c->stream;
     pthread_mutex_unlock(&c->lock);
-    copy_pieces(c, dst, src, size, piece, pieces);
+    copy_pieces(c, dst, src, size, piece, pieces, stream);
     pthread_mutex_lock(&c->lock);
     /* release: the caller that reads 0 without the lock sees the copies */
     if (atomic_fetch_sub_explicit(&c->busy, 1, memory_order_acq_rel) == 1) pthread_cond_signal(&c->done);
@@ -203,7 +206,7 @@ static void copier_start(copier *c, cb_hip_device *dev, int threads) {
   if (us > 100000) us = 100000; /* at most 0.1 s */
   c->spin_ns = us * 1000u;
   const char *stream = cb_env("CUBERT_HIP_COPY_STREAM");
-  c->stream = !(stream && strcmp(stream, "0") == 0);
+  c->stream_reads = !(stream && strcmp(stream, "0") == 0);
   c->dev = dev;
   pthread_mutex_init(&c->lock, NULL);
   pthread_cond_init(&c->go, NULL);
@@ -235,10 +238,16 @@ static void copier_stop(copier *c) {
 
 /* memcpy split into pieces that the threads and the caller take as they
  * come free (copy_pieces); returns when every piece has been copied. A
- * worker that wakes after the last piece was taken finds none and leaves. */
-static void copier_copy(copier *c, void *dst, const void *src, size_t size) {
+ * worker that wakes after the last piece was taken finds none and leaves.
+ * `stream`: with streaming stores (base/copy.h), which reads use to copy
+ * out into the caller's buffer; writes fill a chunk with memcpy, because
+ * the device reads the chunk next and in the H200 run of 2026-12-02 19:44Z
+ * streaming stores there cost the pageable h2d rows about 8 % (256 MiB,
+ * three rounds each way: 42.1-44.4 GB/s against 45.7-49.0), while d2h
+ * moved 52.8-53.6 GB/s either way (that machine's link, 55, was the limit). */
+static void copier_copy(copier *c, void *dst, const void *src, size_t size, bool stream) {
   if (c->n == 0 || size < COPY_SPLIT_MIN) {
-    if (c->stream)
+    if (stream)
       cb_copy_stream(dst, src, size);
     else
       memcpy(dst, src, size);
@@ -259,11 +268,12 @@ static void copier_copy(copier *c, void *dst, const void *src, size_t size) {
   c->size = size;
   c->piece = piece;
   c->pieces = pieces;
+  c->stream = stream;
   atomic_store_explicit(&c->next, 0, memory_order_relaxed);
   atomic_fetch_add(&c->gen, 1);
   pthread_cond_broadcast(&c->go);
   pthread_mutex_unlock(&c->lock);
-  copy_pieces(c, dst, src, size, piece, pieces);
+  copy_pieces(c, dst, src, size, piece, pieces, stream);
   /* every piece is taken; those of registered workers are done when they
    * leave, and no other worker can take one */
   spin_while_busy(c);
@@ -430,7 +440,7 @@ bool cb_hip_pipe_write(cb_hip_device *dev, cb_hip_stream *s, uint64_t dst, const
       *where = "waiting for a staging chunk";
       break;
     }
-    copier_copy(&p->cp, c, (const char *)src + off, n);
+    copier_copy(&p->cp, c, (const char *)src + off, n, false);
     if ((e = hipMemcpyAsync(CB_HIP_PTR(dst + off), c, n, hipMemcpyHostToDevice, s->stream)) != hipSuccess) {
       *where = "hipMemcpyAsync from a staging chunk";
       break;
@@ -484,7 +494,7 @@ bool cb_hip_pipe_read(cb_hip_device *dev, cb_hip_stream *s, void *dst, uint64_t 
       *where = "waiting for a download into a staging chunk";
       break;
     }
-    copier_copy(&p->cp, (char *)dst + landed, p->buf + (size_t)lk * p->chunk, n);
+    copier_copy(&p->cp, (char *)dst + landed, p->buf + (size_t)lk * p->chunk, n, p->cp.stream_reads);
     landed += n;
     lk = (lk + 1) % p->nchunks;
   }
