@@ -13,6 +13,9 @@
 
 void cb_alloc_free(cb_alloc *a) {
   cb_device *dev = a->dev;
+  /* first: an importer's unsettled verdicts go into the cell under the
+   * ledger's lock (xshare.c), which may be `sh`'s */
+  if (a->xshare) cb_xshare_release(a);
   cb_shared *sh = atomic_load(&a->shared);
   if (sh) {
     cb_ledger_free(&sh->ledger);
@@ -21,7 +24,6 @@ void cb_alloc_free(cb_alloc *a) {
   }
   cb_ledger_free(&a->ledger);
   cb_free(a->readers);
-  if (a->xshare) cb_xshare_release(a);
   if (!a->orphan) { /* an orphan's memory and slot went with its runtime */
     cb_block_free(dev, &a->block);
     dev->slots[a->slot] = NULL;

@@ -546,8 +546,9 @@ cubert_status cb_handle_adopt(cb_errb *eb, cubert_client *c, uint64_t size, cons
  * failures of [start, end) to `report` (and taints the whole allocation,
  * once, when the other process died or freed it), cb_xshare_report_pattern
  * those of a strided footprint; cb_xshare_settle sets or clears [start, end),
- * or the footprint `p` when not NULL, after a write; cb_xshare_release lets
- * go (alloc_free, device teardown). */
+ * or the footprint `p` when not NULL, after a write (kept on the allocation
+ * while the cell's lock fails, put in at the next lock that works);
+ * cb_xshare_release lets go (alloc_free, first; device teardown). */
 void cb_xshare_report(cb_alloc *a, uint64_t start, uint64_t end, cb_errb *report);
 void cb_xshare_report_pattern(cb_alloc *a, const cb_pattern *p, cb_errb *report);
 void cb_xshare_settle(cb_alloc *a, uint64_t start, uint64_t end, const cb_pattern *p, const cubert_failure *f);

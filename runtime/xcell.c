@@ -7,6 +7,7 @@
 #include "runtime/xcell.h"
 
 #include "runtime/pattern.h"
+#include "runtime/xcell_testing.h"
 
 #define XCELL_MAGIC 0x4c435843u /* "CXCL" */
 #define XCELL_VERSION 1u
@@ -38,8 +39,21 @@ bool cb_xcell_valid(const cb_xcell *cell) {
          cell->tables[atomic_load(&((cb_xcell *)cell)->current)].n <= CB_XCELL_RANGES;
 }
 
+/* xcell_testing.h: locks left to fail */
+static _Atomic uint32_t fail_locks;
+
+uint32_t cb_xcell_testing_fail_locks(uint32_t n) { return atomic_exchange(&fail_locks, n); }
+
+static bool fail_lock(void) {
+  uint32_t n = atomic_load_explicit(&fail_locks, memory_order_relaxed);
+  while (n && !atomic_compare_exchange_weak(&fail_locks, &n, n - 1)) {
+  }
+  return n != 0;
+}
+
 cubert_status cb_xcell_lock(cb_xcell *cell, int64_t *died) {
   if (died) *died = 0;
+  if (fail_lock()) return CUBERT_ERR_BACKEND;
   int rc = pthread_mutex_lock(&cell->lock);
   if (rc == EOWNERDEAD) {
     /* The holder died. The table in force is whole (updates write the other

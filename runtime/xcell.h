@@ -8,7 +8,9 @@
  * each with its failure as a cubert_failure_record (plain bytes: no pointer
  * crosses). Its lock is a process-shared, robust mutex: a process that dies
  * holding it leaves the next locker EOWNERDEAD, and that process's pid is
- * remembered (cb_xcell_lost). An update never writes the table readers use:
+ * remembered (lost_pid). Any other failure to lock is returned, never
+ * hidden (tests force one: xcell_testing.h); xshare.c keeps what it could
+ * not settle until a lock works. An update never writes the table readers use:
  * it writes the other of two tables and then flips one index, so a process
  * killed in the middle of an update leaves the last whole table in force.
  *

@@ -11,6 +11,9 @@
  * the exporter freed the memory (the segment's `dead`) or ended, an
  * importer ended without letting go; the whole allocation is then tainted
  * with a failure naming that process, once, and a successful write repairs.
+ * A verdict the cell cannot take (its lock fails) is never dropped: it waits
+ * in the allocation's `pending` ledger, and every other process refuses the
+ * bytes it looks up, until this process's next lock puts it in (flush).
  * The exporter removes the segment's name when the allocation is freed (or
  * its runtime destroyed); the backend does the same for the memory's own
  * segment. */
@@ -32,7 +35,7 @@
 #define DESC_MAGIC 0x44584243u /* "CBXD" */
 #define DESC_VERSION 1u
 #define SEG_MAGIC 0x47535843u /* "CXSG" */
-#define SEG_VERSION 1u
+#define SEG_VERSION 2u
 #define IMPORTERS 16
 
 /* The descriptor's bytes (native layout: it never leaves the node). */
@@ -61,6 +64,9 @@ typedef struct xseg {
   uint64_t size;
   _Atomic uint32_t dead;        /* the exporter freed the memory */
   int64_t importers[IMPORTERS]; /* under the cell's lock; 0: free */
+  /* [0] the exporter, [1 + i] importers[i]: that process holds verdicts it
+   * could not settle into the cell (its lock failed); set without the lock */
+  _Atomic uint32_t unsettled[1 + IMPORTERS];
   cb_xcell cell;
 } xseg;
 
@@ -69,6 +75,12 @@ typedef struct cb_xshare {
   char name[CB_SHM_NAME];
   bool owner;
   bool mourned; /* this process already put the exporter's end into the cell */
+  int slot;     /* its entry in seg->unsettled */
+  /* the verdicts of writes whose settle could not lock the cell, in their
+   * order: failures only, a later repair cuts them out (a repair is never
+   * replayed: it could clear what another process set since). Under the
+   * allocation's ledger lock (cb_alloc_ledger_lock). */
+  cb_ledger pending;
 } cb_xshare;
 
 /* ------------------------------------------------------------ helpers */
@@ -106,14 +118,31 @@ static bool alive(int64_t pid) {
   return !(p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'));
 }
 
+/* The record of `f` for the cell. The export cannot fail for a failure
+ * that exists; were it to, the record still taints: the static unrecorded
+ * failure's, or, that failing too, zeros, which report() reads as a record
+ * it cannot read (tainted all the same). */
+static void record_of(const cubert_failure *f, cubert_failure_record *rec) {
+  memset(rec, 0, sizeof *rec);
+  if (cubert_failure_export(f, rec) != CUBERT_OK) (void)cubert_failure_export(cb_failure_unrecorded(), rec);
+}
+
 /* Under the cell's lock: the whole allocation now carries a failure saying
  * `message` (a process was lost). */
 static void taint_all(cb_alloc *a, cubert_status status, const char *message) {
   cubert_failure *f =
       cb_failure_new(status, message, a->dev->index, a->dev->info.name, 0, "share", NULL, 0);
   cubert_failure_record rec;
-  if (f && cubert_failure_export(f, &rec) == CUBERT_OK) cb_xcell_set(&a->xshare->seg->cell, 0, a->size, &rec);
+  record_of(f, &rec);
+  cb_xcell_set(&a->xshare->seg->cell, 0, a->size, &rec);
   cubert_failure_release(f);
+}
+
+/* Under the cell's lock: importer slot `i` is free again; what that process
+ * had not settled goes with it (the whole allocation was tainted naming it). */
+static void forget(xseg *seg, int i) {
+  seg->importers[i] = 0;
+  atomic_store(&seg->unsettled[1 + i], 0);
 }
 
 /* Under the cell's lock: notices processes that were lost (see the top). */
@@ -130,31 +159,103 @@ static void mourn(cb_alloc *a, int64_t died) {
   }
   if (!x->owner) {
     if (died && died == seg->owner) x->mourned = true; /* named above */
-    if (x->mourned) return;
+    if (x->mourned) {
+      atomic_store(&seg->unsettled[0], 0); /* the exporter's: told as its end */
+      return;
+    }
     if (atomic_load(&seg->dead)) {
       snprintf(msg, sizeof msg, "process %lld freed the memory it exported (memory %llu here)",
                (long long)seg->owner, (unsigned long long)a->id);
       taint_all(a, CUBERT_ERR_EXPIRED, msg);
       x->mourned = true;
+      atomic_store(&seg->unsettled[0], 0);
     } else if (!alive(seg->owner)) {
       snprintf(msg, sizeof msg, "process %lld, which exported this memory (memory %llu here), has ended",
                (long long)seg->owner, (unsigned long long)a->id);
       taint_all(a, CUBERT_ERR_DEVICE_LOST, msg);
       x->mourned = true;
+      atomic_store(&seg->unsettled[0], 0);
       return;
     }
   }
   /* every survivor, an importer too, notices a lost importer: the first one
    * to look taints the cell (shared, so all see it) and forgets the pid */
   for (int i = 0; i < IMPORTERS; i++) {
-    if (seg->importers[i] && seg->importers[i] == died) seg->importers[i] = 0; /* named above */
+    if (seg->importers[i] && seg->importers[i] == died) forget(seg, i); /* named above */
     if (!seg->importers[i] || alive(seg->importers[i])) continue;
     snprintf(msg, sizeof msg,
              "process %lld, which imported this memory (memory %llu), ended without letting it go",
              (long long)seg->importers[i], (unsigned long long)a->id);
     taint_all(a, CUBERT_ERR_DEVICE_LOST, msg);
-    seg->importers[i] = 0;
+    forget(seg, i);
   }
+}
+
+static void move_range(void *cell, uint64_t start, uint64_t end, cubert_failure *f) {
+  cubert_failure_record rec;
+  record_of(f, &rec);
+  cb_xcell_set(cell, start, end, &rec);
+}
+
+static void move_claim(void *cell, const cb_pattern *p, cubert_failure *f) {
+  cubert_failure_record rec;
+  record_of(f, &rec);
+  cb_xcell_set_pattern(cell, p, &rec);
+}
+
+/* Under the cell's lock: the verdicts this process kept while the lock
+ * failed go in, in their order (pending holds the outcome of that order). */
+static void flush(cb_alloc *a) {
+  cb_xshare *x = a->xshare;
+  if (!atomic_load(&x->seg->unsettled[x->slot])) return; /* the usual case: none */
+  cb_alloc_ledger_lock(a);
+  cb_ledger_each(&x->pending, move_range, move_claim, &x->seg->cell);
+  cb_ledger_free(&x->pending);
+  atomic_store(&x->seg->unsettled[x->slot], 0);
+  cb_alloc_ledger_unlock(a);
+}
+
+/* Every lock of the cell of `a`: what this process could not settle before
+ * goes in first, then the processes lost since are noticed, before anything
+ * reads or writes the cell. Nonzero when the lock fails. */
+static cubert_status lock_cell(cb_alloc *a) {
+  xseg *seg = a->xshare->seg;
+  int64_t died = 0;
+  if (cb_xcell_lock(&seg->cell, &died)) return CUBERT_ERR_BACKEND;
+  flush(a);
+  mourn(a, died);
+  return CUBERT_OK;
+}
+
+/* A verdict whose settle could not lock the cell: kept until the next lock
+ * that works (flush). A repair only cuts what this process kept: the cell
+ * keeps what it holds, too much taint until a write reaches it, never too
+ * little. Meanwhile every other process refuses what it looks up. */
+static void keep(cb_alloc *a, uint64_t start, uint64_t end, const cb_pattern *p, const cubert_failure *f) {
+  cb_xshare *x = a->xshare;
+  cubert_failure *g = (cubert_failure *)f; /* the ledger retains it */
+  cb_alloc_ledger_lock(a);
+  if (p && f)
+    cb_ledger_set_pattern(&x->pending, p, g);
+  else if (p)
+    cb_ledger_clear_pattern(&x->pending, p);
+  else if (f)
+    cb_ledger_set(&x->pending, start, end, g);
+  else
+    cb_ledger_clear(&x->pending, start, end);
+  atomic_store(&x->seg->unsettled[x->slot], x->pending.n != 0);
+  cb_alloc_ledger_unlock(a);
+}
+
+/* Under the cell's lock: the pid of another process that holds verdicts it
+ * could not settle, 0 when none does. */
+static int64_t unsettled_elsewhere(const cb_xshare *x) {
+  for (int i = 0; i <= IMPORTERS; i++)
+    if (i != x->slot && atomic_load(&x->seg->unsettled[i])) {
+      int64_t pid = i ? x->seg->importers[i - 1] : x->seg->owner;
+      return pid ? pid : -1;
+    }
+  return 0;
 }
 
 /* ------------------------------------------------------------ taint */
@@ -174,15 +275,24 @@ static void add_piece(void *ctx, uint64_t s, uint64_t e) {
  * (when not NULL) inside those bounds. */
 static void report(cb_alloc *a, uint64_t start, uint64_t end, const cb_pattern *p, cb_errb *report) {
   cb_xcell *cell = &a->xshare->seg->cell;
-  int64_t died = 0;
-  if (cb_xcell_lock(cell, &died)) {
-    cubert_failure *f = cb_failure_new(CUBERT_ERR_BACKEND, "the failure cell of memory shared between processes cannot be locked",
-                                       a->dev->index, a->dev->info.name, 0, "share", NULL, 0);
+  bool locked = !lock_cell(a);
+  int64_t other = locked ? unsettled_elsewhere(a->xshare) : 0;
+  if (!locked || other) {
+    /* nothing in the cell can be trusted: the whole range is refused */
+    char msg[256];
+    if (!locked)
+      snprintf(msg, sizeof msg, "the failure cell of memory shared between processes cannot be locked");
+    else
+      snprintf(msg, sizeof msg,
+               "process %lld could not settle the outcome of a write into the failure cell of memory shared "
+               "between processes (memory %llu here): its lock failed there",
+               (long long)other, (unsigned long long)a->id);
+    cubert_failure *f = cb_failure_new(CUBERT_ERR_BACKEND, msg, a->dev->index, a->dev->info.name, 0, "share", NULL, 0);
     cb_errb_add(report, f, start, end);
     cubert_failure_release(f);
+    if (locked) cb_xcell_unlock(cell);
     return;
   }
-  mourn(a, died);
   uint64_t from = start, rs, re;
   const cubert_failure_record *rec;
   pid_t self = getpid();
@@ -227,11 +337,12 @@ void cb_xshare_report_pattern(cb_alloc *a, const cb_pattern *p, cb_errb *r) {
 
 void cb_xshare_settle(cb_alloc *a, uint64_t start, uint64_t end, const cb_pattern *p, const cubert_failure *f) {
   cb_xcell *cell = &a->xshare->seg->cell;
+  if (lock_cell(a)) {
+    keep(a, start, end, p, f);
+    return;
+  }
   cubert_failure_record rec;
-  if (f && cubert_failure_export(f, &rec) != CUBERT_OK) return;
-  int64_t died = 0;
-  if (cb_xcell_lock(cell, &died)) return;
-  mourn(a, died);
+  if (f) record_of(f, &rec);
   if (p && f)
     cb_xcell_set_pattern(cell, p, &rec);
   else if (p)
@@ -243,41 +354,36 @@ void cb_xshare_settle(cb_alloc *a, uint64_t start, uint64_t end, const cb_patter
   cb_xcell_unlock(cell);
 }
 
-/* An importer lets go: out of the segment's importers, unmapped. */
-static void leave(cb_xshare *x) {
-  if (!cb_xcell_lock(&x->seg->cell, NULL)) {
-    for (int i = 0; i < IMPORTERS; i++)
-      if (x->seg->importers[i] == (int64_t)getpid()) x->seg->importers[i] = 0;
+/* An importer lets go: out of the segment's importers, unmapped. `a`: its
+ * allocation, whose unsettled verdicts go in first (lock_cell); NULL while
+ * importing (nothing settled yet). When the lock fails, its slot stays
+ * taken: the survivors taint the whole allocation once this process ends. */
+static void leave(cb_xshare *x, cb_alloc *a) {
+  if (a ? !lock_cell(a) : !cb_xcell_lock(&x->seg->cell, NULL)) {
+    forget(x->seg, x->slot - 1);
     cb_xcell_unlock(&x->seg->cell);
   }
+  cb_ledger_free(&x->pending);
   munmap(x->seg, sizeof(xseg));
   cb_free(x);
 }
 
 void cb_xshare_release(cb_alloc *a) {
   cb_xshare *x = a->xshare;
-  a->xshare = NULL;
   if (!x->owner) {
-    leave(x);
+    leave(x, a);
+    a->xshare = NULL;
     return;
   }
-  atomic_store(&x->seg->dead, 1);
+  a->xshare = NULL;
+  atomic_store(&x->seg->dead, 1); /* its unsettled verdicts: the importers taint all */
   shm_unlink(x->name);
   munmap(x->seg, sizeof(xseg));
+  cb_ledger_free(&x->pending);
   cb_free(x);
 }
 
 /* ------------------------------------------------------------ export */
-
-static void move_range(void *cell, uint64_t start, uint64_t end, cubert_failure *f) {
-  cubert_failure_record rec;
-  if (cubert_failure_export(f, &rec) == CUBERT_OK) cb_xcell_set(cell, start, end, &rec);
-}
-
-static void move_claim(void *cell, const cb_pattern *p, cubert_failure *f) {
-  cubert_failure_record rec;
-  if (cubert_failure_export(f, &rec) == CUBERT_OK) cb_xcell_set_pattern(cell, p, &rec);
-}
 
 /* The exporter's segment for `a`, made on its first export (caller holds
  * the device lock); the taint `a` has moves into its cell. */
@@ -449,12 +555,14 @@ static cubert_status join(cb_errb *eb, const xdesc *d, cb_xshare **out) {
     if (!seg->importers[i]) slot = i;
   for (int i = 0; i < IMPORTERS && slot < 0; i++)
     if (!alive(seg->importers[i])) slot = i;
-  if (slot >= 0) seg->importers[slot] = (int64_t)getpid();
+  if (slot >= 0) {
+    seg->importers[slot] = (int64_t)getpid();
+    atomic_store(&seg->unsettled[1 + slot], 0); /* a dead one's: untold with its death */
+  }
   cb_xcell_unlock(&seg->cell);
   cb_xshare *x = slot >= 0 ? cb_calloc(1, sizeof *x) : NULL;
   if (!x) {
-    if (slot >= 0) {
-      (void)cb_xcell_lock(&seg->cell, NULL);
+    if (slot >= 0 && !cb_xcell_lock(&seg->cell, NULL)) { /* failing, the slot waits for this process's end */
       seg->importers[slot] = 0;
       cb_xcell_unlock(&seg->cell);
     }
@@ -464,6 +572,7 @@ static cubert_status join(cb_errb *eb, const xdesc *d, cb_xshare **out) {
                     : cb_errb_set(eb, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory");
   }
   x->seg = seg;
+  x->slot = 1 + slot;
   memcpy(x->name, d->cell, sizeof x->name);
   *out = x;
   return CUBERT_OK;
@@ -486,20 +595,20 @@ cubert_status cubert_handle_import(cubert_client *c, const cubert_export_desc *d
   memset(&mem, 0, sizeof mem);
   cubert_berr err = {0};
   if ((st = cb_device_enter(dev))) {
-    leave(x);
+    leave(x, NULL);
     return st;
   }
   st = dev->ops->mem_import(dev->bdev, d.ipc, d.alloc_size, &mem, &err);
   cb_device_leave(dev);
   if (st) {
-    leave(x);
+    leave(x, NULL);
     return cb_fail_backend(st, &err, "importing memory of another process", dev->info.name);
   }
   cb_block block = {mem.address, d.alloc_size, mem.cookie, CB_BLOCK_IMPORTED};
   cb_alloc *a = NULL;
   cubert_handle *h = NULL;
   if ((st = cb_handle_adopt(&eb, c, d.alloc_size, &block, d.offset, d.offset + d.size, &a, &h))) {
-    leave(x);
+    leave(x, NULL);
     return cb_errb_return(&eb, st);
   }
   a->xshare = x; /* nobody else knows `a` yet */

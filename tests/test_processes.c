@@ -5,8 +5,9 @@
  * on one GPU, as CUDA refuses an IPC handle in the process that made it):
  * the exported bytes and only they arrive; taint crosses both ways and a
  * write repairs; a process that is killed is named by the survivor's next
- * read (an importer's death by every survivor); bad descriptors open
- * nothing; no segment is left in /dev/shm. */
+ * read (an importer's death by every survivor); a verdict the cell's lock
+ * kept out is not lost; bad descriptors open nothing; no segment is left in
+ * /dev/shm. */
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
@@ -22,6 +23,7 @@
 #include "base/shm.h"
 #include "runtime/internal.h"
 #include "runtime/parts.h"
+#include "runtime/xcell_testing.h"
 #include "tests/testutil.h"
 
 extern char **environ;
@@ -378,6 +380,113 @@ START_TEST(test_bad_descriptors_open_nothing) {
 }
 END_TEST
 
+/* A failed write whose settle cannot lock the cell (the lock fails once,
+ * runtime/xcell_testing.h) loses nothing: meanwhile another process is
+ * refused the bytes naming this one; this process's next lock puts the
+ * taint in, and both are refused with the write's own cause. */
+START_TEST(test_a_taint_the_cell_lock_kept_out_is_not_lost) {
+  shared s;
+  if (!share_open(_i, &s)) return;
+  char text[4096], pid[32];
+  process_name(getpid(), pid, sizeof pid);
+  const cubert_failure *f = NULL;
+  cb_test_ok(cubert_failure_create(s.c, CUBERT_ERR_LAUNCH, "the owner's write, locked out of the cell", &f));
+  cb_xcell_testing_fail_locks(1);
+  cb_test_ok(cubert_handle_taint(s.c, s.slice, f));
+  cubert_failure_release(f);
+  ck_assert_uint_eq(cb_xcell_testing_fail_locks(0), 0); /* the settle met the failure */
+  ck_assert_int_eq(run(s.env.backend, "read", &s.d, 2, text, sizeof text), 3);
+  ck_assert_msg(strstr(text, "could not settle") && strstr(text, pid), "%s", text);
+  unsigned char back[128];
+  cb_test_status(cubert_handle_read(s.c, s.slice, back, sizeof back), CUBERT_ERR_TAINTED);
+  ck_assert_msg(strstr(cubert_last_error_message(), "locked out of the cell"), "%s", cubert_last_error_message());
+  ck_assert_int_eq(run(s.env.backend, "read", &s.d, 2, text, sizeof text), 3);
+  ck_assert_msg(strstr(text, "locked out of the cell") && strstr(text, pid), "%s", text);
+  unsigned char seven = 7; /* a write repairs, for both */
+  cb_test_ok(cubert_handle_fill(s.c, s.slice, &seven, 1));
+  cb_test_ok(cubert_sync(s.c));
+  ck_assert_msg(run(s.env.backend, "read", &s.d, 7, text, sizeof text) == 0, "%s", text);
+  share_close(&s);
+}
+END_TEST
+
+/* A repair whose settle cannot lock the cell never makes bytes look clean
+ * in error, nor leaves them tainted with no way out: while every lock
+ * fails, a failed write and then a good one over half of it: the half
+ * written good reads good, the other half is refused with the failure, in
+ * both processes. A repair the cell cannot take leaves the cell's taint
+ * (too much, never too little) until a write reaches it. */
+START_TEST(test_a_repair_the_cell_lock_kept_out) {
+  shared s;
+  if (!share_open(_i, &s)) return;
+  char text[4096], pid[32];
+  process_name(getpid(), pid, sizeof pid);
+  cubert_handle *head = NULL, *tail = NULL; /* bytes 64..128 and 128..192 */
+  cb_test_ok(cubert_handle_slice(s.slice, 0, 64, &head)); /* 64 in from the start, 64 off the end */
+  cb_test_ok(cubert_handle_slice(s.slice, 64, 0, &tail));
+  const cubert_failure *f = NULL;
+  cb_test_ok(cubert_failure_create(s.c, CUBERT_ERR_LAUNCH, "the owner's write, locked out of the cell", &f));
+  cb_xcell_testing_fail_locks(UINT32_MAX);
+  cb_test_ok(cubert_handle_taint(s.c, s.slice, f));
+  cubert_failure_release(f);
+  unsigned char seven = 7, eight = 8, back[64];
+  cb_test_ok(cubert_handle_fill(s.c, head, &seven, 1));
+  cb_test_ok(cubert_sync(s.c));
+  ck_assert_uint_lt(cb_xcell_testing_fail_locks(0), UINT32_MAX - 1); /* both settles met it */
+  cb_test_ok(cubert_handle_read(s.c, head, back, sizeof back));
+  ck_assert_int_eq(back[0], 7);
+  cb_test_status(cubert_handle_read(s.c, tail, back, sizeof back), CUBERT_ERR_TAINTED);
+  ck_assert_msg(strstr(cubert_last_error_message(), "locked out of the cell"), "%s", cubert_last_error_message());
+  ck_assert_int_eq(run(s.env.backend, "read", &s.d, 7, text, sizeof text), 3);
+  ck_assert_msg(strstr(text, "locked out of the cell") && strstr(text, pid) && strstr(text, "1 tainted range: bytes 128..192 carry"), "%s",
+                text);
+  /* the tail written good while the lock fails once: the cell keeps its taint */
+  cb_xcell_testing_fail_locks(1);
+  cb_test_ok(cubert_handle_fill(s.c, tail, &eight, 1));
+  cb_test_ok(cubert_sync(s.c));
+  ck_assert_uint_eq(cb_xcell_testing_fail_locks(0), 0);
+  cb_test_status(cubert_handle_read(s.c, tail, back, sizeof back), CUBERT_ERR_TAINTED);
+  ck_assert_msg(strstr(cubert_last_error_message(), "locked out of the cell"), "%s", cubert_last_error_message());
+  /* a write that reaches the cell is the way out, for both */
+  cb_test_ok(cubert_handle_fill(s.c, tail, &seven, 1));
+  cb_test_ok(cubert_sync(s.c));
+  ck_assert_msg(run(s.env.backend, "read", &s.d, 7, text, sizeof text) == 0, "%s", text);
+  cubert_handle_release(head);
+  cubert_handle_release(tail);
+  share_close(&s);
+}
+END_TEST
+
+/* An importer whose taint the cell's lock kept out: the exporter is refused
+ * naming it; when it lets go, its taint goes in; when it is killed instead,
+ * its death is told and a write repairs (its mark does not outlive it). */
+START_TEST(test_an_importers_unsettled_taint_goes_in_or_dies_with_it) {
+  shared s;
+  if (!share_open(_i, &s)) return;
+  char hx[2 * CUBERT_EXPORT_DESC_SIZE + 1], line[64] = "", want[64], text[4096];
+  hex(&s.d, hx);
+  unsigned char back[128];
+  for (int hold = 0; hold < 2; hold++) {
+    child k = spawn(s.env.backend, "taint-unsettled", hx, hold ? "1" : "0");
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, k.out));
+    ck_assert_str_eq(line, "unsettled\n");
+    process_name(k.pid, want, sizeof want);
+    if (hold) {
+      cb_test_status(cubert_handle_read(s.c, s.slice, back, sizeof back), CUBERT_ERR_TAINTED);
+      ck_assert_msg(strstr(cubert_last_error_message(), "could not settle") &&
+                        strstr(cubert_last_error_message(), want),
+                    "%s", cubert_last_error_message());
+      kill_child(&k);
+      refused_naming_then_repaired(s.c, s.slice, want);
+    } else {
+      ck_assert_msg(finish(&k, text, sizeof text) == 0, "%s", text);
+      refused_naming_then_repaired(s.c, s.slice, "locked out of the cell");
+    }
+  }
+  share_close(&s);
+}
+END_TEST
+
 /* The host backend, but the driver refuses every export. */
 static cubert_backend_ops export_refused_ops;
 
@@ -436,6 +545,9 @@ static Suite *suite(void) {
   cb_test_add_backend_loop(tc, test_a_process_killed_holding_the_cell_is_named);
   cb_test_add_backend_loop(tc, test_a_killed_exporter_is_named_and_its_segments_swept);
   cb_test_add_backend_loop(tc, test_bad_descriptors_open_nothing);
+  cb_test_add_backend_loop(tc, test_a_taint_the_cell_lock_kept_out_is_not_lost);
+  cb_test_add_backend_loop(tc, test_a_repair_the_cell_lock_kept_out);
+  cb_test_add_backend_loop(tc, test_an_importers_unsettled_taint_goes_in_or_dies_with_it);
   tcase_add_test(tc, test_an_export_the_backend_fails_changes_nothing);
   suite_add_tcase(s, tc);
   return s;

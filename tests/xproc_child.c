@@ -6,6 +6,10 @@
  *                                        refused: "refused NAME: message", 3
  *   xproc_child BACKEND write HEX BYTE   import, fill with BYTE, 0
  *   xproc_child BACKEND taint HEX        import, taint with a failure of its own
+ *   xproc_child BACKEND taint-unsettled HEX HOLD  the same while this process's
+ *                                        cell lock fails (runtime/xcell_testing.h):
+ *                                        "unsettled"; HOLD 1: wait to be killed,
+ *                                        0: release (the taint goes in then)
  *   xproc_child BACKEND hold HEX         import, "ready", wait to be killed
  *   xproc_child BACKEND export SIZE BYTE allocate shareable, fill, export the
  *                                        whole: the descriptor's hex, then
@@ -31,6 +35,7 @@
 #include "cubert/cubert.h"
 #include "runtime/internal.h"
 #include "runtime/xcell.h"
+#include "runtime/xcell_testing.h"
 #include "tests/testutil.h"
 
 static int die(const char *what) {
@@ -122,6 +127,21 @@ int main(int argc, char **argv) {
           cubert_handle_taint(c, h, f))
         rc = die("taint");
       cubert_failure_release(f);
+    } else if (!strcmp(op, "taint-unsettled")) {
+      const cubert_failure *f = NULL;
+      if (cubert_failure_create(c, CUBERT_ERR_COPY, "the child's transfer failed, locked out of the cell", &f))
+        return die("failure");
+      cb_xcell_testing_fail_locks(1);
+      if (cubert_handle_taint(c, h, f)) return die("taint");
+      cubert_failure_release(f);
+      if (cb_xcell_testing_fail_locks(0) != 0) {
+        fprintf(stderr, "xproc_child: the taint did not lock the cell\n");
+        return 2;
+      }
+      printf("unsettled\n");
+      fflush(stdout);
+      if (atoi(argv[4]))
+        for (;;) pause();
     } else if (!strcmp(op, "die-locked")) {
       if (cb_xcell_lock(cb_xshare_cell(h), NULL)) return die("locking the cell");
       printf("locked\n");
