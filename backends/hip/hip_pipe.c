@@ -23,7 +23,11 @@
  * is cut into pieces the threads take as they come free, so one thread
  * the scheduler holds back does not hold the chunk (docs/bench.md: with a
  * fixed share per thread and as many threads as cores, two H200 runs of
- * 2026-12-02 moved 11-12 and 40-42 GB/s at 256 MiB with the same settings);
+ * 2026-12-02 moved 11-12 and 40-42 GB/s at 256 MiB with the same settings).
+ * A read copies out of the chunks with streaming stores (base/copy.h:
+ * the caller's lines are written without being read first), a write
+ * fills them with memcpy (copier_copy says why). $CUBERT_HIP_COPY_STREAM=0
+ * makes reads use memcpy too;
  * $CUBERT_HIP_COPY_THREADS, $CUBERT_HIP_STAGING_CHUNKS and
  * $CUBERT_HIP_STAGING_CHUNK override them, $CUBERT_HIP_PIPE_FROM the size
  * from which transfers take the pipeline (default: reads from 1 MiB,
