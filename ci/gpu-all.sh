@@ -43,6 +43,28 @@ grep -q '^exit: [^0]' "$tmp/faultinj.log" && rc=1
 
 OUT=$tmp/bench bash ci/bench-h200.sh >"$tmp/benchrun.log" 2>&1 || rc=1
 
+# A user's program from outside the tree on the GPU: the suite's build
+# installed, examples/consumer built against it through the CMake package
+# (shared and static) and run with the default backends; each must say it
+# copied on the H200 through the HIP backend.
+{
+  echo "== examples/consumer against the installed build-gpu"
+  cmake --install build-gpu --prefix "$tmp/prefix" >/dev/null &&
+    cmake -S examples/consumer -B "$tmp/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null &&
+    cmake --build "$tmp/consumer" >/dev/null
+  echo "build: $?"
+  for p in consumer consumer_static; do
+    line=$("$tmp/consumer/$p")
+    code=$?
+    echo "$p: $line"
+    case $line in
+      *"backend hip); a wrong-size read said: ERR_"*) echo "exit: $code" ;;
+      *) echo "exit: 1 (not run on the GPU, or no refused read)" ;;
+    esac
+  done
+} >"$tmp/consumer.log" 2>&1
+grep -q '^\(exit\|build\): [^0]' "$tmp/consumer.log" && rc=1
+
 # MPI ranks sharing the GPU (issue 14), when the script and the MPI kit
 # (../shared/gpu/mpi-kit.sh .mpi-kit) came along
 mpi_state="not run (no ci/gpu-mpi.sh or no .mpi-kit)"
@@ -57,6 +79,7 @@ fi
   echo; echo "== test suite (ci/gpu-h200.sh)"; cat "$tmp/suite/summary.txt" 2>/dev/null
   echo; echo "== fault injection"; grep -E '^(==|runs:|programs:|faults injected:|violations:|exit:)' "$tmp/faultinj.log"
   echo; echo "== benchmarks (ci/bench-h200.sh)"; tail -n 12 "$tmp/benchrun.log"
+  echo; cat "$tmp/consumer.log"
   echo; echo "== MPI (ci/gpu-mpi.sh): $mpi_state"; cat "$tmp/mpi/summary.txt" 2>/dev/null
   echo; echo "overall: $([ "$rc" -eq 0 ] && echo PASS || echo FAIL)"
 } >"$out/summary.txt"
