@@ -99,64 +99,292 @@ static const char copy_source[] =
 
 /* The tensor built-ins: the descriptor (cubert_tensor, cubert/strided.h),
  * element k in row-major order of a tensor's shape (the last dimension
- * fastest), and a move of n bytes (1, 2, 4, 8 or 16: every element sits at
- * a multiple of its size, so the typed accesses are aligned). Each thread
- * takes elements grid-stride and unravels its index; every element is
- * written once, so the result does not depend on the grid or the order. */
-#define TENSOR_SOURCE                                                                         \
-  "struct cubert_tensor {\n"                                                                  \
-  "  unsigned long long address;\n"                                                           \
-  "  unsigned int rank, elem_size;\n"                                                         \
-  "  unsigned long long shape[8], strides[8];\n"                                              \
-  "};\n"                                                                                      \
-  "struct cubert_value16 { unsigned long long lo, hi; };\n"                                   \
-  "__device__ static unsigned long long cubert_tensor_count(const cubert_tensor &t)\n"        \
-  "{\n"                                                                                       \
-  "  unsigned long long n = t.rank ? 1 : 0;\n"                                                \
-  "  for (unsigned int d = 0; d < t.rank && d < 8; d++)\n"                                    \
-  "    n *= t.shape[d];\n"                                                                    \
-  "  return n;\n"                                                                             \
-  "}\n"                                                                                       \
-  "__device__ static unsigned char *cubert_tensor_at(const cubert_tensor &t, unsigned long long k)\n" \
-  "{\n"                                                                                       \
-  "  unsigned long long off = 0;\n"                                                           \
-  "  for (unsigned int d = t.rank < 8 ? t.rank : 8; d-- > 0;) {\n"                            \
-  "    off += (k % t.shape[d]) * t.strides[d];\n"                                             \
-  "    k /= t.shape[d];\n"                                                                    \
-  "  }\n"                                                                                     \
-  "  return (unsigned char *)t.address + off * t.elem_size;\n"                                \
-  "}\n"                                                                                       \
-  "__device__ static void cubert_move(unsigned char *d, const unsigned char *s, unsigned int n)\n" \
-  "{\n"                                                                                       \
-  "  if (n == 1) *d = *s;\n"                                                                  \
-  "  else if (n == 2) *(unsigned short *)d = *(const unsigned short *)s;\n"                   \
-  "  else if (n == 4) *(unsigned int *)d = *(const unsigned int *)s;\n"                       \
-  "  else if (n == 8) *(unsigned long long *)d = *(const unsigned long long *)s;\n"           \
-  "  else if (n == 16) {\n"                                                                   \
-  "    ((unsigned long long *)d)[0] = ((const unsigned long long *)s)[0];\n"                  \
-  "    ((unsigned long long *)d)[1] = ((const unsigned long long *)s)[1];\n"                  \
-  "  }\n"                                                                                     \
+ * fastest), and moves of elem_size bytes (1, 2, 4, 8 or 16: every element
+ * sits at a multiple of its size, so the typed accesses are aligned).
+ *
+ * Two walks, chosen from the descriptors alone (the same for every thread):
+ *  - rows: a tensor's *run* is its innermost dimensions that lie as one
+ *    contiguous block of elements (each stride the product of the extents
+ *    inside it, 1 for the innermost; extents of 1 skipped). Rows of `len`
+ *    elements, len dividing the run of every tensor involved (the copy: the
+ *    gcd of both runs, elements of one size on both sides), are contiguous
+ *    on every side, and row j holds elements j * len .. j * len + len - 1 of
+ *    each: so shapes may differ, as long as the rows line up. Each row is
+ *    cut into pieces of 64 * g bytes for groups of g consecutive threads
+ *    (cubert_lanes: g a power of two up to 256 and up to the grid's
+ *    threads, about four 16-byte accesses a lane, down to one where the
+ *    grid has threads to spare for short rows); groups take pieces grid-
+ *    stride and unravel the row's index once per piece (cubert_row_offset),
+ *    not once per element. Within a piece the bytes move w at a time, w
+ *    the largest of 16, 8, 4, 2, 1 (at least the element size) at which
+ *    source and destination sit at the same offset modulo w, four loads in
+ *    flight a lane before their stores (the fill: 16-byte stores of the
+ *    value repeated); the elements before the first w-aligned byte and
+ *    after the last whole w-byte unit move one by one. Piece boundaries
+ *    after the first fall on w-aligned bytes, so only a row's two ends move
+ *    element-wise. Taken when rows hold at least 2 elements and 32 bytes.
+ *  - elements: otherwise (an innermost stride other than 1, element sizes
+ *    that differ, rows that do not line up or are tiny) each thread takes
+ *    elements grid-stride and unravels each index.
+ * Either way every element is written once with its own value, so the
+ * result does not depend on the grid, the walk or the order. Divisions are
+ * done in 32 bits when both operands fit (cubert_divmod), and the loops over
+ * dimensions are unrolled so the descriptors are read at fixed offsets. */
+#define TENSOR_SOURCE                                                                                        \
+  "struct cubert_tensor {\n"                                                                                 \
+  "  unsigned long long address;\n"                                                                          \
+  "  unsigned int rank, elem_size;\n"                                                                        \
+  "  unsigned long long shape[8], strides[8];\n"                                                             \
+  "};\n"                                                                                                     \
+  "struct cubert_value16 { unsigned long long lo, hi; };\n"                                                  \
+  "struct __attribute__((aligned(16))) cubert_chunk16 { unsigned long long lo, hi; };\n"                     \
+  "__device__ static unsigned long long cubert_tensor_count(const cubert_tensor &t)\n"                       \
+  "{\n"                                                                                                      \
+  "  unsigned long long n = t.rank ? 1 : 0;\n"                                                               \
+  "#pragma unroll\n"                                                                                         \
+  "  for (unsigned int d = 0; d < 8; d++)\n"                                                                 \
+  "    if (d < t.rank)\n"                                                                                    \
+  "      n *= t.shape[d];\n"                                                                                 \
+  "  return n;\n"                                                                                            \
+  "}\n"                                                                                                      \
+  "__device__ static unsigned long long cubert_divmod(unsigned long long a, unsigned long long b,\n"         \
+  "                                                   unsigned long long &r)\n"                              \
+  "{\n"                                                                                                      \
+  "  if (((a | b) >> 32) == 0) {\n"                                                                          \
+  "    unsigned int q = (unsigned int)a / (unsigned int)b;\n"                                                \
+  "    r = (unsigned int)a - q * (unsigned int)b;\n"                                                         \
+  "    return q;\n"                                                                                          \
+  "  }\n"                                                                                                    \
+  "  unsigned long long q = a / b;\n"                                                                        \
+  "  r = a - q * b;\n"                                                                                       \
+  "  return q;\n"                                                                                            \
+  "}\n"                                                                                                      \
+  "__device__ static unsigned char *cubert_tensor_at(const cubert_tensor &t, unsigned long long k)\n"        \
+  "{\n"                                                                                                      \
+  "  unsigned long long off = 0, r;\n"                                                                       \
+  "#pragma unroll\n"                                                                                         \
+  "  for (unsigned int d = 7; d > 0; d--)\n"                                                                 \
+  "    if (d < t.rank) {\n"                                                                                  \
+  "      k = cubert_divmod(k, t.shape[d], r);\n"                                                             \
+  "      off += r * t.strides[d];\n"                                                                         \
+  "    }\n"                                                                                                  \
+  "  off += k * t.strides[0];\n"                                                                             \
+  "  return (unsigned char *)t.address + off * t.elem_size;\n"                                               \
+  "}\n"                                                                                                      \
+  "__device__ static unsigned long long cubert_tensor_run(const cubert_tensor &t, unsigned int &outer)\n"    \
+  "{\n"                                                                                                      \
+  "  unsigned long long run = 1;\n"                                                                          \
+  "  bool open = true;\n"                                                                                    \
+  "  outer = 0;\n"                                                                                           \
+  "#pragma unroll\n"                                                                                         \
+  "  for (int d = 7; d >= 0; d--)\n"                                                                         \
+  "    if ((unsigned int)d < t.rank && open && t.shape[d] != 1) {\n"                                         \
+  "      if (t.strides[d] == run) {\n"                                                                       \
+  "        run *= t.shape[d];\n"                                                                             \
+  "      } else {\n"                                                                                         \
+  "        outer = d + 1;\n"                                                                                 \
+  "        open = false;\n"                                                                                  \
+  "      }\n"                                                                                                \
+  "    }\n"                                                                                                  \
+  "  return run;\n"                                                                                          \
+  "}\n"                                                                                                      \
+  "__device__ static unsigned long long cubert_row_offset(const cubert_tensor &t, unsigned int outer,\n"     \
+  "                                                       unsigned long long per, unsigned long long len,\n" \
+  "                                                       unsigned long long j)\n"                           \
+  "{\n"                                                                                                      \
+  "  unsigned long long r = 0, off;\n"                                                                       \
+  "  if (per > 1)\n"                                                                                         \
+  "    j = cubert_divmod(j, per, r);\n"                                                                      \
+  "  off = r * len;\n"                                                                                       \
+  "#pragma unroll\n"                                                                                         \
+  "  for (unsigned int d = 7; d > 0; d--)\n"                                                                 \
+  "    if (d < outer && t.shape[d] != 1) {\n"                                                                \
+  "      j = cubert_divmod(j, t.shape[d], r);\n"                                                             \
+  "      off += r * t.strides[d];\n"                                                                         \
+  "    }\n"                                                                                                  \
+  "  if (outer)\n"                                                                                           \
+  "    off += j * t.strides[0];\n"                                                                           \
+  "  return off;\n"                                                                                          \
+  "}\n"                                                                                                      \
+  "__device__ static unsigned int cubert_lanes(unsigned long long row_bytes, unsigned long long rows,\n"     \
+  "                                            unsigned long long threads, unsigned int &lg)\n"              \
+  "{\n"                                                                                                      \
+  "  lg = 0;\n"                                                                                              \
+  "  while (lg < 8 && (2ull << lg) <= threads &&\n"                                                          \
+  "         ((64ull << lg) < row_bytes || ((16ull << lg) < row_bytes && (rows << (lg + 1)) <= threads)))\n"  \
+  "    lg++;\n"                                                                                              \
+  "  return 1u << lg;\n"                                                                                     \
+  "}\n"
+
+/* The copy's moves: one element (n bytes), and a piece of a row (see above). */
+#define TENSOR_COPY_SOURCE                                                                                        \
+  "__device__ static void cubert_move(unsigned char *d, const unsigned char *s, unsigned int n)\n"                \
+  "{\n"                                                                                                           \
+  "  if (n == 1) *d = *s;\n"                                                                                      \
+  "  else if (n == 2) *(unsigned short *)d = *(const unsigned short *)s;\n"                                       \
+  "  else if (n == 4) *(unsigned int *)d = *(const unsigned int *)s;\n"                                           \
+  "  else if (n == 8) *(unsigned long long *)d = *(const unsigned long long *)s;\n"                               \
+  "  else if (n == 16) {\n"                                                                                       \
+  "    ((unsigned long long *)d)[0] = ((const unsigned long long *)s)[0];\n"                                      \
+  "    ((unsigned long long *)d)[1] = ((const unsigned long long *)s)[1];\n"                                      \
+  "  }\n"                                                                                                         \
+  "}\n"                                                                                                           \
+  "template <typename T>\n"                                                                                       \
+  "__device__ static void cubert_span(unsigned char *d, const unsigned char *s, unsigned int units,\n"            \
+  "                                   unsigned int lane, unsigned int g)\n"                                       \
+  "{\n"                                                                                                           \
+  "  T *dt = (T *)d;\n"                                                                                           \
+  "  const T *st = (const T *)s;\n"                                                                               \
+  "  unsigned int u = lane;\n"                                                                                    \
+  "  for (; u + 3 * g < units; u += 4 * g) {\n"                                                                   \
+  "    T a = st[u], b = st[u + g], c = st[u + 2 * g], e = st[u + 3 * g];\n"                                       \
+  "    dt[u] = a;\n"                                                                                              \
+  "    dt[u + g] = b;\n"                                                                                          \
+  "    dt[u + 2 * g] = c;\n"                                                                                      \
+  "    dt[u + 3 * g] = e;\n"                                                                                      \
+  "  }\n"                                                                                                         \
+  "  for (; u < units; u += g)\n"                                                                                 \
+  "    dt[u] = st[u];\n"                                                                                          \
+  "}\n"                                                                                                           \
+  "__device__ static void cubert_copy_piece(unsigned char *d, const unsigned char *s, unsigned int n,\n"          \
+  "                                         unsigned int e, unsigned int w, unsigned int lane, unsigned int g)\n" \
+  "{\n"                                                                                                           \
+  "  unsigned int head = (w - ((unsigned int)(unsigned long long)s & (w - 1))) & (w - 1);\n"                      \
+  "  if (head > n)\n"                                                                                             \
+  "    head = n;\n"                                                                                               \
+  "  unsigned int units = (n - head) / w;\n"                                                                      \
+  "  for (unsigned int x = lane * e; x < head; x += g * e)\n"                                                     \
+  "    cubert_move(d + x, s + x, e);\n"                                                                           \
+  "  for (unsigned int x = head + units * w + lane * e; x < n; x += g * e)\n"                                     \
+  "    cubert_move(d + x, s + x, e);\n"                                                                           \
+  "  d += head;\n"                                                                                                \
+  "  s += head;\n"                                                                                                \
+  "  if (w == 16) cubert_span<cubert_chunk16>(d, s, units, lane, g);\n"                                           \
+  "  else if (w == 8) cubert_span<unsigned long long>(d, s, units, lane, g);\n"                                   \
+  "  else if (w == 4) cubert_span<unsigned int>(d, s, units, lane, g);\n"                                         \
+  "  else if (w == 2) cubert_span<unsigned short>(d, s, units, lane, g);\n"                                       \
+  "  else cubert_span<unsigned char>(d, s, units, lane, g);\n"                                                    \
+  "}\n"
+
+/* The fill's stores: one element from the repeated value, and a piece of a row. */
+#define TENSOR_FILL_SOURCE                                                                                \
+  "__device__ static void cubert_store(unsigned char *d, const cubert_chunk16 &v, unsigned int n)\n"      \
+  "{\n"                                                                                                   \
+  "  if (n == 1) *d = (unsigned char)v.lo;\n"                                                             \
+  "  else if (n == 2) *(unsigned short *)d = (unsigned short)v.lo;\n"                                     \
+  "  else if (n == 4) *(unsigned int *)d = (unsigned int)v.lo;\n"                                         \
+  "  else if (n == 8) *(unsigned long long *)d = v.lo;\n"                                                 \
+  "  else if (n == 16) {\n"                                                                               \
+  "    ((unsigned long long *)d)[0] = v.lo;\n"                                                            \
+  "    ((unsigned long long *)d)[1] = v.hi;\n"                                                            \
+  "  }\n"                                                                                                 \
+  "}\n"                                                                                                   \
+  "__device__ static void cubert_fill_piece(unsigned char *d, unsigned int n, const cubert_chunk16 &v,\n" \
+  "                                         unsigned int e, unsigned int lane, unsigned int g)\n"         \
+  "{\n"                                                                                                   \
+  "  unsigned int head = (16 - ((unsigned int)(unsigned long long)d & 15)) & 15;\n"                       \
+  "  if (head > n)\n"                                                                                     \
+  "    head = n;\n"                                                                                       \
+  "  unsigned int units = (n - head) / 16;\n"                                                             \
+  "  for (unsigned int x = lane * e; x < head; x += g * e)\n"                                             \
+  "    cubert_store(d + x, v, e);\n"                                                                      \
+  "  for (unsigned int x = head + units * 16 + lane * e; x < n; x += g * e)\n"                            \
+  "    cubert_store(d + x, v, e);\n"                                                                      \
+  "  cubert_chunk16 *c = (cubert_chunk16 *)(d + head);\n"                                                 \
+  "  for (unsigned int u = lane; u < units; u += g)\n"                                                    \
+  "    c[u] = v;\n"                                                                                       \
   "}\n"
 
 static const char copy_strided_source[] =
-    TENSOR_SOURCE
+    TENSOR_SOURCE TENSOR_COPY_SOURCE
     "extern \"C\" __global__ void cubert_copy_strided(cubert_tensor in, cubert_tensor out)\n"
     "{\n" GRID_STRIDE_PROLOGUE
-    "  unsigned long long n = cubert_tensor_count(in), m = cubert_tensor_count(out);\n"
+    "  unsigned long long n = cubert_tensor_count(in), m = cubert_tensor_count(out), r;\n"
     "  unsigned int bytes = in.elem_size < out.elem_size ? in.elem_size : out.elem_size;\n"
     "  if (m < n)\n"
     "    n = m;\n"
+    "  if (n && in.elem_size == out.elem_size) {\n"
+    "    unsigned int oi, oo, lg;\n"
+    "    unsigned long long ri = cubert_tensor_run(in, oi), ro = cubert_tensor_run(out, oo), len = ri, b = ro;\n"
+    "    while (b) {\n"
+    "      cubert_divmod(len, b, r);\n"
+    "      len = b;\n"
+    "      b = r;\n"
+    "    }\n"
+    "    if (len >= 2 && len * bytes >= 32) {\n"
+    "      unsigned long long row_bytes = len * bytes, rows = cubert_divmod(n, len, r);\n"
+    "      unsigned long long pi = cubert_divmod(ri, len, r), po = cubert_divmod(ro, len, r);\n"
+    "      unsigned int g = cubert_lanes(row_bytes, rows, stride, lg), lane = (unsigned int)i & (g - 1);\n"
+    "      unsigned long long piece = 64ull << lg, pieces = (row_bytes + piece - 1) >> (6 + lg);\n"
+    "      unsigned long long items = rows * pieces, groups = stride >> lg, it = i >> lg;\n"
+    "      if (it >= groups)\n"
+    "        return;\n"
+    "      for (; it < items; it += groups) {\n"
+    "        unsigned long long row = it, p = 0;\n"
+    "        if (pieces > 1)\n"
+    "          row = cubert_divmod(it, pieces, p);\n"
+    "        const unsigned char *s =\n"
+    "            (const unsigned char *)in.address + cubert_row_offset(in, oi, pi, len, row) * bytes;\n"
+    "        unsigned char *d = (unsigned char *)out.address + cubert_row_offset(out, oo, po, len, row) * bytes;\n"
+    "        unsigned long long x = ((unsigned long long)s ^ (unsigned long long)d) & 15;\n"
+    "        unsigned int w = 16;\n"
+    "        while (w > bytes && (x & (w - 1)))\n"
+    "          w >>= 1;\n"
+    "        unsigned long long a = (w - ((unsigned long long)s & (w - 1))) & (w - 1);\n"
+    "        unsigned long long lo = p ? p * piece + a : 0, hi = (p + 1) * piece + a;\n"
+    "        if (hi > row_bytes)\n"
+    "          hi = row_bytes;\n"
+    "        if (lo < hi)\n"
+    "          cubert_copy_piece(d + lo, s + lo, (unsigned int)(hi - lo), bytes, w, lane, g);\n"
+    "      }\n"
+    "      return;\n"
+    "    }\n"
+    "  }\n"
     "  for (; i < n; i += stride)\n"
     "    cubert_move(cubert_tensor_at(out, i), cubert_tensor_at(in, i), bytes);\n"
     "}\n";
 
 static const char fill_strided_source[] =
-    TENSOR_SOURCE
+    TENSOR_SOURCE TENSOR_FILL_SOURCE
     "extern \"C\" __global__ void cubert_fill_strided(cubert_tensor out, cubert_value16 value)\n"
     "{\n" GRID_STRIDE_PROLOGUE
-    "  unsigned long long n = cubert_tensor_count(out);\n"
+    "  unsigned long long n = cubert_tensor_count(out), r;\n"
+    "  unsigned int e = out.elem_size, oo, lg;\n"
+    "  cubert_chunk16 v;\n"
+    "  v.lo = value.lo;\n"
+    "  v.hi = value.hi;\n"
+    "  if (e == 1)\n"
+    "    v.lo = (v.lo & 0xffull) * 0x0101010101010101ull;\n"
+    "  else if (e == 2)\n"
+    "    v.lo = (v.lo & 0xffffull) * 0x0001000100010001ull;\n"
+    "  else if (e == 4)\n"
+    "    v.lo = (v.lo & 0xffffffffull) * 0x0000000100000001ull;\n"
+    "  if (e < 16)\n"
+    "    v.hi = v.lo;\n"
+    "  unsigned long long len = n ? cubert_tensor_run(out, oo) : 0;\n"
+    "  if (len >= 2 && len * e >= 32) {\n"
+    "    unsigned long long row_bytes = len * e, rows = cubert_divmod(n, len, r);\n"
+    "    unsigned int g = cubert_lanes(row_bytes, rows, stride, lg), lane = (unsigned int)i & (g - 1);\n"
+    "    unsigned long long piece = 64ull << lg, pieces = (row_bytes + piece - 1) >> (6 + lg);\n"
+    "    unsigned long long items = rows * pieces, groups = stride >> lg, it = i >> lg;\n"
+    "    if (it >= groups)\n"
+    "      return;\n"
+    "    for (; it < items; it += groups) {\n"
+    "      unsigned long long row = it, p = 0;\n"
+    "      if (pieces > 1)\n"
+    "        row = cubert_divmod(it, pieces, p);\n"
+    "      unsigned char *d = (unsigned char *)out.address + cubert_row_offset(out, oo, 1, len, row) * e;\n"
+    "      unsigned long long a = (16 - ((unsigned long long)d & 15)) & 15;\n"
+    "      unsigned long long lo = p ? p * piece + a : 0, hi = (p + 1) * piece + a;\n"
+    "      if (hi > row_bytes)\n"
+    "        hi = row_bytes;\n"
+    "      if (lo < hi)\n"
+    "        cubert_fill_piece(d + lo, (unsigned int)(hi - lo), v, e, lane, g);\n"
+    "    }\n"
+    "    return;\n"
+    "  }\n"
     "  for (; i < n; i += stride)\n"
-    "    cubert_move(cubert_tensor_at(out, i), (const unsigned char *)&value, out.elem_size);\n"
+    "    cubert_store(cubert_tensor_at(out, i), v, e);\n"
     "}\n";
 
 static const char scale_add_source[] =
@@ -441,6 +669,48 @@ static void walk_next(tensor_walk *w) {
   }
 }
 
+/* The innermost dimensions of `t` that lie as one contiguous block of
+ * elements (extents of 1 skipped): the block's element count, and in
+ * *outer the number of dimensions outside it (the kernels'
+ * cubert_tensor_run). */
+static uint64_t tensor_run(const cubert_tensor *t, uint32_t *outer) {
+  uint64_t run = 1;
+  *outer = 0;
+  for (uint32_t d = t->rank; d-- > 0;) {
+    if (t->shape[d] == 1) continue;
+    if (t->strides[d] != run) {
+      *outer = d + 1;
+      break;
+    }
+    run *= t->shape[d];
+  }
+  return run;
+}
+
+/* `t` as rows of `len` elements (len >= 2 divides its run of `run`
+ * elements, `outer` dimensions outside it): a tensor whose element j is the
+ * first element of row j. Its rank is at most t's: a run of 2 or more
+ * elements holds a dimension. */
+static cubert_tensor tensor_rows(const cubert_tensor *t, uint32_t outer, uint64_t run, uint64_t len) {
+  cubert_tensor rows = *t;
+  rows.rank = outer + 1;
+  rows.shape[outer] = run / len;
+  rows.strides[outer] = len;
+  return rows;
+}
+
+static uint64_t gcd64(uint64_t a, uint64_t b) {
+  while (b) {
+    uint64_t r = a % b;
+    a = b;
+    b = r;
+  }
+  return a;
+}
+
+/* Element k of out = element k of in for k below the smaller count, in
+ * rows of the gcd of both runs when the element sizes agree (one memmove
+ * a row), else element by element: the same bytes either way. */
 static cubert_status host_copy_strided(const cubert_host_launch *l, char *msg, size_t cap) {
   static const char k[] = "cubert_copy_strided";
   if (!l || l->nargs != 2 || !l->args || !l->sizes)
@@ -452,6 +722,17 @@ static cubert_status host_copy_strided(const cubert_host_launch *l, char *msg, s
   uint64_t n = tensor_count(&in), m = tensor_count(&out);
   if (m < n) n = m;
   size_t bytes = in.elem_size < out.elem_size ? in.elem_size : out.elem_size;
+  if (n && in.elem_size == out.elem_size) {
+    uint32_t oi, oo;
+    uint64_t ri = tensor_run(&in, &oi), ro = tensor_run(&out, &oo), len = gcd64(ri, ro);
+    if (len >= 2) {
+      cubert_tensor rin = tensor_rows(&in, oi, ri, len), rout = tensor_rows(&out, oo, ro, len);
+      tensor_walk r = {&rin, {0}, 0}, w = {&rout, {0}, 0};
+      for (uint64_t j = 0; j < n / len; j++, walk_next(&r), walk_next(&w))
+        memmove(walk_at(&w), walk_at(&r), (size_t)(len * bytes));
+      return CUBERT_OK;
+    }
+  }
   tensor_walk r = {&in, {0}, 0}, w = {&out, {0}, 0};
   for (uint64_t i = 0; i < n; i++, walk_next(&r), walk_next(&w)) memcpy(walk_at(&w), walk_at(&r), bytes);
   return CUBERT_OK;
@@ -470,8 +751,20 @@ static cubert_status host_fill_strided(const cubert_host_launch *l, char *msg, s
   unsigned char value[16];
   memcpy(value, l->args[1], sizeof value);
   uint64_t n = tensor_count(&out);
+  size_t e = out.elem_size;
+  uint32_t oo;
+  uint64_t run = n ? tensor_run(&out, &oo) : 0;
+  if (run >= 2) { /* a row of values, then one memcpy a row */
+    cubert_tensor rows = tensor_rows(&out, oo, run, run);
+    tensor_walk w = {&rows, {0}, 0};
+    unsigned char *first = walk_at(&w);
+    for (uint64_t x = 0; x < run; x++) memcpy(first + x * e, value, e);
+    walk_next(&w);
+    for (uint64_t j = 1; j < n / run; j++, walk_next(&w)) memcpy(walk_at(&w), first, (size_t)(run * e));
+    return CUBERT_OK;
+  }
   tensor_walk w = {&out, {0}, 0};
-  for (uint64_t i = 0; i < n; i++, walk_next(&w)) memcpy(walk_at(&w), value, out.elem_size);
+  for (uint64_t i = 0; i < n; i++, walk_next(&w)) memcpy(walk_at(&w), value, e);
   return CUBERT_OK;
 }
 

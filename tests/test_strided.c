@@ -6,7 +6,9 @@
  * partial overwrites both ways repair exactly. The ledger itself is checked
  * against a byte map under random strided and contiguous sets and clears.
  * Tensor parameters of kernels (cubert_arg_tensor) carry the same exact
- * footprints into launches (the "tensors" case). */
+ * footprints into launches (the "tensors" case), and the tensor built-ins
+ * give every byte a reference written here gives, gaps included, over
+ * layouts that take each of their walks (the "tensor_reference" case). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -891,6 +893,324 @@ START_TEST(test_tainted_tensor_input_skips_only_where_the_footprint_meets_it) {
 }
 END_TEST
 
+/* ------------------------------------------------------------ against a host reference
+ *
+ * The tensor built-ins walk rows where rows are contiguous on both sides
+ * (16-byte accesses where the two sides sit at the same offset modulo 16,
+ * narrower ones where they do not, the ends of rows element by element) and
+ * elements everywhere else (kernels/builtin.c). These tests compare every
+ * byte of the destination allocation, the gaps between rows and the bytes
+ * around the footprint included, with a reference written here element by
+ * element, under launch shapes that differ (the results must not depend on
+ * them): row starts misaligned against each other by 0..15 bytes, rows that
+ * are not a multiple of 16 bytes, every element size, shapes that differ
+ * between the sides (same count or not), innermost strides above 1,
+ * dimensions of one element, ranks 1 to 8, empty tensors and 64 MiB ones. */
+
+static uint64_t ref_state = 0x853C49E6748FEA9Bull;
+static uint64_t ref_rand(uint64_t n) {
+  ref_state ^= ref_state << 13;
+  ref_state ^= ref_state >> 7;
+  ref_state ^= ref_state << 17;
+  return n ? ref_state % n : 0;
+}
+
+static uint64_t view_count(const cubert_view *v) {
+  uint64_t n = 1;
+  for (uint32_t d = 0; d < v->ndims; d++) n *= v->shape[d];
+  return n;
+}
+
+/* Bytes from the buffer's start to one past the view's furthest element. */
+static uint64_t view_end(const cubert_view *v) {
+  uint64_t last = v->offset;
+  for (uint32_t d = 0; d < v->ndims; d++) last += (v->shape[d] ? v->shape[d] - 1 : 0) * v->strides[d];
+  return (last + 1) * v->elem_size;
+}
+
+/* Byte offset of element k (row-major order of the view's shape). */
+static uint64_t ref_at(const cubert_view *v, uint64_t k) {
+  uint64_t off = v->offset;
+  for (uint32_t d = v->ndims; d-- > 0;) {
+    off += (k % v->shape[d]) * v->strides[d];
+    k /= v->shape[d];
+  }
+  return off * v->elem_size;
+}
+
+/* Launch shapes the cases take in turn; the last is cubert_builtin_config's. */
+static const cubert_launch_config ref_shapes[] = {
+    {{1, 1, 1}, {1, 1, 1}, 0},  {{3, 1, 1}, {64, 1, 1}, 0},  {{2, 1, 1}, {96, 1, 1}, 0},
+    {{5, 1, 1}, {33, 1, 1}, 0}, {{2, 3, 1}, {16, 2, 2}, 0}, {{40, 1, 1}, {256, 1, 1}, 0},
+};
+enum { REF_SHAPES = sizeof ref_shapes / sizeof ref_shapes[0] + 1 };
+
+static cubert_status ref_launch(cb_test_env *env, cubert_builtin which, cubert_arg *args, uint64_t n, int shape) {
+  cubert_kernel *k = NULL;
+  cb_test_ok(cubert_builtin_kernel(which, &k));
+  cubert_launch_config cfg;
+  if (shape % REF_SHAPES < REF_SHAPES - 1) {
+    cfg = ref_shapes[shape % REF_SHAPES];
+  } else {
+    cubert_device_info info;
+    cb_test_ok(cubert_runtime_device_info(env->runtime, 0, &info));
+    cb_test_ok(cubert_builtin_config(which, &info, n, &cfg));
+  }
+  cubert_status st = cubert_launch(env->clients[0], k, &cfg, args, 2);
+  cubert_kernel_release(k);
+  return st;
+}
+
+/* A handle of `size` bytes holding the pattern of `seed`, and the bytes in `copy`. */
+static cubert_handle *ref_buffer(cubert_client *c, uint64_t size, uint64_t seed, unsigned char **copy) {
+  *copy = malloc(size);
+  ck_assert_ptr_nonnull(*copy);
+  cb_test_pattern(*copy, size, seed);
+  cubert_handle *h = NULL;
+  cb_test_ok(cubert_handle_create(c, *copy, size, &h));
+  return h;
+}
+
+/* The destination read back whole equals `want`; else fails naming the
+ * first wrong byte and whether it lies in the footprint. */
+static void ref_compare(cubert_client *c, cubert_handle *h, const unsigned char *want, uint64_t size,
+                        const cubert_view *dv, const char *what) {
+  unsigned char *got = malloc(size);
+  ck_assert_ptr_nonnull(got);
+  cb_test_ok(cubert_handle_read(c, h, got, size));
+  if (memcmp(got, want, size) != 0) {
+    uint64_t at = 0;
+    while (got[at] == want[at]) at++;
+    uint64_t n = view_count(dv), k = 0;
+    while (k < n && !(ref_at(dv, k) <= at && at < ref_at(dv, k) + dv->elem_size)) k++;
+    ck_abort_msg("%s: byte %llu of %llu is 0x%02x, expected 0x%02x (%s)", what, (unsigned long long)at,
+                 (unsigned long long)size, got[at], want[at],
+                 k < n ? "in the footprint" : "outside the footprint: a gap or an edge");
+  }
+  free(got);
+}
+
+/* cubert_copy_strided of sv (in a buffer of its span plus `slack` bytes)
+ * into dv (the same), launch shape `shape`, checked byte for byte. */
+static void ref_copy_case(cb_test_env *env, const cubert_view *sv, const cubert_view *dv, uint64_t slack, int shape,
+                          const char *what) {
+  cubert_client *c = env->clients[0];
+  uint64_t sbytes = view_end(sv) + slack, dbytes = view_end(dv) + slack;
+  unsigned char *src, *want;
+  cubert_handle *s = ref_buffer(c, sbytes, ref_rand(1u << 30), &src);
+  cubert_handle *d = ref_buffer(c, dbytes, ref_rand(1u << 30), &want);
+  uint64_t n = view_count(sv), m = view_count(dv);
+  uint32_t bytes = sv->elem_size < dv->elem_size ? sv->elem_size : dv->elem_size;
+  if (m < n) n = m;
+  for (uint64_t k = 0; k < n; k++) memcpy(want + ref_at(dv, k), src + ref_at(sv, k), bytes);
+  cubert_arg args[2] = {cubert_arg_tensor(s, sv), cubert_arg_tensor(d, dv)};
+  cb_test_ok(ref_launch(env, CUBERT_BUILTIN_COPY_STRIDED, args, m, shape));
+  ref_compare(c, d, want, dbytes, dv, what);
+  cubert_handle_release(s);
+  cubert_handle_release(d);
+  free(src);
+  free(want);
+}
+
+/* cubert_fill_strided of v with a random value, checked byte for byte. */
+static void ref_fill_case(cb_test_env *env, const cubert_view *v, uint64_t slack, int shape, const char *what) {
+  cubert_client *c = env->clients[0];
+  uint64_t bytes = view_end(v) + slack;
+  unsigned char *want, value[16];
+  cubert_handle *h = ref_buffer(c, bytes, ref_rand(1u << 30), &want);
+  for (int b = 0; b < 16; b++) value[b] = (unsigned char)ref_rand(256);
+  uint64_t n = view_count(v);
+  for (uint64_t k = 0; k < n; k++) memcpy(want + ref_at(v, k), value, v->elem_size);
+  cubert_arg args[2] = {cubert_arg_tensor(h, v), cubert_arg_scalar(value, 16)};
+  cb_test_ok(ref_launch(env, CUBERT_BUILTIN_FILL_STRIDED, args, n, shape));
+  ref_compare(c, h, want, bytes, v, what);
+  cubert_handle_release(h);
+  free(want);
+}
+
+/* 2-D views of `rows` rows of at least `min_bytes` bytes at pitches that
+ * are mostly not multiples of 16 bytes, the two sides' row starts at every
+ * pair of offsets modulo 16 that elements of e bytes allow. */
+START_TEST(test_tensor_rows_at_every_alignment_match_a_host_reference) {
+  cb_test_env env;
+  if (!cb_test_open(_i, 1, &env)) return;
+  char what[160];
+  int step = 0;
+  for (uint32_t e = 1; e <= 16; e *= 2)
+    for (uint64_t oi = 0; oi < 16 / e; oi++)
+      for (uint64_t oo = 0; oo < 16 / e; oo++, step++) {
+        uint64_t width = (32 + (uint64_t)step * 37 % 200 + e - 1) / e, rows = 3 + step % 4;
+        cubert_view sv = {2, e, oi, {rows, width}, {width + step % 5, 1}};
+        cubert_view dv = {2, e, oo, {rows, width}, {width + step * 3 % 7 + step % 2, 1}};
+        snprintf(what, sizeof what,
+                 "copy, %u-byte elements, %llu rows of %llu, offsets %llu and %llu, pitches %llu and %llu", e,
+                 (unsigned long long)rows, (unsigned long long)width, (unsigned long long)oi, (unsigned long long)oo,
+                 (unsigned long long)sv.strides[0], (unsigned long long)dv.strides[0]);
+        ref_copy_case(&env, &sv, &dv, 16 + step % 17, step, what);
+        if (oi == 0) {
+          snprintf(what, sizeof what, "fill, %u-byte elements, %llu rows of %llu, offset %llu, pitch %llu", e,
+                   (unsigned long long)rows, (unsigned long long)width, (unsigned long long)oo,
+                   (unsigned long long)dv.strides[0]);
+          ref_fill_case(&env, &dv, 16 + step % 13, step + 3, what);
+        }
+      }
+  cb_test_close(&env);
+}
+END_TEST
+
+/* Strides for v's shape: the dimensions laid out in a random order (row-
+ * major in 3 cases of 4), each one's stride the span of those inside it
+ * plus a pad (none in half the cases), the innermost stride 1 in 3 cases of
+ * 4, else 2 or 3; dimensions of one element get any stride. */
+static void ref_lay_out(cubert_view *v) {
+  uint32_t order[CUBERT_VIEW_MAX_DIMS];
+  for (uint32_t d = 0; d < v->ndims; d++) order[d] = d;
+  if (ref_rand(4) == 0)
+    for (uint32_t d = v->ndims; d > 1; d--) {
+      uint32_t j = (uint32_t)ref_rand(d), t = order[d - 1];
+      order[d - 1] = order[j];
+      order[j] = t;
+    }
+  uint64_t s = ref_rand(4) ? 1 : 2 + ref_rand(2);
+  for (uint32_t i = v->ndims; i-- > 0;) {
+    uint32_t d = order[i];
+    if (v->shape[d] == 1) {
+      v->strides[d] = ref_rand(3) ? ref_rand(1000) : 0;
+      continue;
+    }
+    v->strides[d] = s;
+    s = s * (v->shape[d] ? v->shape[d] : 1) + (ref_rand(2) ? 0 : 1 + ref_rand(5));
+  }
+}
+
+/* A random shape of `rank` dimensions with about `count` elements at most:
+ * ones in a case of 4. */
+static void ref_shape(cubert_view *v, uint32_t rank, uint64_t count) {
+  v->ndims = rank;
+  for (uint32_t d = 0; d < rank; d++) {
+    uint64_t most = count > 1 ? count : 1;
+    v->shape[d] = ref_rand(4) == 0 || most < 2 ? 1 : 2 + ref_rand(most < 40 ? most - 1 : 40);
+    count /= v->shape[d];
+  }
+}
+
+/* `n` elements in `rank` dimensions: its prime factors dealt out at random. */
+static void ref_refactor(cubert_view *v, uint32_t rank, uint64_t n) {
+  v->ndims = rank;
+  for (uint32_t d = 0; d < rank; d++) v->shape[d] = 1;
+  for (uint64_t p = 2; n > 1;) {
+    if (n % p) {
+      p++;
+      continue;
+    }
+    v->shape[ref_rand(rank)] *= p;
+    n /= p;
+  }
+}
+
+START_TEST(test_tensor_random_layouts_match_a_host_reference) {
+  cb_test_env env;
+  if (!cb_test_open(_i, 1, &env)) return;
+  char what[160];
+  for (int step = 0; step < 400; step++) {
+    cubert_view sv = {0}, dv = {0};
+    uint32_t e = 1u << ref_rand(5);
+    sv.elem_size = e;
+    dv.elem_size = ref_rand(6) ? e : 1u << ref_rand(5);
+    ref_shape(&sv, 1 + (uint32_t)ref_rand(CUBERT_VIEW_MAX_DIMS), 1 + ref_rand(3000));
+    uint64_t n = view_count(&sv);
+    int mode = (int)ref_rand(4);
+    uint32_t rank = 1 + (uint32_t)ref_rand(CUBERT_VIEW_MAX_DIMS);
+    if (mode == 0) { /* the same shape */
+      dv.ndims = sv.ndims;
+      memcpy(dv.shape, sv.shape, sizeof dv.shape);
+    } else if (mode == 1) { /* the same count, another shape */
+      ref_refactor(&dv, rank, n);
+    } else if (mode == 2) { /* the same count, the same innermost extent */
+      ref_refactor(&dv, rank, n / sv.shape[sv.ndims - 1]);
+      dv.shape[rank - 1] *= sv.shape[sv.ndims - 1];
+    } else { /* another count */
+      ref_shape(&dv, rank, 1 + ref_rand(3000));
+    }
+    if (ref_rand(25) == 0) (ref_rand(2) ? &sv : &dv)->shape[ref_rand(sv.ndims < dv.ndims ? sv.ndims : dv.ndims)] = 0;
+    ref_lay_out(&sv);
+    ref_lay_out(&dv);
+    sv.offset = ref_rand(16 / sv.elem_size + 2);
+    dv.offset = ref_rand(16 / dv.elem_size + 2);
+    snprintf(what, sizeof what, "step %d: copy of rank %u (%llu elements of %u bytes) into rank %u (%llu of %u)", step,
+             sv.ndims, (unsigned long long)view_count(&sv), sv.elem_size, dv.ndims,
+             (unsigned long long)view_count(&dv), dv.elem_size);
+    ref_copy_case(&env, &sv, &dv, ref_rand(40), step, what);
+    snprintf(what, sizeof what, "step %d: fill of rank %u (%llu elements of %u bytes)", step, dv.ndims,
+             (unsigned long long)view_count(&dv), dv.elem_size);
+    ref_fill_case(&env, &dv, ref_rand(40), step + 1, what);
+  }
+  cb_test_close(&env);
+}
+END_TEST
+
+/* Named layouts at the edges of the walks. */
+START_TEST(test_tensor_edge_layouts_match_a_host_reference) {
+  cb_test_env env;
+  if (!cb_test_open(_i, 1, &env)) return;
+  static const struct {
+    const char *what;
+    cubert_view in, out;
+  } cases[] = {
+      {"rank 1, contiguous, offsets 1 and 2", {1, 4, 1, {1000}, {1}}, {1, 4, 2, {1000}, {1}}},
+      {"rank 1, 16-byte elements", {1, 16, 0, {77}, {1}}, {1, 16, 3, {77}, {1}}},
+      {"rank 8, three contiguous inner dimensions, pitched outer ones",
+       {8, 2, 3, {2, 2, 2, 2, 2, 3, 4, 9}, {2087, 1041, 520, 260, 130, 36, 9, 1}},
+       {8, 2, 5, {2, 2, 2, 2, 2, 3, 4, 9}, {5000, 2500, 1250, 600, 300, 100, 9, 1}}},
+      {"rank 8 into rank 1",
+       {8, 1, 0, {1, 2, 1, 3, 1, 2, 1, 40}, {9, 400, 3, 130, 0, 41, 5, 1}},
+       {1, 1, 7, {480}, {1}}},
+      {"the same count, rows of 40 into rows of 30", {2, 4, 1, {6, 40}, {44, 1}}, {2, 4, 3, {8, 30}, {31, 1}}},
+      {"a contiguous 2-D block into a rank-1 view", {2, 8, 0, {12, 20}, {20, 1}}, {1, 8, 1, {240}, {1}}},
+      {"more elements in than out", {2, 4, 0, {10, 32}, {33, 1}}, {2, 4, 0, {7, 32}, {40, 1}}},
+      {"innermost stride 2 on the source", {2, 4, 0, {9, 16}, {40, 2}}, {2, 4, 1, {9, 16}, {17, 1}}},
+      {"innermost stride 3 on the destination", {2, 2, 0, {9, 16}, {16, 1}}, {2, 2, 1, {9, 16}, {50, 3}}},
+      {"a transpose", {2, 4, 0, {16, 24}, {24, 1}}, {2, 4, 0, {16, 24}, {1, 16}}},
+      {"elements of 8 bytes into elements of 4", {2, 8, 0, {5, 12}, {13, 1}}, {2, 4, 1, {5, 12}, {12, 1}}},
+      {"elements of 2 bytes into elements of 16", {2, 2, 0, {5, 12}, {13, 1}}, {2, 16, 0, {5, 12}, {12, 1}}},
+      {"an innermost dimension of one element", {3, 4, 0, {7, 33, 1}, {40, 1, 999}}, {3, 4, 2, {7, 33, 1}, {35, 1, 0}}},
+      {"empty source", {3, 4, 0, {4, 0, 8}, {64, 8, 1}}, {1, 4, 0, {32}, {1}}},
+      {"empty destination", {1, 4, 0, {32}, {1}}, {2, 4, 0, {0, 8}, {8, 1}}},
+      {"rows of exactly 32 bytes", {2, 1, 5, {9, 32}, {37, 1}}, {2, 1, 0, {9, 32}, {32, 1}}},
+      {"rows of 31 bytes (the element walk)", {2, 1, 5, {9, 31}, {37, 1}}, {2, 1, 0, {9, 31}, {33, 1}}},
+      {"one long row in pieces, the sides 4 bytes apart", {1, 4, 1, {70001}, {1}}, {1, 4, 0, {70001}, {1}}},
+      {"one long row in pieces, both 12 bytes past 16", {1, 4, 3, {70001}, {1}}, {1, 4, 3, {70001}, {1}}},
+      {"one long row in pieces, the sides 8 bytes apart", {1, 8, 1, {30001}, {1}}, {1, 8, 2, {30001}, {1}}},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    for (int shape = 0; shape < REF_SHAPES; shape++) {
+      ref_copy_case(&env, &cases[i].in, &cases[i].out, 48, shape, cases[i].what);
+      ref_fill_case(&env, &cases[i].out, 48, shape, cases[i].what);
+    }
+  cb_test_close(&env);
+}
+END_TEST
+
+/* 64 MiB: a rank-1 copy whose sides sit 8 bytes apart modulo 16, and a
+ * 256 x 256 x 257 box of 4-byte elements (rows of 1028 bytes) between two
+ * grids of other pitches, then fills of both with 16- and 1-byte elements;
+ * the grid cubert_builtin_config gives. */
+START_TEST(test_tensor_copies_and_fills_of_64_MiB_match_a_host_reference) {
+  cb_test_env env;
+  if (!cb_test_open(_i, 1, &env)) return;
+  int shape = REF_SHAPES - 1;
+  cubert_view line_in = {1, 4, 1, {16u << 20}, {1}}, line_out = {1, 4, 3, {16u << 20}, {1}};
+  ref_copy_case(&env, &line_in, &line_out, 64, shape, "64 MiB, rank 1");
+  cubert_view box_in = {3, 4, 3, {256, 256, 257}, {256 * 260, 260, 1}};
+  cubert_view box_out = {3, 4, 2, {256, 256, 257}, {256 * 258 + 5, 258, 1}};
+  ref_copy_case(&env, &box_in, &box_out, 64, shape, "64 MiB, a 256 x 256 x 257 box");
+  cubert_view wide = {1, 16, 1, {4u << 20}, {1}}, bytes = {3, 1, 7, {256, 1024, 257}, {1024 * 263, 263, 1}};
+  ref_fill_case(&env, &wide, 64, shape, "64 MiB fill, 16-byte elements");
+  ref_fill_case(&env, &bytes, 64, shape, "64 MiB fill, a box of bytes");
+  cb_test_close(&env);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("strided");
   TCase *tc = tcase_create("views");
@@ -915,6 +1235,13 @@ int main(void) {
   cb_test_add_backend_loop(tc, test_failed_tensor_launch_taints_exactly_the_footprint);
   cb_test_add_backend_loop(tc, test_tainted_tensor_input_skips_only_where_the_footprint_meets_it);
   cb_test_add_backend_loop(tc, test_async_and_scribbled_tensor_launches_stay_in_the_footprint);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("tensor_reference");
+  tcase_set_timeout(tc, 240);
+  cb_test_add_backend_loop(tc, test_tensor_rows_at_every_alignment_match_a_host_reference);
+  cb_test_add_backend_loop(tc, test_tensor_random_layouts_match_a_host_reference);
+  cb_test_add_backend_loop(tc, test_tensor_edge_layouts_match_a_host_reference);
+  cb_test_add_backend_loop(tc, test_tensor_copies_and_fills_of_64_MiB_match_a_host_reference);
   suite_add_tcase(s, tc);
   tc = tcase_create("ledger");
   tcase_add_test(tc, test_ledger_strided_claims_match_a_byte_map);

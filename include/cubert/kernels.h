@@ -28,6 +28,15 @@
  *   FILL_STRIDED    every element of out = the first elem_size bytes of value
  *                                                     (out: tensor write, value: 16 bytes)
  *   The tensor kernels' n for cubert_builtin_config() is the element count.
+ *   Both walk rows where the tensors' innermost dimensions are contiguous
+ *   (stride 1, elements of one size; rows of at least 2 elements and 32
+ *   bytes that line up on both sides: element k of a row of one is element
+ *   k of a row of the other), one index computation a piece of a row and
+ *   16 bytes an access where both sides sit at the same offset modulo 16
+ *   (8, 4, 2 or 1 where they sit at the same offset modulo that; the ends
+ *   of a row element by element); every other layout element by element.
+ *   Either way each element is written once: the bytes do not depend on
+ *   the walk or the launch shape.
  *   Footprints of in and out that share a byte give results that depend on
  *   the order (as for any kernel whose input and output alias).
  *
