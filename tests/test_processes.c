@@ -487,6 +487,35 @@ START_TEST(test_an_importers_unsettled_taint_goes_in_or_dies_with_it) {
 }
 END_TEST
 
+/* A killed importer that held a taint the cell's lock kept out, whose slot
+ * a new importer takes because none is free: the taint is not lost with the
+ * slot; its death is told (the 16 slots: this process imports its own
+ * export 15 times, which the host backend allows and a GPU does not, and
+ * the killed child is the 16th). */
+START_TEST(test_an_unsettled_importers_slot_taken_over_keeps_its_taint) {
+  if (strcmp(cb_test_backend_name(_i), "host") != 0) {
+    cb_test_skip("a GPU refuses an IPC handle in the process that made it (this test imports its own export)");
+    return;
+  }
+  shared s;
+  if (!share_open(_i, &s)) return;
+  cubert_handle *mine[16] = {0};
+  for (int i = 0; i < 15; i++) cb_test_ok(cubert_handle_import(s.c, &s.d, &mine[i]));
+  char hx[2 * CUBERT_EXPORT_DESC_SIZE + 1], line[64] = "", want[64];
+  hex(&s.d, hx);
+  child k = spawn(s.env.backend, "taint-unsettled", hx, "1");
+  ck_assert_ptr_nonnull(fgets(line, sizeof line, k.out));
+  ck_assert_str_eq(line, "unsettled\n");
+  process_name(k.pid, want, sizeof want);
+  kill_child(&k);
+  /* every slot is taken: this import takes the dead child's */
+  cb_test_ok(cubert_handle_import(s.c, &s.d, &mine[15]));
+  refused_naming_then_repaired(s.c, s.slice, want);
+  for (int i = 0; i < 16; i++) cubert_handle_release(mine[i]);
+  share_close(&s);
+}
+END_TEST
+
 /* The host backend, but the driver refuses every export. */
 static cubert_backend_ops export_refused_ops;
 
@@ -548,6 +577,7 @@ static Suite *suite(void) {
   cb_test_add_backend_loop(tc, test_a_taint_the_cell_lock_kept_out_is_not_lost);
   cb_test_add_backend_loop(tc, test_a_repair_the_cell_lock_kept_out);
   cb_test_add_backend_loop(tc, test_an_importers_unsettled_taint_goes_in_or_dies_with_it);
+  cb_test_add_backend_loop(tc, test_an_unsettled_importers_slot_taken_over_keeps_its_taint);
   tcase_add_test(tc, test_an_export_the_backend_fails_changes_nothing);
   suite_add_tcase(s, tc);
   return s;
