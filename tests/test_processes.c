@@ -516,6 +516,30 @@ START_TEST(test_an_unsettled_importers_slot_taken_over_keeps_its_taint) {
 }
 END_TEST
 
+/* A write of exported memory that fails asynchronously (found at a fence,
+ * replayed over the records: `fault=async`) taints the cell like one that
+ * failed when it was enqueued: both processes are refused its bytes, and a
+ * write repairs. */
+START_TEST(test_an_asynchronous_failure_reaches_the_cell) {
+  shared s;
+  if (!share_open(_i, &s)) return;
+  char text[4096];
+  cb_test_ok(cubert_faultinj_add(s.env.runtime, "fill fault=async", "test", NULL, NULL));
+  unsigned char seven = 7, back[128];
+  cb_test_ok(cubert_handle_fill(s.c, s.slice, &seven, 1));
+  ck_assert_int_ne(cubert_sync(s.c), CUBERT_OK); /* found there */
+  cb_test_ok(cubert_faultinj_clear(s.env.runtime));
+  cb_test_status(cubert_handle_read(s.c, s.slice, back, sizeof back), CUBERT_ERR_TAINTED);
+  ck_assert_msg(strstr(cubert_last_error_message(), "found at a fence"), "%s", cubert_last_error_message());
+  ck_assert_int_eq(run(s.env.backend, "read", &s.d, 7, text, sizeof text), 3);
+  ck_assert_msg(strstr(text, "found at a fence"), "%s", text);
+  cb_test_ok(cubert_handle_fill(s.c, s.slice, &seven, 1));
+  cb_test_ok(cubert_sync(s.c));
+  ck_assert_msg(run(s.env.backend, "read", &s.d, 7, text, sizeof text) == 0, "%s", text);
+  share_close(&s);
+}
+END_TEST
+
 /* The host backend, but the driver refuses every export. */
 static cubert_backend_ops export_refused_ops;
 
@@ -578,6 +602,7 @@ static Suite *suite(void) {
   cb_test_add_backend_loop(tc, test_a_repair_the_cell_lock_kept_out);
   cb_test_add_backend_loop(tc, test_an_importers_unsettled_taint_goes_in_or_dies_with_it);
   cb_test_add_backend_loop(tc, test_an_unsettled_importers_slot_taken_over_keeps_its_taint);
+  cb_test_add_backend_loop(tc, test_an_asynchronous_failure_reaches_the_cell);
   tcase_add_test(tc, test_an_export_the_backend_fails_changes_nothing);
   suite_add_tcase(s, tc);
   return s;
