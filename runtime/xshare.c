@@ -163,13 +163,14 @@ static void mourn(cb_alloc *a, int64_t died) {
              (long long)died, (unsigned long long)a->id);
     taint_all(a, CUBERT_ERR_DEVICE_LOST, msg);
   }
+  /* once the exporter's end is told, the importers still are: one that
+   * ends later, its mark with it, is named and forgotten as before (a mark
+   * left behind would refuse every lookup, repairs or not, for good) */
   if (!x->owner) {
     if (died && died == seg->owner) x->mourned = true; /* named above */
     if (x->mourned) {
       atomic_store(&seg->unsettled[0], 0); /* the exporter's: told as its end */
-      return;
-    }
-    if (atomic_load(&seg->dead)) {
+    } else if (atomic_load(&seg->dead)) {
       snprintf(msg, sizeof msg, "process %lld freed the memory it exported (memory %llu here)",
                (long long)seg->owner, (unsigned long long)a->id);
       taint_all(a, CUBERT_ERR_EXPIRED, msg);
@@ -181,7 +182,6 @@ static void mourn(cb_alloc *a, int64_t died) {
       taint_all(a, CUBERT_ERR_DEVICE_LOST, msg);
       x->mourned = true;
       atomic_store(&seg->unsettled[0], 0);
-      return;
     }
   }
   /* every survivor, an importer too, notices a lost importer: the first one

@@ -540,6 +540,39 @@ START_TEST(test_an_asynchronous_failure_reaches_the_cell) {
 }
 END_TEST
 
+/* After the exporter freed the memory, an importer that held a taint the
+ * cell's lock kept out is killed: another importer (this process, which
+ * imported its own export: the host backend only) is refused naming it,
+ * then a write repairs: its mark does not outlive it there either. */
+START_TEST(test_an_unsettled_importer_killed_after_the_exporter_freed) {
+  if (strcmp(cb_test_backend_name(_i), "host") != 0) {
+    cb_test_skip("a GPU refuses an IPC handle in the process that made it (this test imports its own export)");
+    return;
+  }
+  shared s;
+  if (!share_open(_i, &s)) return;
+  cubert_handle *mine = NULL;
+  cb_test_ok(cubert_handle_import(s.c, &s.d, &mine));
+  char hx[2 * CUBERT_EXPORT_DESC_SIZE + 1], line[64] = "", want[64];
+  hex(&s.d, hx);
+  child k = spawn(s.env.backend, "taint-unsettled", hx, "1");
+  ck_assert_ptr_nonnull(fgets(line, sizeof line, k.out));
+  ck_assert_str_eq(line, "unsettled\n");
+  process_name(k.pid, want, sizeof want);
+  cubert_handle_release(s.slice); /* the exporter frees it */
+  cubert_handle_release(s.h);
+  s.slice = s.h = NULL;
+  unsigned char back[128];
+  cb_test_status(cubert_handle_read(s.c, mine, back, sizeof back), CUBERT_ERR_TAINTED);
+  ck_assert_msg(strstr(cubert_last_error_message(), "could not settle") && strstr(cubert_last_error_message(), want),
+                "%s", cubert_last_error_message());
+  kill_child(&k);
+  refused_naming_then_repaired(s.c, mine, want);
+  cubert_handle_release(mine);
+  share_close(&s);
+}
+END_TEST
+
 /* The host backend, but the driver refuses every export. */
 static cubert_backend_ops export_refused_ops;
 
@@ -603,6 +636,7 @@ static Suite *suite(void) {
   cb_test_add_backend_loop(tc, test_an_importers_unsettled_taint_goes_in_or_dies_with_it);
   cb_test_add_backend_loop(tc, test_an_unsettled_importers_slot_taken_over_keeps_its_taint);
   cb_test_add_backend_loop(tc, test_an_asynchronous_failure_reaches_the_cell);
+  cb_test_add_backend_loop(tc, test_an_unsettled_importer_killed_after_the_exporter_freed);
   tcase_add_test(tc, test_an_export_the_backend_fails_changes_nothing);
   suite_add_tcase(s, tc);
   return s;
