@@ -75,6 +75,14 @@ static void apply_range(void *ctx, uint64_t s, uint64_t e, cubert_failure *f) {
 
 static void apply_claim(void *ctx, const cb_pattern *p, cubert_failure *f) { cb_ledger_set_pattern(ctx, p, f); }
 
+/* Memory shared with other processes: its cell is the truth about its
+ * taint (xshare.c), so the replay's verdicts go there too. */
+static void share_range(void *ctx, uint64_t s, uint64_t e, cubert_failure *f) {
+  cb_xshare_settle(ctx, s, e, NULL, f);
+}
+
+static void share_claim(void *ctx, const cb_pattern *p, cubert_failure *f) { cb_xshare_settle(ctx, 0, 0, p, f); }
+
 static cb_work *find_work(cb_device *dev, uint64_t work, size_t *index) {
   size_t lo = 0, hi = dev->npending;
   while (lo < hi) {
@@ -173,6 +181,7 @@ static void apply_async(cb_device *dev, const cubert_async_failure *af) {
     cb_ledger *l = cb_alloc_ledger_lock(bad.v[i].alloc);
     cb_ledger_each(&bad.v[i].ledger, apply_range, apply_claim, l);
     cb_alloc_ledger_unlock(bad.v[i].alloc);
+    if (bad.v[i].alloc->xshare) cb_ledger_each(&bad.v[i].ledger, share_range, share_claim, bad.v[i].alloc);
     cb_ledger_free(&bad.v[i].ledger);
   }
   cb_free(bad.v);

@@ -127,15 +127,21 @@ static void record_of(const cubert_failure *f, cubert_failure_record *rec) {
   if (cubert_failure_export(f, rec) != CUBERT_OK) (void)cubert_failure_export(cb_failure_unrecorded(), rec);
 }
 
+/* Under the cell's lock: all `size` bytes of `cell` now carry a failure
+ * saying `message`, found on `dev` (a process was lost). */
+static void taint_cell(cb_xcell *cell, uint64_t size, const cb_device *dev, cubert_status status,
+                       const char *message) {
+  cubert_failure *f = cb_failure_new(status, message, dev->index, dev->info.name, 0, "share", NULL, 0);
+  cubert_failure_record rec;
+  record_of(f, &rec);
+  cb_xcell_set(cell, 0, size, &rec);
+  cubert_failure_release(f);
+}
+
 /* Under the cell's lock: the whole allocation now carries a failure saying
  * `message` (a process was lost). */
 static void taint_all(cb_alloc *a, cubert_status status, const char *message) {
-  cubert_failure *f =
-      cb_failure_new(status, message, a->dev->index, a->dev->info.name, 0, "share", NULL, 0);
-  cubert_failure_record rec;
-  record_of(f, &rec);
-  cb_xcell_set(&a->xshare->seg->cell, 0, a->size, &rec);
-  cubert_failure_release(f);
+  taint_cell(&a->xshare->seg->cell, a->size, a->dev, status, message);
 }
 
 /* Under the cell's lock: importer slot `i` is free again; what that process
@@ -157,13 +163,14 @@ static void mourn(cb_alloc *a, int64_t died) {
              (long long)died, (unsigned long long)a->id);
     taint_all(a, CUBERT_ERR_DEVICE_LOST, msg);
   }
+  /* once the exporter's end is told, the importers still are: one that
+   * ends later, its mark with it, is named and forgotten as before (a mark
+   * left behind would refuse every lookup, repairs or not, for good) */
   if (!x->owner) {
     if (died && died == seg->owner) x->mourned = true; /* named above */
     if (x->mourned) {
       atomic_store(&seg->unsettled[0], 0); /* the exporter's: told as its end */
-      return;
-    }
-    if (atomic_load(&seg->dead)) {
+    } else if (atomic_load(&seg->dead)) {
       snprintf(msg, sizeof msg, "process %lld freed the memory it exported (memory %llu here)",
                (long long)seg->owner, (unsigned long long)a->id);
       taint_all(a, CUBERT_ERR_EXPIRED, msg);
@@ -175,7 +182,6 @@ static void mourn(cb_alloc *a, int64_t died) {
       taint_all(a, CUBERT_ERR_DEVICE_LOST, msg);
       x->mourned = true;
       atomic_store(&seg->unsettled[0], 0);
-      return;
     }
   }
   /* every survivor, an importer too, notices a lost importer: the first one
@@ -523,8 +529,9 @@ static cubert_status check_desc(cb_errb *eb, const cubert_export_desc *desc, con
   return CUBERT_OK;
 }
 
-/* Opens the exporter's segment and enters this process in it. */
-static cubert_status join(cb_errb *eb, const xdesc *d, cb_xshare **out) {
+/* Opens the exporter's segment and enters this process in it (on `dev`,
+ * which names a failure it sets). */
+static cubert_status join(cb_errb *eb, const xdesc *d, const cb_device *dev, cb_xshare **out) {
   char why[256];
   void *map = NULL;
   if (cb_shm_open(d->cell, sizeof(xseg), &map, why, sizeof why))
@@ -549,15 +556,25 @@ static cubert_status join(cb_errb *eb, const xdesc *d, cb_xshare **out) {
   }
   /* a free slot first: a dead importer's slot keeps its pid until a
    * survivor's next use names it (mourn); only when none is free is a dead
-   * one's taken, and its death then goes untold */
+   * one's taken, and its death then goes untold, unless it held verdicts it
+   * could not settle (its mark): those are lost with it, so its death is
+   * told here, as mourn would, before the mark goes */
   int slot = -1;
   for (int i = 0; i < IMPORTERS && slot < 0; i++)
     if (!seg->importers[i]) slot = i;
   for (int i = 0; i < IMPORTERS && slot < 0; i++)
     if (!alive(seg->importers[i])) slot = i;
   if (slot >= 0) {
+    if (seg->importers[slot] && atomic_load(&seg->unsettled[1 + slot])) {
+      char msg[256];
+      snprintf(msg, sizeof msg,
+               "process %lld, which imported this memory (memory %llu of process %lld), ended without letting it "
+               "go",
+               (long long)seg->importers[slot], (unsigned long long)d->memory, (long long)d->pid);
+      taint_cell(&seg->cell, seg->size, dev, CUBERT_ERR_DEVICE_LOST, msg);
+    }
     seg->importers[slot] = (int64_t)getpid();
-    atomic_store(&seg->unsettled[1 + slot], 0); /* a dead one's: untold with its death */
+    atomic_store(&seg->unsettled[1 + slot], 0);
   }
   cb_xcell_unlock(&seg->cell);
   cb_xshare *x = slot >= 0 ? cb_calloc(1, sizeof *x) : NULL;
@@ -590,7 +607,7 @@ cubert_status cubert_handle_import(cubert_client *c, const cubert_export_desc *d
   xdesc d;
   cubert_status st = check_desc(&eb, desc, dev, &d);
   cb_xshare *x = NULL;
-  if (st || (st = join(&eb, &d, &x))) return cb_errb_return(&eb, st);
+  if (st || (st = join(&eb, &d, dev, &x))) return cb_errb_return(&eb, st);
   cubert_backend_mem mem;
   memset(&mem, 0, sizeof mem);
   cubert_berr err = {0};

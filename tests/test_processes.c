@@ -487,6 +487,92 @@ START_TEST(test_an_importers_unsettled_taint_goes_in_or_dies_with_it) {
 }
 END_TEST
 
+/* A killed importer that held a taint the cell's lock kept out, whose slot
+ * a new importer takes because none is free: the taint is not lost with the
+ * slot; its death is told (the 16 slots: this process imports its own
+ * export 15 times, which the host backend allows and a GPU does not, and
+ * the killed child is the 16th). */
+START_TEST(test_an_unsettled_importers_slot_taken_over_keeps_its_taint) {
+  if (strcmp(cb_test_backend_name(_i), "host") != 0) {
+    cb_test_skip("a GPU refuses an IPC handle in the process that made it (this test imports its own export)");
+    return;
+  }
+  shared s;
+  if (!share_open(_i, &s)) return;
+  cubert_handle *mine[16] = {0};
+  for (int i = 0; i < 15; i++) cb_test_ok(cubert_handle_import(s.c, &s.d, &mine[i]));
+  char hx[2 * CUBERT_EXPORT_DESC_SIZE + 1], line[64] = "", want[64];
+  hex(&s.d, hx);
+  child k = spawn(s.env.backend, "taint-unsettled", hx, "1");
+  ck_assert_ptr_nonnull(fgets(line, sizeof line, k.out));
+  ck_assert_str_eq(line, "unsettled\n");
+  process_name(k.pid, want, sizeof want);
+  kill_child(&k);
+  /* every slot is taken: this import takes the dead child's */
+  cb_test_ok(cubert_handle_import(s.c, &s.d, &mine[15]));
+  refused_naming_then_repaired(s.c, s.slice, want);
+  for (int i = 0; i < 16; i++) cubert_handle_release(mine[i]);
+  share_close(&s);
+}
+END_TEST
+
+/* A write of exported memory that fails asynchronously (found at a fence,
+ * replayed over the records: `fault=async`) taints the cell like one that
+ * failed when it was enqueued: both processes are refused its bytes, and a
+ * write repairs. */
+START_TEST(test_an_asynchronous_failure_reaches_the_cell) {
+  shared s;
+  if (!share_open(_i, &s)) return;
+  char text[4096];
+  cb_test_ok(cubert_faultinj_add(s.env.runtime, "fill fault=async", "test", NULL, NULL));
+  unsigned char seven = 7, back[128];
+  cb_test_ok(cubert_handle_fill(s.c, s.slice, &seven, 1));
+  ck_assert_int_ne(cubert_sync(s.c), CUBERT_OK); /* found there */
+  cb_test_ok(cubert_faultinj_clear(s.env.runtime));
+  cb_test_status(cubert_handle_read(s.c, s.slice, back, sizeof back), CUBERT_ERR_TAINTED);
+  ck_assert_msg(strstr(cubert_last_error_message(), "found at a fence"), "%s", cubert_last_error_message());
+  ck_assert_int_eq(run(s.env.backend, "read", &s.d, 7, text, sizeof text), 3);
+  ck_assert_msg(strstr(text, "found at a fence"), "%s", text);
+  cb_test_ok(cubert_handle_fill(s.c, s.slice, &seven, 1));
+  cb_test_ok(cubert_sync(s.c));
+  ck_assert_msg(run(s.env.backend, "read", &s.d, 7, text, sizeof text) == 0, "%s", text);
+  share_close(&s);
+}
+END_TEST
+
+/* After the exporter freed the memory, an importer that held a taint the
+ * cell's lock kept out is killed: another importer (this process, which
+ * imported its own export: the host backend only) is refused naming it,
+ * then a write repairs: its mark does not outlive it there either. */
+START_TEST(test_an_unsettled_importer_killed_after_the_exporter_freed) {
+  if (strcmp(cb_test_backend_name(_i), "host") != 0) {
+    cb_test_skip("a GPU refuses an IPC handle in the process that made it (this test imports its own export)");
+    return;
+  }
+  shared s;
+  if (!share_open(_i, &s)) return;
+  cubert_handle *mine = NULL;
+  cb_test_ok(cubert_handle_import(s.c, &s.d, &mine));
+  char hx[2 * CUBERT_EXPORT_DESC_SIZE + 1], line[64] = "", want[64];
+  hex(&s.d, hx);
+  child k = spawn(s.env.backend, "taint-unsettled", hx, "1");
+  ck_assert_ptr_nonnull(fgets(line, sizeof line, k.out));
+  ck_assert_str_eq(line, "unsettled\n");
+  process_name(k.pid, want, sizeof want);
+  cubert_handle_release(s.slice); /* the exporter frees it */
+  cubert_handle_release(s.h);
+  s.slice = s.h = NULL;
+  unsigned char back[128];
+  cb_test_status(cubert_handle_read(s.c, mine, back, sizeof back), CUBERT_ERR_TAINTED);
+  ck_assert_msg(strstr(cubert_last_error_message(), "could not settle") && strstr(cubert_last_error_message(), want),
+                "%s", cubert_last_error_message());
+  kill_child(&k);
+  refused_naming_then_repaired(s.c, mine, want);
+  cubert_handle_release(mine);
+  share_close(&s);
+}
+END_TEST
+
 /* The host backend, but the driver refuses every export. */
 static cubert_backend_ops export_refused_ops;
 
@@ -548,6 +634,9 @@ static Suite *suite(void) {
   cb_test_add_backend_loop(tc, test_a_taint_the_cell_lock_kept_out_is_not_lost);
   cb_test_add_backend_loop(tc, test_a_repair_the_cell_lock_kept_out);
   cb_test_add_backend_loop(tc, test_an_importers_unsettled_taint_goes_in_or_dies_with_it);
+  cb_test_add_backend_loop(tc, test_an_unsettled_importers_slot_taken_over_keeps_its_taint);
+  cb_test_add_backend_loop(tc, test_an_asynchronous_failure_reaches_the_cell);
+  cb_test_add_backend_loop(tc, test_an_unsettled_importer_killed_after_the_exporter_freed);
   tcase_add_test(tc, test_an_export_the_backend_fails_changes_nothing);
   suite_add_tcase(s, tc);
   return s;
