@@ -274,7 +274,7 @@ START_TEST(test_large_pageable_write_and_read_round_trip) { pageable_round_trips
 END_TEST
 
 /* The pipeline's host-side copies use streaming stores from the first
- * 16-byte boundary of the destination (hip_pipe.c copy_stream): caller
+ * 16-byte boundary of the destination (base/copy.c cb_copy_stream, used by hip_pipe.c): caller
  * buffers at every offset from such a boundary, an odd size, and the bytes
  * just before and after the caller's range untouched; then the same with
  * plain memcpy ($CUBERT_HIP_COPY_STREAM=0). */
