@@ -1360,9 +1360,30 @@ static void targets(const rctx *c, json_t *list) {
   }
   target(list, "pool alloc+free, times faster than the baseline", worst_speedup, 200, true, d1);
   target(list, "pool alloc+free 256 B to 1 MiB, ns per pair", worst_pair, 150, false, d4);
-  target(list, "launch path, cubert / raw", worst_launch, 1.10, false, d2);
-  /* why: the host's time in the calls (before the sync), per launch */
+  /* The verdict is the median of the per-round ratios where the rounds ran
+   * (cubert and raw interleaved, ABBA: each ratio pairs two batches run
+   * side by side, so a drift of the machine over the run cancels out); the
+   * ratio of the two medians above (rounds of different moments) is kept
+   * as the detail. H200 of 2026-12-02 20:20Z: 16 bindings 1.111 per round,
+   * 1.192 from the medians, raw's rounds 3470-3930 ns. */
   static const int nbs[3] = {0, 4, 16};
+  double worst_round = 0;
+  int wk = -1;
+  for (int k = 0; k < 3; k++)
+    if (c->launch_rounds[k] > 0 && c->launch_ratio[k][0] > worst_round) {
+      worst_round = c->launch_ratio[k][0];
+      wk = k;
+    }
+  if (wk >= 0) {
+    char d3[192];
+    snprintf(d3, sizeof d3, "worst launch-%dbuf, per round %.3f (%.3f-%.3f over %d rounds); ratio of the medians: %s",
+             nbs[wk], c->launch_ratio[wk][0], c->launch_ratio[wk][1], c->launch_ratio[wk][2], c->launch_rounds[wk],
+             d2);
+    target(list, "launch path, cubert / raw (median per round)", worst_round, 1.10, false, d3);
+  } else {
+    target(list, "launch path, cubert / raw", worst_launch, 1.10, false, d2);
+  }
+  /* why: the host's time in the calls (before the sync), per launch */
   for (int k = 0; k < 3; k++)
     if (c->launch_enq[k][0] > 0 && c->launch_enq[k][1] > 0)
       printf("    launch-%dbuf before the sync: cubert %.0f ns, raw %.0f ns per launch (%+.0f ns in the calls); "
