@@ -17,9 +17,19 @@ typedef struct bad_alloc {
   cb_ledger ledger;
 } bad_alloc;
 
+/* Short of host memory for an allocation's entry, the replay taints that
+ * write straight in the allocation's ledger (no later write trims it: too
+ * much taint, never too little) and remembers the allocation in `lost`, so
+ * that later work reading it counts as reading bad bytes; past
+ * CB_BAD_LOST of them, all later readers do (`lost_all`). */
+#define CB_BAD_LOST 4
+
 typedef struct bad_set {
   bad_alloc *v;
   size_t n, cap;
+  cb_alloc *lost[CB_BAD_LOST];
+  unsigned nlost;
+  bool lost_all;
 } bad_set;
 
 static cb_ledger *bad_ledger(bad_set *s, cb_alloc *a, bool make) {
@@ -39,7 +49,16 @@ static cb_ledger *bad_ledger(bad_set *s, cb_alloc *a, bool make) {
 static void bad_push(bad_set *s, const cb_wbind *b, cubert_failure *f) {
   if (b->start >= b->end) return;
   cb_ledger *l = bad_ledger(s, b->alloc, true);
-  if (!l) return;
+  if (!l) {
+    cb_taint_settle_bind((cb_wbind *)b, f);
+    for (unsigned i = 0; i < s->nlost; i++)
+      if (s->lost[i] == b->alloc) return;
+    if (s->nlost < CB_BAD_LOST)
+      s->lost[s->nlost++] = b->alloc;
+    else
+      s->lost_all = true;
+    return;
+  }
   if (b->pat)
     cb_ledger_set_pattern(l, b->pat, f);
   else
@@ -57,7 +76,16 @@ static void bad_trim(bad_set *s, const cb_wbind *b) {
 }
 
 #ifndef CUBERT_BREAK_TRANSITIVE
+/* Whether `b` reads an allocation whose bad bytes went past the set. */
+static bool bad_lost(const bad_set *s, const cb_wbind *b) {
+  if (s->lost_all) return true;
+  for (unsigned i = 0; i < s->nlost; i++)
+    if (s->lost[i] == b->alloc) return true;
+  return false;
+}
+
 static const cubert_failure *bad_overlap(bad_set *s, const cb_wbind *b) {
+  if (bad_lost(s, b)) return cb_failure_unrecorded(); /* it may read them: it counts as reading them */
   cb_ledger *l = bad_ledger(s, b->alloc, false);
   if (!l || !l->n) return NULL;
   if (!b->pat) return cb_ledger_first(l, b->start, b->end);
