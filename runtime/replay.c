@@ -91,7 +91,10 @@ static const cubert_failure *bad_overlap(bad_set *s, const cb_wbind *b) {
   if (!b->pat) return cb_ledger_first(l, b->start, b->end);
   cb_errb e;
   cb_errb_init(&e, CUBERT_OK);
-  const cubert_failure *f = cb_ledger_report_pattern(l, b->pat, &e) ? e.entries[0].failure : NULL;
+  /* a piece found with no host memory to list it (dropped) is still bad */
+  const cubert_failure *f = cb_ledger_report_pattern(l, b->pat, &e) ? e.entries[0].failure
+                            : e.dropped                              ? cb_failure_unrecorded()
+                                                                     : NULL;
   cb_errb_discard(&e); /* the bad set still holds f */
   return f;
 }
