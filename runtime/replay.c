@@ -139,7 +139,10 @@ static void stream_unreported(cb_stream *s, cubert_failure *f) {
       s->nunreported--;
     } else {
       cubert_failure **v = cb_realloc(s->unreported, cap * sizeof *v);
-      if (!v) return;
+      if (!v) {
+        s->unreported_lost = true; /* the next sync still fails, saying memory ran out */
+        return;
+      }
       s->unreported = v;
       s->capunreported = cap;
     }

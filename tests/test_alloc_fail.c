@@ -363,6 +363,7 @@ START_TEST(test_a_replay_short_of_memory_still_taints_what_the_failed_work_and_i
     if (r.strided_st == CUBERT_OK)
       ck_assert_msg(r.z_st == CUBERT_ERR_TAINTED, "N=%ld: z, copied from a strided view of the failed x, read as %s",
                     n, cubert_status_name(r.z_st));
+    ck_assert_msg(r.sync_st != CUBERT_OK, "N=%ld: the sync that found the failure returned CUBERT_OK", n);
     if (r.copy_st || r.strided_st || r.sync_st != CUBERT_ERR_LAUNCH) deviations++;
     if (!atomic_load(&failed)) break;
   }
