@@ -231,8 +231,9 @@ void cb_device_reap_floor(cb_device *dev, const uint64_t *floor, uint32_t nfloor
    * counts as complete, so no completed record loses its failure */
   uint64_t stackp[32];
   uint64_t *progress = dev->nstreams <= 32 ? stackp : cb_malloc(dev->nstreams * sizeof *progress);
-  if (!progress) return;
-  for (uint32_t i = 0; i < dev->nstreams; i++) {
+  /* out of host memory for it: no record is dropped this time, but the
+   * failures waiting are still drained (a read after a wait relies on it) */
+  for (uint32_t i = 0; progress && i < dev->nstreams; i++) {
     /* A stream whose work had all completed when last asked has nothing the
      * backend could add (a failure is reported before its work counts as
      * complete): no call. A read reaps after every wait, and a device has
@@ -248,7 +249,7 @@ void cb_device_reap_floor(cb_device *dev, const uint64_t *floor, uint32_t nfloor
     n = dev->ops->drain_failures(dev->bdev, buf, 8);
     for (size_t i = 0; i < n; i++) apply_async(dev, &buf[i]);
   } while (n == 8);
-  cb_work_drop_completed(dev, progress);
+  if (progress) cb_work_drop_completed(dev, progress);
   if (progress != stackp) cb_free(progress);
 }
 

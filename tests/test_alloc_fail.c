@@ -271,6 +271,7 @@ END_TEST
  * sync that found the failure must not report success. */
 typedef struct replay_run {
   long n;
+  int streams; /* made before the window (the device has one more) */
   cubert_status copy_st, strided_st, sync_st; /* in the window */
   cubert_status x_st, y_st, z_st;             /* reads after it */
   char x_msg[512];
@@ -303,6 +304,10 @@ static void *replay_program(void *arg) {
       cubert_faultinj_add(rt, "launch kernel=cubert_fill_u32 times=1 fault=async", "test", NULL, &diag) ||
       cubert_handle_slice(x, 0, sizeof in - 2 * sizeof *in, &head))
     goto teardown;
+  for (int i = 0; i < r->streams; i++) {
+    cubert_stream sid;
+    if (cubert_stream_create(c, &sid)) goto teardown;
+  }
   {
     /* the failed fill writes x's first two words only: the strided view of
      * x below meets them in one piece */
@@ -338,11 +343,11 @@ teardown:
   return NULL;
 }
 
-START_TEST(test_a_replay_short_of_memory_still_taints_what_the_failed_work_and_its_readers_wrote) {
+static void replay_sweep(int streams) {
   ck_assert_int_eq(cubert_set_allocator(&counting), CUBERT_OK);
   long n = 1, deviations = 0;
   for (;; n++) {
-    replay_run r = {.n = n};
+    replay_run r = {.n = n, .streams = streams};
     atomic_store(&calls, 0);
     atomic_store(&failed, false);
     atomic_store(&fail_at, 0);
@@ -368,8 +373,21 @@ START_TEST(test_a_replay_short_of_memory_still_taints_what_the_failed_work_and_i
     if (!atomic_load(&failed)) break;
   }
   ck_assert_int_eq(cubert_set_allocator(NULL), CUBERT_OK);
-  printf("replay: %ld allocations failed one at a time, %ld changed a call's status\n", n - 1, deviations);
+  printf("replay (%d more streams): %ld allocations failed one at a time, %ld changed a call's status\n", streams,
+         n - 1, deviations);
   ck_assert_int_gt(n, 10); /* the window allocates: the hooks are in use */
+}
+
+START_TEST(test_a_replay_short_of_memory_still_taints_what_the_failed_work_and_its_readers_wrote) {
+  replay_sweep(0);
+}
+END_TEST
+
+/* The same on a device of more than 32 streams: reaping then allocates its
+ * table of the streams' progress, and without it must still find the
+ * failures waiting, or a read that waits passes the failed bytes as good. */
+START_TEST(test_a_reap_short_of_memory_on_many_streams_still_finds_the_failure) {
+  replay_sweep(32);
 }
 END_TEST
 
@@ -451,6 +469,7 @@ int main(void) {
   tcase_add_test(tc, test_an_allocator_with_a_missing_function_is_refused_and_changes_nothing);
   tcase_add_test(tc, test_a_record_imported_short_of_memory_says_so);
   tcase_add_test(tc, test_a_replay_short_of_memory_still_taints_what_the_failed_work_and_its_readers_wrote);
+  tcase_add_test(tc, test_a_reap_short_of_memory_on_many_streams_still_finds_the_failure);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
