@@ -294,6 +294,10 @@ typedef struct cb_stream {
   /* Failures found asynchronously on this stream, not yet reported by a sync. */
   cubert_failure **unreported;
   uint32_t nunreported, capunreported;
+  /* One such failure found no room in `unreported` (out of host memory):
+   * the next sync reports the static "out of host memory recording a
+   * failure" failure for it, never success. */
+  bool unreported_lost;
 } cb_stream;
 
 /* One range a piece of work touched. Holds a binding on the allocation. */

@@ -17,9 +17,19 @@ typedef struct bad_alloc {
   cb_ledger ledger;
 } bad_alloc;
 
+/* Short of host memory for an allocation's entry, the replay taints that
+ * write straight in the allocation's ledger (no later write trims it: too
+ * much taint, never too little) and remembers the allocation in `lost`, so
+ * that later work reading it counts as reading bad bytes; past
+ * CB_BAD_LOST of them, all later readers do (`lost_all`). */
+#define CB_BAD_LOST 4
+
 typedef struct bad_set {
   bad_alloc *v;
   size_t n, cap;
+  cb_alloc *lost[CB_BAD_LOST];
+  unsigned nlost;
+  bool lost_all;
 } bad_set;
 
 static cb_ledger *bad_ledger(bad_set *s, cb_alloc *a, bool make) {
@@ -39,7 +49,16 @@ static cb_ledger *bad_ledger(bad_set *s, cb_alloc *a, bool make) {
 static void bad_push(bad_set *s, const cb_wbind *b, cubert_failure *f) {
   if (b->start >= b->end) return;
   cb_ledger *l = bad_ledger(s, b->alloc, true);
-  if (!l) return;
+  if (!l) {
+    cb_taint_settle_bind((cb_wbind *)b, f);
+    for (unsigned i = 0; i < s->nlost; i++)
+      if (s->lost[i] == b->alloc) return;
+    if (s->nlost < CB_BAD_LOST)
+      s->lost[s->nlost++] = b->alloc;
+    else
+      s->lost_all = true;
+    return;
+  }
   if (b->pat)
     cb_ledger_set_pattern(l, b->pat, f);
   else
@@ -57,13 +76,25 @@ static void bad_trim(bad_set *s, const cb_wbind *b) {
 }
 
 #ifndef CUBERT_BREAK_TRANSITIVE
+/* Whether `b` reads an allocation whose bad bytes went past the set. */
+static bool bad_lost(const bad_set *s, const cb_wbind *b) {
+  if (s->lost_all) return true;
+  for (unsigned i = 0; i < s->nlost; i++)
+    if (s->lost[i] == b->alloc) return true;
+  return false;
+}
+
 static const cubert_failure *bad_overlap(bad_set *s, const cb_wbind *b) {
+  if (bad_lost(s, b)) return cb_failure_unrecorded(); /* it may read them: it counts as reading them */
   cb_ledger *l = bad_ledger(s, b->alloc, false);
   if (!l || !l->n) return NULL;
   if (!b->pat) return cb_ledger_first(l, b->start, b->end);
   cb_errb e;
   cb_errb_init(&e, CUBERT_OK);
-  const cubert_failure *f = cb_ledger_report_pattern(l, b->pat, &e) ? e.entries[0].failure : NULL;
+  /* a piece found with no host memory to list it (dropped) is still bad */
+  const cubert_failure *f = cb_ledger_report_pattern(l, b->pat, &e) ? e.entries[0].failure
+                            : e.dropped                              ? cb_failure_unrecorded()
+                                                                     : NULL;
   cb_errb_discard(&e); /* the bad set still holds f */
   return f;
 }
@@ -108,7 +139,10 @@ static void stream_unreported(cb_stream *s, cubert_failure *f) {
       s->nunreported--;
     } else {
       cubert_failure **v = cb_realloc(s->unreported, cap * sizeof *v);
-      if (!v) return;
+      if (!v) {
+        s->unreported_lost = true; /* the next sync still fails, saying memory ran out */
+        return;
+      }
       s->unreported = v;
       s->capunreported = cap;
     }
@@ -197,8 +231,9 @@ void cb_device_reap_floor(cb_device *dev, const uint64_t *floor, uint32_t nfloor
    * counts as complete, so no completed record loses its failure */
   uint64_t stackp[32];
   uint64_t *progress = dev->nstreams <= 32 ? stackp : cb_malloc(dev->nstreams * sizeof *progress);
-  if (!progress) return;
-  for (uint32_t i = 0; i < dev->nstreams; i++) {
+  /* out of host memory for it: no record is dropped this time, but the
+   * failures waiting are still drained (a read after a wait relies on it) */
+  for (uint32_t i = 0; progress && i < dev->nstreams; i++) {
     /* A stream whose work had all completed when last asked has nothing the
      * backend could add (a failure is reported before its work counts as
      * complete): no call. A read reaps after every wait, and a device has
@@ -214,7 +249,7 @@ void cb_device_reap_floor(cb_device *dev, const uint64_t *floor, uint32_t nfloor
     n = dev->ops->drain_failures(dev->bdev, buf, 8);
     for (size_t i = 0; i < n; i++) apply_async(dev, &buf[i]);
   } while (n == 8);
-  cb_work_drop_completed(dev, progress);
+  if (progress) cb_work_drop_completed(dev, progress);
   if (progress != stackp) cb_free(progress);
 }
 

@@ -58,8 +58,10 @@ static cubert_status sync_impl(cb_errb *eb, cubert_client *c, uint32_t stream_id
   for (uint32_t i = 0; i < dev->nstreams; i++) {
     cb_stream *t = dev->streams[i];
     if (s && t != s) continue;
-    for (uint32_t j = 0; j < t->nunreported; j++) {
-      cubert_failure *f = t->unreported[j];
+    /* a failure host memory was too short to keep: the static one says so */
+    uint32_t n = t->nunreported + (t->unreported_lost ? 1 : 0);
+    for (uint32_t j = 0; j < n; j++) {
+      const cubert_failure *f = j < t->nunreported ? t->unreported[j] : cb_failure_unrecorded();
       if (nfail == 0) {
         b.status = f->status;
         cb_str_printf(&b.msg, "sync of device %d (%s) found failed work:", dev->index, dev->info.name);
@@ -71,6 +73,7 @@ static cubert_status sync_impl(cb_errb *eb, cubert_client *c, uint32_t stream_id
       nfail++;
     }
     t->nunreported = 0;
+    t->unreported_lost = false;
   }
   cubert_failure *lost = atomic_load(&dev->lost);
   pthread_mutex_unlock(&dev->lock);

@@ -259,6 +259,138 @@ START_TEST(test_every_failed_allocation_fails_one_call_cleanly_and_leaks_nothing
 }
 END_TEST
 
+/* ------------------------------------------------------------ a replay short of memory */
+
+/* An asynchronous failure found at a fence is replayed over the work that
+ * followed it (runtime/replay.c), and the replay allocates: its sets of bad
+ * bytes, their ledgers, the failures it passes on. Here the Nth allocation
+ * from the enqueue of the failed fill's readers on fails, for every N until
+ * one is never reached: whatever fails, the bytes the failed fill wrote (x's
+ * head) and the bytes its readers then wrote (y, contiguous; z, from a
+ * strided view of x) must be refused afterwards, never handed out as good; and the
+ * sync that found the failure must not report success. */
+typedef struct replay_run {
+  long n;
+  int streams; /* made before the window (the device has one more) */
+  cubert_status copy_st, strided_st, sync_st; /* in the window */
+  cubert_status x_st, y_st, z_st;             /* reads after it */
+  char x_msg[512];
+  bool setup_ok;
+} replay_run;
+
+static cubert_status read_words(cubert_client *c, cubert_handle *h, uint32_t *out, char *msg, size_t cap) {
+  cubert_status st = cubert_handle_read(c, h, out, WORDS * sizeof *out);
+  if (msg) snprintf(msg, cap, "%s", st ? cubert_last_error_message() : "");
+  return st;
+}
+
+static void *replay_program(void *arg) {
+  replay_run *r = arg;
+  cubert_runtime *rt = NULL;
+  cubert_client *c = NULL;
+  cubert_kernel *fill = NULL, *copy = NULL;
+  cubert_handle *x = NULL, *y = NULL, *z = NULL, *head = NULL;
+  uint32_t in[WORDS], out[WORDS];
+  for (int i = 0; i < WORDS; i++) in[i] = 0xC0DE0000u + (uint32_t)i;
+  cubert_runtime_options o;
+  cb_test_options("host", &o);
+  o.host_devices = 1;
+  o.host_memory = 1u << 20;
+  cubert_faultinj_diag diag;
+  if (cubert_runtime_create(&o, &rt) || cubert_client_create(rt, 0, &c) ||
+      cubert_handle_create(c, in, sizeof in, &x) || cubert_handle_create(c, in, sizeof in, &y) ||
+      cubert_handle_create(c, in, sizeof in, &z) || cubert_builtin_kernel(CUBERT_BUILTIN_FILL_U32, &fill) ||
+      cubert_builtin_kernel(CUBERT_BUILTIN_COPY_U32, &copy) ||
+      cubert_faultinj_add(rt, "launch kernel=cubert_fill_u32 times=1 fault=async", "test", NULL, &diag) ||
+      cubert_handle_slice(x, 0, sizeof in - 2 * sizeof *in, &head))
+    goto teardown;
+  for (int i = 0; i < r->streams; i++) {
+    cubert_stream sid;
+    if (cubert_stream_create(c, &sid)) goto teardown;
+  }
+  {
+    /* the failed fill writes x's first two words only: the strided view of
+     * x below meets them in one piece */
+    uint64_t two = 2;
+    uint32_t v = 9;
+    cubert_arg fa[3] = {cubert_arg_buffer(head), cubert_arg_scalar(&two, 8), cubert_arg_scalar(&v, 4)};
+    cubert_launch_config one = {{1, 1, 1}, {64, 1, 1}, 0};
+    if (cubert_launch(c, fill, &one, fa, 3) != CUBERT_OK) goto teardown; /* x's head fails when it runs */
+  }
+  r->setup_ok = true;
+  /* the window: the Nth allocation from here on fails */
+  atomic_store(&fail_at, atomic_load(&calls) + r->n);
+  uint64_t n = WORDS;
+  cubert_arg a[3] = {cubert_arg_buffer(x), cubert_arg_buffer(y), cubert_arg_scalar(&n, 8)};
+  cubert_launch_config cfg = {{1, 1, 1}, {64, 1, 1}, 0};
+  r->copy_st = cubert_launch(c, copy, &cfg, a, 3); /* reads x: y gets what the failed fill left */
+  cubert_view every_other = {1, 4, 0, {WORDS / 2}, {2}}, packed = {1, 4, 0, {WORDS / 2}, {1}};
+  r->strided_st = cubert_handle_copy_strided(c, x, &every_other, z, &packed);
+  r->sync_st = cubert_sync(c);
+  atomic_store(&fail_at, 0);
+  r->x_st = read_words(c, x, out, r->x_msg, sizeof r->x_msg);
+  r->y_st = read_words(c, y, out, NULL, 0);
+  r->z_st = read_words(c, z, out, NULL, 0);
+teardown:
+  cubert_kernel_release(copy);
+  cubert_kernel_release(fill);
+  cubert_handle_release(head);
+  cubert_handle_release(z);
+  cubert_handle_release(y);
+  cubert_handle_release(x);
+  cubert_client_destroy(c);
+  cubert_runtime_destroy(rt);
+  return NULL;
+}
+
+static void replay_sweep(int streams) {
+  ck_assert_int_eq(cubert_set_allocator(&counting), CUBERT_OK);
+  long n = 1, deviations = 0;
+  for (;; n++) {
+    replay_run r = {.n = n, .streams = streams};
+    atomic_store(&calls, 0);
+    atomic_store(&failed, false);
+    atomic_store(&fail_at, 0);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, replay_program, &r), 0);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    ck_assert_msg(r.setup_ok, "N=%ld: the program's setup failed with no allocation failing", n);
+    /* the failed fill's bytes: refused, whatever allocation failed */
+    ck_assert_msg(r.x_st == CUBERT_ERR_TAINTED,
+                  "N=%ld: x, written by the work that failed asynchronously, read as %s: \"%s\" "
+                  "(copy %s, strided copy %s, sync %s)",
+                  n, cubert_status_name(r.x_st), r.x_msg, cubert_status_name(r.copy_st),
+                  cubert_status_name(r.strided_st), cubert_status_name(r.sync_st));
+    /* its readers' bytes, when they were enqueued (else y and z keep `in`) */
+    if (r.copy_st == CUBERT_OK)
+      ck_assert_msg(r.y_st == CUBERT_ERR_TAINTED, "N=%ld: y, written from the failed x, read as %s", n,
+                    cubert_status_name(r.y_st));
+    if (r.strided_st == CUBERT_OK)
+      ck_assert_msg(r.z_st == CUBERT_ERR_TAINTED, "N=%ld: z, copied from a strided view of the failed x, read as %s",
+                    n, cubert_status_name(r.z_st));
+    ck_assert_msg(r.sync_st != CUBERT_OK, "N=%ld: the sync that found the failure returned CUBERT_OK", n);
+    if (r.copy_st || r.strided_st || r.sync_st != CUBERT_ERR_LAUNCH) deviations++;
+    if (!atomic_load(&failed)) break;
+  }
+  ck_assert_int_eq(cubert_set_allocator(NULL), CUBERT_OK);
+  printf("replay (%d more streams): %ld allocations failed one at a time, %ld changed a call's status\n", streams,
+         n - 1, deviations);
+  ck_assert_int_gt(n, 10); /* the window allocates: the hooks are in use */
+}
+
+START_TEST(test_a_replay_short_of_memory_still_taints_what_the_failed_work_and_its_readers_wrote) {
+  replay_sweep(0);
+}
+END_TEST
+
+/* The same on a device of more than 32 streams: reaping then allocates its
+ * table of the streams' progress, and without it must still find the
+ * failures waiting, or a read that waits passes the failed bytes as good. */
+START_TEST(test_a_reap_short_of_memory_on_many_streams_still_finds_the_failure) {
+  replay_sweep(32);
+}
+END_TEST
+
 /* One import of `record` on a thread of its own (its last error goes with
  * the thread): the status, and whether its message spoke of memory. */
 typedef struct import_run {
@@ -336,6 +468,8 @@ int main(void) {
   tcase_add_test(tc, test_every_failed_allocation_fails_one_call_cleanly_and_leaks_nothing);
   tcase_add_test(tc, test_an_allocator_with_a_missing_function_is_refused_and_changes_nothing);
   tcase_add_test(tc, test_a_record_imported_short_of_memory_says_so);
+  tcase_add_test(tc, test_a_replay_short_of_memory_still_taints_what_the_failed_work_and_its_readers_wrote);
+  tcase_add_test(tc, test_a_reap_short_of_memory_on_many_streams_still_finds_the_failure);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
