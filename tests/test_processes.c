@@ -457,20 +457,31 @@ START_TEST(test_a_repair_the_cell_lock_kept_out) {
 }
 END_TEST
 
+/* A child that imports `s`'s export and fails a write of it while its lock
+ * of the cell fails, so it holds the verdict (xproc_child's op
+ * taint-unsettled); `hold`: it then waits to be killed, else it lets go.
+ * Returns once it said "unsettled"; `want` gets its process's name as the
+ * refusals give it. */
+static child spawn_unsettled(const shared *s, bool hold, char *want, size_t cap) {
+  char hx[2 * CUBERT_EXPORT_DESC_SIZE + 1], line[64] = "";
+  hex(&s->d, hx);
+  child k = spawn(s->env.backend, "taint-unsettled", hx, hold ? "1" : "0");
+  ck_assert_ptr_nonnull(fgets(line, sizeof line, k.out));
+  ck_assert_str_eq(line, "unsettled\n");
+  process_name(k.pid, want, cap);
+  return k;
+}
+
 /* An importer whose taint the cell's lock kept out: the exporter is refused
  * naming it; when it lets go, its taint goes in; when it is killed instead,
  * its death is told and a write repairs (its mark does not outlive it). */
 START_TEST(test_an_importers_unsettled_taint_goes_in_or_dies_with_it) {
   shared s;
   if (!share_open(_i, &s)) return;
-  char hx[2 * CUBERT_EXPORT_DESC_SIZE + 1], line[64] = "", want[64], text[4096];
-  hex(&s.d, hx);
+  char want[64], text[4096];
   unsigned char back[128];
   for (int hold = 0; hold < 2; hold++) {
-    child k = spawn(s.env.backend, "taint-unsettled", hx, hold ? "1" : "0");
-    ck_assert_ptr_nonnull(fgets(line, sizeof line, k.out));
-    ck_assert_str_eq(line, "unsettled\n");
-    process_name(k.pid, want, sizeof want);
+    child k = spawn_unsettled(&s, hold, want, sizeof want);
     if (hold) {
       cb_test_status(cubert_handle_read(s.c, s.slice, back, sizeof back), CUBERT_ERR_TAINTED);
       ck_assert_msg(strstr(cubert_last_error_message(), "could not settle") &&
@@ -501,12 +512,8 @@ START_TEST(test_an_unsettled_importers_slot_taken_over_keeps_its_taint) {
   if (!share_open(_i, &s)) return;
   cubert_handle *mine[16] = {0};
   for (int i = 0; i < 15; i++) cb_test_ok(cubert_handle_import(s.c, &s.d, &mine[i]));
-  char hx[2 * CUBERT_EXPORT_DESC_SIZE + 1], line[64] = "", want[64];
-  hex(&s.d, hx);
-  child k = spawn(s.env.backend, "taint-unsettled", hx, "1");
-  ck_assert_ptr_nonnull(fgets(line, sizeof line, k.out));
-  ck_assert_str_eq(line, "unsettled\n");
-  process_name(k.pid, want, sizeof want);
+  char want[64];
+  child k = spawn_unsettled(&s, true, want, sizeof want);
   kill_child(&k);
   /* every slot is taken: this import takes the dead child's */
   cb_test_ok(cubert_handle_import(s.c, &s.d, &mine[15]));
@@ -553,12 +560,8 @@ START_TEST(test_an_unsettled_importer_killed_after_the_exporter_freed) {
   if (!share_open(_i, &s)) return;
   cubert_handle *mine = NULL;
   cb_test_ok(cubert_handle_import(s.c, &s.d, &mine));
-  char hx[2 * CUBERT_EXPORT_DESC_SIZE + 1], line[64] = "", want[64];
-  hex(&s.d, hx);
-  child k = spawn(s.env.backend, "taint-unsettled", hx, "1");
-  ck_assert_ptr_nonnull(fgets(line, sizeof line, k.out));
-  ck_assert_str_eq(line, "unsettled\n");
-  process_name(k.pid, want, sizeof want);
+  char want[64];
+  child k = spawn_unsettled(&s, true, want, sizeof want);
   cubert_handle_release(s.slice); /* the exporter frees it */
   cubert_handle_release(s.h);
   s.slice = s.h = NULL;
