@@ -108,6 +108,14 @@ static uint64_t env_size(const char *text, uint64_t fallback) {
 
 /* ------------------------------------------------------------ copy threads */
 
+/* One copy of the pipeline: with streaming stores or memcpy. */
+static void copy_bytes(void *dst, const void *src, size_t n, bool stream) {
+  if (stream)
+    cb_copy_stream(dst, src, n);
+  else
+    memcpy(dst, src, n);
+}
+
 /* Copies pieces of the current generation until none is left. Every
  * thread, the caller included, takes the next piece as it comes free, so a
  * thread the scheduler holds back delays one piece, not a fixed share of
@@ -118,11 +126,8 @@ static void copy_pieces(copier *c, char *dst, const char *src, size_t size, size
   for (;;) {
     size_t i = atomic_fetch_add_explicit(&c->next, 1, memory_order_relaxed);
     if (i >= pieces) return;
-    size_t from = i * piece, n = size - from < piece ? size - from : piece;
-    if (stream)
-      cb_copy_stream(dst + from, src + from, n);
-    else
-      memcpy(dst + from, src + from, n);
+    size_t from = i * piece;
+    copy_bytes(dst + from, src + from, size - from < piece ? size - from : piece, stream);
   }
 }
 
@@ -251,10 +256,7 @@ static void copier_stop(copier *c) {
  * moved 52.8-53.6 GB/s either way (that machine's link, 55, was the limit). */
 static void copier_copy(copier *c, void *dst, const void *src, size_t size, bool stream) {
   if (c->n == 0 || size < COPY_SPLIT_MIN) {
-    if (stream)
-      cb_copy_stream(dst, src, size);
-    else
-      memcpy(dst, src, size);
+    copy_bytes(dst, src, size, stream);
     return;
   }
   /* about four pieces a thread, whole pages (no two threads share a line) */
