@@ -44,6 +44,12 @@ typedef struct fi_backend {
   fi_lost *lost;              /* one per device; outlives the device states */
 } fi_backend;
 
+#if defined(__GNUC__)
+#define CB_FI_NOINLINE __attribute__((noinline))
+#else
+#define CB_FI_NOINLINE
+#endif
+
 typedef struct fi_stream {
   void *inner;
   uint64_t id;                /* 1, 2, 3... per device, as the runtime numbers it */
@@ -797,30 +803,46 @@ static void fi_module_unload(void *device, void *module) {
   cb_free(m);
 }
 
-/* The inner launch: peer buffers name their owner by the inner backend's
- * device state, not the layer's wrapper. */
-static cubert_status forward_launch(fi_device *d, fi_stream *s, uint64_t work, fi_module *m,
-                                    const cubert_launch_config *config, const cubert_backend_arg *args, uint32_t nargs,
-                                    cubert_berr *err) {
-  cubert_backend_arg stack[16];
-  cubert_backend_arg *copy = stack;
-  /* any owner at all: one OR a binding, no branch (the usual launch has none) */
+/* Whether some argument names an owner (a peer buffer): one OR a binding,
+ * no branch (the usual launch has none). */
+static inline bool any_owner(const cubert_backend_arg *args, uint32_t nargs) {
   uintptr_t owners = 0;
   for (uint32_t i = 0; i < nargs; i++) owners |= (uintptr_t)args[i].owner;
-  if (owners) {
-    if (nargs > 16 && !(copy = cb_malloc(nargs * sizeof *copy))) {
-      set_err(err, false, "fault layer: out of host memory forwarding a launch");
-      return CUBERT_ERR_OUT_OF_MEMORY;
-    }
+  return owners != 0;
+}
+
+/* The inner launch of arguments naming owners: peer buffers name their
+ * owner by the inner backend's device state, not the layer's wrapper. Out
+ * of line: the usual launch (no owner) calls the inner launch directly
+ * (forward_launch), one frame and a tail call. */
+static CB_FI_NOINLINE cubert_status forward_owners(fi_device *d, fi_stream *s, uint64_t work, fi_module *m,
+                                                   const cubert_launch_config *config,
+                                                   const cubert_backend_arg *args, uint32_t nargs, cubert_berr *err) {
+  cubert_backend_arg stack[16];
+  cubert_backend_arg *copy = stack;
+  if (nargs > 16 && !(copy = cb_malloc(nargs * sizeof *copy))) {
+    set_err(err, false, "fault layer: out of host memory forwarding a launch");
+    return CUBERT_ERR_OUT_OF_MEMORY;
+  }
+  const cubert_backend_arg *fwd = args; /* some owner: nargs >= 1, each copied */
+  if (nargs) {
     for (uint32_t i = 0; i < nargs; i++) {
       copy[i] = args[i];
       if (args[i].owner) copy[i].owner = ((fi_device *)args[i].owner)->inner;
     }
-    args = copy;
+    fwd = copy;
   }
-  cubert_status st = d->ops->launch(d->inner, s->inner, work, m->inner, config, args, nargs, err);
+  cubert_status st = d->ops->launch(d->inner, s->inner, work, m->inner, config, fwd, nargs, err);
   if (copy != stack) cb_free(copy);
   return st;
+}
+
+/* The inner launch. */
+static inline cubert_status forward_launch(fi_device *d, fi_stream *s, uint64_t work, fi_module *m,
+                                           const cubert_launch_config *config, const cubert_backend_arg *args,
+                                           uint32_t nargs, cubert_berr *err) {
+  if (any_owner(args, nargs)) return forward_owners(d, s, work, m, config, args, nargs, err);
+  return d->ops->launch(d->inner, s->inner, work, m->inner, config, args, nargs, err);
 }
 
 static cubert_status fi_launch(void *device, void *stream, uint64_t work, void *module,

@@ -321,8 +321,10 @@ typedef struct cb_work {
   bool plain;  /* every binding is memory of this device, not a host
                   buffer's, without a pattern (launch.c's one pass sets it):
                   releasing a binding is then one decrement (work.c) */
+  bool kpin;   /* `kernel` is the device's kpin, counted in kpin_n rather
+                  than referenced by this record */
   const char *operation;
-  cubert_kernel *kernel; /* a reference, or NULL */
+  cubert_kernel *kernel; /* a reference (or counted in the device's kpin_n), or NULL */
   uint32_t nb;
   cb_wbind *heap; /* when nb > CB_WBIND_INLINE */
   cb_wbind inl[CB_WBIND_INLINE];
@@ -389,6 +391,13 @@ struct cb_device {
   uint32_t nstreams, capstreams;
   uint32_t thread_streams[CB_THREAD_STREAMS];
   uint64_t next_work;
+  /* The kernel that pending work records of this device pin together
+   * (work.c): kpin_n records hold one reference between them, taken by the
+   * first and dropped by the last, so launching the same kernel again and
+   * again costs no atomic operation each time (as local_binds does for
+   * memory). Under `lock`. */
+  cubert_kernel *kpin;
+  uint64_t kpin_n;
   cb_work *pending;
   size_t npending, cappending;
   size_t reap_at; /* reap when npending reaches it (hysteresis: not every call) */

@@ -10,6 +10,35 @@
 #include "base/array.h"
 #include "runtime/internal.h"
 
+/* The record's hold on its kernel: counted in the device's kpin_n when it
+ * is the pinned kernel (or none is pinned: then it becomes it, one
+ * reference), else a reference of its own. */
+static inline void kernel_pin(cb_device *dev, cb_work *w, cubert_kernel *k) {
+  if (k == dev->kpin) {
+    dev->kpin_n++;
+    w->kpin = true;
+    return;
+  }
+  cubert_kernel_retain(k);
+  if (dev->kpin_n == 0) {
+    dev->kpin = k;
+    dev->kpin_n = 1;
+    w->kpin = true;
+  }
+}
+
+/* Drops the record's hold on its kernel (kernel_pin). */
+static inline void kernel_unpin(cb_device *dev, const cb_work *w) {
+  if (!w->kpin) {
+    cubert_kernel_release(w->kernel);
+    return;
+  }
+  if (--dev->kpin_n) return;
+  cubert_kernel *k = dev->kpin;
+  dev->kpin = NULL;
+  cubert_kernel_release(k);
+}
+
 cb_work *cb_work_begin(cb_device *dev, cb_stream *s, const char *operation, cubert_kernel *k,
                        uint32_t nbinds) {
   if (dev->npending == dev->cappending) {
@@ -27,7 +56,7 @@ cb_work *cb_work_begin(cb_device *dev, cb_stream *s, const char *operation, cube
   w->stream = s ? s->id : 0;
   w->operation = operation;
   w->kernel = k;
-  if (k) cubert_kernel_retain(k);
+  if (k) kernel_pin(dev, w, k);
   w->nb = nbinds;
   w->heap = heap;
   if (s) s->last_work = w->work;
@@ -54,7 +83,7 @@ static void work_release(cb_device *dev, cb_work *w) {
     for (uint32_t i = 0, n = w->nb; i < n; i++)
       if (--b[i].alloc->local_binds == 0) cb_alloc_unref(b[i].alloc, CB_BINDING_ONE, dev);
     if (w->heap) cb_free(w->heap);
-    cubert_kernel_release(w->kernel);
+    kernel_unpin(dev, w);
     return;
   }
   const cb_work local = {.dev = w->dev}; /* cb_work_bind_local's device, not loaded again after each store */
@@ -64,7 +93,7 @@ static void work_release(cb_device *dev, cb_work *w) {
     if (b[i].pat) cb_free(b[i].pat);
   }
   if (w->heap) cb_free(w->heap);
-  cubert_kernel_release(w->kernel);
+  kernel_unpin(dev, w);
 }
 
 void cb_work_abandon(cb_device *dev, cb_stream *s, cb_work *w, uint64_t last_work) {

@@ -431,6 +431,15 @@ static cubert_status fake_launch(void *device, void *stream, uint64_t work, void
       it.sizes[i] = args[i].size;
       n += snprintf(line + n, sizeof line - (size_t)n, " %s%s:%llu/%d", args[i].kind == CUBERT_PARAM_PEER_BUFFER ? "peer:" : "",
                     where(args[i].address, w), (unsigned long long)args[i].size, args[i].access);
+      /* which of the fake's devices a peer buffer names as its owner
+       * (backend.h): the fault layer must hand on the inner device, not
+       * its wrapper (the logs with and without the layer are compared) */
+      if (args[i].kind == CUBERT_PARAM_PEER_BUFFER) {
+        int owner = -1;
+        for (int d = 0; current_fake && d < current_fake->ndev; d++)
+          if (args[i].owner == current_fake->dev[d]) owner = d;
+        n += snprintf(line + n, sizeof line - (size_t)n, " owner=%d", owner);
+      }
     }
   }
   logf_(C_LAUNCH, "%s", line);

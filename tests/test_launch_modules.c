@@ -7,7 +7,9 @@
  *   - two threads launching one new kernel prepare and load it once;
  *   - releasing a kernel unloads its module on every device; destroying
  *     the runtime unloads the rest, and a kernel released after that is
- *     still safe to release. */
+ *     still safe to release;
+ *   - a kernel released while its launches are pending lives until they
+ *     complete, whether the device pins it or its records each hold it. */
 #include <errno.h>
 #include <pthread.h>
 #include <semaphore.h>
@@ -209,6 +211,57 @@ START_TEST(test_releasing_a_kernel_unloads_its_modules) {
 }
 END_TEST
 
+/* A kernel run that waits until the test opens the gate (the stream's
+ * worker thread blocks: the work stays pending). */
+static sem_t held_gate;
+
+static cubert_status held_host(const cubert_host_launch *l, char *message, size_t cap) {
+  (void)l, (void)message, (void)cap;
+  (void)wait_sem(&held_gate, 30);
+  atomic_fetch_add(&runs_slow, 1);
+  return CUBERT_OK;
+}
+
+/* Pending launches keep their kernel alive after the caller released it:
+ * the device's pinned kernel (its records share one reference, work.c) and
+ * another kernel launched between them (a reference a record) alike; the
+ * last record reaped drops each, and both modules go. */
+START_TEST(test_a_released_kernel_lives_until_its_launches_complete) {
+  cb_test_env env;
+  if (!cb_test_open(_i, 1, &env)) return;
+  if (!host_only(&env)) return;
+  ck_assert_int_eq(sem_init(&held_gate, 0, 0), 0);
+  int64_t before = cb_host_testing_live_modules();
+  cubert_kernel *held = kernel("held", held_host), *fast = kernel("fast", fast_host);
+  cubert_client *c = env.clients[0];
+  cb_test_ok(cubert_launch(c, held, &one, NULL, 0)); /* pins `held` on the device */
+  cb_test_ok(cubert_launch(c, fast, &one, NULL, 0)); /* a reference of its own */
+  cb_test_ok(cubert_launch(c, held, &one, NULL, 0));
+  cb_test_ok(cubert_launch(c, fast, &one, NULL, 0));
+  cubert_kernel_release(held);
+  cubert_kernel_release(fast);
+  /* nothing ran yet (the first run waits at the gate): both modules stay */
+  ck_assert_int_eq(cb_host_testing_live_modules() - before, 2);
+  /* a launch of a third kernel reaps nothing that is pending */
+  cubert_kernel *other = kernel("other", fast_host);
+  cb_test_ok(cubert_launch(c, other, &one, NULL, 0));
+  ck_assert_int_eq(cb_host_testing_live_modules() - before, 3);
+  for (int i = 0; i < 2; i++) sem_post(&held_gate);
+  cb_test_ok(cubert_sync(c));
+  ck_assert_int_eq(atomic_load(&runs_slow), 2);
+  ck_assert_int_eq(atomic_load(&runs_fast), 3);
+  /* the records are reaped: `held` and `fast` went with their last one */
+  ck_assert_int_eq(cb_host_testing_live_modules() - before, 1);
+  /* and the device pins a kernel again afterwards */
+  cb_test_ok(cubert_launch(c, other, &one, NULL, 0));
+  cubert_kernel_release(other);
+  cb_test_ok(cubert_sync(c));
+  ck_assert_int_eq(cb_host_testing_live_modules(), before);
+  sem_destroy(&held_gate);
+  cb_test_close(&env);
+}
+END_TEST
+
 /* Many kernels made and dropped on one device: the cache keeps none of them
  * (the hash table's deletions keep every other entry findable). */
 START_TEST(test_kernels_made_and_dropped_leave_no_module) {
@@ -248,6 +301,7 @@ int main(void) {
   cb_test_add_backend_loop(tc, test_two_threads_launching_one_new_kernel_compile_it_once);
   cb_test_add_backend_loop(tc, test_releasing_a_kernel_unloads_its_modules);
   cb_test_add_backend_loop(tc, test_kernels_made_and_dropped_leave_no_module);
+  cb_test_add_backend_loop(tc, test_a_released_kernel_lives_until_its_launches_complete);
   suite_add_tcase(s, tc);
   return cb_test_run(s);
 }

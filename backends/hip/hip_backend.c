@@ -606,22 +606,27 @@ bool cb_hip_pack_args(const cubert_backend_arg *args, uint32_t nargs, void *buf,
   size_t off = 0;
   for (uint32_t i = 0; i < nargs; i++) {
     const cubert_backend_arg *a = &args[i];
-    size_t n;
-    const void *from;
-    void *pointer;
     if (a->kind == CUBERT_PARAM_BUFFER || a->kind == CUBERT_PARAM_PEER_BUFFER) {
-      pointer = CB_HIP_PTR(a->address);
-      from = &pointer;
-      n = sizeof pointer;
-    } else if (a->kind == CUBERT_PARAM_SCALAR && a->scalar && a->scalar_size && a->scalar_size <= MAX_SCALAR) {
-      from = a->scalar;
-      n = a->scalar_size;
-    } else {
-      return false; /* a tensor, or a scalar the pointer path refuses by name */
+      /* the usual argument: one 8-byte store of a known size (a copy of a
+       * size known only at run time is a call to memcpy, about 25
+       * instructions an argument: issue 15) */
+      void *pointer = CB_HIP_PTR(a->address);
+      if ((off & (sizeof pointer - 1)) || sizeof pointer > capacity - off) return false;
+      memcpy(out + off, &pointer, sizeof pointer);
+      off += sizeof pointer;
+      continue;
     }
+    if (a->kind != CUBERT_PARAM_SCALAR || !a->scalar || !a->scalar_size || a->scalar_size > MAX_SCALAR)
+      return false; /* a tensor, or a scalar the pointer path refuses by name */
+    size_t n = a->scalar_size;
     size_t align = n & (~n + 1); /* the largest power of two dividing n */
     if ((off & (align - 1)) || n > capacity - off) return false;
-    memcpy(out + off, from, n);
+    if (n == 4)
+      memcpy(out + off, a->scalar, 4); /* the common sizes, a store each */
+    else if (n == 8)
+      memcpy(out + off, a->scalar, 8);
+    else
+      memcpy(out + off, a->scalar, n);
     off += n;
   }
   *size = off;
