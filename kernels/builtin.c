@@ -140,13 +140,18 @@ static const char copy_source[] =
  *    that differ, rows that do not line up) each thread takes elements
  *    grid-stride and unravels each index.
  * Either way every element is written once with its own value, so the
- * result does not depend on the grid, the walk or the order. A thread
- * reads each descriptor's count and run in one pass (cubert_tensor_run) and
- * a thread with no piece returns before the work only pieces need; divisions
- * are done in 32 bits when both operands fit (cubert_divmod; a narrow
- * piece's row is a shift), and the loops over dimensions are unrolled so
- * the descriptors are read at fixed offsets. */
-#define TENSOR_SOURCE                                                                                         \
+ * result does not depend on the grid, the walk or the order.
+ * What depends on the descriptors and the grid alone (counts and runs, read
+ * in one pass a descriptor by cubert_tensor_run; the row length, the
+ * mapping, pieces a row) is worked out once a block, by its first thread,
+ * into a __shared__ plan (cubert_copy_plan, cubert_fill_plan) that the
+ * block's threads read after __syncthreads(): every thread reaches the
+ * barrier, and a thread with no piece then returns after a few loads
+ * instead of redoing that work. Divisions are done in 32 bits when both
+ * operands fit (cubert_divmod; a narrow piece's row is a shift), and the
+ * loops over dimensions are unrolled so the descriptors are read at fixed
+ * offsets. */
+#define TENSOR_SOURCE                                                                                        \
   "struct cubert_tensor {\n"                                                                                  \
   "  unsigned long long address;\n"                                                                           \
   "  unsigned int rank, elem_size;\n"                                                                         \
@@ -228,14 +233,14 @@ static const char copy_source[] =
   "  return 1u << lg;\n"                                                                                      \
   "}\n"                                                                                                       \
   "struct cubert_pieces {\n"                                                                                  \
-  "  unsigned long long row_bytes, size, per_row, count, step, first;\n"                                      \
-  "  unsigned int lanes, lane, shift;\n"                                                                      \
+  "  unsigned long long row_bytes, size, per_row, count;\n"                                                   \
+  "  unsigned int lg, shift;\n"                                                                               \
   "  bool narrow;\n"                                                                                          \
-  "  __device__ bool begin(unsigned long long rows, unsigned long long bytes, unsigned long long i,\n"        \
-  "                        unsigned long long threads)\n"                                                     \
+  "  __device__ void plan(unsigned long long rows, unsigned long long bytes, unsigned long long threads)\n"   \
   "  {\n"                                                                                                     \
-  "    unsigned int lg = 0, ls = 0;\n"                                                                        \
+  "    unsigned int ls = 0;\n"                                                                                \
   "    row_bytes = bytes;\n"                                                                                  \
+  "    lg = 0;\n"                                                                                             \
   "    while (ls < 6 && (16ull << ls) < bytes)\n"                                                             \
   "      ls++;\n"                                                                                             \
   "    narrow = bytes < 32 || (ls < 6 && (rows << ls) <= threads);\n"                                         \
@@ -248,12 +253,7 @@ static const char copy_source[] =
   "      size = 64ull << lg;\n"                                                                               \
   "      per_row = (bytes + size - 1) >> (6 + lg);\n"                                                         \
   "    }\n"                                                                                                   \
-  "    lanes = 1u << lg;\n"                                                                                   \
-  "    lane = (unsigned int)i & (lanes - 1);\n"                                                               \
   "    count = rows * per_row;\n"                                                                             \
-  "    step = threads >> lg;\n"                                                                               \
-  "    first = i >> lg;\n"                                                                                    \
-  "    return first < step && first < count;\n"                                                               \
   "  }\n"                                                                                                     \
   "  __device__ unsigned long long row(unsigned long long it, unsigned long long &p) const\n"                 \
   "  {\n"                                                                                                     \
@@ -276,7 +276,7 @@ static const char copy_source[] =
   "};\n"
 
 /* The copy's moves: one element (n bytes), and a piece of a row (see above). */
-#define TENSOR_COPY_SOURCE                                                                                         \
+#define TENSOR_COPY_SOURCE                                                                                        \
   "__device__ static void cubert_move(unsigned char *d, const unsigned char *s, unsigned int n)\n"                 \
   "{\n"                                                                                                            \
   "  if (n == 1) *d = *s;\n"                                                                                       \
@@ -333,7 +333,7 @@ static const char copy_source[] =
   "}\n"
 
 /* The fill's stores: one element from the repeated value, and a piece of a row. */
-#define TENSOR_FILL_SOURCE                                                                                 \
+#define TENSOR_FILL_SOURCE                                                                                \
   "__device__ static void cubert_store(unsigned char *d, const cubert_chunk16 &v, unsigned int n)\n"       \
   "{\n"                                                                                                    \
   "  if (n == 1) *d = (unsigned char)v.lo;\n"                                                              \
@@ -370,54 +370,77 @@ static const char copy_source[] =
 
 static const char copy_strided_source[] =
     TENSOR_SOURCE TENSOR_COPY_SOURCE
+    "struct cubert_copy_plan {\n"
+    "  cubert_pieces w;\n"
+    "  unsigned long long n, len, pi, po;\n"
+    "  unsigned int oi, oo;\n"
+    "};\n"
     "extern \"C\" __global__ void cubert_copy_strided(cubert_tensor in, cubert_tensor out)\n"
     "{\n" GRID_STRIDE_PROLOGUE
-    "  unsigned int oi, oo, bytes = in.elem_size < out.elem_size ? in.elem_size : out.elem_size;\n"
-    "  unsigned long long n, m, r, ri = cubert_tensor_run(in, oi, n), ro = cubert_tensor_run(out, oo, m);\n"
-    "  if (m < n)\n"
-    "    n = m;\n"
-    "  if (n && in.elem_size == out.elem_size) {\n"
-    "    unsigned long long len = ri, b = ro;\n"
-    "    while (b != len && b) {\n"
-    "      cubert_divmod(len, b, r);\n"
-    "      len = b;\n"
-    "      b = r;\n"
+    "  __shared__ cubert_copy_plan plan;\n"
+    "  unsigned int bytes = in.elem_size < out.elem_size ? in.elem_size : out.elem_size;\n"
+    "  if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {\n"
+    "    unsigned long long n, m, r, ri = cubert_tensor_run(in, plan.oi, n), ro = cubert_tensor_run(out, plan.oo, m);\n"
+    "    unsigned long long len = 0, b = ro;\n"
+    "    if (m < n)\n"
+    "      n = m;\n"
+    "    if (n && in.elem_size == out.elem_size) {\n"
+    "      len = ri;\n"
+    "      while (b != len && b) {\n"
+    "        cubert_divmod(len, b, r);\n"
+    "        len = b;\n"
+    "        b = r;\n"
+    "      }\n"
     "    }\n"
     "    if (len >= 2) {\n"
-    "      cubert_pieces w;\n"
-    "      if (!w.begin(cubert_divmod(n, len, r), len * bytes, i, stride))\n"
-    "        return;\n"
-    "      unsigned long long pi = ri == len ? 1 : cubert_divmod(ri, len, r), po = ro == len ? 1 : cubert_divmod(ro, len, r);\n"
-    "      for (unsigned long long it = w.first; it < w.count; it += w.step) {\n"
-    "        unsigned long long p, lo, hi, row = w.row(it, p);\n"
-    "        const unsigned char *s =\n"
-    "            (const unsigned char *)in.address + cubert_row_offset(in, oi, pi, len, row) * bytes;\n"
-    "        unsigned char *d = (unsigned char *)out.address + cubert_row_offset(out, oo, po, len, row) * bytes;\n"
-    "        if (!w.bounds(p, (unsigned long long)s, lo, hi))\n"
-    "          continue;\n"
-    "        if (w.narrow) {\n"
-    "          cubert_copy_short(d + lo, s + lo, (unsigned int)(hi - lo));\n"
-    "          continue;\n"
-    "        }\n"
-    "        unsigned long long x = ((unsigned long long)s ^ (unsigned long long)d) & 15;\n"
-    "        unsigned int u = 16;\n"
-    "        while (u > bytes && (x & (u - 1)))\n"
-    "          u >>= 1;\n"
-    "        cubert_copy_piece(d + lo, s + lo, (unsigned int)(hi - lo), bytes, u, w.lane, w.lanes);\n"
-    "      }\n"
-    "      return;\n"
+    "      plan.w.plan(cubert_divmod(n, len, r), len * bytes, stride);\n"
+    "      plan.pi = ri == len ? 1 : cubert_divmod(ri, len, r);\n"
+    "      plan.po = ro == len ? 1 : cubert_divmod(ro, len, r);\n"
     "    }\n"
+    "    plan.n = n;\n"
+    "    plan.len = len;\n"
     "  }\n"
-    "  for (; i < n; i += stride)\n"
+    "  __syncthreads();\n"
+    "  unsigned long long len = plan.len;\n"
+    "  if (len >= 2) {\n"
+    "    unsigned int lg = plan.w.lg, lane = (unsigned int)i & ((1u << lg) - 1);\n"
+    "    unsigned long long step = stride >> lg, it = i >> lg, pi = plan.pi, po = plan.po;\n"
+    "    if (it >= step)\n"
+    "      return;\n"
+    "    for (; it < plan.w.count; it += step) {\n"
+    "      unsigned long long p, lo, hi, row = plan.w.row(it, p);\n"
+    "      const unsigned char *s =\n"
+    "          (const unsigned char *)in.address + cubert_row_offset(in, plan.oi, pi, len, row) * bytes;\n"
+    "      unsigned char *d = (unsigned char *)out.address + cubert_row_offset(out, plan.oo, po, len, row) * bytes;\n"
+    "      if (!plan.w.bounds(p, (unsigned long long)s, lo, hi))\n"
+    "        continue;\n"
+    "      if (plan.w.narrow) {\n"
+    "        cubert_copy_short(d + lo, s + lo, (unsigned int)(hi - lo));\n"
+    "        continue;\n"
+    "      }\n"
+    "      unsigned long long x = ((unsigned long long)s ^ (unsigned long long)d) & 15;\n"
+    "      unsigned int u = 16;\n"
+    "      while (u > bytes && (x & (u - 1)))\n"
+    "        u >>= 1;\n"
+    "      cubert_copy_piece(d + lo, s + lo, (unsigned int)(hi - lo), bytes, u, lane, 1u << lg);\n"
+    "    }\n"
+    "    return;\n"
+    "  }\n"
+    "  for (unsigned long long n = plan.n; i < n; i += stride)\n"
     "    cubert_move(cubert_tensor_at(out, i), cubert_tensor_at(in, i), bytes);\n"
     "}\n";
 
 static const char fill_strided_source[] =
     TENSOR_SOURCE TENSOR_FILL_SOURCE
+    "struct cubert_fill_plan {\n"
+    "  cubert_pieces w;\n"
+    "  unsigned long long n, len;\n"
+    "  unsigned int oo;\n"
+    "};\n"
     "extern \"C\" __global__ void cubert_fill_strided(cubert_tensor out, cubert_value16 value)\n"
     "{\n" GRID_STRIDE_PROLOGUE
-    "  unsigned int e = out.elem_size, oo;\n"
-    "  unsigned long long n, r, len = cubert_tensor_run(out, oo, n);\n"
+    "  __shared__ cubert_fill_plan plan;\n"
+    "  unsigned int e = out.elem_size;\n"
     "  cubert_chunk16 v;\n"
     "  v.lo = value.lo;\n"
     "  v.hi = value.hi;\n"
@@ -429,23 +452,35 @@ static const char fill_strided_source[] =
     "    v.lo = (v.lo & 0xffffffffull) * 0x0000000100000001ull;\n"
     "  if (e < 16)\n"
     "    v.hi = v.lo;\n"
-    "  if (n && len >= 2) {\n"
-    "    cubert_pieces w;\n"
-    "    if (!w.begin(cubert_divmod(n, len, r), len * e, i, stride))\n"
+    "  if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {\n"
+    "    unsigned long long n, r, len = cubert_tensor_run(out, plan.oo, n);\n"
+    "    if (!n)\n"
+    "      len = 0;\n"
+    "    if (len >= 2)\n"
+    "      plan.w.plan(cubert_divmod(n, len, r), len * e, stride);\n"
+    "    plan.n = n;\n"
+    "    plan.len = len;\n"
+    "  }\n"
+    "  __syncthreads();\n"
+    "  unsigned long long len = plan.len;\n"
+    "  if (len >= 2) {\n"
+    "    unsigned int lg = plan.w.lg, lane = (unsigned int)i & ((1u << lg) - 1);\n"
+    "    unsigned long long step = stride >> lg, it = i >> lg;\n"
+    "    if (it >= step)\n"
     "      return;\n"
-    "    for (unsigned long long it = w.first; it < w.count; it += w.step) {\n"
-    "      unsigned long long p, lo, hi, row = w.row(it, p);\n"
-    "      unsigned char *d = (unsigned char *)out.address + cubert_row_offset(out, oo, 1, len, row) * e;\n"
-    "      if (!w.bounds(p, (unsigned long long)d, lo, hi))\n"
+    "    for (; it < plan.w.count; it += step) {\n"
+    "      unsigned long long p, lo, hi, row = plan.w.row(it, p);\n"
+    "      unsigned char *d = (unsigned char *)out.address + cubert_row_offset(out, plan.oo, 1, len, row) * e;\n"
+    "      if (!plan.w.bounds(p, (unsigned long long)d, lo, hi))\n"
     "        continue;\n"
-    "      if (w.narrow)\n"
+    "      if (plan.w.narrow)\n"
     "        cubert_fill_short(d + lo, (unsigned int)(hi - lo), v);\n"
     "      else\n"
-    "        cubert_fill_piece(d + lo, (unsigned int)(hi - lo), v, e, w.lane, w.lanes);\n"
+    "        cubert_fill_piece(d + lo, (unsigned int)(hi - lo), v, e, lane, 1u << lg);\n"
     "    }\n"
     "    return;\n"
     "  }\n"
-    "  for (; i < n; i += stride)\n"
+    "  for (unsigned long long n = plan.n; i < n; i += stride)\n"
     "    cubert_store(cubert_tensor_at(out, i), v, e);\n"
     "}\n";
 
