@@ -119,10 +119,14 @@ static const char copy_source[] =
  *       piece, the pieces of all rows numbered one after another, so a
  *       warp covers several short rows with no thread left without a row.
  *       A thread moves its piece (the first also takes the bytes before
- *       the row's first 16-byte boundary: at most 31 bytes) greedily: at
- *       each byte the widest of 16, 8, 4, 2, 1 at which source and
- *       destination are both aligned and that fits (cubert_copy_short;
- *       the fill: cubert_fill_short, the destination alone).
+ *       the row's first 16-byte boundary: at most 31 bytes) with
+ *       cubert_copy_short: the bytes before the source's 16-byte boundary
+ *       and after its last one greedily (at each byte the widest of 16,
+ *       8, 4, 2, 1 at which both sides are aligned and that fits: at most
+ *       four moves each where both sides sit at the same offset modulo
+ *       16), the 16 bytes between in units of the widest width at which
+ *       the destination is aligned, their loads before their stores; the
+ *       fill (cubert_fill_short) greedily, the destination alone.
  *     - groups: each row cut into pieces of 64 * g bytes for groups of g
  *       consecutive threads (cubert_lanes: g a power of two up to 256 and
  *       up to the grid's threads, about four 16-byte accesses a lane, down
@@ -151,7 +155,7 @@ static const char copy_source[] =
  * operands fit (cubert_divmod; a narrow piece's row is a shift), and the
  * loops over dimensions are unrolled so the descriptors are read at fixed
  * offsets. */
-#define TENSOR_SOURCE                                                                                        \
+#define TENSOR_SOURCE                                                                                         \
   "struct cubert_tensor {\n"                                                                                  \
   "  unsigned long long address;\n"                                                                           \
   "  unsigned int rank, elem_size;\n"                                                                         \
@@ -276,7 +280,7 @@ static const char copy_source[] =
   "};\n"
 
 /* The copy's moves: one element (n bytes), and a piece of a row (see above). */
-#define TENSOR_COPY_SOURCE                                                                                        \
+#define TENSOR_COPY_SOURCE                                                                                         \
   "__device__ static void cubert_move(unsigned char *d, const unsigned char *s, unsigned int n)\n"                 \
   "{\n"                                                                                                            \
   "  if (n == 1) *d = *s;\n"                                                                                       \
@@ -323,7 +327,24 @@ static const char copy_source[] =
   "}\n"                                                                                                            \
   "__device__ static void cubert_copy_short(unsigned char *d, const unsigned char *s, unsigned int n)\n"           \
   "{\n"                                                                                                            \
-  "  for (unsigned int x = 0, m; x < n; x += m) {\n"                                                               \
+  "  unsigned int x = 0, m;\n"                                                                                     \
+  "  for (; x < n && (((unsigned long long)s + x) & 15); x += m) {\n"                                              \
+  "    m = (unsigned int)(((unsigned long long)s + x) | ((unsigned long long)d + x));\n"                           \
+  "    m &= 0u - m;\n"                                                                                             \
+  "    while (m > n - x)\n"                                                                                        \
+  "      m >>= 1;\n"                                                                                               \
+  "    cubert_move(d + x, s + x, m);\n"                                                                            \
+  "  }\n"                                                                                                          \
+  "  for (; n - x >= 16; x += 16) {\n"                                                                             \
+  "    m = (unsigned int)((unsigned long long)d + x) | 16u;\n"                                                     \
+  "    m &= 0u - m;\n"                                                                                             \
+  "    if (m == 16) cubert_span<cubert_chunk16>(d + x, s + x, 1, 0, 1);\n"                                         \
+  "    else if (m == 8) cubert_span<unsigned long long>(d + x, s + x, 2, 0, 1);\n"                                 \
+  "    else if (m == 4) cubert_span<unsigned int>(d + x, s + x, 4, 0, 1);\n"                                       \
+  "    else if (m == 2) cubert_span<unsigned short>(d + x, s + x, 8, 0, 1);\n"                                     \
+  "    else cubert_span<unsigned char>(d + x, s + x, 16, 0, 1);\n"                                                 \
+  "  }\n"                                                                                                          \
+  "  for (; x < n; x += m) {\n"                                                                                    \
   "    m = (unsigned int)(((unsigned long long)s + x) | ((unsigned long long)d + x)) | 16u;\n"                     \
   "    m &= 0u - m;\n"                                                                                             \
   "    while (m > n - x)\n"                                                                                        \
@@ -333,7 +354,7 @@ static const char copy_source[] =
   "}\n"
 
 /* The fill's stores: one element from the repeated value, and a piece of a row. */
-#define TENSOR_FILL_SOURCE                                                                                \
+#define TENSOR_FILL_SOURCE                                                                                 \
   "__device__ static void cubert_store(unsigned char *d, const cubert_chunk16 &v, unsigned int n)\n"       \
   "{\n"                                                                                                    \
   "  if (n == 1) *d = (unsigned char)v.lo;\n"                                                              \
