@@ -109,247 +109,359 @@ static const char copy_source[] =
  *    elements, len dividing the run of every tensor involved (the copy: the
  *    gcd of both runs, elements of one size on both sides), are contiguous
  *    on every side, and row j holds elements j * len .. j * len + len - 1 of
- *    each: so shapes may differ, as long as the rows line up. Each row is
- *    cut into pieces of 64 * g bytes for groups of g consecutive threads
- *    (cubert_lanes: g a power of two up to 256 and up to the grid's
- *    threads, about four 16-byte accesses a lane, down to one where the
- *    grid has threads to spare for short rows); groups take pieces grid-
- *    stride and unravel the row's index once per piece (cubert_row_offset),
- *    not once per element. Within a piece the bytes move w at a time, w
- *    the largest of 16, 8, 4, 2, 1 (at least the element size) at which
- *    source and destination sit at the same offset modulo w, four loads in
- *    flight a lane before their stores (the fill: 16-byte stores of the
- *    value repeated); the elements before the first w-aligned byte and
- *    after the last whole w-byte unit move one by one. Piece boundaries
- *    after the first fall on w-aligned bytes, so only a row's two ends move
- *    element-wise. Taken when rows hold at least 2 elements and 32 bytes.
+ *    each: so shapes may differ, as long as the rows line up. Rows are
+ *    cut into pieces (cubert_pieces: the grid of pieces, one row-index
+ *    unravel a piece (cubert_row_offset), a piece's bytes), in one of two
+ *    mappings chosen from the row length and the grid:
+ *     - narrow (rows under 32 bytes, or up to 512 bytes when the grid has
+ *       a thread for every 16-byte piece of every row): pieces of 16 bytes
+ *       (2^k a row, k the least with 16 * 2^k >= the row), one thread a
+ *       piece, the pieces of all rows numbered one after another, so a
+ *       warp covers several short rows with no thread left without a row.
+ *       A thread moves its piece (the first also takes the bytes before
+ *       the row's first 16-byte boundary: at most 31 bytes) with
+ *       cubert_copy_short: the bytes before the source's 16-byte boundary
+ *       and after its last one greedily (at each byte the widest of 16,
+ *       8, 4, 2, 1 at which both sides are aligned and that fits: at most
+ *       four moves each where both sides sit at the same offset modulo
+ *       16), the 16 bytes between in units of the widest width at which
+ *       the destination is aligned, their loads before their stores; the
+ *       fill (cubert_fill_short) greedily, the destination alone.
+ *     - groups: each row cut into pieces of 64 * g bytes for groups of g
+ *       consecutive threads (cubert_lanes: g a power of two up to 256 and
+ *       up to the grid's threads, about four 16-byte accesses a lane, down
+ *       to one where the grid has threads to spare); groups take pieces
+ *       grid-stride. Within a piece the bytes move w at a time, w the
+ *       largest of 16, 8, 4, 2, 1 (at least the element size) at which
+ *       source and destination sit at the same offset modulo w, four loads
+ *       in flight a lane before their stores (the fill: 16-byte stores of
+ *       the value repeated); the elements before the first w-aligned byte
+ *       and after the last whole w-byte unit move one by one.
+ *    Piece boundaries after the first fall on 16-byte boundaries of the
+ *    source (the fill: the destination), so only a row's two ends move in
+ *    narrower units. Taken when rows hold at least 2 elements.
  *  - elements: otherwise (an innermost stride other than 1, element sizes
- *    that differ, rows that do not line up or are tiny) each thread takes
- *    elements grid-stride and unravels each index.
+ *    that differ, rows that do not line up) each thread takes elements
+ *    grid-stride and unravels each index.
  * Either way every element is written once with its own value, so the
- * result does not depend on the grid, the walk or the order. Divisions are
- * done in 32 bits when both operands fit (cubert_divmod), and the loops over
- * dimensions are unrolled so the descriptors are read at fixed offsets. */
-#define TENSOR_SOURCE                                                                                        \
-  "struct cubert_tensor {\n"                                                                                 \
-  "  unsigned long long address;\n"                                                                          \
-  "  unsigned int rank, elem_size;\n"                                                                        \
-  "  unsigned long long shape[8], strides[8];\n"                                                             \
-  "};\n"                                                                                                     \
-  "struct cubert_value16 { unsigned long long lo, hi; };\n"                                                  \
-  "struct __attribute__((aligned(16))) cubert_chunk16 { unsigned long long lo, hi; };\n"                     \
-  "__device__ static unsigned long long cubert_tensor_count(const cubert_tensor &t)\n"                       \
-  "{\n"                                                                                                      \
-  "  unsigned long long n = t.rank ? 1 : 0;\n"                                                               \
-  "#pragma unroll\n"                                                                                         \
-  "  for (unsigned int d = 0; d < 8; d++)\n"                                                                 \
-  "    if (d < t.rank)\n"                                                                                    \
-  "      n *= t.shape[d];\n"                                                                                 \
-  "  return n;\n"                                                                                            \
-  "}\n"                                                                                                      \
-  "__device__ static unsigned long long cubert_divmod(unsigned long long a, unsigned long long b,\n"         \
-  "                                                   unsigned long long &r)\n"                              \
-  "{\n"                                                                                                      \
-  "  if (((a | b) >> 32) == 0) {\n"                                                                          \
-  "    unsigned int q = (unsigned int)a / (unsigned int)b;\n"                                                \
-  "    r = (unsigned int)a - q * (unsigned int)b;\n"                                                         \
-  "    return q;\n"                                                                                          \
-  "  }\n"                                                                                                    \
-  "  unsigned long long q = a / b;\n"                                                                        \
-  "  r = a - q * b;\n"                                                                                       \
-  "  return q;\n"                                                                                            \
-  "}\n"                                                                                                      \
-  "__device__ static unsigned char *cubert_tensor_at(const cubert_tensor &t, unsigned long long k)\n"        \
-  "{\n"                                                                                                      \
-  "  unsigned long long off = 0, r;\n"                                                                       \
-  "#pragma unroll\n"                                                                                         \
-  "  for (unsigned int d = 7; d > 0; d--)\n"                                                                 \
-  "    if (d < t.rank) {\n"                                                                                  \
-  "      k = cubert_divmod(k, t.shape[d], r);\n"                                                             \
-  "      off += r * t.strides[d];\n"                                                                         \
-  "    }\n"                                                                                                  \
-  "  off += k * t.strides[0];\n"                                                                             \
-  "  return (unsigned char *)t.address + off * t.elem_size;\n"                                               \
-  "}\n"                                                                                                      \
-  "__device__ static unsigned long long cubert_tensor_run(const cubert_tensor &t, unsigned int &outer)\n"    \
-  "{\n"                                                                                                      \
-  "  unsigned long long run = 1;\n"                                                                          \
-  "  bool open = true;\n"                                                                                    \
-  "  outer = 0;\n"                                                                                           \
-  "#pragma unroll\n"                                                                                         \
-  "  for (int d = 7; d >= 0; d--)\n"                                                                         \
-  "    if ((unsigned int)d < t.rank && open && t.shape[d] != 1) {\n"                                         \
-  "      if (t.strides[d] == run) {\n"                                                                       \
-  "        run *= t.shape[d];\n"                                                                             \
-  "      } else {\n"                                                                                         \
-  "        outer = d + 1;\n"                                                                                 \
-  "        open = false;\n"                                                                                  \
-  "      }\n"                                                                                                \
-  "    }\n"                                                                                                  \
-  "  return run;\n"                                                                                          \
-  "}\n"                                                                                                      \
-  "__device__ static unsigned long long cubert_row_offset(const cubert_tensor &t, unsigned int outer,\n"     \
-  "                                                       unsigned long long per, unsigned long long len,\n" \
-  "                                                       unsigned long long j)\n"                           \
-  "{\n"                                                                                                      \
-  "  unsigned long long r = 0, off;\n"                                                                       \
-  "  if (per > 1)\n"                                                                                         \
-  "    j = cubert_divmod(j, per, r);\n"                                                                      \
-  "  off = r * len;\n"                                                                                       \
-  "#pragma unroll\n"                                                                                         \
-  "  for (unsigned int d = 7; d > 0; d--)\n"                                                                 \
-  "    if (d < outer && t.shape[d] != 1) {\n"                                                                \
-  "      j = cubert_divmod(j, t.shape[d], r);\n"                                                             \
-  "      off += r * t.strides[d];\n"                                                                         \
-  "    }\n"                                                                                                  \
-  "  if (outer)\n"                                                                                           \
-  "    off += j * t.strides[0];\n"                                                                           \
-  "  return off;\n"                                                                                          \
-  "}\n"                                                                                                      \
-  "__device__ static unsigned int cubert_lanes(unsigned long long row_bytes, unsigned long long rows,\n"     \
-  "                                            unsigned long long threads, unsigned int &lg)\n"              \
-  "{\n"                                                                                                      \
-  "  lg = 0;\n"                                                                                              \
-  "  while (lg < 8 && (2ull << lg) <= threads &&\n"                                                          \
-  "         ((64ull << lg) < row_bytes || ((16ull << lg) < row_bytes && (rows << (lg + 1)) <= threads)))\n"  \
-  "    lg++;\n"                                                                                              \
-  "  return 1u << lg;\n"                                                                                     \
-  "}\n"
+ * result does not depend on the grid, the walk or the order.
+ * What depends on the descriptors and the grid alone (counts and runs, read
+ * in one pass a descriptor by cubert_tensor_run; the row length, the
+ * mapping, pieces a row) is worked out once a block, by its first thread,
+ * into a __shared__ plan (cubert_copy_plan, cubert_fill_plan) that the
+ * block's threads read after __syncthreads(): every thread reaches the
+ * barrier, and a thread with no piece then returns after a few loads
+ * instead of redoing that work. Divisions are done in 32 bits when both
+ * operands fit (cubert_divmod; a narrow piece's row is a shift), and the
+ * loops over dimensions are unrolled so the descriptors are read at fixed
+ * offsets. */
+#define TENSOR_SOURCE                                                                                         \
+  "struct cubert_tensor {\n"                                                                                  \
+  "  unsigned long long address;\n"                                                                           \
+  "  unsigned int rank, elem_size;\n"                                                                         \
+  "  unsigned long long shape[8], strides[8];\n"                                                              \
+  "};\n"                                                                                                      \
+  "struct cubert_value16 { unsigned long long lo, hi; };\n"                                                   \
+  "struct __attribute__((aligned(16))) cubert_chunk16 { unsigned long long lo, hi; };\n"                      \
+  "__device__ static unsigned long long cubert_divmod(unsigned long long a, unsigned long long b,\n"          \
+  "                                                   unsigned long long &r)\n"                               \
+  "{\n"                                                                                                       \
+  "  if (((a | b) >> 32) == 0) {\n"                                                                           \
+  "    unsigned int q = (unsigned int)a / (unsigned int)b;\n"                                                 \
+  "    r = (unsigned int)a - q * (unsigned int)b;\n"                                                          \
+  "    return q;\n"                                                                                           \
+  "  }\n"                                                                                                     \
+  "  unsigned long long q = a / b;\n"                                                                         \
+  "  r = a - q * b;\n"                                                                                        \
+  "  return q;\n"                                                                                             \
+  "}\n"                                                                                                       \
+  "__device__ static unsigned char *cubert_tensor_at(const cubert_tensor &t, unsigned long long k)\n"         \
+  "{\n"                                                                                                       \
+  "  unsigned long long off = 0, r;\n"                                                                        \
+  "#pragma unroll\n"                                                                                          \
+  "  for (unsigned int d = 7; d > 0; d--)\n"                                                                  \
+  "    if (d < t.rank) {\n"                                                                                   \
+  "      k = cubert_divmod(k, t.shape[d], r);\n"                                                              \
+  "      off += r * t.strides[d];\n"                                                                          \
+  "    }\n"                                                                                                   \
+  "  off += k * t.strides[0];\n"                                                                              \
+  "  return (unsigned char *)t.address + off * t.elem_size;\n"                                                \
+  "}\n"                                                                                                       \
+  "__device__ static unsigned long long cubert_tensor_run(const cubert_tensor &t, unsigned int &outer,\n"     \
+  "                                                      unsigned long long &count)\n"                        \
+  "{\n"                                                                                                       \
+  "  unsigned long long run = 1, n = t.rank ? 1 : 0;\n"                                                       \
+  "  bool open = true;\n"                                                                                     \
+  "  outer = 0;\n"                                                                                            \
+  "#pragma unroll\n"                                                                                          \
+  "  for (int d = 7; d >= 0; d--)\n"                                                                          \
+  "    if ((unsigned int)d < t.rank) {\n"                                                                     \
+  "      n *= t.shape[d];\n"                                                                                  \
+  "      if (open && t.shape[d] != 1) {\n"                                                                    \
+  "        if (t.strides[d] == run) {\n"                                                                      \
+  "          run *= t.shape[d];\n"                                                                            \
+  "        } else {\n"                                                                                        \
+  "          outer = d + 1;\n"                                                                                \
+  "          open = false;\n"                                                                                 \
+  "        }\n"                                                                                               \
+  "      }\n"                                                                                                 \
+  "    }\n"                                                                                                   \
+  "  count = n;\n"                                                                                            \
+  "  return run;\n"                                                                                           \
+  "}\n"                                                                                                       \
+  "__device__ static unsigned long long cubert_row_offset(const cubert_tensor &t, unsigned int outer,\n"      \
+  "                                                       unsigned long long per, unsigned long long len,\n"  \
+  "                                                       unsigned long long j)\n"                            \
+  "{\n"                                                                                                       \
+  "  unsigned long long r = 0, off;\n"                                                                        \
+  "  if (per > 1)\n"                                                                                          \
+  "    j = cubert_divmod(j, per, r);\n"                                                                       \
+  "  off = r * len;\n"                                                                                        \
+  "#pragma unroll\n"                                                                                          \
+  "  for (unsigned int d = 7; d > 0; d--)\n"                                                                  \
+  "    if (d < outer && t.shape[d] != 1) {\n"                                                                 \
+  "      j = cubert_divmod(j, t.shape[d], r);\n"                                                              \
+  "      off += r * t.strides[d];\n"                                                                          \
+  "    }\n"                                                                                                   \
+  "  if (outer)\n"                                                                                            \
+  "    off += j * t.strides[0];\n"                                                                            \
+  "  return off;\n"                                                                                           \
+  "}\n"                                                                                                       \
+  "__device__ static unsigned int cubert_lanes(unsigned long long row_bytes, unsigned long long rows,\n"      \
+  "                                            unsigned long long threads, unsigned int &lg)\n"               \
+  "{\n"                                                                                                       \
+  "  lg = 0;\n"                                                                                               \
+  "  while (lg < 8 && (2ull << lg) <= threads &&\n"                                                           \
+  "         ((64ull << lg) < row_bytes || ((16ull << lg) < row_bytes && (rows << (lg + 1)) <= threads)))\n"   \
+  "    lg++;\n"                                                                                               \
+  "  return 1u << lg;\n"                                                                                      \
+  "}\n"                                                                                                       \
+  "struct cubert_pieces {\n"                                                                                  \
+  "  unsigned long long row_bytes, size, per_row, count;\n"                                                   \
+  "  unsigned int lg, shift;\n"                                                                               \
+  "  bool narrow;\n"                                                                                          \
+  "  __device__ void plan(unsigned long long rows, unsigned long long bytes, unsigned long long threads)\n"   \
+  "  {\n"                                                                                                     \
+  "    unsigned int ls = 0;\n"                                                                                \
+  "    row_bytes = bytes;\n"                                                                                  \
+  "    lg = 0;\n"                                                                                             \
+  "    while (ls < 6 && (16ull << ls) < bytes)\n"                                                             \
+  "      ls++;\n"                                                                                             \
+  "    narrow = bytes < 32 || (ls < 6 && (rows << ls) <= threads);\n"                                         \
+  "    shift = ls;\n"                                                                                         \
+  "    if (narrow) {\n"                                                                                       \
+  "      size = 16;\n"                                                                                        \
+  "      per_row = 1ull << ls;\n"                                                                             \
+  "    } else {\n"                                                                                            \
+  "      cubert_lanes(bytes, rows, threads, lg);\n"                                                           \
+  "      size = 64ull << lg;\n"                                                                               \
+  "      per_row = (bytes + size - 1) >> (6 + lg);\n"                                                         \
+  "    }\n"                                                                                                   \
+  "    count = rows * per_row;\n"                                                                             \
+  "  }\n"                                                                                                     \
+  "  __device__ unsigned long long row(unsigned long long it, unsigned long long &p) const\n"                 \
+  "  {\n"                                                                                                     \
+  "    if (narrow) {\n"                                                                                       \
+  "      p = it & (per_row - 1);\n"                                                                           \
+  "      return it >> shift;\n"                                                                               \
+  "    }\n"                                                                                                   \
+  "    return cubert_divmod(it, per_row, p);\n"                                                               \
+  "  }\n"                                                                                                     \
+  "  __device__ bool bounds(unsigned long long p, unsigned long long address, unsigned long long &lo,\n"      \
+  "                         unsigned long long &hi) const\n"                                                  \
+  "  {\n"                                                                                                     \
+  "    unsigned long long a = (16 - (address & 15)) & 15;\n"                                                  \
+  "    lo = p ? p * size + a : 0;\n"                                                                          \
+  "    hi = (p + 1) * size + a;\n"                                                                            \
+  "    if (hi > row_bytes)\n"                                                                                 \
+  "      hi = row_bytes;\n"                                                                                   \
+  "    return lo < hi;\n"                                                                                     \
+  "  }\n"                                                                                                     \
+  "};\n"
 
 /* The copy's moves: one element (n bytes), and a piece of a row (see above). */
-#define TENSOR_COPY_SOURCE                                                                                        \
-  "__device__ static void cubert_move(unsigned char *d, const unsigned char *s, unsigned int n)\n"                \
-  "{\n"                                                                                                           \
-  "  if (n == 1) *d = *s;\n"                                                                                      \
-  "  else if (n == 2) *(unsigned short *)d = *(const unsigned short *)s;\n"                                       \
-  "  else if (n == 4) *(unsigned int *)d = *(const unsigned int *)s;\n"                                           \
-  "  else if (n == 8) *(unsigned long long *)d = *(const unsigned long long *)s;\n"                               \
-  "  else if (n == 16) {\n"                                                                                       \
-  "    ((unsigned long long *)d)[0] = ((const unsigned long long *)s)[0];\n"                                      \
-  "    ((unsigned long long *)d)[1] = ((const unsigned long long *)s)[1];\n"                                      \
-  "  }\n"                                                                                                         \
-  "}\n"                                                                                                           \
-  "template <typename T>\n"                                                                                       \
-  "__device__ static void cubert_span(unsigned char *d, const unsigned char *s, unsigned int units,\n"            \
-  "                                   unsigned int lane, unsigned int g)\n"                                       \
-  "{\n"                                                                                                           \
-  "  T *dt = (T *)d;\n"                                                                                           \
-  "  const T *st = (const T *)s;\n"                                                                               \
-  "  unsigned int u = lane;\n"                                                                                    \
-  "  for (; u + 3 * g < units; u += 4 * g) {\n"                                                                   \
-  "    T a = st[u], b = st[u + g], c = st[u + 2 * g], e = st[u + 3 * g];\n"                                       \
-  "    dt[u] = a;\n"                                                                                              \
-  "    dt[u + g] = b;\n"                                                                                          \
-  "    dt[u + 2 * g] = c;\n"                                                                                      \
-  "    dt[u + 3 * g] = e;\n"                                                                                      \
-  "  }\n"                                                                                                         \
-  "  for (; u < units; u += g)\n"                                                                                 \
-  "    dt[u] = st[u];\n"                                                                                          \
-  "}\n"                                                                                                           \
-  "__device__ static void cubert_copy_piece(unsigned char *d, const unsigned char *s, unsigned int n,\n"          \
-  "                                         unsigned int e, unsigned int w, unsigned int lane, unsigned int g)\n" \
-  "{\n"                                                                                                           \
-  "  unsigned int head = (w - ((unsigned int)(unsigned long long)s & (w - 1))) & (w - 1);\n"                      \
-  "  if (head > n)\n"                                                                                             \
-  "    head = n;\n"                                                                                               \
-  "  unsigned int units = (n - head) / w;\n"                                                                      \
-  "  for (unsigned int x = lane * e; x < head; x += g * e)\n"                                                     \
-  "    cubert_move(d + x, s + x, e);\n"                                                                           \
-  "  for (unsigned int x = head + units * w + lane * e; x < n; x += g * e)\n"                                     \
-  "    cubert_move(d + x, s + x, e);\n"                                                                           \
-  "  d += head;\n"                                                                                                \
-  "  s += head;\n"                                                                                                \
-  "  if (w == 16) cubert_span<cubert_chunk16>(d, s, units, lane, g);\n"                                           \
-  "  else if (w == 8) cubert_span<unsigned long long>(d, s, units, lane, g);\n"                                   \
-  "  else if (w == 4) cubert_span<unsigned int>(d, s, units, lane, g);\n"                                         \
-  "  else if (w == 2) cubert_span<unsigned short>(d, s, units, lane, g);\n"                                       \
-  "  else cubert_span<unsigned char>(d, s, units, lane, g);\n"                                                    \
+#define TENSOR_COPY_SOURCE                                                                                         \
+  "__device__ static void cubert_move(unsigned char *d, const unsigned char *s, unsigned int n)\n"                 \
+  "{\n"                                                                                                            \
+  "  if (n == 1) *d = *s;\n"                                                                                       \
+  "  else if (n == 2) *(unsigned short *)d = *(const unsigned short *)s;\n"                                        \
+  "  else if (n == 4) *(unsigned int *)d = *(const unsigned int *)s;\n"                                            \
+  "  else if (n == 8) *(unsigned long long *)d = *(const unsigned long long *)s;\n"                                \
+  "  else if (n == 16) *(cubert_chunk16 *)d = *(const cubert_chunk16 *)s;\n"                                       \
+  "}\n"                                                                                                            \
+  "template <typename T>\n"                                                                                        \
+  "__device__ static void cubert_span(unsigned char *d, const unsigned char *s, unsigned int units,\n"             \
+  "                                   unsigned int lane, unsigned int g)\n"                                        \
+  "{\n"                                                                                                            \
+  "  T *dt = (T *)d;\n"                                                                                            \
+  "  const T *st = (const T *)s;\n"                                                                                \
+  "  unsigned int u = lane;\n"                                                                                     \
+  "  for (; u + 3 * g < units; u += 4 * g) {\n"                                                                    \
+  "    T a = st[u], b = st[u + g], c = st[u + 2 * g], e = st[u + 3 * g];\n"                                        \
+  "    dt[u] = a;\n"                                                                                               \
+  "    dt[u + g] = b;\n"                                                                                           \
+  "    dt[u + 2 * g] = c;\n"                                                                                       \
+  "    dt[u + 3 * g] = e;\n"                                                                                       \
+  "  }\n"                                                                                                          \
+  "  for (; u < units; u += g)\n"                                                                                  \
+  "    dt[u] = st[u];\n"                                                                                           \
+  "}\n"                                                                                                            \
+  "__device__ static void cubert_copy_piece(unsigned char *d, const unsigned char *s, unsigned int n,\n"           \
+  "                                         unsigned int e, unsigned int w, unsigned int lane, unsigned int g)\n"  \
+  "{\n"                                                                                                            \
+  "  unsigned int head = (w - ((unsigned int)(unsigned long long)s & (w - 1))) & (w - 1);\n"                       \
+  "  if (head > n)\n"                                                                                              \
+  "    head = n;\n"                                                                                                \
+  "  unsigned int units = (n - head) / w;\n"                                                                       \
+  "  for (unsigned int x = lane * e; x < head; x += g * e)\n"                                                      \
+  "    cubert_move(d + x, s + x, e);\n"                                                                            \
+  "  for (unsigned int x = head + units * w + lane * e; x < n; x += g * e)\n"                                      \
+  "    cubert_move(d + x, s + x, e);\n"                                                                            \
+  "  d += head;\n"                                                                                                 \
+  "  s += head;\n"                                                                                                 \
+  "  if (w == 16) cubert_span<cubert_chunk16>(d, s, units, lane, g);\n"                                            \
+  "  else if (w == 8) cubert_span<unsigned long long>(d, s, units, lane, g);\n"                                    \
+  "  else if (w == 4) cubert_span<unsigned int>(d, s, units, lane, g);\n"                                          \
+  "  else if (w == 2) cubert_span<unsigned short>(d, s, units, lane, g);\n"                                        \
+  "  else cubert_span<unsigned char>(d, s, units, lane, g);\n"                                                     \
+  "}\n"                                                                                                            \
+  "__device__ static void cubert_copy_short(unsigned char *d, const unsigned char *s, unsigned int n)\n"           \
+  "{\n"                                                                                                            \
+  "  unsigned int x = 0, m;\n"                                                                                     \
+  "  for (; x < n && (((unsigned long long)s + x) & 15); x += m) {\n"                                              \
+  "    m = (unsigned int)(((unsigned long long)s + x) | ((unsigned long long)d + x));\n"                           \
+  "    m &= 0u - m;\n"                                                                                             \
+  "    while (m > n - x)\n"                                                                                        \
+  "      m >>= 1;\n"                                                                                               \
+  "    cubert_move(d + x, s + x, m);\n"                                                                            \
+  "  }\n"                                                                                                          \
+  "  for (; n - x >= 16; x += 16) {\n"                                                                             \
+  "    m = (unsigned int)((unsigned long long)d + x) | 16u;\n"                                                     \
+  "    m &= 0u - m;\n"                                                                                             \
+  "    if (m == 16) cubert_span<cubert_chunk16>(d + x, s + x, 1, 0, 1);\n"                                         \
+  "    else if (m == 8) cubert_span<unsigned long long>(d + x, s + x, 2, 0, 1);\n"                                 \
+  "    else if (m == 4) cubert_span<unsigned int>(d + x, s + x, 4, 0, 1);\n"                                       \
+  "    else if (m == 2) cubert_span<unsigned short>(d + x, s + x, 8, 0, 1);\n"                                     \
+  "    else cubert_span<unsigned char>(d + x, s + x, 16, 0, 1);\n"                                                 \
+  "  }\n"                                                                                                          \
+  "  for (; x < n; x += m) {\n"                                                                                    \
+  "    m = (unsigned int)(((unsigned long long)s + x) | ((unsigned long long)d + x)) | 16u;\n"                     \
+  "    m &= 0u - m;\n"                                                                                             \
+  "    while (m > n - x)\n"                                                                                        \
+  "      m >>= 1;\n"                                                                                               \
+  "    cubert_move(d + x, s + x, m);\n"                                                                            \
+  "  }\n"                                                                                                          \
   "}\n"
 
 /* The fill's stores: one element from the repeated value, and a piece of a row. */
-#define TENSOR_FILL_SOURCE                                                                                \
-  "__device__ static void cubert_store(unsigned char *d, const cubert_chunk16 &v, unsigned int n)\n"      \
-  "{\n"                                                                                                   \
-  "  if (n == 1) *d = (unsigned char)v.lo;\n"                                                             \
-  "  else if (n == 2) *(unsigned short *)d = (unsigned short)v.lo;\n"                                     \
-  "  else if (n == 4) *(unsigned int *)d = (unsigned int)v.lo;\n"                                         \
-  "  else if (n == 8) *(unsigned long long *)d = v.lo;\n"                                                 \
-  "  else if (n == 16) {\n"                                                                               \
-  "    ((unsigned long long *)d)[0] = v.lo;\n"                                                            \
-  "    ((unsigned long long *)d)[1] = v.hi;\n"                                                            \
-  "  }\n"                                                                                                 \
-  "}\n"                                                                                                   \
-  "__device__ static void cubert_fill_piece(unsigned char *d, unsigned int n, const cubert_chunk16 &v,\n" \
-  "                                         unsigned int e, unsigned int lane, unsigned int g)\n"         \
-  "{\n"                                                                                                   \
-  "  unsigned int head = (16 - ((unsigned int)(unsigned long long)d & 15)) & 15;\n"                       \
-  "  if (head > n)\n"                                                                                     \
-  "    head = n;\n"                                                                                       \
-  "  unsigned int units = (n - head) / 16;\n"                                                             \
-  "  for (unsigned int x = lane * e; x < head; x += g * e)\n"                                             \
-  "    cubert_store(d + x, v, e);\n"                                                                      \
-  "  for (unsigned int x = head + units * 16 + lane * e; x < n; x += g * e)\n"                            \
-  "    cubert_store(d + x, v, e);\n"                                                                      \
-  "  cubert_chunk16 *c = (cubert_chunk16 *)(d + head);\n"                                                 \
-  "  for (unsigned int u = lane; u < units; u += g)\n"                                                    \
-  "    c[u] = v;\n"                                                                                       \
+#define TENSOR_FILL_SOURCE                                                                                 \
+  "__device__ static void cubert_store(unsigned char *d, const cubert_chunk16 &v, unsigned int n)\n"       \
+  "{\n"                                                                                                    \
+  "  if (n == 1) *d = (unsigned char)v.lo;\n"                                                              \
+  "  else if (n == 2) *(unsigned short *)d = (unsigned short)v.lo;\n"                                      \
+  "  else if (n == 4) *(unsigned int *)d = (unsigned int)v.lo;\n"                                          \
+  "  else if (n == 8) *(unsigned long long *)d = v.lo;\n"                                                  \
+  "  else if (n == 16) *(cubert_chunk16 *)d = v;\n"                                                        \
+  "}\n"                                                                                                    \
+  "__device__ static void cubert_fill_piece(unsigned char *d, unsigned int n, const cubert_chunk16 &v,\n"  \
+  "                                         unsigned int e, unsigned int lane, unsigned int g)\n"          \
+  "{\n"                                                                                                    \
+  "  unsigned int head = (16 - ((unsigned int)(unsigned long long)d & 15)) & 15;\n"                        \
+  "  if (head > n)\n"                                                                                      \
+  "    head = n;\n"                                                                                        \
+  "  unsigned int units = (n - head) / 16;\n"                                                              \
+  "  for (unsigned int x = lane * e; x < head; x += g * e)\n"                                              \
+  "    cubert_store(d + x, v, e);\n"                                                                       \
+  "  for (unsigned int x = head + units * 16 + lane * e; x < n; x += g * e)\n"                             \
+  "    cubert_store(d + x, v, e);\n"                                                                       \
+  "  cubert_chunk16 *c = (cubert_chunk16 *)(d + head);\n"                                                  \
+  "  for (unsigned int u = lane; u < units; u += g)\n"                                                     \
+  "    c[u] = v;\n"                                                                                        \
+  "}\n"                                                                                                    \
+  "__device__ static void cubert_fill_short(unsigned char *d, unsigned int n, const cubert_chunk16 &v)\n"  \
+  "{\n"                                                                                                    \
+  "  for (unsigned int x = 0, m; x < n; x += m) {\n"                                                       \
+  "    m = (unsigned int)((unsigned long long)d + x) | 16u;\n"                                             \
+  "    m &= 0u - m;\n"                                                                                     \
+  "    while (m > n - x)\n"                                                                                \
+  "      m >>= 1;\n"                                                                                       \
+  "    cubert_store(d + x, v, m);\n"                                                                       \
+  "  }\n"                                                                                                  \
   "}\n"
 
 static const char copy_strided_source[] =
     TENSOR_SOURCE TENSOR_COPY_SOURCE
+    "struct cubert_copy_plan {\n"
+    "  cubert_pieces w;\n"
+    "  unsigned long long n, len, pi, po;\n"
+    "  unsigned int oi, oo;\n"
+    "};\n"
     "extern \"C\" __global__ void cubert_copy_strided(cubert_tensor in, cubert_tensor out)\n"
     "{\n" GRID_STRIDE_PROLOGUE
-    "  unsigned long long n = cubert_tensor_count(in), m = cubert_tensor_count(out), r;\n"
+    "  __shared__ cubert_copy_plan plan;\n"
     "  unsigned int bytes = in.elem_size < out.elem_size ? in.elem_size : out.elem_size;\n"
-    "  if (m < n)\n"
-    "    n = m;\n"
-    "  if (n && in.elem_size == out.elem_size) {\n"
-    "    unsigned int oi, oo, lg;\n"
-    "    unsigned long long ri = cubert_tensor_run(in, oi), ro = cubert_tensor_run(out, oo), len = ri, b = ro;\n"
-    "    while (b) {\n"
-    "      cubert_divmod(len, b, r);\n"
-    "      len = b;\n"
-    "      b = r;\n"
-    "    }\n"
-    "    if (len >= 2 && len * bytes >= 32) {\n"
-    "      unsigned long long row_bytes = len * bytes, rows = cubert_divmod(n, len, r);\n"
-    "      unsigned long long pi = cubert_divmod(ri, len, r), po = cubert_divmod(ro, len, r);\n"
-    "      unsigned int g = cubert_lanes(row_bytes, rows, stride, lg), lane = (unsigned int)i & (g - 1);\n"
-    "      unsigned long long piece = 64ull << lg, pieces = (row_bytes + piece - 1) >> (6 + lg);\n"
-    "      unsigned long long items = rows * pieces, groups = stride >> lg, it = i >> lg;\n"
-    "      if (it >= groups)\n"
-    "        return;\n"
-    "      for (; it < items; it += groups) {\n"
-    "        unsigned long long row = it, p = 0;\n"
-    "        if (pieces > 1)\n"
-    "          row = cubert_divmod(it, pieces, p);\n"
-    "        const unsigned char *s =\n"
-    "            (const unsigned char *)in.address + cubert_row_offset(in, oi, pi, len, row) * bytes;\n"
-    "        unsigned char *d = (unsigned char *)out.address + cubert_row_offset(out, oo, po, len, row) * bytes;\n"
-    "        unsigned long long x = ((unsigned long long)s ^ (unsigned long long)d) & 15;\n"
-    "        unsigned int w = 16;\n"
-    "        while (w > bytes && (x & (w - 1)))\n"
-    "          w >>= 1;\n"
-    "        unsigned long long a = (w - ((unsigned long long)s & (w - 1))) & (w - 1);\n"
-    "        unsigned long long lo = p ? p * piece + a : 0, hi = (p + 1) * piece + a;\n"
-    "        if (hi > row_bytes)\n"
-    "          hi = row_bytes;\n"
-    "        if (lo < hi)\n"
-    "          cubert_copy_piece(d + lo, s + lo, (unsigned int)(hi - lo), bytes, w, lane, g);\n"
+    "  if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {\n"
+    "    unsigned long long n, m, r, ri = cubert_tensor_run(in, plan.oi, n), ro = cubert_tensor_run(out, plan.oo, m);\n"
+    "    unsigned long long len = 0, b = ro;\n"
+    "    if (m < n)\n"
+    "      n = m;\n"
+    "    if (n && in.elem_size == out.elem_size) {\n"
+    "      len = ri;\n"
+    "      while (b != len && b) {\n"
+    "        cubert_divmod(len, b, r);\n"
+    "        len = b;\n"
+    "        b = r;\n"
     "      }\n"
-    "      return;\n"
     "    }\n"
+    "    if (len >= 2) {\n"
+    "      plan.w.plan(cubert_divmod(n, len, r), len * bytes, stride);\n"
+    "      plan.pi = ri == len ? 1 : cubert_divmod(ri, len, r);\n"
+    "      plan.po = ro == len ? 1 : cubert_divmod(ro, len, r);\n"
+    "    }\n"
+    "    plan.n = n;\n"
+    "    plan.len = len;\n"
     "  }\n"
-    "  for (; i < n; i += stride)\n"
+    "  __syncthreads();\n"
+    "  unsigned long long len = plan.len;\n"
+    "  if (len >= 2) {\n"
+    "    unsigned int lg = plan.w.lg, lane = (unsigned int)i & ((1u << lg) - 1);\n"
+    "    unsigned long long step = stride >> lg, it = i >> lg, pi = plan.pi, po = plan.po;\n"
+    "    if (it >= step)\n"
+    "      return;\n"
+    "    for (; it < plan.w.count; it += step) {\n"
+    "      unsigned long long p, lo, hi, row = plan.w.row(it, p);\n"
+    "      const unsigned char *s =\n"
+    "          (const unsigned char *)in.address + cubert_row_offset(in, plan.oi, pi, len, row) * bytes;\n"
+    "      unsigned char *d = (unsigned char *)out.address + cubert_row_offset(out, plan.oo, po, len, row) * bytes;\n"
+    "      if (!plan.w.bounds(p, (unsigned long long)s, lo, hi))\n"
+    "        continue;\n"
+    "      if (plan.w.narrow) {\n"
+    "        cubert_copy_short(d + lo, s + lo, (unsigned int)(hi - lo));\n"
+    "        continue;\n"
+    "      }\n"
+    "      unsigned long long x = ((unsigned long long)s ^ (unsigned long long)d) & 15;\n"
+    "      unsigned int u = 16;\n"
+    "      while (u > bytes && (x & (u - 1)))\n"
+    "        u >>= 1;\n"
+    "      cubert_copy_piece(d + lo, s + lo, (unsigned int)(hi - lo), bytes, u, lane, 1u << lg);\n"
+    "    }\n"
+    "    return;\n"
+    "  }\n"
+    "  for (unsigned long long n = plan.n; i < n; i += stride)\n"
     "    cubert_move(cubert_tensor_at(out, i), cubert_tensor_at(in, i), bytes);\n"
     "}\n";
 
 static const char fill_strided_source[] =
     TENSOR_SOURCE TENSOR_FILL_SOURCE
+    "struct cubert_fill_plan {\n"
+    "  cubert_pieces w;\n"
+    "  unsigned long long n, len;\n"
+    "  unsigned int oo;\n"
+    "};\n"
     "extern \"C\" __global__ void cubert_fill_strided(cubert_tensor out, cubert_value16 value)\n"
     "{\n" GRID_STRIDE_PROLOGUE
-    "  unsigned long long n = cubert_tensor_count(out), r;\n"
-    "  unsigned int e = out.elem_size, oo, lg;\n"
+    "  __shared__ cubert_fill_plan plan;\n"
+    "  unsigned int e = out.elem_size;\n"
     "  cubert_chunk16 v;\n"
     "  v.lo = value.lo;\n"
     "  v.hi = value.hi;\n"
@@ -361,29 +473,35 @@ static const char fill_strided_source[] =
     "    v.lo = (v.lo & 0xffffffffull) * 0x0000000100000001ull;\n"
     "  if (e < 16)\n"
     "    v.hi = v.lo;\n"
-    "  unsigned long long len = n ? cubert_tensor_run(out, oo) : 0;\n"
-    "  if (len >= 2 && len * e >= 32) {\n"
-    "    unsigned long long row_bytes = len * e, rows = cubert_divmod(n, len, r);\n"
-    "    unsigned int g = cubert_lanes(row_bytes, rows, stride, lg), lane = (unsigned int)i & (g - 1);\n"
-    "    unsigned long long piece = 64ull << lg, pieces = (row_bytes + piece - 1) >> (6 + lg);\n"
-    "    unsigned long long items = rows * pieces, groups = stride >> lg, it = i >> lg;\n"
-    "    if (it >= groups)\n"
+    "  if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {\n"
+    "    unsigned long long n, r, len = cubert_tensor_run(out, plan.oo, n);\n"
+    "    if (!n)\n"
+    "      len = 0;\n"
+    "    if (len >= 2)\n"
+    "      plan.w.plan(cubert_divmod(n, len, r), len * e, stride);\n"
+    "    plan.n = n;\n"
+    "    plan.len = len;\n"
+    "  }\n"
+    "  __syncthreads();\n"
+    "  unsigned long long len = plan.len;\n"
+    "  if (len >= 2) {\n"
+    "    unsigned int lg = plan.w.lg, lane = (unsigned int)i & ((1u << lg) - 1);\n"
+    "    unsigned long long step = stride >> lg, it = i >> lg;\n"
+    "    if (it >= step)\n"
     "      return;\n"
-    "    for (; it < items; it += groups) {\n"
-    "      unsigned long long row = it, p = 0;\n"
-    "      if (pieces > 1)\n"
-    "        row = cubert_divmod(it, pieces, p);\n"
-    "      unsigned char *d = (unsigned char *)out.address + cubert_row_offset(out, oo, 1, len, row) * e;\n"
-    "      unsigned long long a = (16 - ((unsigned long long)d & 15)) & 15;\n"
-    "      unsigned long long lo = p ? p * piece + a : 0, hi = (p + 1) * piece + a;\n"
-    "      if (hi > row_bytes)\n"
-    "        hi = row_bytes;\n"
-    "      if (lo < hi)\n"
-    "        cubert_fill_piece(d + lo, (unsigned int)(hi - lo), v, e, lane, g);\n"
+    "    for (; it < plan.w.count; it += step) {\n"
+    "      unsigned long long p, lo, hi, row = plan.w.row(it, p);\n"
+    "      unsigned char *d = (unsigned char *)out.address + cubert_row_offset(out, plan.oo, 1, len, row) * e;\n"
+    "      if (!plan.w.bounds(p, (unsigned long long)d, lo, hi))\n"
+    "        continue;\n"
+    "      if (plan.w.narrow)\n"
+    "        cubert_fill_short(d + lo, (unsigned int)(hi - lo), v);\n"
+    "      else\n"
+    "        cubert_fill_piece(d + lo, (unsigned int)(hi - lo), v, e, lane, 1u << lg);\n"
     "    }\n"
     "    return;\n"
     "  }\n"
-    "  for (; i < n; i += stride)\n"
+    "  for (unsigned long long n = plan.n; i < n; i += stride)\n"
     "    cubert_store(cubert_tensor_at(out, i), v, e);\n"
     "}\n";
 

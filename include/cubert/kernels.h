@@ -29,12 +29,14 @@
  *                                                     (out: tensor write, value: 16 bytes)
  *   The tensor kernels' n for cubert_builtin_config() is the element count.
  *   Both walk rows where the tensors' innermost dimensions are contiguous
- *   (stride 1, elements of one size; rows of at least 2 elements and 32
- *   bytes that line up on both sides: element k of a row of one is element
- *   k of a row of the other), one index computation a piece of a row and
+ *   (stride 1, elements of one size; rows of at least 2 elements that line
+ *   up on both sides: element k of a row of one is element k of a row of
+ *   the other), one index computation a piece of a row (16 bytes a thread
+ *   for rows under 32 bytes, and up to 512 where the grid has a thread for
+ *   every such piece; longer pieces for groups of threads otherwise) and
  *   16 bytes an access where both sides sit at the same offset modulo 16
  *   (8, 4, 2 or 1 where they sit at the same offset modulo that; the ends
- *   of a row element by element); every other layout element by element.
+ *   of a row in narrower units); every other layout element by element.
  *   Either way each element is written once: the bytes do not depend on
  *   the walk or the launch shape.
  *   Footprints of in and out that share a byte give results that depend on
