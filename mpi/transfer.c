@@ -438,6 +438,26 @@ static ipc_call ipc_call_of(cubert_mpi_request *r, uint64_t stop) {
                     r->ptag, r->comm, r->cs->dup, r->injected ? &r->hit : NULL};
 }
 
+/* Waits for the work this transfer queued on the client's stream (its
+ * staged reads or writes) without taking the stream's report of failed
+ * work, which belongs to the caller's next cubert_sync (docs/failures.md,
+ * rule 8: reported once per stream, so cubert_sync here would take the
+ * report of the caller's own earlier work). An external read access waits
+ * as a sync does (failures it finds taint their bytes: the staging
+ * buffer's, the view's), then asks the view's ledger: a refusal for tainted
+ * bytes came after the wait. One that could not wait (the wait itself
+ * failed, no host memory) falls back to cubert_sync; a lost device or a
+ * view of another device had nothing of this transfer queued. */
+static void fence(cubert_client *client, cubert_handle *view) {
+  cubert_external *x = NULL;
+  void *addr = NULL;
+  cubert_status st = cubert_handle_external_begin(client, view, CUBERT_ACCESS_READ, &x, &addr);
+  if (st == CUBERT_OK)
+    cubert_handle_external_end(x, NULL);
+  else if (st != CUBERT_ERR_TAINTED && st != CUBERT_ERR_DEVICE_LOST && st != CUBERT_ERR_WRONG_DEVICE)
+    cubert_sync(client);
+}
+
 /* ------------------------------------------------------------ send */
 
 /* Reads view bytes [a, b) into dst; on failure, a reference to why. */
@@ -659,7 +679,7 @@ static cubert_status start_send(const char *fn, cubert_client *client, const cub
   const cubert_failure *inj = NULL, *next_bad = NULL;
   if (r->nchunks) {
     next_bad = stage_chunk(r, 0, stop, &inj, &si, norig);
-    cubert_sync(client); /* what failed shows in the buffer's ledger (staged_check) */
+    fence(client, r->view); /* what failed shows in the buffer's ledger (staged_check) */
   }
   for (uint64_t k = 0; k < r->nchunks; k++) {
     uint64_t a = k * r->chunk, b = a + r->chunk < r->size ? a + r->chunk : r->size;
@@ -704,7 +724,7 @@ static cubert_status start_send(const char *fn, cubert_client *client, const cub
       int done = 0;
       MPI_Testall(r->nreqs, r->reqs, &done, MPI_STATUSES_IGNORE);
       prof_lap(PROF_SEND_TEST, &r->pt);
-      cubert_sync(client);
+      fence(client, r->view);
       prof_lap(PROF_READ, &r->pt);
     }
   }
@@ -1067,7 +1087,7 @@ static void recv_direct(cubert_mpi_request *r, uint64_t stop, const cubert_failu
     prof_lap(PROF_LAND, &r->pt);
   }
   if (!into_view) {
-    cubert_sync(r->client); /* the writes are over: the buffer goes back */
+    fence(r->client, r->view); /* the writes are over: the buffer goes back */
     stage_give(&sb);
     write_failures(r);
   }
@@ -1228,7 +1248,7 @@ static void recv_staged(cubert_mpi_request *r, const wire_header *h, uint64_t st
     }
     if (k >= 1 && posted < r->nchunks) {
       /* chunk k-1's write is over after this sync: its slot takes the next */
-      cubert_sync(r->client);
+      fence(r->client, r->view);
       prof_lap(PROF_LAND, &r->pt);
       MPI_Irecv(ring + (posted % RING) * slot, (int)slot, MPI_BYTE, r->peer, r->ptag, r->cs->dup,
                 &rq[posted % RING]);
@@ -1238,7 +1258,7 @@ static void recv_staged(cubert_mpi_request *r, const wire_header *h, uint64_t st
     land_chunk(r, k, msg, stop, inj, &ringb, (uint64_t)(msg - ring));
     prof_lap(PROF_LAND, &r->pt);
   }
-  cubert_sync(r->client); /* the last writes are over: the ring goes back */
+  fence(r->client, r->view); /* the last writes are over: the ring goes back */
   stage_give(&ringb);
   write_failures(r);
 }

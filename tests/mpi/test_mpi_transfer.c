@@ -529,6 +529,44 @@ START_TEST(test_device_faults_while_staging) {
 }
 END_TEST
 
+/* Work of the caller's that failed at a fence before a transfer is the
+ * caller's to hear of at its next cubert_sync (docs/failures.md, rule 8:
+ * every sync that waits for failed work returns the failure, once per
+ * stream): the component's own waits for its staged reads and writes must
+ * not take that report. A fill of another handle fails asynchronously on
+ * each rank, then a view crosses (through MPI's messages in
+ * test_mpi_transfer_wire); the caller's sync must still return the fill's
+ * failure, and the transfer's bytes are good. */
+START_TEST(test_transfer_leaves_the_callers_sync_report) {
+  SKIP_IF_BROKEN();
+  cb_test_env env;
+  open_env(&env);
+  cubert_mpi_info info;
+  cubert_handle *other = NULL, *h = NULL;
+  cb_test_ok(cubert_handle_empty(env.clients[0], 64, &other));
+  cb_test_ok(cubert_faultinj_add(env.runtime, "fill nth=1 fault=async", "test", NULL, NULL));
+  uint32_t pat = 0x01020304u;
+  cb_test_ok(cubert_handle_fill(env.clients[0], other, &pat, sizeof pat));
+  if (sender) {
+    h = pattern_handle(&env, 81, N);
+    cb_test_ok(cubert_mpi_send(env.clients[0], h, partner, 16, MPI_COMM_WORLD, &info));
+  } else {
+    cb_test_ok(cubert_handle_empty(env.clients[0], N, &h));
+    cb_test_ok(cubert_mpi_recv(env.clients[0], h, partner, 16, MPI_COMM_WORLD, &info));
+  }
+  cubert_status st = cubert_sync(env.clients[0]);
+  ck_assert_msg(st != CUBERT_OK, "rank %d (%s): the sync after the transfer did not report the failed fill", rank,
+                sender ? "sender" : "receiver");
+  ck_assert_msg(strstr(cubert_last_error_message(), "fill") != NULL, "%s", cubert_last_error_message());
+  cb_test_ok(cubert_sync(env.clients[0])); /* reported once */
+  if (!sender) expect_good(&env, h, 0, N, 81);
+  cubert_handle_release(h);
+  cubert_handle_release(other);
+  cb_test_close(&env);
+  done();
+}
+END_TEST
+
 /* One CUBERT_FAULTS for every rank carries the send/recv rules too
  * (cubert_mpi_init reads them, skipping the runtime's statements, which may
  * hold quoted `;`), beside CUBERT_MPI_FAULTS: rank 1's receive fails by the
@@ -908,6 +946,7 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, test_injected_receive_faults);
   tcase_add_test(tc, test_fault_rule_selects_a_rank);
   tcase_add_test(tc, test_device_faults_while_staging);
+  tcase_add_test(tc, test_transfer_leaves_the_callers_sync_report);
   tcase_add_test(tc, test_client_destroyed_before_finalize);
   tcase_add_test(tc, test_cubert_faults_carries_mpi_rules);
   tcase_add_test(tc, test_runtime_rule_selects_a_rank);
