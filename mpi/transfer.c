@@ -1273,6 +1273,7 @@ static void recv_bytes(cubert_mpi_request *r, const wire_header *h) {
   if (r->shared) { /* the bytes wait in the sender's shared memory */
     ipc_call call = ipc_call_of(r, stop);
     mpi_ipc_land(&call, r->header + WIRE_HEADER_SIZE);
+    write_failures(r); /* a copy that failed at its fence (the land waited for them) */
     r->messages++; /* the answer */
     prof_lap(PROF_IPC_LAND, &r->pt);
   } else if (h->flags & WIRE_EAGER) { /* the one chunk came with the header */

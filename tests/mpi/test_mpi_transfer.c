@@ -567,6 +567,48 @@ START_TEST(test_transfer_leaves_the_callers_sync_report) {
 }
 END_TEST
 
+/* The receiver's landing of the bytes on its device fails at a fence (its
+ * device copy out of shared memory, or its write from host memory): the
+ * bytes are tainted by the runtime, and the call says so, on every path
+ * that lands through the device (docs/cluster.md: "a write that fails at
+ * the fence is found in the view's ledger ... and the call returns its
+ * error"; cubert/mpi.h: CUBERT_OK only when every byte arrived good). Not
+ * the direct form, where MPI writes the view itself. */
+START_TEST(test_landing_that_fails_at_a_fence_is_reported) {
+  SKIP_IF_BROKEN();
+  if (direct_mode()) {
+    done();
+    return;
+  }
+  cb_test_env env;
+  open_env(&env);
+  cubert_mpi_info info;
+  if (sender) {
+    cubert_handle *h = pattern_handle(&env, 82, N);
+    cb_test_ok(cubert_mpi_send(env.clients[0], h, partner, 17, MPI_COMM_WORLD, &info));
+    cubert_handle_release(h);
+  } else {
+    cubert_handle *h = NULL;
+    cb_test_ok(cubert_handle_empty(env.clients[0], N, &h));
+    cb_test_ok(cubert_faultinj_add(env.runtime, "copy nth=1 fault=async", "test", NULL, NULL));
+    cb_test_ok(cubert_faultinj_add(env.runtime, "write nth=1 fault=async", "test", NULL, NULL));
+    cubert_status st = cubert_mpi_recv(env.clients[0], h, partner, 17, MPI_COMM_WORLD, &info);
+    ck_assert_msg(st != CUBERT_OK && st != CUBERT_ERR_TAINTED, "recv (%s): %d %s",
+                  shared ? "shared memory" : "MPI's messages", st, cubert_last_error_message());
+    ck_assert_msg(strstr(cubert_last_error_message(), "to the device failed") != NULL, "%s",
+                  cubert_last_error_message());
+    ranges r;
+    walk(&env, h, &r);
+    ck_assert_uint_ge(r.n, 1);
+    ck_assert(!r.origin[0].remote);
+    cubert_sync(env.clients[0]);
+    cubert_handle_release(h);
+  }
+  cb_test_close(&env);
+  done();
+}
+END_TEST
+
 /* One CUBERT_FAULTS for every rank carries the send/recv rules too
  * (cubert_mpi_init reads them, skipping the runtime's statements, which may
  * hold quoted `;`), beside CUBERT_MPI_FAULTS: rank 1's receive fails by the
@@ -947,6 +989,7 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, test_fault_rule_selects_a_rank);
   tcase_add_test(tc, test_device_faults_while_staging);
   tcase_add_test(tc, test_transfer_leaves_the_callers_sync_report);
+  tcase_add_test(tc, test_landing_that_fails_at_a_fence_is_reported);
   tcase_add_test(tc, test_client_destroyed_before_finalize);
   tcase_add_test(tc, test_cubert_faults_carries_mpi_rules);
   tcase_add_test(tc, test_runtime_rule_selects_a_rank);
