@@ -1278,6 +1278,10 @@ static void recv_bytes(cubert_mpi_request *r, const wire_header *h) {
     prof_lap(PROF_IPC_LAND, &r->pt);
   } else if (h->flags & WIRE_EAGER) { /* the one chunk came with the header */
     land_chunk(r, 0, r->header + WIRE_HEADER_SIZE, stop, &inj, NULL, 0);
+    /* as a one-chunk staged transfer: a write that fails at its fence is
+     * the call's to report */
+    fence(r->client, r->view);
+    write_failures(r);
     prof_lap(PROF_LAND, &r->pt);
   } else if (h->flags & WIRE_DIRECT) {
     recv_direct(r, stop, &inj);

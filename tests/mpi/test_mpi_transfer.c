@@ -609,6 +609,39 @@ START_TEST(test_landing_that_fails_at_a_fence_is_reported) {
 }
 END_TEST
 
+/* The same for a view in the eager form (one message; docs/cluster.md:
+ * "the receiver takes it exactly as a one-chunk transfer"): its write to
+ * the device fails at a fence, and the call says so. */
+START_TEST(test_small_landing_that_fails_at_a_fence_is_reported) {
+  SKIP_IF_BROKEN();
+  cb_test_env env;
+  open_env(&env);
+  cubert_mpi_info info;
+  if (sender) {
+    cubert_handle *h = pattern_handle(&env, 83, 4096);
+    cb_test_ok(cubert_mpi_send(env.clients[0], h, partner, 18, MPI_COMM_WORLD, &info));
+    cubert_handle_release(h);
+  } else {
+    cubert_handle *h = NULL;
+    cb_test_ok(cubert_handle_empty(env.clients[0], 4096, &h));
+    cb_test_ok(cubert_faultinj_add(env.runtime, "write nth=1 fault=async", "test", NULL, NULL));
+    cubert_status st = cubert_mpi_recv(env.clients[0], h, partner, 18, MPI_COMM_WORLD, &info);
+    ck_assert_uint_eq(info.chunks, 1);
+    ck_assert_msg(st != CUBERT_OK && st != CUBERT_ERR_TAINTED, "recv: %d %s", st, cubert_last_error_message());
+    ck_assert_msg(strstr(cubert_last_error_message(), "to the device failed") != NULL, "%s",
+                  cubert_last_error_message());
+    ranges r;
+    walk(&env, h, &r);
+    ck_assert_uint_eq(r.n, 1);
+    ck_assert_uint_eq(r.end[0] - r.start[0], 4096);
+    cubert_sync(env.clients[0]);
+    cubert_handle_release(h);
+  }
+  cb_test_close(&env);
+  done();
+}
+END_TEST
+
 /* One CUBERT_FAULTS for every rank carries the send/recv rules too
  * (cubert_mpi_init reads them, skipping the runtime's statements, which may
  * hold quoted `;`), beside CUBERT_MPI_FAULTS: rank 1's receive fails by the
@@ -990,6 +1023,7 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, test_device_faults_while_staging);
   tcase_add_test(tc, test_transfer_leaves_the_callers_sync_report);
   tcase_add_test(tc, test_landing_that_fails_at_a_fence_is_reported);
+  tcase_add_test(tc, test_small_landing_that_fails_at_a_fence_is_reported);
   tcase_add_test(tc, test_client_destroyed_before_finalize);
   tcase_add_test(tc, test_cubert_faults_carries_mpi_rules);
   tcase_add_test(tc, test_runtime_rule_selects_a_rank);
