@@ -261,6 +261,21 @@ static void injected_stop(const ipc_call *c, bool send) {
                                    : (send ? "send stopped part way" : "receive stopped part way"));
   if (!f) return;
   mpi_req_note(c->req, CUBERT_ERR_BACKEND, cubert_failure_message(f));
+  size_t ng = 0;
+  stretch *good = send ? good_stretches(c->req, c->size, &ng) : NULL;
+  if (good) {
+    /* the view's tainted ranges keep their own cause (the receiver taints
+     * the sent ranges in order: a stop over them would replace it) */
+    for (size_t i = 0; i < ng; i++) {
+      uint64_t a = good[i].a > from ? good[i].a : from;
+      if (a >= good[i].b) continue;
+      cubert_failure_retain(f);
+      mpi_req_span(c->req, a, good[i].b, f);
+    }
+    free(good);
+    cubert_failure_release(f);
+    return;
+  }
   mpi_req_span(c->req, from, c->size, f);
 }
 

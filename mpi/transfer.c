@@ -208,6 +208,7 @@ struct cubert_mpi_request {
   /* the account: what crossed tainted, why */
   span *spans;
   size_t nspans, capspans;
+  size_t nsent;           /* receive: the first nsent spans are the sender's ranges */
   cubert_status result;   /* the first error of the exchange */
   char message[512];      /* its message */
   mpi_hit hit;
@@ -1191,6 +1192,7 @@ static void recv_ranges(cubert_mpi_request *r, const wire_header *h) {
     }
   }
   free(buf);
+  r->nsent = r->nspans;
   r->messages++;
   prof_lap(PROF_CHUNK_WAIT, &r->pt);
 }
@@ -1302,8 +1304,11 @@ static cubert_status finish_recv(cubert_mpi_request *r, cubert_mpi_info *info) {
   recv_ranges(r, &h);
   recv_bytes(r, &h);
 
-  /* The account: every span tainted, after the good bytes were written. */
-  for (size_t i = 0; i < r->nspans; i++) {
+  /* The account: every span tainted, after the good bytes were written;
+   * the sender's ranges last (tainting sets), so that bytes the sender had
+   * tainted keep its cause where their chunk also failed on the way. */
+  for (size_t j = 0; j < r->nspans; j++) {
+    size_t i = j < r->nspans - r->nsent ? r->nsent + j : j - (r->nspans - r->nsent);
     st = taint_part(r, r->spans[i].start, r->spans[i].end, r->spans[i].failure);
     if (st != CUBERT_OK)
       note(r, st, "tainting bytes %llu..%llu failed: %s", (unsigned long long)r->spans[i].start,
