@@ -261,6 +261,21 @@ static void injected_stop(const ipc_call *c, bool send) {
                                    : (send ? "send stopped part way" : "receive stopped part way"));
   if (!f) return;
   mpi_req_note(c->req, CUBERT_ERR_BACKEND, cubert_failure_message(f));
+  size_t ng = 0;
+  stretch *good = send ? good_stretches(c->req, c->size, &ng) : NULL;
+  if (good) {
+    /* the view's tainted ranges keep their own cause (the receiver taints
+     * the sent ranges in order: a stop over them would replace it) */
+    for (size_t i = 0; i < ng; i++) {
+      uint64_t a = good[i].a > from ? good[i].a : from;
+      if (a >= good[i].b) continue;
+      cubert_failure_retain(f);
+      mpi_req_span(c->req, a, good[i].b, f);
+    }
+    free(good);
+    cubert_failure_release(f);
+    return;
+  }
   mpi_req_span(c->req, from, c->size, f);
 }
 
@@ -590,10 +605,15 @@ void mpi_ipc_land(const ipc_call *c, const unsigned char *block) {
         cubert_handle_release(src);
         cubert_handle_release(dst);
         if (st != CUBERT_OK) {
-          /* the failed copy tainted its bytes of the view itself */
+          /* a copy that failed tainted its bytes of the view itself, but one
+           * refused before it was queued (no memory for its record or its
+           * slices) did not: the span carries the copy's failure, or a new one */
           snprintf(why, sizeof why, "copying bytes %llu..%llu from rank %d's shared memory failed: %s",
-                   (unsigned long long)a, (unsigned long long)b, c->peer, cubert_last_error_message());
+                   (unsigned long long)a, (unsigned long long)b, c->peer,
+                   src && dst ? cubert_last_error_message() : "out of host memory");
+          const cubert_failure *f = mpi_req_failure(c->req, st, why);
           mpi_req_note(c->req, st, why);
+          mpi_req_span(c->req, a, b, f);
         }
       }
       a = b;

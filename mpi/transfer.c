@@ -208,6 +208,9 @@ struct cubert_mpi_request {
   /* the account: what crossed tainted, why */
   span *spans;
   size_t nspans, capspans;
+  size_t nsent;           /* receive: the first nsent spans are the sender's ranges */
+  const cubert_failure *spare; /* receive: for bytes whose own failure could not be made */
+  bool overflow;          /* receive: a span found no room: the whole view carries the spare */
   cubert_status result;   /* the first error of the exchange */
   char message[512];      /* its message */
   mpi_hit hit;
@@ -226,6 +229,8 @@ struct cubert_mpi_request {
 static void request_settle(cubert_mpi_request *r) {
   for (size_t i = 0; i < r->nspans; i++) cubert_failure_release(r->spans[i].failure);
   r->nspans = 0;
+  cubert_failure_release(r->spare);
+  r->spare = NULL;
   cubert_handle_release(r->view);
   r->view = NULL;
 }
@@ -312,6 +317,7 @@ static bool span_add(cubert_mpi_request *r, uint64_t start, uint64_t end, const 
     span *s = realloc(r->spans, cap * sizeof *s);
     if (!s) {
       cubert_failure_release(f);
+      if (r->spare) r->overflow = true;
       return false;
     }
     r->spans = s;
@@ -319,6 +325,26 @@ static bool span_add(cubert_mpi_request *r, uint64_t start, uint64_t end, const 
   }
   r->spans[r->nspans++] = (span){start, end, f};
   return true;
+}
+
+/* Room for `n` spans in all; false when there is none. */
+static bool span_reserve(cubert_mpi_request *r, uint64_t n) {
+  if (n <= r->capspans) return true;
+  span *s = n < SIZE_MAX / sizeof *s ? realloc(r->spans, (size_t)n * sizeof *s) : NULL;
+  if (!s) return false;
+  r->spans = s;
+  r->capspans = (size_t)n;
+  return true;
+}
+
+/* `f`; when it is NULL (it could not be made: out of host memory), a
+ * reference to the receive's spare failure, so that bytes meant to carry a
+ * failure never stay untainted. */
+static const cubert_failure *need(cubert_mpi_request *r, const cubert_failure *f) {
+  if (f || !r->spare) return f;
+  note(r, CUBERT_ERR_OUT_OF_MEMORY, "%s", cubert_failure_message(r->spare));
+  cubert_failure_retain(r->spare);
+  return r->spare;
 }
 
 /* A failure for bytes that could not cross: the one the thread's last error
@@ -419,6 +445,7 @@ static cubert_status request_new(const char *fn, cubert_client *client, const cu
 /* ------------------------------------------------------------ ranks of one node (mpi/ipc.c) */
 
 void mpi_req_span(void *req, uint64_t start, uint64_t end, const cubert_failure *failure) {
+  failure = need(req, failure);
   if (failure) span_add(req, start, end, failure);
 }
 void mpi_req_note(void *req, cubert_status st, const char *message) { note(req, st, "%s", message); }
@@ -436,6 +463,26 @@ const cubert_failure *mpi_req_failure(void *req, cubert_status st, const char *w
 static ipc_call ipc_call_of(cubert_mpi_request *r, uint64_t stop) {
   return (ipc_call){r->cs->ipc, r, r->client, r->view, r->size, r->chunk, r->nchunks, stop, r->peer, r->tag,
                     r->ptag, r->comm, r->cs->dup, r->injected ? &r->hit : NULL};
+}
+
+/* Waits for the work this transfer queued on the client's stream (its
+ * staged reads or writes) without taking the stream's report of failed
+ * work, which belongs to the caller's next cubert_sync (docs/failures.md,
+ * rule 8: reported once per stream, so cubert_sync here would take the
+ * report of the caller's own earlier work). An external read access waits
+ * as a sync does (failures it finds taint their bytes: the staging
+ * buffer's, the view's), then asks the view's ledger: a refusal for tainted
+ * bytes came after the wait. One that could not wait (the wait itself
+ * failed, no host memory) falls back to cubert_sync; a lost device or a
+ * view of another device had nothing of this transfer queued. */
+static void fence(cubert_client *client, cubert_handle *view) {
+  cubert_external *x = NULL;
+  void *addr = NULL;
+  cubert_status st = cubert_handle_external_begin(client, view, CUBERT_ACCESS_READ, &x, &addr);
+  if (st == CUBERT_OK)
+    cubert_handle_external_end(x, NULL);
+  else if (st != CUBERT_ERR_TAINTED && st != CUBERT_ERR_DEVICE_LOST && st != CUBERT_ERR_WRONG_DEVICE)
+    cubert_sync(client);
 }
 
 /* ------------------------------------------------------------ send */
@@ -659,7 +706,7 @@ static cubert_status start_send(const char *fn, cubert_client *client, const cub
   const cubert_failure *inj = NULL, *next_bad = NULL;
   if (r->nchunks) {
     next_bad = stage_chunk(r, 0, stop, &inj, &si, norig);
-    cubert_sync(client); /* what failed shows in the buffer's ledger (staged_check) */
+    fence(client, r->view); /* what failed shows in the buffer's ledger (staged_check) */
   }
   for (uint64_t k = 0; k < r->nchunks; k++) {
     uint64_t a = k * r->chunk, b = a + r->chunk < r->size ? a + r->chunk : r->size;
@@ -704,7 +751,7 @@ static cubert_status start_send(const char *fn, cubert_client *client, const cub
       int done = 0;
       MPI_Testall(r->nreqs, r->reqs, &done, MPI_STATUSES_IGNORE);
       prof_lap(PROF_SEND_TEST, &r->pt);
-      cubert_sync(client);
+      fence(client, r->view);
       prof_lap(PROF_READ, &r->pt);
     }
   }
@@ -849,6 +896,7 @@ static cubert_status taint_part(cubert_mpi_request *r, uint64_t a, uint64_t b, c
   cubert_handle *part = NULL;
   cubert_status st = cubert_handle_slice(r->view, a, r->size - b, &part);
   if (st == CUBERT_OK) st = cubert_handle_taint(r->client, part, f);
+  else st = cubert_handle_taint(r->client, r->view, f); /* no memory for the slice: all of the view */
   cubert_handle_release(part);
   return st;
 }
@@ -892,34 +940,39 @@ static void land_chunk(cubert_mpi_request *r, uint64_t k, unsigned char *msg, ui
   cubert_status st;
   uint64_t flags = wire_get64(msg + 8);
   const cubert_failure *bad = NULL;
+  bool failed = false; /* the chunk does not land (bad: why, when it could be made) */
   if (flags & WIRE_CHUNK_UNREAD) {
     cubert_failure_record rec;
     rc = MPI_Recv(&rec, CUBERT_FAILURE_RECORD_SIZE, MPI_BYTE, r->peer, r->ptag + 1, r->cs->dup, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) memset(&rec, 0, sizeof rec);
     bad = import_or_explain(r, &rec, "an unread chunk");
+    failed = true;
     r->messages++;
   }
-  if (!bad && k >= stop) {
+  if (!failed && k >= stop) {
     if (!inj) inj = injected_failure(r, r->hit.fault == MPI_FAULT_FAIL ? "receive failed" : "receive stopped part way");
     bad = inj;
     if (bad) cubert_failure_retain(bad);
+    failed = true;
     note(r, CUBERT_ERR_BACKEND, "%s", inj ? cubert_failure_message(inj) : "injected fault");
   }
-  if (!bad && r->injected && r->hit.fault == MPI_FAULT_SCRIBBLE && b > a) {
+  if (!failed && r->injected && r->hit.fault == MPI_FAULT_SCRIBBLE && b > a) {
     uint64_t sd = r->hit.seed ^ k;
     size_t n = (size_t)((double)(b - a) * r->hit.fraction);
     if (!n) n = 1;
     for (size_t i = 0; i < n; i++) data[(sd + i * 7919u) % (b - a)] ^= (unsigned char)(0xa5 + i);
   }
-  if (!bad && wire_checksum(data, (size_t)(b - a)) != wire_get64(msg)) {
+  if (!failed && wire_checksum(data, (size_t)(b - a)) != wire_get64(msg)) {
     snprintf(why, sizeof why,
              "bytes %llu..%llu from rank %d tag %d arrived damaged (checksum mismatch)%s", (unsigned long long)a,
              (unsigned long long)b, r->peer, r->tag,
              r->injected && r->hit.fault == MPI_FAULT_SCRIBBLE ? " after an injected scribble" : "");
     cubert_failure_create(r->client, CUBERT_ERR_BACKEND, why, &bad);
+    failed = true;
   }
-  if (bad) {
-    span_add(r, a, b, bad);
+  if (failed) {
+    bad = need(r, bad);
+    if (bad) span_add(r, a, b, bad);
   } else {
     cubert_handle *part = NULL;
     st = cubert_handle_slice(r->view, a, r->size - b, &part);
@@ -932,9 +985,14 @@ static void land_chunk(cubert_mpi_request *r, uint64_t k, unsigned char *msg, ui
     }
     cubert_handle_release(part);
     if (st != CUBERT_OK) {
-      /* the failed write tainted its bytes itself */
-      note(r, st, "writing bytes %llu..%llu failed: %s", (unsigned long long)a, (unsigned long long)b,
-           cubert_last_error_message());
+      /* a write that failed tainted its bytes itself, but one refused
+       * before it was queued (no memory for its record, or for the slice)
+       * did not: the span carries the write's failure, or a new one */
+      snprintf(why, sizeof why, "writing bytes %llu..%llu failed: %s", (unsigned long long)a,
+               (unsigned long long)b, cubert_last_error_message());
+      const cubert_failure *f = need(r, failure_for(r->client, st, why));
+      note(r, st, "%s", why);
+      if (f) span_add(r, a, b, f);
     }
   }
   *injp = inj;
@@ -978,6 +1036,7 @@ static const cubert_failure *direct_verdict(cubert_mpi_request *r, uint64_t k, i
   uint64_t a = k * r->chunk, b = a + r->chunk < r->size ? a + r->chunk : r->size;
   char t[MPI_MAX_ERROR_STRING + 1], why[600];
   const cubert_failure *bad = NULL;
+  bool failed = true;
   if (rc != MPI_SUCCESS || (uint64_t)got != b - a) {
     if (rc == MPI_SUCCESS) snprintf(t, sizeof t, "chunk %llu has %d bytes, expected %llu", (unsigned long long)k, got,
                                     (unsigned long long)(b - a));
@@ -998,8 +1057,10 @@ static const cubert_failure *direct_verdict(cubert_mpi_request *r, uint64_t k, i
              "checksum to find it: the receiver taints what it damaged)",
              (unsigned long long)a, (unsigned long long)b, r->peer, r->tag);
     cubert_failure_create(r->client, CUBERT_ERR_BACKEND, why, &bad);
+  } else {
+    failed = false;
   }
-  return bad;
+  return failed ? need(r, bad) : NULL;
 }
 
 /* The chunks of a direct transfer (mpi/direct.h), all posted at once: into
@@ -1021,8 +1082,8 @@ static void recv_direct(cubert_mpi_request *r, uint64_t stop, const cubert_failu
     wire_header h = {r->size, 0, r->chunk, n, r->ptag, WIRE_DIRECT};
     drain(r, &h);
     const cubert_failure *f = NULL;
-    if (cubert_failure_create(r->client, CUBERT_ERR_OUT_OF_MEMORY, r->message, &f) == CUBERT_OK)
-      span_add(r, 0, r->size, f);
+    cubert_failure_create(r->client, CUBERT_ERR_OUT_OF_MEMORY, r->message, &f);
+    if ((f = need(r, f))) span_add(r, 0, r->size, f);
     free(rq);
     free(ext);
     free(early);
@@ -1035,7 +1096,7 @@ static void recv_direct(cubert_mpi_request *r, uint64_t stop, const cubert_failu
       char why[400];
       snprintf(why, sizeof why, "bytes %llu..%llu could not be received into the view: %s", (unsigned long long)a,
                (unsigned long long)b, cubert_last_error_message());
-      early[k] = failure_for(r->client, CUBERT_ERR_BACKEND, why);
+      early[k] = need(r, failure_for(r->client, CUBERT_ERR_BACKEND, why));
       note(r, CUBERT_ERR_BACKEND, "%s", why);
       if (!scratch) scratch = malloc((size_t)r->size);
       addr = scratch ? scratch + a : NULL;
@@ -1059,15 +1120,19 @@ static void recv_direct(cubert_mpi_request *r, uint64_t stop, const cubert_failu
       if (st == CUBERT_OK) st = cubert_host_buffer_mark_written(sb.hb, a, b - a);
       if (st == CUBERT_OK) st = cubert_handle_write_host(r->client, part, sb.hb, a, b - a);
       cubert_handle_release(part);
-      if (st != CUBERT_OK)
-        note(r, st, "writing bytes %llu..%llu failed: %s", (unsigned long long)a, (unsigned long long)b,
-             cubert_last_error_message());
+      if (st != CUBERT_OK) { /* as in land_chunk */
+        char why[600];
+        snprintf(why, sizeof why, "writing bytes %llu..%llu failed: %s", (unsigned long long)a,
+                 (unsigned long long)b, cubert_last_error_message());
+        bad = need(r, failure_for(r->client, st, why));
+        note(r, st, "%s", why);
+      }
     }
     if (bad) span_add(r, a, b, bad);
     prof_lap(PROF_LAND, &r->pt);
   }
   if (!into_view) {
-    cubert_sync(r->client); /* the writes are over: the buffer goes back */
+    fence(r->client, r->view); /* the writes are over: the buffer goes back */
     stage_give(&sb);
     write_failures(r);
   }
@@ -1159,18 +1224,20 @@ static void recv_ranges(cubert_mpi_request *r, const wire_header *h) {
     mpi_text(rc, t, sizeof t);
     snprintf(why, sizeof why, "the tainted ranges from rank %d did not arrive: %s", r->peer, t);
     const cubert_failure *f = NULL;
-    if (cubert_failure_create(r->client, CUBERT_ERR_BACKEND, why, &f) == CUBERT_OK) span_add(r, 0, r->size, f);
+    cubert_failure_create(r->client, CUBERT_ERR_BACKEND, why, &f);
     note(r, CUBERT_ERR_BACKEND, "%s", why);
+    if ((f = need(r, f))) span_add(r, 0, r->size, f);
   } else {
     for (uint64_t i = 0; i < h->nranges; i++) {
       const unsigned char *p = buf + i * WIRE_RANGE_SIZE;
       uint64_t off = wire_get64(p), n = wire_get64(p + 8);
       if (off > r->size || n > r->size - off) continue; /* the header said the size: cannot be */
-      const cubert_failure *f = import_or_explain(r, (const cubert_failure_record *)(p + 16), "a tainted range");
+      const cubert_failure *f = need(r, import_or_explain(r, (const cubert_failure_record *)(p + 16), "a tainted range"));
       if (f) span_add(r, off, off + n, f);
     }
   }
   free(buf);
+  r->nsent = r->nspans;
   r->messages++;
   prof_lap(PROF_CHUNK_WAIT, &r->pt);
 }
@@ -1192,8 +1259,8 @@ static void recv_staged(cubert_mpi_request *r, const wire_header *h, uint64_t st
     rest.nranges = 0; /* taken */
     drain(r, &rest);
     const cubert_failure *f = NULL;
-    if (cubert_failure_create(r->client, CUBERT_ERR_OUT_OF_MEMORY, r->message, &f) == CUBERT_OK)
-      span_add(r, 0, r->size, f);
+    cubert_failure_create(r->client, CUBERT_ERR_OUT_OF_MEMORY, r->message, &f);
+    if ((f = need(r, f))) span_add(r, 0, r->size, f);
     return;
   }
   MPI_Request rq[RING] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL};
@@ -1217,8 +1284,9 @@ static void recv_staged(cubert_mpi_request *r, const wire_header *h, uint64_t st
       snprintf(why, sizeof why, "the transfer from rank %d tag %d broke at byte %llu: %s", r->peer, r->tag,
                (unsigned long long)a, t);
       const cubert_failure *f = NULL;
-      if (cubert_failure_create(r->client, CUBERT_ERR_BACKEND, why, &f) == CUBERT_OK) span_add(r, a, r->size, f);
+      cubert_failure_create(r->client, CUBERT_ERR_BACKEND, why, &f);
       note(r, CUBERT_ERR_BACKEND, "%s", why);
+      if ((f = need(r, f))) span_add(r, a, r->size, f);
       for (int i = 0; i < RING; i++)
         if (rq[i] != MPI_REQUEST_NULL) {
           MPI_Cancel(&rq[i]);
@@ -1228,7 +1296,7 @@ static void recv_staged(cubert_mpi_request *r, const wire_header *h, uint64_t st
     }
     if (k >= 1 && posted < r->nchunks) {
       /* chunk k-1's write is over after this sync: its slot takes the next */
-      cubert_sync(r->client);
+      fence(r->client, r->view);
       prof_lap(PROF_LAND, &r->pt);
       MPI_Irecv(ring + (posted % RING) * slot, (int)slot, MPI_BYTE, r->peer, r->ptag, r->cs->dup,
                 &rq[posted % RING]);
@@ -1238,7 +1306,7 @@ static void recv_staged(cubert_mpi_request *r, const wire_header *h, uint64_t st
     land_chunk(r, k, msg, stop, inj, &ringb, (uint64_t)(msg - ring));
     prof_lap(PROF_LAND, &r->pt);
   }
-  cubert_sync(r->client); /* the last writes are over: the ring goes back */
+  fence(r->client, r->view); /* the last writes are over: the ring goes back */
   stage_give(&ringb);
   write_failures(r);
 }
@@ -1253,10 +1321,15 @@ static void recv_bytes(cubert_mpi_request *r, const wire_header *h) {
   if (r->shared) { /* the bytes wait in the sender's shared memory */
     ipc_call call = ipc_call_of(r, stop);
     mpi_ipc_land(&call, r->header + WIRE_HEADER_SIZE);
+    write_failures(r); /* a copy that failed at its fence (the land waited for them) */
     r->messages++; /* the answer */
     prof_lap(PROF_IPC_LAND, &r->pt);
   } else if (h->flags & WIRE_EAGER) { /* the one chunk came with the header */
     land_chunk(r, 0, r->header + WIRE_HEADER_SIZE, stop, &inj, NULL, 0);
+    /* as a one-chunk staged transfer: a write that fails at its fence is
+     * the call's to report */
+    fence(r->client, r->view);
+    write_failures(r);
     prof_lap(PROF_LAND, &r->pt);
   } else if (h->flags & WIRE_DIRECT) {
     recv_direct(r, stop, &inj);
@@ -1270,6 +1343,25 @@ static cubert_status finish_recv(cubert_mpi_request *r, cubert_mpi_info *info) {
   wire_header h;
   cubert_status st = CUBERT_OK;
   if (!recv_header(r, &h, &st) || !recv_fits(r, &h, &st)) return st;
+  /* What keeps the account when host memory runs out on the way: a
+   * failure for bytes whose own failure cannot be made, and room for every
+   * span (the sender's ranges, twice over in the shared-memory form's
+   * stretches, one per chunk, a few whole-view ones). Without them nothing
+   * lands: the rest of the exchange is taken, the view unchanged. */
+  char why[300];
+  snprintf(why, sizeof why,
+           "out of host memory receiving from rank %d tag %d: the failure of these bytes could not be made",
+           r->peer, r->tag);
+  if (cubert_failure_create(r->client, CUBERT_ERR_OUT_OF_MEMORY, why, &r->spare) != CUBERT_OK ||
+      !span_reserve(r, 2 * h.nranges + h.nchunks + 4)) {
+    int peer = r->peer, tag = r->tag;
+    drain(r, &h);
+    request_free(r);
+    return fail(CUBERT_ERR_OUT_OF_MEMORY,
+                "cubert_mpi_recv from rank %d tag %d: out of host memory (the exchange was received and dropped; "
+                "the view is unchanged)",
+                peer, tag);
+  }
   int me = -1;
   MPI_Comm_rank(MPI_COMM_WORLD, &me);
   r->injected = mpi_inject_decide(false, me, r->peer, &r->hit);
@@ -1277,8 +1369,12 @@ static cubert_status finish_recv(cubert_mpi_request *r, cubert_mpi_info *info) {
   recv_ranges(r, &h);
   recv_bytes(r, &h);
 
-  /* The account: every span tainted, after the good bytes were written. */
-  for (size_t i = 0; i < r->nspans; i++) {
+  /* The account: every span tainted, after the good bytes were written;
+   * the sender's ranges last (tainting sets), so that bytes the sender had
+   * tainted keep its cause where their chunk also failed on the way. */
+  if (r->overflow) taint_part(r, 0, r->size, r->spare); /* a span was lost: all of it */
+  for (size_t j = 0; j < r->nspans; j++) {
+    size_t i = j < r->nspans - r->nsent ? r->nsent + j : j - (r->nspans - r->nsent);
     st = taint_part(r, r->spans[i].start, r->spans[i].end, r->spans[i].failure);
     if (st != CUBERT_OK)
       note(r, st, "tainting bytes %llu..%llu failed: %s", (unsigned long long)r->spans[i].start,

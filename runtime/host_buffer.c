@@ -169,6 +169,14 @@ static cubert_status transfer(cb_errb *eb, cubert_client *c, const cubert_handle
   const char *op = to_host ? "read-host" : "write-host";
   cb_device *dev = c->dev;
   cubert_status st = cb_device_enter(dev);
+  cubert_failure *lost = st ? atomic_load(&dev->lost) : NULL;
+  if (lost && to_host && h->end > h->start) {
+    /* a lost device delivers nothing: the host bytes this read should have
+     * written carry the loss, as when the loss happens in the read itself */
+    cb_ledger *l = cb_alloc_ledger_lock(&b->alloc);
+    cb_ledger_set(l, offset, offset + (h->end - h->start), lost);
+    cb_alloc_ledger_unlock(&b->alloc);
+  }
   if (st) return st;
   cb_stream *s;
   cb_work *w = NULL;

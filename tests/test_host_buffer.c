@@ -173,6 +173,33 @@ START_TEST(test_read_that_fails_at_a_fence_taints_host_bytes_at_sync) {
 }
 END_TEST
 
+/* A read from a device that is lost fails, and the host bytes it should
+ * have written carry the loss (cubert.h: "a transfer that fails (now or at
+ * a fence) taints the range with its failure"), whether the loss happens
+ * in that read or came before it: the buffer's check never calls bytes good
+ * that the device did not deliver. */
+START_TEST(test_read_from_a_lost_device_taints_the_host_range) {
+  cb_test_env env;
+  if (!open_env(_i, &env)) return;
+  cubert_client *c = env.clients[0];
+  cubert_host_buffer *hb;
+  cb_test_ok(cubert_host_buffer_alloc(c, 2 * N, &hb));
+  cubert_handle *h;
+  cb_test_ok(cubert_handle_empty(c, N, &h));
+  cb_test_ok(cubert_handle_fill(c, h, &(uint32_t){5}, 4));
+  cb_test_ok(cubert_sync(c));
+  add_rule(env.runtime, "read nth=1 fault=device-lost");
+  cb_test_status(cubert_handle_read_host(c, h, hb, 0, N), CUBERT_ERR_DEVICE_LOST);
+  cb_test_status(cubert_host_buffer_check(hb, 0, N), CUBERT_ERR_TAINTED);
+  cb_test_status(cubert_handle_read_host(c, h, hb, N, N), CUBERT_ERR_DEVICE_LOST);
+  cb_test_status(cubert_host_buffer_check(hb, N, N), CUBERT_ERR_TAINTED);
+  ck_assert_ptr_nonnull(strstr(cubert_last_error_message(), "lost"));
+  cubert_handle_release(h);
+  cubert_host_buffer_release(hb);
+  cb_test_close(&env);
+}
+END_TEST
+
 START_TEST(test_refused_transfers_change_nothing) {
   cb_test_env env;
   if (!open_env(_i, &env)) return;
@@ -363,6 +390,7 @@ int main(void) {
   cb_test_add_backend_loop(tc, test_failed_read_taints_host_bytes_until_a_later_read_repairs);
   cb_test_add_backend_loop(tc, test_read_of_tainted_device_bytes_taints_the_host_range);
   cb_test_add_backend_loop(tc, test_read_that_fails_at_a_fence_taints_host_bytes_at_sync);
+  cb_test_add_backend_loop(tc, test_read_from_a_lost_device_taints_the_host_range);
   cb_test_add_backend_loop(tc, test_refused_transfers_change_nothing);
   cb_test_add_backend_loop(tc, test_release_waits_for_queued_transfers);
   cb_test_add_backend_loop(tc, test_a_host_buffer_serves_every_device);

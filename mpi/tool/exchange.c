@@ -188,7 +188,8 @@ static void sender_model(const program *p, model *m, unsigned char *tmp) {
  * chunk a send fault stopped carries the sender's failure, one a receive
  * fault stopped or a scribble damaged the receiver's own; the others land
  * with one write each (the receiver's write fault fails its nth), and the
- * sender's tainted ranges are tainted over them with the sender's failure.
+ * sender's tainted ranges are tainted over them and over the failed chunks
+ * with the sender's failure (readers get the original cause).
  * *recv_fired: whether the write fault fires; *send_ok, *recv_ok: whether
  * each call must return CUBERT_OK. */
 typedef struct outcome {
@@ -204,7 +205,8 @@ typedef struct outcome {
  * crosses as ranges with its failures. The receiver copies each good
  * stretch before `recv_stop`'s chunk out of it (its recv_nth-th copy
  * fails), or, under a receive scribble, finds every one damaged; the
- * chunks from recv_stop on are tainted last, with its own failure. */
+ * chunks from recv_stop on are tainted with its own failure, and the
+ * ranges the sender sent over everything, with the sender's. */
 static void shared_path(const program *p, const unsigned char *sv, const unsigned char *ss, unsigned char *rv,
                         unsigned char *rs, uint64_t nchunks, uint64_t send_stop, uint64_t recv_stop, bool scribbled,
                         outcome *out) {
@@ -234,7 +236,8 @@ static void shared_path(const program *p, const unsigned char *sv, const unsigne
     }
     a = b > a ? b : a + 1;
   }
-  memset(rs + recv_end, LOCAL, n - recv_end);
+  for (uint64_t j = recv_end; j < n; j++)
+    if (rs[j] != REMOTE) rs[j] = LOCAL; /* the sender's ranges keep its cause */
   out->recv_ok = memchr(rs, LOCAL, n) == NULL && memchr(rs, REMOTE, n) == NULL;
 }
 
@@ -274,7 +277,7 @@ static void receiver_model(const program *p, const model *snd, model *m, outcome
   uint64_t writes = 0;
   for (uint64_t k = 0; k < nchunks; k++) {
     uint64_t a = k * chunk, b = a + chunk < p->size ? a + chunk : p->size;
-    int whole = -1; /* the chunk's own failure, over the sender's ranges */
+    int whole = -1; /* the chunk's own failure, under the sender's ranges */
     bool unread = false; /* one read per good stretch of the chunk, until one fails */
     for (uint64_t j = a; k < send_stop && !eager && read_nth && j < b && !unread;) {
       while (j < b && ss[j] == LOCAL) j++;
@@ -286,8 +289,8 @@ static void receiver_model(const program *p, const model *snd, model *m, outcome
     out->send_ok = out->send_ok && !unread;
     if (k >= send_stop || unread) whole = REMOTE;
     else if (k >= recv_stop || scribbled) whole = LOCAL;
-    if (whole >= 0) {
-      memset(rs + a, whole, b - a);
+    if (whole >= 0) { /* the sender's ranges keep its cause (tainted last) */
+      for (uint64_t j = a; j < b; j++) rs[j] = ss[j] == LOCAL ? REMOTE : (unsigned char)whole;
       continue;
     }
     bool write_fails = write_fault && ++writes == p->recv_nth;

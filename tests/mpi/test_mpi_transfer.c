@@ -529,6 +529,175 @@ START_TEST(test_device_faults_while_staging) {
 }
 END_TEST
 
+/* Work of the caller's that failed at a fence before a transfer is the
+ * caller's to hear of at its next cubert_sync (docs/failures.md, rule 8:
+ * every sync that waits for failed work returns the failure, once per
+ * stream): the component's own waits for its staged reads and writes must
+ * not take that report. A fill of another handle fails asynchronously on
+ * each rank, then a view crosses (through MPI's messages in
+ * test_mpi_transfer_wire); the caller's sync must still return the fill's
+ * failure, and the transfer's bytes are good. */
+START_TEST(test_transfer_leaves_the_callers_sync_report) {
+  SKIP_IF_BROKEN();
+  cb_test_env env;
+  open_env(&env);
+  cubert_mpi_info info;
+  cubert_handle *other = NULL, *h = NULL;
+  cb_test_ok(cubert_handle_empty(env.clients[0], 64, &other));
+  cb_test_ok(cubert_faultinj_add(env.runtime, "fill nth=1 fault=async", "test", NULL, NULL));
+  uint32_t pat = 0x01020304u;
+  cb_test_ok(cubert_handle_fill(env.clients[0], other, &pat, sizeof pat));
+  if (sender) {
+    h = pattern_handle(&env, 81, N);
+    cb_test_ok(cubert_mpi_send(env.clients[0], h, partner, 16, MPI_COMM_WORLD, &info));
+  } else {
+    cb_test_ok(cubert_handle_empty(env.clients[0], N, &h));
+    cb_test_ok(cubert_mpi_recv(env.clients[0], h, partner, 16, MPI_COMM_WORLD, &info));
+  }
+  cubert_status st = cubert_sync(env.clients[0]);
+  ck_assert_msg(st != CUBERT_OK, "rank %d (%s): the sync after the transfer did not report the failed fill", rank,
+                sender ? "sender" : "receiver");
+  ck_assert_msg(strstr(cubert_last_error_message(), "fill") != NULL, "%s", cubert_last_error_message());
+  cb_test_ok(cubert_sync(env.clients[0])); /* reported once */
+  if (!sender) expect_good(&env, h, 0, N, 81);
+  cubert_handle_release(h);
+  cubert_handle_release(other);
+  cb_test_close(&env);
+  done();
+}
+END_TEST
+
+/* The receiver's landing of the bytes on its device fails at a fence (its
+ * device copy out of shared memory, or its write from host memory): the
+ * bytes are tainted by the runtime, and the call says so, on every path
+ * that lands through the device (docs/cluster.md: "a write that fails at
+ * the fence is found in the view's ledger ... and the call returns its
+ * error"; cubert/mpi.h: CUBERT_OK only when every byte arrived good). Not
+ * the direct form, where MPI writes the view itself. */
+START_TEST(test_landing_that_fails_at_a_fence_is_reported) {
+  SKIP_IF_BROKEN();
+  if (direct_mode()) {
+    done();
+    return;
+  }
+  cb_test_env env;
+  open_env(&env);
+  cubert_mpi_info info;
+  if (sender) {
+    cubert_handle *h = pattern_handle(&env, 82, N);
+    cb_test_ok(cubert_mpi_send(env.clients[0], h, partner, 17, MPI_COMM_WORLD, &info));
+    cubert_handle_release(h);
+  } else {
+    cubert_handle *h = NULL;
+    cb_test_ok(cubert_handle_empty(env.clients[0], N, &h));
+    cb_test_ok(cubert_faultinj_add(env.runtime, "copy nth=1 fault=async", "test", NULL, NULL));
+    cb_test_ok(cubert_faultinj_add(env.runtime, "write nth=1 fault=async", "test", NULL, NULL));
+    cubert_status st = cubert_mpi_recv(env.clients[0], h, partner, 17, MPI_COMM_WORLD, &info);
+    ck_assert_msg(st != CUBERT_OK && st != CUBERT_ERR_TAINTED, "recv (%s): %d %s",
+                  shared ? "shared memory" : "MPI's messages", st, cubert_last_error_message());
+    ck_assert_msg(strstr(cubert_last_error_message(), "to the device failed") != NULL, "%s",
+                  cubert_last_error_message());
+    ranges r;
+    walk(&env, h, &r);
+    ck_assert_uint_ge(r.n, 1);
+    ck_assert(!r.origin[0].remote);
+    cubert_sync(env.clients[0]);
+    cubert_handle_release(h);
+  }
+  cb_test_close(&env);
+  done();
+}
+END_TEST
+
+/* The same for a view in the eager form (one message; docs/cluster.md:
+ * "the receiver takes it exactly as a one-chunk transfer"): its write to
+ * the device fails at a fence, and the call says so. */
+START_TEST(test_small_landing_that_fails_at_a_fence_is_reported) {
+  SKIP_IF_BROKEN();
+  cb_test_env env;
+  open_env(&env);
+  cubert_mpi_info info;
+  if (sender) {
+    cubert_handle *h = pattern_handle(&env, 83, 4096);
+    cb_test_ok(cubert_mpi_send(env.clients[0], h, partner, 18, MPI_COMM_WORLD, &info));
+    cubert_handle_release(h);
+  } else {
+    cubert_handle *h = NULL;
+    cb_test_ok(cubert_handle_empty(env.clients[0], 4096, &h));
+    cb_test_ok(cubert_faultinj_add(env.runtime, "write nth=1 fault=async", "test", NULL, NULL));
+    cubert_status st = cubert_mpi_recv(env.clients[0], h, partner, 18, MPI_COMM_WORLD, &info);
+    ck_assert_uint_eq(info.chunks, 1);
+    ck_assert_msg(st != CUBERT_OK && st != CUBERT_ERR_TAINTED, "recv: %d %s", st, cubert_last_error_message());
+    ck_assert_msg(strstr(cubert_last_error_message(), "to the device failed") != NULL, "%s",
+                  cubert_last_error_message());
+    ranges r;
+    walk(&env, h, &r);
+    ck_assert_uint_eq(r.n, 1);
+    ck_assert_uint_eq(r.end[0] - r.start[0], 4096);
+    cubert_sync(env.clients[0]);
+    cubert_handle_release(h);
+  }
+  cb_test_close(&env);
+  done();
+}
+END_TEST
+
+/* Bytes the sender had tainted keep the sender's cause on the receiver
+ * even when the chunk they lie in fails in transit as well (here an
+ * injected receive fault from chunk 1 on): readers get the original cause
+ * (DESIGN.md), and through shared memory the sender already puts the view's
+ * own failure last so that it is the one the receiver gets (mpi/ipc.c).
+ * The rest of the failed chunks carries the transport's failure. */
+static void cause_survives(bool on_send) {
+  cb_test_env env;
+  open_env(&env);
+  const uint64_t C = 65536;
+  cubert_mpi_info info;
+  if (sender) {
+    cubert_handle *h = pattern_handle(&env, 84, N);
+    taint(&env, h, C + 100, C + 200, "k9 failed");
+    if (on_send) cb_test_ok(cubert_mpi_faults("send fault=partial:0.2"));
+    cubert_status st = cubert_mpi_send(env.clients[0], h, partner, 19, MPI_COMM_WORLD, &info);
+    cb_test_ok(cubert_mpi_faults(NULL));
+    ck_assert_int_ne(st, CUBERT_OK);
+    cubert_handle_release(h);
+  } else {
+    cubert_handle *h = NULL;
+    cb_test_ok(cubert_handle_empty(env.clients[0], N, &h));
+    if (!on_send) cb_test_ok(cubert_mpi_faults("recv fault=partial:0.2")); /* 1 of 5 chunks lands */
+    cubert_status st = cubert_mpi_recv(env.clients[0], h, partner, 19, MPI_COMM_WORLD, &info);
+    cb_test_ok(cubert_mpi_faults(NULL));
+    ck_assert_int_ne(st, CUBERT_OK);
+    ranges r;
+    walk(&env, h, &r);
+    /* C..N tainted without a gap (one range per failed chunk on the wire) */
+    ck_assert_uint_ge(r.n, 3);
+    ck_assert_uint_eq(r.start[0], C);
+    ck_assert_uint_eq(r.end[r.n - 1], N);
+    for (size_t i = 1; i < r.n; i++) ck_assert_uint_eq(r.start[i], r.end[i - 1]);
+    ck_assert_msg(r.end[0] == C + 100, "%s fault: bytes %llu..%llu carry %s", on_send ? "send" : "receive",
+                  (unsigned long long)r.start[0], (unsigned long long)r.end[0], r.message[0]);
+    ck_assert_msg(strstr(r.message[0], "stopped part way") != NULL, "%s", r.message[0]);
+    ck_assert_uint_eq(r.start[1], C + 100);
+    ck_assert_uint_eq(r.end[1], C + 200);
+    ck_assert(r.origin[1].remote);
+    ck_assert_msg(strstr(r.message[1], "k9 failed") != NULL, "%s", r.message[1]);
+    ck_assert_msg(strstr(r.message[2], "stopped part way") != NULL, "%s", r.message[2]);
+    expect_good(&env, h, 0, C, 84);
+    cubert_handle_release(h);
+  }
+  cb_test_close(&env);
+  barrier();
+}
+
+START_TEST(test_senders_cause_survives_a_failed_chunk) {
+  SKIP_IF_BROKEN();
+  cause_survives(false);
+  cause_survives(true);
+  done();
+}
+END_TEST
+
 /* One CUBERT_FAULTS for every rank carries the send/recv rules too
  * (cubert_mpi_init reads them, skipping the runtime's statements, which may
  * hold quoted `;`), beside CUBERT_MPI_FAULTS: rank 1's receive fails by the
@@ -908,6 +1077,10 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, test_injected_receive_faults);
   tcase_add_test(tc, test_fault_rule_selects_a_rank);
   tcase_add_test(tc, test_device_faults_while_staging);
+  tcase_add_test(tc, test_transfer_leaves_the_callers_sync_report);
+  tcase_add_test(tc, test_landing_that_fails_at_a_fence_is_reported);
+  tcase_add_test(tc, test_small_landing_that_fails_at_a_fence_is_reported);
+  tcase_add_test(tc, test_senders_cause_survives_a_failed_chunk);
   tcase_add_test(tc, test_client_destroyed_before_finalize);
   tcase_add_test(tc, test_cubert_faults_carries_mpi_rules);
   tcase_add_test(tc, test_runtime_rule_selects_a_rank);
