@@ -161,9 +161,10 @@ typedef struct cubert_skip {
 CUBERT_API void cubert_failure_retain(const cubert_failure *failure);
 CUBERT_API void cubert_failure_release(const cubert_failure *failure);
 /* A new root failure of a component's own making (a transport that lost
- * bytes, libcubert_mpi): cause `status` (an error status, else
- * CUBERT_ERR_INVALID_ARGUMENT) and `message`, origin the client's device,
- * operation "transport". *failure is a new reference the caller releases
+ * bytes, libcubert_mpi): cause `status` and `message`, origin the client's
+ * device, operation "transport". `status` must be an error status: CUBERT_OK
+ * or a value outside the enum is refused with CUBERT_ERR_INVALID_ARGUMENT
+ * and nothing is made (as a NULL client or `failure`). *failure is a new reference the caller releases
  * with cubert_failure_release(); taint bytes with it through
  * cubert_handle_taint(). */
 CUBERT_API cubert_status cubert_failure_create(cubert_client *client, cubert_status status,
