@@ -93,8 +93,10 @@ typedef struct cubert_allocator {
  * CUBERT_ERR_INVALID_ARGUMENT and nothing changes.
  *
  * When an allocation fails, the call that needed it fails with
- * CUBERT_ERR_OUT_OF_MEMORY and a message that says "out of host memory" and
- * what was being allocated, changes nothing, and leaks nothing; work already
+ * CUBERT_ERR_OUT_OF_MEMORY and a message that says host memory ran out
+ * ("out of host memory ...", or from a backend "host:0: no host memory for
+ * a stream") and what was being allocated, changes nothing, and leaks
+ * nothing; work already
  * enqueued keeps its account: a failure whose record cannot be allocated is
  * still a failure (its bytes stay tainted, with a static failure of status
  * CUBERT_ERR_OUT_OF_MEMORY), and a taint with no memory for its range
