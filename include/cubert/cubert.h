@@ -201,8 +201,9 @@ typedef struct cubert_failure_record {
 /* Writes `failure` into *record: its cause, its origin, its root's cause and
  * origin, and the newest links of its chain that fit (the rest are counted
  * as dropped); strings are cut to bounds (host 63 bytes, operation 31,
- * kernel and device name 63, message 127, the root's message 255, a link's
- * kernel and input 31; a cut ends in "..."). The origin recorded is this
+ * kernel and device name 63, message 127, the root's message 255 (also
+ * for a failure that is its own root), a link's kernel and input 31; a cut
+ * ends in "..."). The origin recorded is this
  * process: host name, pid, the rank set by cubert_set_rank() (or -1), the
  * device index and name, the operation, kernel and the failure id; a
  * failure that was itself imported keeps the origin it came with. */
