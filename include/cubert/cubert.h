@@ -467,7 +467,10 @@ CUBERT_API cubert_status cubert_handle_read(cubert_client *client, const cubert_
 /* Writes `size` bytes (exactly the size in use) from `src`. */
 CUBERT_API cubert_status cubert_handle_write(cubert_client *client, cubert_handle *handle,
                                              const void *src, uint64_t size);
-/* Repeats a 1-, 2-, 4- or 8-byte pattern over the handle's bytes. */
+/* Repeats a 1-, 2-, 4- or 8-byte pattern over the handle's bytes. The
+ * view's size must be a whole number of patterns: another pattern size, or
+ * a view of 10 bytes with a 4-byte pattern, is CUBERT_ERR_INVALID_ARGUMENT
+ * (nothing written, nothing tainted). */
 CUBERT_API cubert_status cubert_handle_fill(cubert_client *client, cubert_handle *handle,
                                             const void *pattern, size_t pattern_size);
 /* Copies src's bytes into dst (same size in use, same device). */
