@@ -473,11 +473,14 @@ CUBERT_API cubert_status cubert_handle_write(cubert_client *client, cubert_handl
  * (nothing written, nothing tainted). */
 CUBERT_API cubert_status cubert_handle_fill(cubert_client *client, cubert_handle *handle,
                                             const void *pattern, size_t pattern_size);
-/* Copies src's bytes into dst (same size in use, same device). */
+/* Copies src's bytes into dst (same size in use, same device; views of one
+ * allocation that share a byte are CUBERT_ERR_INVALID_ARGUMENT, as is a
+ * wrong size CUBERT_ERR_OUT_OF_RANGE). */
 CUBERT_API cubert_status cubert_handle_copy(cubert_client *client, const cubert_handle *src,
                                             cubert_handle *dst);
 /* Copies between devices: src on src_client's device, dst on dst_client's
- * device (may be the same). Enqueued on dst's stream after src's stream.
+ * device (may be the same: then as cubert_handle_copy, overlapping views
+ * refused). Enqueued on dst's stream after src's stream.
  * Both clients must be of one runtime (else CUBERT_ERR_INVALID_ARGUMENT,
  * refused before anything is queued: nothing is tainted). */
 CUBERT_API cubert_status cubert_handle_copy_peer(cubert_client *src_client,
