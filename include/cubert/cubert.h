@@ -270,7 +270,9 @@ CUBERT_API cubert_status cubert_runtime_create(const cubert_runtime_options *opt
 /* Waits for all work, then frees every device. Clients should be gone
  * first; the teardown hooks of any still alive run before anything else
  * (cubert_client_on_destroy), and such a client then takes only
- * cubert_client_destroy.
+ * cubert_client_destroy: its device is gone, and any other call with it
+ * (but the hook calls below, CUBERT_ERR_EXPIRED) reads freed memory, like
+ * a call with a destroyed object, instead of returning an error.
  * Handles, bindings, weak bindings and timers still held are safe to keep
  * and to release afterwards, in any order: their records live on until the
  * last reference is released, but the device memory and the device are
