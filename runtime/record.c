@@ -252,6 +252,11 @@ cubert_status cubert_failure_import(const cubert_failure_record *record, const c
     return cb_fail(CUBERT_ERR_INVALID_ARGUMENT,
                    fn ": the record is corrupt or truncated (checksum %016llx, its %zu bytes give %016llx)",
                    (unsigned long long)sum, used, (unsigned long long)want);
+  /* the checksum covers the bytes in use; the rest is zero (the layout) */
+  for (size_t i = used; i < REC_SIZE; i++)
+    if (b[i])
+      return cb_fail(CUBERT_ERR_INVALID_ARGUMENT,
+                     fn ": the record is corrupt (byte %zu, after the %zu bytes in use, is not zero)", i, used);
   r.end = used;
   cubert_failure *f = get_failure(&r, MAX_ROOT_MESSAGE), *root = NULL;
   uint64_t has_root = get_u(&r, 1, "the root flag");

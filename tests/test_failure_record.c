@@ -278,6 +278,7 @@ START_TEST(test_corrupt_truncated_and_unknown_records_are_refused) {
       {"flipped byte", 40, -2, "corrupt or truncated"},
       {"cut short", 100, -1, "corrupt or truncated"},
       {"length", 8, 0xff, "uses"},
+      {"byte after the bytes in use", 1000, 1, "after the"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     cubert_failure_record bad = rec;
