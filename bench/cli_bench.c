@@ -37,7 +37,8 @@ static void usage(FILE *out) {
           "            component's tool), so start it as `mpirun -n 2 cubert bench mpi`\n"
           "\n"
           "`cubert bench <what> --help` lists the options. docs/bench.md explains the\n"
-          "columns. Both run on the host backend (--quick for CI) and on HIP devices.\n");
+          "columns. The measurements run on the host backend (--quick for CI) and on\n"
+          "HIP devices.\n");
 }
 
 static void plot_usage(FILE *out) {

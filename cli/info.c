@@ -192,6 +192,18 @@ int cb_cli_info(int argc, char **argv) {
   int first, parsed = cb_cli_parse(&spec, argc, argv, &first);
   if (parsed != CB_CLI_PARSED) return parsed;
   options.host_devices = host_devices;
+  /* a name the runtime does not know is a bad value (exit 2, nothing run),
+   * as --host-devices 65 is; the runtime checks the same names */
+  for (const char *p = options.backends; p && *p;) {
+    const char *e = strchr(p, ',');
+    size_t len = e ? (size_t)(e - p) : strlen(p);
+    if (!((len == 4 && !strncmp(p, "host", 4)) || (len == 3 && !strncmp(p, "hip", 3)))) {
+      fprintf(stderr, "cubert info: --backends wants host, hip or a list such as hip,host, not '%s'\n",
+              options.backends);
+      return CB_CLI_USAGE;
+    }
+    p = e ? e + 1 : NULL;
+  }
 
   cubert_runtime *rt = NULL;
   cubert_status st = cubert_runtime_create(&options, &rt);

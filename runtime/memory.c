@@ -597,7 +597,10 @@ cubert_status cubert_handle_taint(cubert_client *c, cubert_handle *h, const cube
  * skipped: its destination carries a child failure, and the refusal says so.
  * Returns the refusal, recorded. */
 cubert_status cb_skip_copy(cb_device *dev, cb_work *w, const char *op, cb_errb *report) {
-  cubert_failure *child = cb_taint_skip(dev, w, report->entries[0].failure, op, "its source", op);
+  /* a refusal found with no host memory to list its failure (dropped) has
+   * no entry: the source is still bad, with the static failure */
+  const cubert_failure *in = report->n ? report->entries[0].failure : cb_failure_unrecorded();
+  cubert_failure *child = cb_taint_skip(dev, w, in, op, "its source", op);
   if (child) {
     cb_str_printf(&report->msg, " The destination now carries ");
     cb_failure_describe(child, &report->msg);

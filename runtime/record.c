@@ -16,7 +16,9 @@
  * u64 id, u64 parent_id, i32 status, i32 device, u64 stream, u64 sequence,
  * str operation, str kernel, str device_name, str message. A link: str
  * kernel, str input, i32 device, u64 sequence. A str is a u16 length and
- * that many bytes (no NUL), cut to a bound per field ("..." marks a cut).
+ * that many bytes (no NUL), cut to a bound per field ("..." marks a cut);
+ * the failure's message is bound like the root's when it has no root (it
+ * is the root cause).
  * The links are the newest that fit; the others count as dropped, as the
  * failure's own bounded chain does. Unused bytes are zero.
  *
@@ -107,7 +109,8 @@ cubert_status cubert_failure_export(const cubert_failure *failure, cubert_failur
   cubert_failure_record r;
   memset(&r, 0, sizeof r);
   writer w = {r.bytes, REC_HEADER};
-  put_failure(&w, failure, &here, MAX_MESSAGE);
+  /* a root failure's own message is the root cause: the root's bound */
+  put_failure(&w, failure, &here, failure->root ? MAX_MESSAGE : MAX_ROOT_MESSAGE);
   put_u(&w, failure->root ? 1 : 0, 1);
   if (failure->root) put_failure(&w, failure->root, &here, MAX_ROOT_MESSAGE);
   /* the newest links that fit; the rest count as dropped */
@@ -249,10 +252,17 @@ cubert_status cubert_failure_import(const cubert_failure_record *record, const c
     return cb_fail(CUBERT_ERR_INVALID_ARGUMENT,
                    fn ": the record is corrupt or truncated (checksum %016llx, its %zu bytes give %016llx)",
                    (unsigned long long)sum, used, (unsigned long long)want);
+  /* the checksum covers the bytes in use; the rest is zero (the layout) */
+  for (size_t i = used; i < REC_SIZE; i++)
+    if (b[i])
+      return cb_fail(CUBERT_ERR_INVALID_ARGUMENT,
+                     fn ": the record is corrupt (byte %zu, after the %zu bytes in use, is not zero)", i, used);
   r.end = used;
-  cubert_failure *f = get_failure(&r, MAX_MESSAGE), *root = NULL;
+  cubert_failure *f = get_failure(&r, MAX_ROOT_MESSAGE), *root = NULL;
   uint64_t has_root = get_u(&r, 1, "the root flag");
   if (!r.bad && has_root > 1) r.bad = "the root flag";
+  /* only a failure that is its own root carries a message to the root's bound */
+  if (!r.bad && has_root && f->message && strlen(f->message) > MAX_MESSAGE) r.bad = "the message";
   if (!r.bad && has_root) root = get_failure(&r, MAX_ROOT_MESSAGE);
   uint64_t dropped = get_u(&r, 8, "the dropped link count");
   size_t nskips = (size_t)get_u(&r, 1, "the link count");

@@ -448,6 +448,84 @@ START_TEST(test_a_record_imported_short_of_memory_says_so) {
 }
 END_TEST
 
+/* Copies that read a tainted source, each made once on a thread of its own
+ * with the Nth allocation failing: a whole copy, a strided copy, a peer
+ * copy and a read into a host buffer (every path that skips copy work). */
+typedef struct skip_run {
+  cubert_client *c, *c1;
+  cubert_handle *src, *dst, *peer_dst;
+  cubert_host_buffer *hb;
+  cubert_status st[4];
+} skip_run;
+
+static void *skip_once(void *arg) {
+  skip_run *r = arg;
+  cubert_view v = {1, 4, 0, {WORDS}, {1}};
+  r->st[0] = cubert_handle_copy(r->c, r->src, r->dst);
+  r->st[1] = cubert_handle_copy_strided(r->c, r->src, &v, r->dst, &v);
+  r->st[2] = cubert_handle_copy_peer(r->c, r->src, r->c1, r->peer_dst);
+  r->st[3] = cubert_handle_read_host(r->c, r->src, r->hb, 0, WORDS * 4);
+  cubert_sync(r->c);
+  return NULL;
+}
+
+/* A copy whose source is tainted is refused with CUBERT_ERR_TAINTED and its
+ * destination carries a child failure also when the refusal finds the taint
+ * with no host memory to list it (its error then has no failure entry): it
+ * used to read the missing first entry and crash. Out of memory earlier
+ * (the work itself), the copy is refused with CUBERT_ERR_OUT_OF_MEMORY. */
+START_TEST(test_a_copy_of_tainted_bytes_short_of_memory_still_refuses_and_taints) {
+  ck_assert_int_eq(cubert_set_allocator(&counting), CUBERT_OK);
+  cubert_runtime_options o;
+  cb_test_options("host", &o);
+  o.host_devices = 2;
+  cubert_runtime *rt = NULL;
+  skip_run r = {0};
+  const cubert_failure *f = NULL;
+  uint32_t words[WORDS] = {0};
+  ck_assert_int_eq(cubert_runtime_create(&o, &rt), CUBERT_OK);
+  ck_assert_int_eq(cubert_client_create(rt, 0, &r.c), CUBERT_OK);
+  ck_assert_int_eq(cubert_client_create(rt, 1, &r.c1), CUBERT_OK);
+  ck_assert_int_eq(cubert_handle_create(r.c, words, sizeof words, &r.src), CUBERT_OK);
+  ck_assert_int_eq(cubert_handle_empty(r.c, sizeof words, &r.dst), CUBERT_OK);
+  ck_assert_int_eq(cubert_handle_empty(r.c1, sizeof words, &r.peer_dst), CUBERT_OK);
+  ck_assert_int_eq(cubert_host_buffer_alloc(r.c, sizeof words, &r.hb), CUBERT_OK);
+  ck_assert_int_eq(cubert_failure_create(r.c, CUBERT_ERR_COPY, "the source was lost", &f), CUBERT_OK);
+  ck_assert_int_eq(cubert_handle_taint(r.c, r.src, f), CUBERT_OK);
+  cubert_failure_release(f);
+  long n = 1, refused_tainted = 0;
+  for (;; n++) {
+    bool reached = run_failing(n, skip_once, &r);
+    for (int i = 0; i < 4; i++) {
+      ck_assert_msg(r.st[i] == CUBERT_ERR_TAINTED || r.st[i] == CUBERT_ERR_OUT_OF_MEMORY,
+                    "N=%ld: copy %d returned %s", n, i, cubert_status_name(r.st[i]));
+      if (r.st[i] == CUBERT_ERR_TAINTED) refused_tainted++;
+    }
+    /* a tainted refusal left its destination tainted */
+    if (r.st[0] == CUBERT_ERR_TAINTED || r.st[1] == CUBERT_ERR_TAINTED)
+      ck_assert_int_eq(cubert_handle_check(r.c, r.dst), CUBERT_ERR_TAINTED);
+    if (r.st[2] == CUBERT_ERR_TAINTED) ck_assert_int_eq(cubert_handle_check(r.c1, r.peer_dst), CUBERT_ERR_TAINTED);
+    if (r.st[3] == CUBERT_ERR_TAINTED)
+      ck_assert_int_eq(cubert_host_buffer_check(r.hb, 0, sizeof words), CUBERT_ERR_TAINTED);
+    /* repair the destinations for the next round */
+    ck_assert_int_eq(cubert_handle_write(r.c, r.dst, words, sizeof words), CUBERT_OK);
+    ck_assert_int_eq(cubert_handle_write(r.c1, r.peer_dst, words, sizeof words), CUBERT_OK);
+    ck_assert_int_eq(cubert_host_buffer_mark_written(r.hb, 0, sizeof words), CUBERT_OK);
+    if (!reached) break;
+  }
+  ck_assert_int_gt(n, 4); /* the copies allocate: the hooks are in use */
+  ck_assert_int_gt(refused_tainted, 0);
+  cubert_host_buffer_release(r.hb);
+  cubert_handle_release(r.peer_dst);
+  cubert_handle_release(r.dst);
+  cubert_handle_release(r.src);
+  cubert_client_destroy(r.c1);
+  cubert_client_destroy(r.c);
+  cubert_runtime_destroy(rt);
+  ck_assert_int_eq(cubert_set_allocator(NULL), CUBERT_OK);
+}
+END_TEST
+
 START_TEST(test_an_allocator_with_a_missing_function_is_refused_and_changes_nothing) {
   cubert_allocator partial = counting;
   partial.free_fn = NULL;
@@ -468,6 +546,7 @@ int main(void) {
   tcase_add_test(tc, test_every_failed_allocation_fails_one_call_cleanly_and_leaks_nothing);
   tcase_add_test(tc, test_an_allocator_with_a_missing_function_is_refused_and_changes_nothing);
   tcase_add_test(tc, test_a_record_imported_short_of_memory_says_so);
+  tcase_add_test(tc, test_a_copy_of_tainted_bytes_short_of_memory_still_refuses_and_taints);
   tcase_add_test(tc, test_a_replay_short_of_memory_still_taints_what_the_failed_work_and_its_readers_wrote);
   tcase_add_test(tc, test_a_reap_short_of_memory_on_many_streams_still_finds_the_failure);
   suite_add_tcase(s, tc);

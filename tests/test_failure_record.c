@@ -220,6 +220,46 @@ START_TEST(test_record_cuts_long_strings_and_keeps_the_newest_links) {
 }
 END_TEST
 
+/* The root cause's message crosses to the root's bound (255 bytes) also
+ * when the exported failure is its own root (a transport's failure, a
+ * failed write): it used to be cut to a child's bound (127), though the
+ * record promises the root's message 255 (cubert.h). A child's root keeps
+ * 255 as before. */
+START_TEST(test_a_root_failure_keeps_the_root_message_bound) {
+  cb_test_env env;
+  if (!host_env(&env)) return;
+  cubert_client *c = env.clients[0];
+  char msg[400];
+  memset(msg, 'm', sizeof msg - 1);
+  msg[sizeof msg - 1] = '\0';
+  const cubert_failure *f = NULL, *g = NULL;
+  cb_test_ok(cubert_failure_create(c, CUBERT_ERR_COPY, msg, &f));
+  cubert_failure_record rec;
+  cb_test_ok(cubert_failure_export(f, &rec));
+  cb_test_ok(cubert_failure_import(&rec, &g));
+  ck_assert_uint_eq(strlen(cubert_failure_message(g)), 255);
+  ck_assert_str_eq(cubert_failure_message(g) + 252, "...");
+  ck_assert_uint_eq(strlen(cubert_failure_message(cubert_failure_root(g))), 255);
+  cubert_failure_release(g);
+  /* a child: its root's message 255 */
+  cubert_handle *a = NULL, *b = NULL;
+  cb_test_ok(cubert_handle_empty(c, 16, &a));
+  cb_test_ok(cubert_handle_empty(c, 16, &b));
+  cb_test_ok(cubert_handle_taint(c, a, f));
+  const cubert_failure *child = child_failure(c, a, b, "k_child");
+  cb_test_ok(cubert_failure_export(child, &rec));
+  cb_test_ok(cubert_failure_import(&rec, &g));
+  ck_assert_ptr_ne(cubert_failure_root(g), g);
+  ck_assert_uint_eq(strlen(cubert_failure_message(cubert_failure_root(g))), 255);
+  cubert_failure_release(g);
+  cubert_failure_release(child);
+  cubert_failure_release(f);
+  cubert_handle_release(a);
+  cubert_handle_release(b);
+  cb_test_close(&env);
+}
+END_TEST
+
 /* Every damaged record is refused with a message naming what was wrong, and
  * the output is left as it was. */
 START_TEST(test_corrupt_truncated_and_unknown_records_are_refused) {
@@ -238,6 +278,7 @@ START_TEST(test_corrupt_truncated_and_unknown_records_are_refused) {
       {"flipped byte", 40, -2, "corrupt or truncated"},
       {"cut short", 100, -1, "corrupt or truncated"},
       {"length", 8, 0xff, "uses"},
+      {"byte after the bytes in use", 1000, 1, "after the"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     cubert_failure_record bad = rec;
@@ -397,6 +438,7 @@ static Suite *suite(void) {
   TCase *tc = tcase_create("record");
   tcase_add_test(tc, test_record_round_trips_cause_origin_root_and_chain);
   tcase_add_test(tc, test_record_cuts_long_strings_and_keeps_the_newest_links);
+  tcase_add_test(tc, test_a_root_failure_keeps_the_root_message_bound);
   tcase_add_test(tc, test_corrupt_truncated_and_unknown_records_are_refused);
   tcase_add_test(tc, test_well_summed_record_with_a_bad_field_is_refused);
   tcase_add_test(tc, test_record_from_another_process_names_it);

@@ -17,6 +17,7 @@
 #include "backends/host/host_backend.h"
 #include "backends/host/host_internal.h"
 #include "backends/host/host_testing.h"
+#include "base/alloc.h"
 #include "cubert/kernels.h"
 
 static const cubert_backend_ops *ops;
@@ -460,6 +461,52 @@ START_TEST(sync_of_the_device_waits_for_every_stream) {
     ck_assert_uint_eq(ops->progress(f.dev[0], s[i]), (uint64_t)i + 1);
   /* address == pointer on the host backend */
   ck_assert_uint_eq(*(uint32_t *)(uintptr_t)a, 7);
+  ops->module_unload(f.dev[0], k);
+  close_fixture(&f);
+}
+END_TEST
+
+/* An allocator that refuses every allocation while `starved` is set. */
+static atomic_int starved;
+static void *starve_malloc(size_t n) { return atomic_load(&starved) ? NULL : malloc(n); }
+static void *starve_calloc(size_t c, size_t n) { return atomic_load(&starved) ? NULL : calloc(c, n); }
+static void *starve_realloc(void *p, size_t n) { return atomic_load(&starved) ? NULL : realloc(p, n); }
+static const cubert_allocator starving = {starve_malloc, starve_calloc, starve_realloc, free};
+
+static void *open_gate_later(void *arg) {
+  (void)arg;
+  sleep_ms(100);
+  atomic_store(&gate, 1);
+  return NULL;
+}
+
+/* A sync of the whole device with no host memory for its snapshot of the
+ * streams still waits for every stream. It used to return
+ * CUBERT_ERR_OUT_OF_MEMORY at once, and the runtime's teardown, which
+ * waits through it, then freed device memory that queued work wrote
+ * afterwards (found by an outside program failing each allocation). */
+START_TEST(sync_of_the_device_short_of_host_memory_still_waits) {
+  fixture f;
+  open_fixture(&f, 1, 1 << 20, NULL);
+  cubert_berr err = {0};
+  cubert_backend_mem m;
+  uint64_t a = alloc(f.dev[0], 256, &m);
+  void *s[2] = {stream(f.dev[0]), stream(f.dev[0])};
+  void *k = load(f.dev[0], "gated_store", gated_store, 2);
+  ck_assert_int_eq(ops->write(f.dev[0], s[0], 1, a + 8, "abcd", 4, &err), CUBERT_OK);
+  ck_assert_int_eq(launch_store(f.dev[0], s[1], 2, k, 2, a, 7, 0, &err), CUBERT_OK);
+  pthread_t t;
+  ck_assert_int_eq(pthread_create(&t, NULL, open_gate_later, NULL), 0);
+  cb_allocator_set(&starving);
+  atomic_store(&starved, 1);
+  cubert_status st = ops->sync(f.dev[0], NULL, &err);
+  atomic_store(&starved, 0);
+  cb_allocator_set(NULL);
+  ck_assert_int_eq(st, CUBERT_OK);
+  /* the gated kernel had finished when the sync returned */
+  ck_assert_uint_eq(*(volatile uint32_t *)(uintptr_t)a, 7);
+  ck_assert_uint_eq(ops->progress(f.dev[0], s[1]), 2);
+  pthread_join(t, NULL);
   ops->module_unload(f.dev[0], k);
   close_fixture(&f);
 }
@@ -1201,6 +1248,7 @@ static Suite *suite(void) {
   tcase_add_test(t, copy_peer_moves_bytes_between_devices);
   tcase_add_test(t, event_makes_one_stream_wait_for_another);
   tcase_add_test(t, sync_of_the_device_waits_for_every_stream);
+  tcase_add_test(t, sync_of_the_device_short_of_host_memory_still_waits);
   tcase_add_test(t, failing_host_function_is_reported_and_the_stream_goes_on);
   tcase_add_test(t, builtin_refusal_becomes_an_async_failure);
   tcase_add_test(t, progress_stops_at_unfinished_work);

@@ -213,7 +213,26 @@ cubert_status cb_host_sync(void *device, void *stream, cubert_berr *err) {
     pthread_mutex_unlock(&d->lock);
     cb_free(snap);
     cb_free(ends);
-    return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: sync: no host memory", d->name);
+    /* No memory for the snapshot: wait for the streams one at a time
+     * instead, from the last down (a removed stream's place takes the last
+     * one, already waited for), so that the wait still happens. A sync
+     * that returned without waiting let the device's teardown free memory
+     * that queued work then wrote. */
+    for (size_t i = n; i > 0;) {
+      pthread_mutex_lock(&d->lock);
+      if (i > d->nstreams) i = d->nstreams;
+      if (i == 0) {
+        pthread_mutex_unlock(&d->lock);
+        break;
+      }
+      host_stream *s = d->streams[--i];
+      stream_ref(s);
+      uint64_t end = cb_work_queue_end(&s->queue);
+      pthread_mutex_unlock(&d->lock);
+      cb_work_queue_wait(&s->queue, end);
+      stream_unref(s);
+    }
+    return CUBERT_OK;
   }
   for (size_t i = 0; i < n; i++) {
     snap[i] = d->streams[i];

@@ -93,8 +93,10 @@ typedef struct cubert_allocator {
  * CUBERT_ERR_INVALID_ARGUMENT and nothing changes.
  *
  * When an allocation fails, the call that needed it fails with
- * CUBERT_ERR_OUT_OF_MEMORY and a message that says "out of host memory" and
- * what was being allocated, changes nothing, and leaks nothing; work already
+ * CUBERT_ERR_OUT_OF_MEMORY and a message that says host memory ran out
+ * ("out of host memory ...", or from a backend "host:0: no host memory for
+ * a stream") and what was being allocated, changes nothing, and leaks
+ * nothing; work already
  * enqueued keeps its account: a failure whose record cannot be allocated is
  * still a failure (its bytes stay tainted, with a static failure of status
  * CUBERT_ERR_OUT_OF_MEMORY), and a taint with no memory for its range
@@ -161,9 +163,10 @@ typedef struct cubert_skip {
 CUBERT_API void cubert_failure_retain(const cubert_failure *failure);
 CUBERT_API void cubert_failure_release(const cubert_failure *failure);
 /* A new root failure of a component's own making (a transport that lost
- * bytes, libcubert_mpi): cause `status` (an error status, else
- * CUBERT_ERR_INVALID_ARGUMENT) and `message`, origin the client's device,
- * operation "transport". *failure is a new reference the caller releases
+ * bytes, libcubert_mpi): cause `status` and `message`, origin the client's
+ * device, operation "transport". `status` must be an error status: CUBERT_OK
+ * or a value outside the enum is refused with CUBERT_ERR_INVALID_ARGUMENT
+ * and nothing is made (as a NULL client or `failure`). *failure is a new reference the caller releases
  * with cubert_failure_release(); taint bytes with it through
  * cubert_handle_taint(). */
 CUBERT_API cubert_status cubert_failure_create(cubert_client *client, cubert_status status,
@@ -198,8 +201,9 @@ typedef struct cubert_failure_record {
 /* Writes `failure` into *record: its cause, its origin, its root's cause and
  * origin, and the newest links of its chain that fit (the rest are counted
  * as dropped); strings are cut to bounds (host 63 bytes, operation 31,
- * kernel and device name 63, message 127, the root's message 255, a link's
- * kernel and input 31; a cut ends in "..."). The origin recorded is this
+ * kernel and device name 63, message 127, the root's message 255 (also
+ * for a failure that is its own root), a link's kernel and input 31; a cut
+ * ends in "..."). The origin recorded is this
  * process: host name, pid, the rank set by cubert_set_rank() (or -1), the
  * device index and name, the operation, kernel and the failure id; a
  * failure that was itself imported keeps the origin it came with. */
@@ -266,7 +270,9 @@ CUBERT_API cubert_status cubert_runtime_create(const cubert_runtime_options *opt
 /* Waits for all work, then frees every device. Clients should be gone
  * first; the teardown hooks of any still alive run before anything else
  * (cubert_client_on_destroy), and such a client then takes only
- * cubert_client_destroy.
+ * cubert_client_destroy: its device is gone, and any other call with it
+ * (but the hook calls below, CUBERT_ERR_EXPIRED) reads freed memory, like
+ * a call with a destroyed object, instead of returning an error.
  * Handles, bindings, weak bindings and timers still held are safe to keep
  * and to release afterwards, in any order: their records live on until the
  * last reference is released, but the device memory and the device are
@@ -463,14 +469,20 @@ CUBERT_API cubert_status cubert_handle_read(cubert_client *client, const cubert_
 /* Writes `size` bytes (exactly the size in use) from `src`. */
 CUBERT_API cubert_status cubert_handle_write(cubert_client *client, cubert_handle *handle,
                                              const void *src, uint64_t size);
-/* Repeats a 1-, 2-, 4- or 8-byte pattern over the handle's bytes. */
+/* Repeats a 1-, 2-, 4- or 8-byte pattern over the handle's bytes. The
+ * view's size must be a whole number of patterns: another pattern size, or
+ * a view of 10 bytes with a 4-byte pattern, is CUBERT_ERR_INVALID_ARGUMENT
+ * (nothing written, nothing tainted). */
 CUBERT_API cubert_status cubert_handle_fill(cubert_client *client, cubert_handle *handle,
                                             const void *pattern, size_t pattern_size);
-/* Copies src's bytes into dst (same size in use, same device). */
+/* Copies src's bytes into dst (same size in use, same device; views of one
+ * allocation that share a byte are CUBERT_ERR_INVALID_ARGUMENT, as is a
+ * wrong size CUBERT_ERR_OUT_OF_RANGE). */
 CUBERT_API cubert_status cubert_handle_copy(cubert_client *client, const cubert_handle *src,
                                             cubert_handle *dst);
 /* Copies between devices: src on src_client's device, dst on dst_client's
- * device (may be the same). Enqueued on dst's stream after src's stream.
+ * device (may be the same: then as cubert_handle_copy, overlapping views
+ * refused). Enqueued on dst's stream after src's stream.
  * Both clients must be of one runtime (else CUBERT_ERR_INVALID_ARGUMENT,
  * refused before anything is queued: nothing is tainted). */
 CUBERT_API cubert_status cubert_handle_copy_peer(cubert_client *src_client,
