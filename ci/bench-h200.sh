@@ -124,25 +124,28 @@ stage_strided() {
 # The pageable staging pipeline's settings (backends/hip/hip_pipe.c) swept
 # at 256 MiB: copy threads x chunk size x chunks, the pageable h2d and d2h
 # rows of each (issue 15: d2h was 2.1-2.5x raw where 3x is the target).
-# First the pieces' ramp (CUBERT_HIP_PIPE_RAMP) on and off, alternated three
-# times at 64 MiB and 256 MiB (the streaming-store A/B of 2026-12-02 that ran
-# here is in docs/bench.md; CUBERT_HIP_COPY_STREAM=0 still turns them off).
 # CUBERT_BENCH_PIPE_SWEEP=0 leaves it out; CUBERT_BENCH_PIPE_LIMIT (s, 120).
-# One sweep cell: the pageable rows at size $1 (default 256M) with the
-# settings in the environment of the call.
+# One sweep cell: the pageable rows at 256 MiB with the settings in the
+# environment of the call.
 sweep_row() {
-  CUBERT_BACKENDS=hip timeout 30 "$tool" bench peer --only sweep --sizes "${1:-256M}" --reps 5 --warmup 2 --quiet 2>&1 |
+  CUBERT_BACKENDS=hip timeout 30 "$tool" bench peer --only sweep --sizes 256M --reps 5 --warmup 2 --quiet 2>&1 |
     awk '($1 == "h2d" || $1 == "d2h") && $2 == "uni" { printf "%s %s raw %s ratio %s; ", $1, $8, $12, $13 }'
 }
 
 stage_pipe_sweep() {
-  local t c n r z ramp line start=$SECONDS limit=${CUBERT_BENCH_PIPE_LIMIT:-120}
-  echo "ramp size | pageable rows (cubert GB/s, raw GB/s, ratio)" >>"$out/bench.log"
+  local t c n s r line start=$SECONDS limit=${CUBERT_BENCH_PIPE_LIMIT:-120}
+  # streaming stores on (the default) and off, alternated three times with
+  # the default settings and with 16 threads (base/copy.c)
+  echo "stream threads | pageable rows at 256 MiB (cubert GB/s, raw GB/s, ratio)" >>"$out/bench.log"
   for r in 1 2 3; do
-    for z in 64M 256M; do
-      for ramp in 1 0; do
-        line=$(CUBERT_HIP_PIPE_RAMP=$ramp sweep_row "$z")
-        echo "ramp $ramp $z (round $r) | $line" >>"$out/bench.log"
+    for t in default 16; do
+      for s in 1 0; do
+        if [ "$t" = default ]; then
+          line=$(CUBERT_HIP_COPY_STREAM=$s sweep_row)
+        else
+          line=$(CUBERT_HIP_COPY_STREAM=$s CUBERT_HIP_COPY_THREADS=$t sweep_row)
+        fi
+        echo "stream $s $t (round $r) | $line" >>"$out/bench.log"
       done
     done
   done

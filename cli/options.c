@@ -266,7 +266,6 @@ static const struct {
     {"CUBERT_HIP_COPY_THREADS", "HIP: threads of the staging copy (default 3/4 of the cores, at most 16)"},
     {"CUBERT_HIP_COPY_SPIN_US", "HIP: microseconds a staging copy thread spins before it sleeps (100)"},
     {"CUBERT_HIP_COPY_STREAM", "HIP: 0: pipelined reads copy out with memcpy, not streaming stores"},
-    {"CUBERT_HIP_PIPE_RAMP", "HIP: 0: pipelined transfers in even pieces, not growing from 1M and shrinking at the end"},
 };
 
 /* A name as wide as the column or wider goes on a line of its own: help2man

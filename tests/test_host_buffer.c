@@ -338,16 +338,6 @@ START_TEST(test_pageable_transfers_with_plain_copies_round_trip) {
 }
 END_TEST
 
-/* The pieces of a pipelined transfer grow from 1 MiB and shrink at the end
- * (hip_pipe.c piece_at), so the runs above cut uneven pieces, a last one of
- * odd size among them; the same in even pieces ($CUBERT_HIP_PIPE_RAMP=0). */
-START_TEST(test_pageable_transfers_in_even_pieces_round_trip) {
-  setenv("CUBERT_HIP_PIPE_RAMP", "0", 1);
-  misaligned_round_trips(_i);
-  unsetenv("CUBERT_HIP_PIPE_RAMP");
-}
-END_TEST
-
 /* The same through 2 chunks of 1 MiB and 3 copy threads: 38 pieces per
  * transfer, each chunk reused many times within one call (HIP reads the
  * settings when a runtime opens the device; the host backend ignores them).
@@ -408,7 +398,6 @@ int main(void) {
   cb_test_add_backend_loop(tc, test_pageable_transfers_reuse_small_chunks);
   cb_test_add_backend_loop(tc, test_pageable_transfers_at_every_alignment_round_trip);
   cb_test_add_backend_loop(tc, test_pageable_transfers_with_plain_copies_round_trip);
-  cb_test_add_backend_loop(tc, test_pageable_transfers_in_even_pieces_round_trip);
   cb_test_add_backend_loop(tc, test_peer_copy_without_peer_access_round_trips);
   suite_add_tcase(s, tc);
   return cb_test_run(s);

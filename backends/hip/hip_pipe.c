@@ -28,8 +28,6 @@
  * the caller's lines are written without being read first), a write
  * fills them with memcpy (copier_copy says why). $CUBERT_HIP_COPY_STREAM=0
  * makes reads use memcpy too;
- * Pieces ramp up from 1 MiB and down at the end (piece_at;
- * $CUBERT_HIP_PIPE_RAMP=0: even pieces);
  * $CUBERT_HIP_COPY_THREADS, $CUBERT_HIP_STAGING_CHUNKS and
  * $CUBERT_HIP_STAGING_CHUNK override them, $CUBERT_HIP_PIPE_FROM the size
  * from which transfers take the pipeline (default: reads from 1 MiB,
@@ -95,7 +93,6 @@ struct cb_hip_pipe {
   hipEvent_t order; /* the destination stream's end, for peer copies */
   peer_side **peers; /* per source device index, made on first use */
   int npeers;
-  bool ramp; /* pieces grow from PIPE_PIECE_MIN and shrink at the end (piece_at) */
   copier cp;
 };
 
@@ -373,8 +370,6 @@ static cb_hip_pipe *pipe_get(cb_hip_device *dev) {
   p->nchunks = nchunks;
   p->chunk = chunk;
   p->bytes = chunk * (size_t)nchunks;
-  const char *ramp = cb_env("CUBERT_HIP_PIPE_RAMP");
-  p->ramp = !(ramp && strcmp(ramp, "0") == 0);
   if (!pipe_alloc(dev, p)) goto fail;
   for (int k = 0; k < nchunks; k++)
     if (hipEventCreateWithFlags(&p->done[k], hipEventDisableTiming) != hipSuccess) goto fail_events;
@@ -423,27 +418,6 @@ static size_t piece_for(const cb_hip_pipe *p, uint64_t size) {
   return piece < p->chunk ? (size_t)piece : p->chunk;
 }
 
-/* The bytes of the piece of a host transfer of `size` that starts at `off`
- * (the steady piece `piece`, piece_for): a function of the offset alone, so
- * a read's downloads and its copies out cut the same pieces. With the ramp
- * the first pieces double from PIPE_PIECE_MIN (1, 1, 2, 4, ... MiB) and the
- * last ones halve (each at most half of what is left): the link waits only
- * for a small first host copy before it starts, and the host only for a
- * small last transfer after it ends, where with even pieces each waited for
- * a whole one (8 MiB: ~0.15 ms at 55 GB/s, an eighth of a 64 MiB transfer).
- * Without it ($CUBERT_HIP_PIPE_RAMP=0, for comparison), even pieces. */
-static size_t piece_at(const cb_hip_pipe *p, size_t piece, uint64_t off, uint64_t size) {
-  uint64_t left = size - off, n = piece;
-  if (p->ramp) {
-    uint64_t up = off < PIPE_PIECE_MIN ? PIPE_PIECE_MIN : off;
-    uint64_t down = left / 2 < PIPE_PIECE_MIN ? PIPE_PIECE_MIN : left / 2;
-    if (up < n) n = up;
-    if (down < n) n = down;
-    n = (n + 4095) & ~(uint64_t)4095;
-  }
-  return (size_t)(left < n ? left : n);
-}
-
 /* Takes the pipeline for one transfer: NULL when busy or unavailable. */
 static cb_hip_pipe *pipe_take(cb_hip_device *dev) {
   if (pthread_mutex_trylock(&dev->pipe_lock) != 0) return NULL;
@@ -466,7 +440,7 @@ bool cb_hip_pipe_write(cb_hip_device *dev, cb_hip_stream *s, uint64_t dst, const
   hipError_t e = hipSuccess;
   uint64_t off = 0;
   for (int k = 0; off < size && e == hipSuccess; k = (k + 1) % p->nchunks) {
-    size_t n = piece_at(p, piece, off, size);
+    size_t n = size - off < piece ? (size_t)(size - off) : piece;
     char *c = p->buf + (size_t)k * p->chunk;
     if ((e = chunk_wait(p, k)) != hipSuccess) {
       *where = "waiting for a staging chunk";
@@ -497,11 +471,11 @@ bool cb_hip_pipe_read(cb_hip_device *dev, cb_hip_stream *s, void *dst, uint64_t 
   size_t piece = piece_for(p, size);
   hipError_t e = hipSuccess;
   uint64_t queued = 0, landed = 0;
-  int qk = 0, lk = 0, inflight = 0; /* downloads queued and not yet copied out: one a chunk */
+  int qk = 0, lk = 0;
   while (landed < size && e == hipSuccess) {
     /* keep every chunk busy: queue downloads into the free ones */
-    while (queued < size && inflight < p->nchunks) {
-      size_t n = piece_at(p, piece, queued, size);
+    while (queued < size && queued - landed < (uint64_t)p->nchunks * piece) {
+      size_t n = size - queued < piece ? (size_t)(size - queued) : piece;
       if ((e = chunk_wait(p, qk)) != hipSuccess) {
         *where = "waiting for a staging chunk";
         break;
@@ -518,18 +492,16 @@ bool cb_hip_pipe_read(cb_hip_device *dev, cb_hip_stream *s, void *dst, uint64_t 
       }
       p->pending[qk] = true;
       queued += n;
-      inflight++;
       qk = (qk + 1) % p->nchunks;
     }
     if (e != hipSuccess) break;
-    size_t n = piece_at(p, piece, landed, size);
+    size_t n = size - landed < piece ? (size_t)(size - landed) : piece;
     if ((e = chunk_wait(p, lk)) != hipSuccess) {
       *where = "waiting for a download into a staging chunk";
       break;
     }
     copier_copy(&p->cp, (char *)dst + landed, p->buf + (size_t)lk * p->chunk, n, p->cp.stream_reads);
     landed += n;
-    inflight--;
     lk = (lk + 1) % p->nchunks;
   }
   if (e != hipSuccess) (void)hipStreamSynchronize(s->stream);
