@@ -742,7 +742,6 @@ cubert_status cubert_handle_copy_peer(cubert_client *sc, const cubert_handle *sr
                    "cubert_handle_copy_peer: the source client (device %d, %s) and the destination "
                    "client (device %d, %s) belong to two runtimes; a copy cannot cross runtimes",
                    sc->dev->index, sc->dev->info.name, dc->dev->index, dc->dev->info.name);
-  if (sc->dev == dc->dev) return cubert_handle_copy(dc, src, dst);
   cb_errb eb;
   cb_errb_init(&eb, CUBERT_OK);
   cubert_status st;
@@ -757,6 +756,11 @@ cubert_status cubert_handle_copy_peer(cubert_client *sc, const cubert_handle *sr
   if (len != dst->end - dst->start)
     return cb_fail(CUBERT_ERR_OUT_OF_RANGE, "cubert_handle_copy_peer: source has %llu bytes, destination %llu",
                    (unsigned long long)len, (unsigned long long)(dst->end - dst->start));
+  if (sd == dd) { /* one device: a copy, its refusals named as this call's (checked above and here) */
+    if (len && cubert_handle_overlap(src, dst) != CUBERT_OVERLAP_DISJOINT)
+      return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_handle_copy_peer: source and destination overlap");
+    return cubert_handle_copy(dc, src, dst);
+  }
   cb_stream *s;
   cb_work *w;
   if ((st = cb_peer_copy_begin(&eb, dc, src, NULL, dst, NULL, "copy-peer", &s, &w))) return cb_errb_return(&eb, st);

@@ -591,6 +591,13 @@ START_TEST(test_every_call_refuses_null_for_each_pointer) {
   REFUSED(&w, cubert_handle_copy_peer(c, NULL, w.c[1], h1), CUBERT_ERR_INVALID_ARGUMENT, "src is NULL");
   REFUSED(&w, cubert_handle_copy_peer(c, h, NULL, h1), CUBERT_ERR_INVALID_ARGUMENT, "dst_client is NULL");
   REFUSED(&w, cubert_handle_copy_peer(c, h, w.c[1], NULL), CUBERT_ERR_INVALID_ARGUMENT, "dst is NULL");
+  /* on one device it is a copy, its refusals named as copy_peer's */
+  cubert_handle *small = NULL;
+  cb_test_ok(cubert_handle_empty(c, 8, &small));
+  REFUSED(&w, cubert_handle_copy_peer(c, h, c, small), CUBERT_ERR_OUT_OF_RANGE, "cubert_handle_copy_peer: source has");
+  REFUSED(&w, cubert_handle_copy_peer(c, h, c, h), CUBERT_ERR_INVALID_ARGUMENT,
+          "cubert_handle_copy_peer: source and destination overlap");
+  cubert_handle_release(small);
   REFUSED(&w, cubert_handle_check(NULL, h), CUBERT_ERR_INVALID_ARGUMENT, "client is NULL");
   REFUSED(&w, cubert_handle_check(c, NULL), CUBERT_ERR_INVALID_ARGUMENT, "handle is NULL");
   REFUSED(&w, cubert_handle_slice(NULL, 0, 0, &hout), CUBERT_ERR_INVALID_ARGUMENT, "handle is NULL");
