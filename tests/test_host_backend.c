@@ -487,6 +487,10 @@ static void *open_gate_later(void *arg) {
  * afterwards (found by an outside program failing each allocation). */
 START_TEST(sync_of_the_device_short_of_host_memory_still_waits) {
   fixture f;
+  /* set while no other thread runs (cubert_set_allocator's rule; TSan saw
+   * a stream's worker free through it as it changed): it refuses only
+   * while `starved` is set */
+  cb_allocator_set(&starving);
   open_fixture(&f, 1, 1 << 20, NULL);
   cubert_berr err = {0};
   cubert_backend_mem m;
@@ -497,11 +501,9 @@ START_TEST(sync_of_the_device_short_of_host_memory_still_waits) {
   ck_assert_int_eq(launch_store(f.dev[0], s[1], 2, k, 2, a, 7, 0, &err), CUBERT_OK);
   pthread_t t;
   ck_assert_int_eq(pthread_create(&t, NULL, open_gate_later, NULL), 0);
-  cb_allocator_set(&starving);
   atomic_store(&starved, 1);
   cubert_status st = ops->sync(f.dev[0], NULL, &err);
   atomic_store(&starved, 0);
-  cb_allocator_set(NULL);
   ck_assert_int_eq(st, CUBERT_OK);
   /* the gated kernel had finished when the sync returned */
   ck_assert_uint_eq(*(volatile uint32_t *)(uintptr_t)a, 7);
@@ -509,6 +511,7 @@ START_TEST(sync_of_the_device_short_of_host_memory_still_waits) {
   pthread_join(t, NULL);
   ops->module_unload(f.dev[0], k);
   close_fixture(&f);
+  cb_allocator_set(NULL);
 }
 END_TEST
 
