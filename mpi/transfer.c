@@ -17,6 +17,7 @@
 
 #include "mpi/direct.h"
 #include "mpi/inject.h"
+#include "mpi/alloc.h"
 #include "mpi/profile.h"
 #include "mpi/stage.h"
 #include "mpi/ipc.h"
@@ -110,25 +111,25 @@ cubert_status cubert_mpi_init(MPI_Comm comm) {
   char why[256];
   cubert_status rst = mpi_inject_env(why, sizeof why); /* a parse error, or out of memory */
   if (rst != CUBERT_OK) return fail(rst, "cubert_mpi_init: %s", why);
-  comm_state *cs = calloc(1, sizeof *cs);
+  comm_state *cs = mb_calloc(1, sizeof *cs);
   if (!cs) return fail(CUBERT_ERR_OUT_OF_MEMORY, "cubert_mpi_init: out of memory");
   MPI_Comm_size(comm, &cs->size);
-  cs->next = calloc((size_t)cs->size, sizeof *cs->next);
+  cs->next = mb_calloc((size_t)cs->size, sizeof *cs->next);
   void *ub = NULL;
   int found = 0;
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &found);
   cs->tag_ub = found && ub ? *(int *)ub : 32767;
   if (!cs->next || MPI_Comm_dup(comm, &cs->dup) != MPI_SUCCESS) {
-    free(cs->next);
-    free(cs);
+    mb_free(cs->next);
+    mb_free(cs);
     return fail(CUBERT_ERR_BACKEND, "cubert_mpi_init: MPI_Comm_dup failed");
   }
   MPI_Comm_set_errhandler(cs->dup, MPI_ERRORS_RETURN);
   cubert_status ist = mpi_ipc_open(cs->dup, &cs->ipc, why, sizeof why);
   if (ist != CUBERT_OK) {
     MPI_Comm_free(&cs->dup);
-    free(cs->next);
-    free(cs);
+    mb_free(cs->next);
+    mb_free(cs);
     return fail(ist, "cubert_mpi_init: %s", why);
   }
   MPI_Comm_set_attr(comm, keyval, cs);
@@ -152,8 +153,8 @@ cubert_status cubert_mpi_finalize(MPI_Comm comm) {
   prof_report(me);
   MPI_Comm_delete_attr(comm, keyval);
   MPI_Comm_free(&cs->dup);
-  free(cs->next);
-  free(cs);
+  mb_free(cs->next);
+  mb_free(cs);
   pthread_mutex_lock(&live_lock);
   bool last = --comms_live == 0;
   pthread_mutex_unlock(&live_lock);
@@ -237,14 +238,14 @@ static void request_settle(cubert_mpi_request *r) {
 
 static void request_free(cubert_mpi_request *r) {
   request_settle(r);
-  free(r->spans);
-  free(r->ranges);
+  mb_free(r->spans);
+  mb_free(r->ranges);
   stage_give(&r->stage);
   direct_send_end(&r->direct);
-  free(r->records);
-  free(r->reqs);
+  mb_free(r->records);
+  mb_free(r->reqs);
   mpi_ipc_ticket_end(r->ipc);
-  free(r);
+  mb_free(r);
 }
 
 /* Sends whose messages still travel after the sender's call returned: the
@@ -314,7 +315,7 @@ static void note(cubert_mpi_request *r, cubert_status st, const char *fmt, ...) 
 static bool span_add(cubert_mpi_request *r, uint64_t start, uint64_t end, const cubert_failure *f) {
   if (r->nspans == r->capspans) {
     size_t cap = r->capspans ? 2 * r->capspans : 8;
-    span *s = realloc(r->spans, cap * sizeof *s);
+    span *s = mb_realloc(r->spans, cap * sizeof *s);
     if (!s) {
       cubert_failure_release(f);
       if (r->spare) r->overflow = true;
@@ -330,7 +331,7 @@ static bool span_add(cubert_mpi_request *r, uint64_t start, uint64_t end, const 
 /* Room for `n` spans in all; false when there is none. */
 static bool span_reserve(cubert_mpi_request *r, uint64_t n) {
   if (n <= r->capspans) return true;
-  span *s = n < SIZE_MAX / sizeof *s ? realloc(r->spans, (size_t)n * sizeof *s) : NULL;
+  span *s = n < SIZE_MAX / sizeof *s ? mb_realloc(r->spans, (size_t)n * sizeof *s) : NULL;
   if (!s) return false;
   r->spans = s;
   r->capspans = (size_t)n;
@@ -425,7 +426,7 @@ static cubert_status request_new(const char *fn, cubert_client *client, const cu
   comm_state *cs = NULL;
   cubert_status st = check_call(fn, client, view, peer, tag, comm, !send, &cs);
   if (st) return st;
-  cubert_mpi_request *r = malloc(sizeof *r);
+  cubert_mpi_request *r = mb_malloc(sizeof *r);
   if (!r) return fail(CUBERT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
   memset(r, 0, offsetof(cubert_mpi_request, header));
   r->send = send;
@@ -539,7 +540,7 @@ static bool send_eager(cubert_mpi_request *r) {
     cubert_failure_release(bad);
     return false;
   }
-  r->reqs = calloc(1, sizeof *r->reqs);
+  r->reqs = mb_calloc(1, sizeof *r->reqs);
   if (!r->reqs) return false;
   r->chunk = r->size;
   r->nchunks = 1;
@@ -618,7 +619,7 @@ static bool send_direct(cubert_mpi_request *r) {
   if (!direct_on() || r->injected || r->nspans || !r->size) return false;
   if (!stage_watch(r->client) || !direct_send_begin(r->client, r->view, r->size, &r->direct)) return false;
   prof_lap(PROF_READ, &r->pt);
-  r->reqs = calloc((size_t)(1 + r->nchunks), sizeof *r->reqs);
+  r->reqs = mb_calloc((size_t)(1 + r->nchunks), sizeof *r->reqs);
   if (!r->reqs) {
     direct_send_end(&r->direct);
     return false;
@@ -670,10 +671,10 @@ static cubert_status start_send(const char *fn, cubert_client *client, const cub
     *out = r;
     return CUBERT_OK;
   }
-  r->reqs = calloc((size_t)(2 + 2 * r->nchunks), sizeof *r->reqs);
-  r->ranges = malloc(r->nspans * WIRE_RANGE_SIZE + 1);
+  r->reqs = mb_calloc((size_t)(2 + 2 * r->nchunks), sizeof *r->reqs);
+  r->ranges = mb_malloc(r->nspans * WIRE_RANGE_SIZE + 1);
   /* chunk k's message at k * (prefix + chunk); the last may be shorter */
-  r->records = malloc((size_t)r->nchunks * sizeof *r->records + 1);
+  r->records = mb_malloc((size_t)r->nchunks * sizeof *r->records + 1);
   prof_lap(PROF_CHECK, &r->pt);
   bool staged = r->reqs && r->ranges && r->records &&
                 stage_take(client, (size_t)(r->nchunks * WIRE_CHUNK_PREFIX + r->size), &r->stage);
@@ -777,7 +778,7 @@ static void fill_info(const cubert_mpi_request *r, cubert_mpi_info *info) {
   /* spans may overlap (a chunk that failed over a tainted range): count
    * each byte once */
   uint64_t covered = 0, reach = 0;
-  span *s = malloc(r->nspans * sizeof *s + 1);
+  span *s = mb_malloc(r->nspans * sizeof *s + 1);
   if (s) {
     if (r->nspans) memcpy(s, r->spans, r->nspans * sizeof *s);
     qsort(s, r->nspans, sizeof *s, span_cmp);
@@ -786,7 +787,7 @@ static void fill_info(const cubert_mpi_request *r, cubert_mpi_info *info) {
       if (s[i].end > a) covered += s[i].end - a;
       if (s[i].end > reach) reach = s[i].end;
     }
-    free(s);
+    mb_free(s);
   }
   info->tainted_bytes = covered;
   info->tainted_ranges = r->nspans;
@@ -866,20 +867,20 @@ static void drain(cubert_mpi_request *r, const wire_header *h) {
   if (h->flags & WIRE_EAGER) return; /* the chunk came with the header */
   bool direct = h->flags & WIRE_DIRECT;   /* bare chunks, nothing else */
   size_t cap = (size_t)((direct ? 0 : WIRE_CHUNK_PREFIX) + (h->chunk < (1ull << 30) ? h->chunk : 0));
-  unsigned char *buf = malloc(cap > CUBERT_FAILURE_RECORD_SIZE ? cap : CUBERT_FAILURE_RECORD_SIZE);
+  unsigned char *buf = mb_malloc(cap > CUBERT_FAILURE_RECORD_SIZE ? cap : CUBERT_FAILURE_RECORD_SIZE);
   if (!buf) return;
   MPI_Status s;
   if (h->nranges) {
     int count = 0;
     MPI_Probe(r->peer, r->ptag, r->cs->dup, &s);
     MPI_Get_count(&s, MPI_BYTE, &count);
-    unsigned char *tmp = malloc((size_t)count + 1);
+    unsigned char *tmp = mb_malloc((size_t)count + 1);
     MPI_Recv(tmp ? tmp : buf, tmp ? count : 0, MPI_BYTE, r->peer, r->ptag, r->cs->dup, MPI_STATUS_IGNORE);
-    free(tmp);
+    mb_free(tmp);
   }
   if (h->flags & WIRE_IPC) { /* no chunk follows: the sender waits to hear its buffer is free */
     mpi_ipc_ack(r->peer, r->cs->dup, r->ptag);
-    free(buf);
+    mb_free(buf);
     return;
   }
   for (uint64_t k = 0; k < h->nchunks; k++) {
@@ -887,7 +888,7 @@ static void drain(cubert_mpi_request *r, const wire_header *h) {
     if (!direct && (wire_get64(buf + 8) & WIRE_CHUNK_UNREAD))
       MPI_Recv(buf, CUBERT_FAILURE_RECORD_SIZE, MPI_BYTE, r->peer, r->ptag + 1, r->cs->dup, MPI_STATUS_IGNORE);
   }
-  free(buf);
+  mb_free(buf);
 }
 
 /* Taints view bytes [a, b) with f. */
@@ -1072,9 +1073,9 @@ static void recv_direct(cubert_mpi_request *r, uint64_t stop, const cubert_failu
   uint64_t n = r->nchunks;
   bool into_view = direct_on();
   r->device_direct = into_view;
-  MPI_Request *rq = malloc((size_t)n * sizeof *rq);
-  cubert_external **ext = calloc((size_t)n, sizeof *ext);
-  const cubert_failure **early = calloc((size_t)n, sizeof *early);
+  MPI_Request *rq = mb_malloc((size_t)n * sizeof *rq);
+  cubert_external **ext = mb_calloc((size_t)n, sizeof *ext);
+  const cubert_failure **early = mb_calloc((size_t)n, sizeof *early);
   unsigned char *scratch = NULL;
   stage_buf sb = {0};
   if (!rq || !ext || !early || (!into_view && !stage_take(r->client, (size_t)r->size, &sb))) {
@@ -1084,9 +1085,9 @@ static void recv_direct(cubert_mpi_request *r, uint64_t stop, const cubert_failu
     const cubert_failure *f = NULL;
     cubert_failure_create(r->client, CUBERT_ERR_OUT_OF_MEMORY, r->message, &f);
     if ((f = need(r, f))) span_add(r, 0, r->size, f);
-    free(rq);
-    free(ext);
-    free(early);
+    mb_free(rq);
+    mb_free(ext);
+    mb_free(early);
     return;
   }
   for (uint64_t k = 0; k < n; k++) {
@@ -1098,7 +1099,7 @@ static void recv_direct(cubert_mpi_request *r, uint64_t stop, const cubert_failu
                (unsigned long long)b, cubert_last_error_message());
       early[k] = need(r, failure_for(r->client, CUBERT_ERR_BACKEND, why));
       note(r, CUBERT_ERR_BACKEND, "%s", why);
-      if (!scratch) scratch = malloc((size_t)r->size);
+      if (!scratch) scratch = mb_malloc((size_t)r->size);
       addr = scratch ? scratch + a : NULL;
     }
     MPI_Irecv(addr, addr ? (int)(b - a) : 0, MPI_BYTE, r->peer, r->ptag, r->cs->dup, &rq[k]);
@@ -1136,10 +1137,10 @@ static void recv_direct(cubert_mpi_request *r, uint64_t stop, const cubert_failu
     stage_give(&sb);
     write_failures(r);
   }
-  free(scratch);
-  free(rq);
-  free(ext);
-  free(early);
+  mb_free(scratch);
+  mb_free(rq);
+  mb_free(ext);
+  mb_free(early);
 }
 
 /* Waits for the header and checks it: true with *h filled; false when
@@ -1218,7 +1219,7 @@ static void recv_ranges(cubert_mpi_request *r, const wire_header *h) {
   if (!h->nranges) return;
   char t[MPI_MAX_ERROR_STRING + 1], why[600];
   size_t len = (size_t)h->nranges * WIRE_RANGE_SIZE;
-  unsigned char *buf = malloc(len);
+  unsigned char *buf = mb_malloc(len);
   int rc = buf ? MPI_Recv(buf, (int)len, MPI_BYTE, r->peer, r->ptag, r->cs->dup, MPI_STATUS_IGNORE) : MPI_ERR_NO_MEM;
   if (rc != MPI_SUCCESS) {
     mpi_text(rc, t, sizeof t);
@@ -1236,7 +1237,7 @@ static void recv_ranges(cubert_mpi_request *r, const wire_header *h) {
       if (f) span_add(r, off, off + n, f);
     }
   }
-  free(buf);
+  mb_free(buf);
   r->nsent = r->nspans;
   r->messages++;
   prof_lap(PROF_CHUNK_WAIT, &r->pt);
