@@ -104,7 +104,7 @@ static void whoami(ipc_who *w) {
   snprintf(w->host, sizeof w->host, "%s %s", name, boot);
 }
 
-cubert_status mpi_ipc_open(MPI_Comm dup, mpi_ipc **out, char *why, size_t cap) {
+cubert_status mpi_ipc_open(MPI_Comm dup, bool lacking, mpi_ipc **out, char *why, size_t cap) {
   /* a bad value is said after the collective calls below, which every
    * rank makes whatever its environment */
   const char *v = getenv("CUBERT_MPI_IPC");
@@ -113,18 +113,17 @@ cubert_status mpi_ipc_open(MPI_Comm dup, mpi_ipc **out, char *why, size_t cap) {
   bool bad = v && *v && !off && !always && strcmp(v, "auto");
   mpi_ipc *x = mb_calloc(1, sizeof *x);
   ipc_who me = {0}, *all = NULL;
-  int size = 0;
-  MPI_Comm_rank(dup, &me.leader);
+  int size = 0, myrank = 0;
+  MPI_Comm_rank(dup, &myrank);
   MPI_Comm_size(dup, &size);
-  if (!x || !(x->peers = mb_calloc((size_t)size, sizeof *x->peers)) || !(all = mb_calloc((size_t)size, sizeof *all))) {
-    if (x) mb_free(x->peers);
-    mb_free(x);
-    snprintf(why, cap, "out of memory");
-    return CUBERT_ERR_OUT_OF_MEMORY;
-  }
-  x->me = me.leader;
-  x->size = size;
-  x->min = always ? 0 : IPC_AUTO_MIN;
+  if (x) x->peers = mb_calloc((size_t)size, sizeof *x->peers);
+  if (x && x->peers) all = mb_calloc((size_t)size, sizeof *all);
+  /* Every rank makes every collective call below, whatever it lacks: a
+   * rank short of memory says so in the allreduce, and every rank fails
+   * alike (a rank that returned before them would leave the others
+   * waiting in them for ever). */
+  bool oom = lacking || !all;
+  me.leader = myrank;
   /* the same node for MPI, and for the descriptors (host name, boot id) */
   MPI_Comm node = MPI_COMM_NULL;
   if (MPI_Comm_split_type(dup, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS &&
@@ -132,11 +131,23 @@ cubert_status mpi_ipc_open(MPI_Comm dup, mpi_ipc **out, char *why, size_t cap) {
     MPI_Bcast(&me.leader, 1, MPI_INT, 0, node);
     MPI_Comm_free(&node);
   } else {
-    me.leader = -1 - x->me; /* alone */
+    me.leader = -1 - myrank; /* alone */
   }
   me.on = !off && !bad;
   whoami(&me);
+  int short_here = oom, any = 0;
+  if (MPI_Allreduce(&short_here, &any, 1, MPI_INT, MPI_MAX, dup) != MPI_SUCCESS) any = 1;
+  if (any) {
+    mb_free(all);
+    if (x) mb_free(x->peers);
+    mb_free(x);
+    snprintf(why, cap, oom ? "out of host memory" : "another rank of the communicator ran out of host memory");
+    return CUBERT_ERR_OUT_OF_MEMORY;
+  }
   MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, dup);
+  x->me = myrank;
+  x->size = size;
+  x->min = always ? 0 : IPC_AUTO_MIN;
   for (int p = 0; p < x->size; p++) {
     ipc_peer *pp = &x->peers[p];
     pp->node = p != x->me && me.on && all[p].on && all[p].leader == me.leader && !strcmp(all[p].host, me.host);

@@ -111,27 +111,36 @@ cubert_status cubert_mpi_init(MPI_Comm comm) {
   char why[256];
   cubert_status rst = mpi_inject_env(why, sizeof why); /* a parse error, or out of memory */
   if (rst != CUBERT_OK) return fail(rst, "cubert_mpi_init: %s", why);
+  /* MPI_Comm_dup and mpi_ipc_open are collective: every rank makes them,
+   * one short of memory too, and mpi_ipc_open has every rank agree */
   comm_state *cs = mb_calloc(1, sizeof *cs);
-  if (!cs) return fail(CUBERT_ERR_OUT_OF_MEMORY, "cubert_mpi_init: out of memory");
-  MPI_Comm_size(comm, &cs->size);
-  cs->next = mb_calloc((size_t)cs->size, sizeof *cs->next);
+  int size = 0;
+  MPI_Comm_size(comm, &size);
+  if (cs) {
+    cs->size = size;
+    cs->next = mb_calloc((size_t)size, sizeof *cs->next);
+  }
   void *ub = NULL;
   int found = 0;
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &found);
-  cs->tag_ub = found && ub ? *(int *)ub : 32767;
-  if (!cs->next || MPI_Comm_dup(comm, &cs->dup) != MPI_SUCCESS) {
-    mb_free(cs->next);
+  MPI_Comm dup = MPI_COMM_NULL;
+  if (MPI_Comm_dup(comm, &dup) != MPI_SUCCESS) {
+    if (cs) mb_free(cs->next);
     mb_free(cs);
     return fail(CUBERT_ERR_BACKEND, "cubert_mpi_init: MPI_Comm_dup failed");
   }
-  MPI_Comm_set_errhandler(cs->dup, MPI_ERRORS_RETURN);
-  cubert_status ist = mpi_ipc_open(cs->dup, &cs->ipc, why, sizeof why);
+  MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
+  mpi_ipc *ipc = NULL;
+  cubert_status ist = mpi_ipc_open(dup, !cs || !cs->next, &ipc, why, sizeof why);
   if (ist != CUBERT_OK) {
-    MPI_Comm_free(&cs->dup);
-    mb_free(cs->next);
+    MPI_Comm_free(&dup);
+    if (cs) mb_free(cs->next);
     mb_free(cs);
     return fail(ist, "cubert_mpi_init: %s", why);
   }
+  cs->tag_ub = found && ub ? *(int *)ub : 32767;
+  cs->dup = dup;
+  cs->ipc = ipc;
   MPI_Comm_set_attr(comm, keyval, cs);
   pthread_mutex_lock(&live_lock);
   comms_live++;
