@@ -65,6 +65,7 @@ struct ipc_ticket {
   mpi_ipc *ipc;
   int peer, slot;
   unsigned char ack[WIRE_ACK_SIZE];
+  unsigned char whole[WIRE_RANGE_SIZE]; /* the one range sent when there is no memory for the list */
 };
 
 static _Atomic uint64_t transfers, next_id = 1;
@@ -446,6 +447,21 @@ bool mpi_ipc_send(const ipc_call *c, unsigned char *header, MPI_Request **reqsp,
    * acknowledgement's receive. */
   const ipc_span *sp = NULL;
   size_t ns = mpi_req_spans(c->req, &sp);
+  unsigned char *ranges = mb_malloc(ns * WIRE_RANGE_SIZE + 1), *rbuf = ranges;
+  for (size_t i = 0; ranges && i < ns; i++)
+    wire_range_encode(ranges + i * WIRE_RANGE_SIZE, sp[i].start, sp[i].end - sp[i].start, sp[i].failure);
+  if (!ranges && ns) {
+    /* no memory for the list (the header is not out yet): one range over
+     * the whole view, in the ticket, so that the receiver still gets every
+     * message the header announces and takes none of the bytes as good */
+    const cubert_failure *f = plain(c, CUBERT_ERR_OUT_OF_MEMORY,
+                                    "out of host memory sending: the sender could not list the tainted ranges");
+    mpi_req_note(c->req, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory listing the tainted ranges");
+    wire_range_encode(t->whole, 0, c->size, f); /* zeros without f: the receiver calls the record corrupt */
+    cubert_failure_release(f);
+    ns = 1;
+    rbuf = t->whole;
+  }
   wire_header h = {c->size, ns, c->chunk, c->nchunks, c->ptag, WIRE_IPC};
   wire_header_encode(&h, header);
   unsigned char *block = header + WIRE_HEADER_SIZE;
@@ -455,14 +471,10 @@ bool mpi_ipc_send(const ipc_call *c, unsigned char *header, MPI_Request **reqsp,
   wire_put64(block + 16, sl.cap);
   memcpy(block + 32, sl.desc.bytes, CUBERT_EXPORT_DESC_SIZE);
   cubert_handle_release(sl.h);
-  unsigned char *ranges = mb_malloc(ns * WIRE_RANGE_SIZE + 1);
-  for (size_t i = 0; ranges && i < ns; i++)
-    wire_range_encode(ranges + i * WIRE_RANGE_SIZE, sp[i].start, sp[i].end - sp[i].start, sp[i].failure);
   int n = 0, rc = MPI_Isend(header, WIRE_HEADER_SIZE + WIRE_IPC_BLOCK, MPI_BYTE, c->peer, c->tag, c->comm, &reqs[n]);
   if (rc == MPI_SUCCESS) {
     n++;
-    if (ns && ranges) rc = MPI_Isend(ranges, (int)(ns * WIRE_RANGE_SIZE), MPI_BYTE, c->peer, c->ptag, c->dup, &reqs[n++]);
-    else if (ns) rc = MPI_ERR_NO_MEM;
+    if (ns) rc = MPI_Isend(rbuf, (int)(ns * WIRE_RANGE_SIZE), MPI_BYTE, c->peer, c->ptag, c->dup, &reqs[n++]);
     if (rc == MPI_SUCCESS)
       rc = MPI_Irecv(t->ack, WIRE_ACK_SIZE, MPI_BYTE, c->peer, c->ptag + 1, c->dup, &reqs[n++]);
   }

@@ -7,6 +7,7 @@
 #endif
 #include "cubert/mpi.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -869,33 +870,42 @@ static cubert_status finish_send(cubert_mpi_request *r, cubert_mpi_info *info) {
 
 /* ------------------------------------------------------------ receive */
 
+/* Receives one message of the exchange into buf (cap bytes) and drops
+ * it. A longer message is still matched and taken whole: MPI completes the
+ * receive with MPI_ERR_TRUNCATE (cubert's duplicate returns errors), having
+ * written what fits; that is all a drain needs, and it needs no memory the
+ * size of the message. */
+static int take(void *buf, size_t cap, int peer, int tag, MPI_Comm comm) {
+  int rc = MPI_Recv(buf, cap < INT_MAX ? (int)cap : INT_MAX, MPI_BYTE, peer, tag, comm, MPI_STATUS_IGNORE);
+  int cls = MPI_SUCCESS;
+  if (rc != MPI_SUCCESS && MPI_Error_class(rc, &cls) == MPI_SUCCESS && cls == MPI_ERR_TRUNCATE) rc = MPI_SUCCESS;
+  return rc;
+}
+
 /* Receives the rest of an exchange whose bytes cannot land (a view that
  * does not fit, a header that makes no sense is not drained: nothing is
- * known of what follows). */
+ * known of what follows). Every message the header announces is taken,
+ * with or without host memory: without, each goes through the request's
+ * header buffer (no longer needed: the header is decoded), a chunk longer
+ * than it taken whole and dropped (take). */
 static void drain(cubert_mpi_request *r, const wire_header *h) {
   if (h->flags & WIRE_EAGER) return; /* the chunk came with the header */
   bool direct = h->flags & WIRE_DIRECT;   /* bare chunks, nothing else */
   size_t cap = (size_t)((direct ? 0 : WIRE_CHUNK_PREFIX) + (h->chunk < (1ull << 30) ? h->chunk : 0));
-  unsigned char *buf = mb_malloc(cap > CUBERT_FAILURE_RECORD_SIZE ? cap : CUBERT_FAILURE_RECORD_SIZE);
-  if (!buf) return;
-  MPI_Status s;
-  if (h->nranges) {
-    int count = 0;
-    MPI_Probe(r->peer, r->ptag, r->cs->dup, &s);
-    MPI_Get_count(&s, MPI_BYTE, &count);
-    unsigned char *tmp = mb_malloc((size_t)count + 1);
-    MPI_Recv(tmp ? tmp : buf, tmp ? count : 0, MPI_BYTE, r->peer, r->ptag, r->cs->dup, MPI_STATUS_IGNORE);
-    mb_free(tmp);
-  }
+  if (cap < CUBERT_FAILURE_RECORD_SIZE) cap = CUBERT_FAILURE_RECORD_SIZE;
+  unsigned char *buf = mb_malloc(cap);
+  unsigned char *use = buf ? buf : r->header;
+  if (!buf) cap = sizeof r->header;
+  if (h->nranges) take(use, cap, r->peer, r->ptag, r->cs->dup);
   if (h->flags & WIRE_IPC) { /* no chunk follows: the sender waits to hear its buffer is free */
     mpi_ipc_ack(r->peer, r->cs->dup, r->ptag);
     mb_free(buf);
     return;
   }
   for (uint64_t k = 0; k < h->nchunks; k++) {
-    if (MPI_Recv(buf, (int)cap, MPI_BYTE, r->peer, r->ptag, r->cs->dup, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
-    if (!direct && (wire_get64(buf + 8) & WIRE_CHUNK_UNREAD))
-      MPI_Recv(buf, CUBERT_FAILURE_RECORD_SIZE, MPI_BYTE, r->peer, r->ptag + 1, r->cs->dup, MPI_STATUS_IGNORE);
+    if (take(use, cap, r->peer, r->ptag, r->cs->dup) != MPI_SUCCESS) break;
+    if (!direct && (wire_get64(use + 8) & WIRE_CHUNK_UNREAD))
+      take(use, cap, r->peer, r->ptag + 1, r->cs->dup);
   }
   mb_free(buf);
 }
@@ -1229,7 +1239,21 @@ static void recv_ranges(cubert_mpi_request *r, const wire_header *h) {
   char t[MPI_MAX_ERROR_STRING + 1], why[600];
   size_t len = (size_t)h->nranges * WIRE_RANGE_SIZE;
   unsigned char *buf = mb_malloc(len);
-  int rc = buf ? MPI_Recv(buf, (int)len, MPI_BYTE, r->peer, r->ptag, r->cs->dup, MPI_STATUS_IGNORE) : MPI_ERR_NO_MEM;
+  if (!buf) {
+    /* no memory for the list: the message is taken all the same (else a
+     * chunk's receive would match it, and the exchange's messages would be
+     * left to a later transfer), and the whole view carries the spare */
+    unsigned char one[WIRE_RANGE_SIZE];
+    take(one, sizeof one, r->peer, r->ptag, r->cs->dup);
+    note(r, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory for the %llu tainted ranges from rank %d",
+         (unsigned long long)h->nranges, r->peer);
+    const cubert_failure *f = need(r, NULL);
+    if (f) span_add(r, 0, r->size, f);
+    r->nsent = r->nspans;
+    r->messages++;
+    return;
+  }
+  int rc = MPI_Recv(buf, (int)len, MPI_BYTE, r->peer, r->ptag, r->cs->dup, MPI_STATUS_IGNORE);
   if (rc != MPI_SUCCESS) {
     mpi_text(rc, t, sizeof t);
     snprintf(why, sizeof why, "the tainted ranges from rank %d did not arrive: %s", r->peer, t);
@@ -1297,10 +1321,14 @@ static void recv_staged(cubert_mpi_request *r, const wire_header *h, uint64_t st
       cubert_failure_create(r->client, CUBERT_ERR_BACKEND, why, &f);
       note(r, CUBERT_ERR_BACKEND, "%s", why);
       if ((f = need(r, f))) span_add(r, a, r->size, f);
+      /* the ring goes back to the pool below: no receive may still write
+       * it. Each posted one is cancelled and waited for (MPI_Cancel only
+       * asks; the wait returns once it was cancelled, or completed if a
+       * message had matched it already) */
       for (int i = 0; i < RING; i++)
         if (rq[i] != MPI_REQUEST_NULL) {
           MPI_Cancel(&rq[i]);
-          MPI_Request_free(&rq[i]);
+          MPI_Wait(&rq[i], MPI_STATUS_IGNORE);
         }
       break;
     }
