@@ -253,7 +253,7 @@ static void request_free(cubert_mpi_request *r) {
   stage_give(&r->stage);
   direct_send_end(&r->direct);
   mb_free(r->records);
-  mb_free(r->reqs);
+  if (r->reqs != &r->header_req) mb_free(r->reqs);
   mpi_ipc_ticket_end(r->ipc);
   mb_free(r);
 }
@@ -648,6 +648,33 @@ static bool send_direct(cubert_mpi_request *r) {
   return true;
 }
 
+/* The failed form (mpi/wire.h): the sender cannot send the view (no host
+ * memory for its account or its staging buffer), but the receiver must not
+ * wait for bytes that will not come: the header says so, with the failure
+ * record of why in the same message (zeros when it cannot be made: the
+ * receiver calls that a corrupt record). It needs no memory: the request's
+ * own header buffer and request. The call returns the error (`why`). */
+static void send_failed(cubert_mpi_request *r, const char *why) {
+  for (size_t i = 0; i < r->nspans; i++) cubert_failure_release(r->spans[i].failure);
+  r->nspans = 0;
+  mb_free(r->reqs);
+  r->reqs = &r->header_req; /* not freed (request_free) */
+  r->nreqs = 0;
+  char msg[300];
+  snprintf(msg, sizeof msg, "the sender could not send to rank %d tag %d (nothing crossed): %s", r->peer, r->tag, why);
+  const cubert_failure *f = NULL;
+  cubert_failure_create(r->client, CUBERT_ERR_OUT_OF_MEMORY, msg, &f);
+  wire_header h = {r->size, 0, r->chunk, 0, r->ptag, WIRE_FAILED};
+  wire_header_encode(&h, r->header);
+  cubert_failure_record *rec = (cubert_failure_record *)(r->header + WIRE_HEADER_SIZE);
+  if (!f || cubert_failure_export(f, rec) != CUBERT_OK) memset(rec, 0, CUBERT_FAILURE_RECORD_SIZE);
+  cubert_failure_release(f);
+  note(r, CUBERT_ERR_OUT_OF_MEMORY, "%s (the receiver was told: its view is tainted)", why);
+  post(r, MPI_Isend(r->header, WIRE_HEADER_SIZE + CUBERT_FAILURE_RECORD_SIZE, MPI_BYTE, r->peer, r->tag, r->comm,
+                    &r->reqs[r->nreqs++]),
+       "the header");
+}
+
 static cubert_status start_send(const char *fn, cubert_client *client, const cubert_handle *view, int dest,
                                 int tag, MPI_Comm comm, cubert_mpi_request **out) {
   cubert_mpi_request *r = NULL;
@@ -663,8 +690,9 @@ static cubert_status start_send(const char *fn, cubert_client *client, const cub
   /* From here on the exchange always completes: every message is sent,
    * whatever this side finds wrong. */
   if (walk(r) != CUBERT_OK) {
-    request_free(r);
-    return fail(CUBERT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    send_failed(r, "out of host memory walking the view's tainted ranges");
+    *out = r;
+    return CUBERT_OK;
   }
   prof_lap(PROF_WALK, &r->pt);
   if (send_eager(r) || send_direct(r)) {
@@ -690,10 +718,11 @@ static cubert_status start_send(const char *fn, cubert_client *client, const cub
                 stage_take(client, (size_t)(r->nchunks * WIRE_CHUNK_PREFIX + r->size), &r->stage);
   prof_lap(PROF_STAGE_TAKE, &r->pt);
   if (!staged) {
-    /* Nothing sent yet: the caller may retry. */
-    request_free(r);
-    return fail(CUBERT_ERR_OUT_OF_MEMORY, "%s: out of memory staging %llu bytes", fn,
-                (unsigned long long)cubert_handle_size_in_use(view));
+    char why[160];
+    snprintf(why, sizeof why, "out of host memory staging %llu bytes", (unsigned long long)r->size);
+    send_failed(r, why);
+    *out = r;
+    return CUBERT_OK;
   }
   wire_header h = {r->size, r->nspans, r->chunk, r->nchunks, r->ptag, 0};
   wire_header_encode(&h, r->header);
@@ -1188,7 +1217,8 @@ static bool recv_header(cubert_mpi_request *r, wire_header *h, cubert_status *st
              WIRE_HEADER_SIZE);
   } else if (wire_header_decode(r->header, h, notheader, sizeof notheader)) {
     uint64_t want = WIRE_HEADER_SIZE + ((h->flags & WIRE_EAGER) ? WIRE_CHUNK_PREFIX + h->size : 0) +
-                    ((h->flags & WIRE_IPC) ? WIRE_IPC_BLOCK : 0);
+                    ((h->flags & WIRE_IPC) ? WIRE_IPC_BLOCK : 0) +
+                    ((h->flags & WIRE_FAILED) ? CUBERT_FAILURE_RECORD_SIZE : 0);
     if ((uint64_t)count == want)
       notheader[0] = '\0';
     else
@@ -1356,7 +1386,13 @@ static void recv_bytes(cubert_mpi_request *r, const wire_header *h) {
   if (r->injected && r->hit.fault == MPI_FAULT_FAIL) stop = 0;
   const cubert_failure *inj = NULL;
   r->shared = h->flags & WIRE_IPC;
-  if (r->shared) { /* the bytes wait in the sender's shared memory */
+  if (h->flags & WIRE_FAILED) { /* the sender could not send: nothing follows */
+    const cubert_failure *f = import_or_explain(r, (const cubert_failure_record *)(r->header + WIRE_HEADER_SIZE),
+                                                "a failed send");
+    note(r, CUBERT_ERR_BACKEND, "rank %d could not send (nothing crossed; the view is tainted): %s", r->peer,
+         f ? cubert_failure_message(f) : "its failure could not be made here");
+    if ((f = need(r, f))) span_add(r, 0, r->size, f);
+  } else if (r->shared) { /* the bytes wait in the sender's shared memory */
     ipc_call call = ipc_call_of(r, stop);
     mpi_ipc_land(&call, r->header + WIRE_HEADER_SIZE);
     write_failures(r); /* a copy that failed at its fence (the land waited for them) */
