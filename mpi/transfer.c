@@ -429,6 +429,26 @@ static cubert_status post(cubert_mpi_request *r, int rc, const char *what) {
   return CUBERT_ERR_BACKEND;
 }
 
+/* The failed form (mpi/wire.h) for a send with no memory for its request:
+ * the header and the failure record from the stack, by a blocking send
+ * (1,088 bytes: sent eagerly by MPI libraries, which buffer messages this
+ * small, so it does not wait for the receiver in practice). */
+static void send_failed_bare(cubert_client *client, uint64_t size, int peer, int tag, MPI_Comm comm) {
+  unsigned char msg[WIRE_HEADER_SIZE + CUBERT_FAILURE_RECORD_SIZE];
+  uint64_t chunk = chunk_size();
+  wire_header h = {size, 0, chunk, 0, 0, WIRE_FAILED};
+  wire_header_encode(&h, msg);
+  char why[200];
+  snprintf(why, sizeof why, "the sender could not send to rank %d tag %d (nothing crossed): out of host memory",
+           peer, tag);
+  const cubert_failure *f = NULL;
+  cubert_failure_create(client, CUBERT_ERR_OUT_OF_MEMORY, why, &f);
+  cubert_failure_record *rec = (cubert_failure_record *)(msg + WIRE_HEADER_SIZE);
+  if (!f || cubert_failure_export(f, rec) != CUBERT_OK) memset(rec, 0, CUBERT_FAILURE_RECORD_SIZE);
+  cubert_failure_release(f);
+  MPI_Send(msg, (int)sizeof msg, MPI_BYTE, peer, tag, comm);
+}
+
 /* A request for a call that passed check_call. */
 static cubert_status request_new(const char *fn, cubert_client *client, const cubert_handle *view, int peer, int tag,
                                  MPI_Comm comm, bool send, cubert_mpi_request **out) {
@@ -437,11 +457,17 @@ static cubert_status request_new(const char *fn, cubert_client *client, const cu
   cubert_status st = check_call(fn, client, view, peer, tag, comm, !send, &cs);
   if (st) return st;
   cubert_mpi_request *r = mb_malloc(sizeof *r);
-  if (!r) return fail(CUBERT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+  cubert_handle *clone = r ? cubert_handle_clone(view) : NULL;
+  if (!clone) {
+    mb_free(r);
+    if (send) send_failed_bare(client, cubert_handle_size_in_use(view), peer, tag, comm);
+    return fail(CUBERT_ERR_OUT_OF_MEMORY, "%s: out of memory%s", fn,
+                send ? " (the receiver was told: its view is tainted)" : "");
+  }
   memset(r, 0, offsetof(cubert_mpi_request, header));
   r->send = send;
   r->client = client;
-  r->view = cubert_handle_clone(view);
+  r->view = clone;
   r->comm = comm;
   r->cs = cs;
   r->peer = peer;
