@@ -79,7 +79,6 @@ START_TEST(test_send_out_of_memory_leaves_no_receiver_waiting) {
       cubert_status st = cubert_mpi_send(c, h, 1, 5, MPI_COMM_WORLD, NULL);
       atomic_store(&fail_at, 0);
       if (st == CUBERT_ERR_OUT_OF_MEMORY) refused++;
-      if (getenv("DBG")) fprintf(stderr, "n=%ld st=%s %s\n", n, cubert_status_name(st), cubert_last_error_message());
       cubert_handle_release(h);
       more = atomic_load(&failed);
       if (more) reached = n;
