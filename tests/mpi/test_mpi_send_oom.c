@@ -6,10 +6,12 @@
  * Two ranks (more are idle); the host allocations of rank 0's call, both
  * cubert's (cubert_set_allocator) and libcubert_mpi's (mpi_alloc_set), fail
  * at the Nth, for N = 1, 2, ... until the call no longer reaches its Nth:
- * rank 0 sends a view of 3 chunks of 64 KiB with a tainted range;
+ * - send: rank 0 sends a view of 3 chunks of 64 KiB with a tainted range;
  *   rank 1 receives it and must get every block tainted or as sent (a
  *   sender that could not stage used to send nothing: the receiver waited
  *   for ever, and ctest's timeout ends the test);
+ * - init: rank 1's allocations of cubert_mpi_init on a new communicator;
+ *   both ranks must return (its calls are collective) with one status.
  * ctest runs it through MPI's messages and through shared memory (_shared). */
 #include <check.h>
 #include <mpi.h>
@@ -119,6 +121,28 @@ START_TEST(test_send_out_of_memory_leaves_no_receiver_waiting) {
 }
 END_TEST
 
+START_TEST(test_init_out_of_memory_on_one_rank_fails_on_all) {
+  int more = 1;
+  long reached = 0;
+  for (long n = 1; n <= MAX_N && more; n++) {
+    MPI_Comm comm;
+    ck_assert_int_eq(MPI_Comm_split(MPI_COMM_WORLD, 0, rank, &comm), MPI_SUCCESS);
+    if (rank == 1) arm(n);
+    int st = (int)cubert_mpi_init(comm), all[2] = {0, 0};
+    atomic_store(&fail_at, 0);
+    MPI_Allgather(&st, 1, MPI_INT, all, 1, MPI_INT, comm);
+    ck_assert_msg(all[0] == all[1], "allocation %ld of rank 1's cubert_mpi_init failed: rank 0 %s, rank 1 %s", n,
+                  cubert_status_name(all[0]), cubert_status_name(all[1]));
+    if (rank == 1) more = atomic_load(&failed);
+    MPI_Bcast(&more, 1, MPI_INT, 1, comm);
+    if (more) reached = n;
+    if (st == CUBERT_OK) ck_assert_int_eq(cubert_mpi_finalize(comm), CUBERT_OK);
+    MPI_Comm_free(&comm);
+  }
+  ck_assert_int_gt(reached, 2);
+}
+END_TEST
+
 int main(int argc, char **argv) {
   if (cubert_set_allocator(&counting) != CUBERT_OK) return 1;
   mpi_alloc_set(&counting);
@@ -136,6 +160,7 @@ int main(int argc, char **argv) {
     TCase *tc = tcase_create("oom");
     tcase_set_timeout(tc, 50);
     tcase_add_test(tc, test_send_out_of_memory_leaves_no_receiver_waiting);
+    tcase_add_test(tc, test_init_out_of_memory_on_one_rank_fails_on_all);
     suite_add_tcase(s, tc);
     rc = cb_test_run(s);
     if (rc != 0) MPI_Abort(MPI_COMM_WORLD, 1);
