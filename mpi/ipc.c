@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "mpi/alloc.h"
 #include "mpi/profile.h"
 #include "mpi/stage.h"
 #include "mpi/wire.h"
@@ -64,6 +65,7 @@ struct ipc_ticket {
   mpi_ipc *ipc;
   int peer, slot;
   unsigned char ack[WIRE_ACK_SIZE];
+  unsigned char whole[WIRE_RANGE_SIZE]; /* the one range sent when there is no memory for the list */
 };
 
 static _Atomic uint64_t transfers, next_id = 1;
@@ -103,27 +105,26 @@ static void whoami(ipc_who *w) {
   snprintf(w->host, sizeof w->host, "%s %s", name, boot);
 }
 
-cubert_status mpi_ipc_open(MPI_Comm dup, mpi_ipc **out, char *why, size_t cap) {
+cubert_status mpi_ipc_open(MPI_Comm dup, bool lacking, mpi_ipc **out, char *why, size_t cap) {
   /* a bad value is said after the collective calls below, which every
    * rank makes whatever its environment */
   const char *v = getenv("CUBERT_MPI_IPC");
   bool off = v && (!strcmp(v, "off") || !strcmp(v, "0"));
   bool always = v && (!strcmp(v, "on") || !strcmp(v, "1"));
   bool bad = v && *v && !off && !always && strcmp(v, "auto");
-  mpi_ipc *x = calloc(1, sizeof *x);
+  mpi_ipc *x = mb_calloc(1, sizeof *x);
   ipc_who me = {0}, *all = NULL;
-  int size = 0;
-  MPI_Comm_rank(dup, &me.leader);
+  int size = 0, myrank = 0;
+  MPI_Comm_rank(dup, &myrank);
   MPI_Comm_size(dup, &size);
-  if (!x || !(x->peers = calloc((size_t)size, sizeof *x->peers)) || !(all = calloc((size_t)size, sizeof *all))) {
-    if (x) free(x->peers);
-    free(x);
-    snprintf(why, cap, "out of memory");
-    return CUBERT_ERR_OUT_OF_MEMORY;
-  }
-  x->me = me.leader;
-  x->size = size;
-  x->min = always ? 0 : IPC_AUTO_MIN;
+  if (x) x->peers = mb_calloc((size_t)size, sizeof *x->peers);
+  if (x && x->peers) all = mb_calloc((size_t)size, sizeof *all);
+  /* Every rank makes every collective call below, whatever it lacks: a
+   * rank short of memory says so in the allreduce, and every rank fails
+   * alike (a rank that returned before them would leave the others
+   * waiting in them for ever). */
+  bool oom = lacking || !all;
+  me.leader = myrank;
   /* the same node for MPI, and for the descriptors (host name, boot id) */
   MPI_Comm node = MPI_COMM_NULL;
   if (MPI_Comm_split_type(dup, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS &&
@@ -131,31 +132,43 @@ cubert_status mpi_ipc_open(MPI_Comm dup, mpi_ipc **out, char *why, size_t cap) {
     MPI_Bcast(&me.leader, 1, MPI_INT, 0, node);
     MPI_Comm_free(&node);
   } else {
-    me.leader = -1 - x->me; /* alone */
+    me.leader = -1 - myrank; /* alone */
   }
   me.on = !off && !bad;
   whoami(&me);
+  int short_here = oom, any = 0;
+  if (MPI_Allreduce(&short_here, &any, 1, MPI_INT, MPI_MAX, dup) != MPI_SUCCESS) any = 1;
+  if (any) {
+    mb_free(all);
+    if (x) mb_free(x->peers);
+    mb_free(x);
+    snprintf(why, cap, oom ? "out of host memory" : "another rank of the communicator ran out of host memory");
+    return CUBERT_ERR_OUT_OF_MEMORY;
+  }
   MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, dup);
+  x->me = myrank;
+  x->size = size;
+  x->min = always ? 0 : IPC_AUTO_MIN;
   for (int p = 0; p < x->size; p++) {
     ipc_peer *pp = &x->peers[p];
     pp->node = p != x->me && me.on && all[p].on && all[p].leader == me.leader && !strcmp(all[p].host, me.host);
     if (pp->node) {
       /* no memory for its buffers: MPI's messages to that peer (its sends
        * here land alike: the receiver only needs the import table) */
-      pp->slot = calloc(IPC_SLOTS, sizeof *pp->slot);
-      pp->imp = calloc(IPC_SLOTS, sizeof *pp->imp);
+      pp->slot = mb_calloc(IPC_SLOTS, sizeof *pp->slot);
+      pp->imp = mb_calloc(IPC_SLOTS, sizeof *pp->imp);
       if (!pp->slot || !pp->imp) pp->node = false;
     }
   }
-  free(all);
+  mb_free(all);
   if (bad) {
     snprintf(why, cap, "CUBERT_MPI_IPC=%s: expected auto, on or off", v);
     for (int p = 0; p < x->size; p++) {
-      free(x->peers[p].slot);
-      free(x->peers[p].imp);
+      mb_free(x->peers[p].slot);
+      mb_free(x->peers[p].imp);
     }
-    free(x->peers);
-    free(x);
+    mb_free(x->peers);
+    mb_free(x);
     return CUBERT_ERR_INVALID_ARGUMENT;
   }
   pthread_mutex_init(&x->lock, NULL);
@@ -180,12 +193,12 @@ void mpi_ipc_close(mpi_ipc *x, MPI_Comm dup) {
       let_go(x->peers[p].slot[s].h, x->peers[p].slot[s].cap);
       let_go(x->peers[p].slot[s].old, x->peers[p].slot[s].old_cap);
     }
-    free(x->peers[p].slot);
-    free(x->peers[p].imp);
+    mb_free(x->peers[p].slot);
+    mb_free(x->peers[p].imp);
   }
   pthread_mutex_destroy(&x->lock);
-  free(x->peers);
-  free(x);
+  mb_free(x->peers);
+  mb_free(x);
 }
 
 /* ------------------------------------------------------------ helpers */
@@ -231,10 +244,10 @@ static int span_cmp(const void *x, const void *y) {
 static stretch *good_stretches(void *req, uint64_t end, size_t *n) {
   const ipc_span *sp = NULL;
   size_t ns = mpi_req_spans(req, &sp);
-  stretch *bad = malloc((ns + 1) * sizeof *bad), *good = malloc((ns + 2) * sizeof *good);
+  stretch *bad = mb_malloc((ns + 1) * sizeof *bad), *good = mb_malloc((ns + 2) * sizeof *good);
   if (!bad || !good) {
-    free(bad);
-    free(good);
+    mb_free(bad);
+    mb_free(good);
     return NULL;
   }
   for (size_t i = 0; i < ns; i++) bad[i] = (stretch){sp[i].start, sp[i].end};
@@ -247,7 +260,7 @@ static stretch *good_stretches(void *req, uint64_t end, size_t *n) {
     if (s > pos) good[(*n)++] = (stretch){pos, s};
     if (e > pos) pos = e;
   }
-  free(bad);
+  mb_free(bad);
   return good;
 }
 
@@ -272,7 +285,7 @@ static void injected_stop(const ipc_call *c, bool send) {
       cubert_failure_retain(f);
       mpi_req_span(c->req, a, good[i].b, f);
     }
-    free(good);
+    mb_free(good);
     cubert_failure_release(f);
     return;
   }
@@ -361,13 +374,13 @@ bool mpi_ipc_send(const ipc_call *c, unsigned char *header, MPI_Request **reqsp,
   if (!x || c->peer < 0 || c->peer >= x->size || !x->peers[c->peer].node || !c->size || c->size < x->min)
     return false;
   if (c->hit && c->hit->fault == MPI_FAULT_SCRIBBLE) return false; /* found by the wire's checksum */
-  ipc_ticket *t = calloc(1, sizeof *t);
-  MPI_Request *reqs = calloc(3, sizeof *reqs);
+  ipc_ticket *t = mb_calloc(1, sizeof *t);
+  MPI_Request *reqs = mb_calloc(3, sizeof *reqs);
   /* the client's teardown hook (mpi/stage.h) finishes this send before
    * the buffer's runtime can go */
   if (!t || !reqs || !stage_watch(c->client)) {
-    free(t);
-    free(reqs);
+    mb_free(t);
+    mb_free(reqs);
     return false;
   }
   pthread_mutex_lock(&x->lock);
@@ -382,8 +395,8 @@ bool mpi_ipc_send(const ipc_call *c, unsigned char *header, MPI_Request **reqsp,
   pthread_mutex_unlock(&x->lock);
   if (s < 0) {
     prof_event_add(PROF_EV_IPC_MISS);
-    free(t);
-    free(reqs);
+    mb_free(t);
+    mb_free(reqs);
     return false;
   }
   prof_event_add(PROF_EV_IPC_SEND);
@@ -428,12 +441,27 @@ bool mpi_ipc_send(const ipc_call *c, unsigned char *header, MPI_Request **reqsp,
     cross_tainted(c, sl.h, good, ng, end);
     cross_tainted(c, c->view, good, ng, end);
   }
-  free(good);
+  mb_free(good);
 
   /* The header with the buffer's descriptor, the ranges, the
    * acknowledgement's receive. */
   const ipc_span *sp = NULL;
   size_t ns = mpi_req_spans(c->req, &sp);
+  unsigned char *ranges = mb_malloc(ns * WIRE_RANGE_SIZE + 1), *rbuf = ranges;
+  for (size_t i = 0; ranges && i < ns; i++)
+    wire_range_encode(ranges + i * WIRE_RANGE_SIZE, sp[i].start, sp[i].end - sp[i].start, sp[i].failure);
+  if (!ranges && ns) {
+    /* no memory for the list (the header is not out yet): one range over
+     * the whole view, in the ticket, so that the receiver still gets every
+     * message the header announces and takes none of the bytes as good */
+    const cubert_failure *f = plain(c, CUBERT_ERR_OUT_OF_MEMORY,
+                                    "out of host memory sending: the sender could not list the tainted ranges");
+    mpi_req_note(c->req, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory listing the tainted ranges");
+    wire_range_encode(t->whole, 0, c->size, f); /* zeros without f: the receiver calls the record corrupt */
+    cubert_failure_release(f);
+    ns = 1;
+    rbuf = t->whole;
+  }
   wire_header h = {c->size, ns, c->chunk, c->nchunks, c->ptag, WIRE_IPC};
   wire_header_encode(&h, header);
   unsigned char *block = header + WIRE_HEADER_SIZE;
@@ -443,14 +471,10 @@ bool mpi_ipc_send(const ipc_call *c, unsigned char *header, MPI_Request **reqsp,
   wire_put64(block + 16, sl.cap);
   memcpy(block + 32, sl.desc.bytes, CUBERT_EXPORT_DESC_SIZE);
   cubert_handle_release(sl.h);
-  unsigned char *ranges = malloc(ns * WIRE_RANGE_SIZE + 1);
-  for (size_t i = 0; ranges && i < ns; i++)
-    wire_range_encode(ranges + i * WIRE_RANGE_SIZE, sp[i].start, sp[i].end - sp[i].start, sp[i].failure);
   int n = 0, rc = MPI_Isend(header, WIRE_HEADER_SIZE + WIRE_IPC_BLOCK, MPI_BYTE, c->peer, c->tag, c->comm, &reqs[n]);
   if (rc == MPI_SUCCESS) {
     n++;
-    if (ns && ranges) rc = MPI_Isend(ranges, (int)(ns * WIRE_RANGE_SIZE), MPI_BYTE, c->peer, c->ptag, c->dup, &reqs[n++]);
-    else if (ns) rc = MPI_ERR_NO_MEM;
+    if (ns) rc = MPI_Isend(rbuf, (int)(ns * WIRE_RANGE_SIZE), MPI_BYTE, c->peer, c->ptag, c->dup, &reqs[n++]);
     if (rc == MPI_SUCCESS)
       rc = MPI_Irecv(t->ack, WIRE_ACK_SIZE, MPI_BYTE, c->peer, c->ptag + 1, c->dup, &reqs[n++]);
   }
@@ -491,7 +515,7 @@ void mpi_ipc_ticket_end(ipc_ticket *t) {
   }
   pthread_mutex_unlock(&x->lock);
   let_go(drop, drop_cap);
-  free(t);
+  mb_free(t);
 }
 
 /* ------------------------------------------------------------ receive */
@@ -549,7 +573,7 @@ static cubert_handle *mapped(const ipc_call *c, uint64_t slot, uint64_t id, uint
  * checksum of what the sender left, and checked as the wire path checks
  * them. True when they arrived damaged (always, unless the checksum misses). */
 static bool scribbled(const ipc_call *c, cubert_handle *buf, uint64_t a, uint64_t b, uint64_t k) {
-  unsigned char *data = malloc((size_t)(b - a));
+  unsigned char *data = mb_malloc((size_t)(b - a));
   cubert_handle *src = part_of(buf, a, b);
   bool bad = !data || !src || cubert_handle_read(c->client, src, data, b - a) != CUBERT_OK;
   if (!bad) {
@@ -559,7 +583,7 @@ static bool scribbled(const ipc_call *c, cubert_handle *buf, uint64_t a, uint64_
     for (size_t i = 0; i < n; i++) data[(sd + i * 7919u) % (b - a)] ^= (unsigned char)(0xa5 + i);
     bad = wire_checksum(data, (size_t)(b - a)) != sum;
   }
-  free(data);
+  mb_free(data);
   cubert_handle_release(src);
   return bad;
 }
@@ -623,7 +647,7 @@ void mpi_ipc_land(const ipc_call *c, const unsigned char *block) {
     mpi_req_note(c->req, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory receiving");
     mpi_req_span(c->req, 0, c->size, plain(c, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory receiving"));
   }
-  free(good);
+  mb_free(good);
   /* the copies are done before the sender may fill the buffer again */
   fence(c->client, buf, cap);
   cubert_handle_release(buf);

@@ -41,7 +41,11 @@ typedef struct ipc_ticket ipc_ticket; /* a send's hold on its staging buffer */
  * and boot id, as a descriptor's import checks) and have the path on
  * ($CUBERT_MPI_IPC: auto, the default, or off). A value that is neither:
  * CUBERT_ERR_INVALID_ARGUMENT with `why` filled, nothing made. */
-cubert_status mpi_ipc_open(MPI_Comm dup, mpi_ipc **out, char *why, size_t cap);
+/* Collective over dup, made by every rank whatever it lacks: `lacking`
+ * (the caller already ran out of host memory) or a rank that runs out here
+ * makes every rank return CUBERT_ERR_OUT_OF_MEMORY (agreed through an
+ * allreduce), so that none is left waiting in a collective call. */
+cubert_status mpi_ipc_open(MPI_Comm dup, bool lacking, mpi_ipc **out, char *why, size_t cap);
 /* Lets go of the peers' buffers and frees this rank's (no peer reads them:
  * every send must be finished, its ticket ended); waits for no other rank.
  * NULL: nothing. */

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "mpi/alloc.h"
 #include "mpi/profile.h"
 
 /* Kept per client: up to STAGE_KEEP buffers, STAGE_KEEP_BYTES in all, so a
@@ -30,7 +31,7 @@ void stage_init(void (*drain)(cubert_client *)) {
 
 static void release_all(pool *p) {
   for (int i = 0; i < STAGE_KEEP; i++) cubert_host_buffer_release(p->kept[i].hb);
-  free(p);
+  mb_free(p);
 }
 
 /* Unlinks the client's pool; NULL when it has none. Caller holds lock. */
@@ -65,19 +66,19 @@ static pool *pool_of(cubert_client *c) {
   while (p && p->client != c) p = p->next;
   if (p) return p;
   pthread_mutex_unlock(&lock);
-  pool *np = calloc(1, sizeof *np);
+  pool *np = mb_calloc(1, sizeof *np);
   if (!np) cubert_error_record(CUBERT_ERR_OUT_OF_MEMORY, "out of memory for a staging pool");
   bool hooked = np && cubert_client_on_destroy(c, on_destroy, NULL) == CUBERT_OK;
   pthread_mutex_lock(&lock);
   if (!hooked) {
-    free(np);
+    mb_free(np);
     return NULL;
   }
   np->client = c;
   for (p = pools; p && p->client != c;) p = p->next;
   if (p) { /* another thread made it meanwhile */
     cubert_client_hook_remove(c, on_destroy, NULL);
-    free(np);
+    mb_free(np);
     return p;
   }
   np->next = pools;

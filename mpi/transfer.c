@@ -7,6 +7,7 @@
 #endif
 #include "cubert/mpi.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +18,7 @@
 
 #include "mpi/direct.h"
 #include "mpi/inject.h"
+#include "mpi/alloc.h"
 #include "mpi/profile.h"
 #include "mpi/stage.h"
 #include "mpi/ipc.h"
@@ -110,27 +112,36 @@ cubert_status cubert_mpi_init(MPI_Comm comm) {
   char why[256];
   cubert_status rst = mpi_inject_env(why, sizeof why); /* a parse error, or out of memory */
   if (rst != CUBERT_OK) return fail(rst, "cubert_mpi_init: %s", why);
-  comm_state *cs = calloc(1, sizeof *cs);
-  if (!cs) return fail(CUBERT_ERR_OUT_OF_MEMORY, "cubert_mpi_init: out of memory");
-  MPI_Comm_size(comm, &cs->size);
-  cs->next = calloc((size_t)cs->size, sizeof *cs->next);
+  /* MPI_Comm_dup and mpi_ipc_open are collective: every rank makes them,
+   * one short of memory too, and mpi_ipc_open has every rank agree */
+  comm_state *cs = mb_calloc(1, sizeof *cs);
+  int size = 0;
+  MPI_Comm_size(comm, &size);
+  if (cs) {
+    cs->size = size;
+    cs->next = mb_calloc((size_t)size, sizeof *cs->next);
+  }
   void *ub = NULL;
   int found = 0;
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &found);
-  cs->tag_ub = found && ub ? *(int *)ub : 32767;
-  if (!cs->next || MPI_Comm_dup(comm, &cs->dup) != MPI_SUCCESS) {
-    free(cs->next);
-    free(cs);
+  MPI_Comm dup = MPI_COMM_NULL;
+  if (MPI_Comm_dup(comm, &dup) != MPI_SUCCESS) {
+    if (cs) mb_free(cs->next);
+    mb_free(cs);
     return fail(CUBERT_ERR_BACKEND, "cubert_mpi_init: MPI_Comm_dup failed");
   }
-  MPI_Comm_set_errhandler(cs->dup, MPI_ERRORS_RETURN);
-  cubert_status ist = mpi_ipc_open(cs->dup, &cs->ipc, why, sizeof why);
+  MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
+  mpi_ipc *ipc = NULL;
+  cubert_status ist = mpi_ipc_open(dup, !cs || !cs->next, &ipc, why, sizeof why);
   if (ist != CUBERT_OK) {
-    MPI_Comm_free(&cs->dup);
-    free(cs->next);
-    free(cs);
+    MPI_Comm_free(&dup);
+    if (cs) mb_free(cs->next);
+    mb_free(cs);
     return fail(ist, "cubert_mpi_init: %s", why);
   }
+  cs->tag_ub = found && ub ? *(int *)ub : 32767;
+  cs->dup = dup;
+  cs->ipc = ipc;
   MPI_Comm_set_attr(comm, keyval, cs);
   pthread_mutex_lock(&live_lock);
   comms_live++;
@@ -152,8 +163,8 @@ cubert_status cubert_mpi_finalize(MPI_Comm comm) {
   prof_report(me);
   MPI_Comm_delete_attr(comm, keyval);
   MPI_Comm_free(&cs->dup);
-  free(cs->next);
-  free(cs);
+  mb_free(cs->next);
+  mb_free(cs);
   pthread_mutex_lock(&live_lock);
   bool last = --comms_live == 0;
   pthread_mutex_unlock(&live_lock);
@@ -237,14 +248,14 @@ static void request_settle(cubert_mpi_request *r) {
 
 static void request_free(cubert_mpi_request *r) {
   request_settle(r);
-  free(r->spans);
-  free(r->ranges);
+  mb_free(r->spans);
+  mb_free(r->ranges);
   stage_give(&r->stage);
   direct_send_end(&r->direct);
-  free(r->records);
-  free(r->reqs);
+  mb_free(r->records);
+  if (r->reqs != &r->header_req) mb_free(r->reqs);
   mpi_ipc_ticket_end(r->ipc);
-  free(r);
+  mb_free(r);
 }
 
 /* Sends whose messages still travel after the sender's call returned: the
@@ -314,7 +325,7 @@ static void note(cubert_mpi_request *r, cubert_status st, const char *fmt, ...) 
 static bool span_add(cubert_mpi_request *r, uint64_t start, uint64_t end, const cubert_failure *f) {
   if (r->nspans == r->capspans) {
     size_t cap = r->capspans ? 2 * r->capspans : 8;
-    span *s = realloc(r->spans, cap * sizeof *s);
+    span *s = mb_realloc(r->spans, cap * sizeof *s);
     if (!s) {
       cubert_failure_release(f);
       if (r->spare) r->overflow = true;
@@ -330,7 +341,7 @@ static bool span_add(cubert_mpi_request *r, uint64_t start, uint64_t end, const 
 /* Room for `n` spans in all; false when there is none. */
 static bool span_reserve(cubert_mpi_request *r, uint64_t n) {
   if (n <= r->capspans) return true;
-  span *s = n < SIZE_MAX / sizeof *s ? realloc(r->spans, (size_t)n * sizeof *s) : NULL;
+  span *s = n < SIZE_MAX / sizeof *s ? mb_realloc(r->spans, (size_t)n * sizeof *s) : NULL;
   if (!s) return false;
   r->spans = s;
   r->capspans = (size_t)n;
@@ -418,6 +429,26 @@ static cubert_status post(cubert_mpi_request *r, int rc, const char *what) {
   return CUBERT_ERR_BACKEND;
 }
 
+/* The failed form (mpi/wire.h) for a send with no memory for its request:
+ * the header and the failure record from the stack, by a blocking send
+ * (1,088 bytes: sent eagerly by MPI libraries, which buffer messages this
+ * small, so it does not wait for the receiver in practice). */
+static void send_failed_bare(cubert_client *client, uint64_t size, int peer, int tag, MPI_Comm comm) {
+  unsigned char msg[WIRE_HEADER_SIZE + CUBERT_FAILURE_RECORD_SIZE];
+  uint64_t chunk = chunk_size();
+  wire_header h = {size, 0, chunk, 0, 0, WIRE_FAILED};
+  wire_header_encode(&h, msg);
+  char why[200];
+  snprintf(why, sizeof why, "the sender could not send to rank %d tag %d (nothing crossed): out of host memory",
+           peer, tag);
+  const cubert_failure *f = NULL;
+  cubert_failure_create(client, CUBERT_ERR_OUT_OF_MEMORY, why, &f);
+  cubert_failure_record *rec = (cubert_failure_record *)(msg + WIRE_HEADER_SIZE);
+  if (!f || cubert_failure_export(f, rec) != CUBERT_OK) memset(rec, 0, CUBERT_FAILURE_RECORD_SIZE);
+  cubert_failure_release(f);
+  MPI_Send(msg, (int)sizeof msg, MPI_BYTE, peer, tag, comm);
+}
+
 /* A request for a call that passed check_call. */
 static cubert_status request_new(const char *fn, cubert_client *client, const cubert_handle *view, int peer, int tag,
                                  MPI_Comm comm, bool send, cubert_mpi_request **out) {
@@ -425,12 +456,18 @@ static cubert_status request_new(const char *fn, cubert_client *client, const cu
   comm_state *cs = NULL;
   cubert_status st = check_call(fn, client, view, peer, tag, comm, !send, &cs);
   if (st) return st;
-  cubert_mpi_request *r = malloc(sizeof *r);
-  if (!r) return fail(CUBERT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+  cubert_mpi_request *r = mb_malloc(sizeof *r);
+  cubert_handle *clone = r ? cubert_handle_clone(view) : NULL;
+  if (!clone) {
+    mb_free(r);
+    if (send) send_failed_bare(client, cubert_handle_size_in_use(view), peer, tag, comm);
+    return fail(CUBERT_ERR_OUT_OF_MEMORY, "%s: out of memory%s", fn,
+                send ? " (the receiver was told: its view is tainted)" : "");
+  }
   memset(r, 0, offsetof(cubert_mpi_request, header));
   r->send = send;
   r->client = client;
-  r->view = cubert_handle_clone(view);
+  r->view = clone;
   r->comm = comm;
   r->cs = cs;
   r->peer = peer;
@@ -539,7 +576,7 @@ static bool send_eager(cubert_mpi_request *r) {
     cubert_failure_release(bad);
     return false;
   }
-  r->reqs = calloc(1, sizeof *r->reqs);
+  r->reqs = mb_calloc(1, sizeof *r->reqs);
   if (!r->reqs) return false;
   r->chunk = r->size;
   r->nchunks = 1;
@@ -618,7 +655,7 @@ static bool send_direct(cubert_mpi_request *r) {
   if (!direct_on() || r->injected || r->nspans || !r->size) return false;
   if (!stage_watch(r->client) || !direct_send_begin(r->client, r->view, r->size, &r->direct)) return false;
   prof_lap(PROF_READ, &r->pt);
-  r->reqs = calloc((size_t)(1 + r->nchunks), sizeof *r->reqs);
+  r->reqs = mb_calloc((size_t)(1 + r->nchunks), sizeof *r->reqs);
   if (!r->reqs) {
     direct_send_end(&r->direct);
     return false;
@@ -637,6 +674,33 @@ static bool send_direct(cubert_mpi_request *r) {
   return true;
 }
 
+/* The failed form (mpi/wire.h): the sender cannot send the view (no host
+ * memory for its account or its staging buffer), but the receiver must not
+ * wait for bytes that will not come: the header says so, with the failure
+ * record of why in the same message (zeros when it cannot be made: the
+ * receiver calls that a corrupt record). It needs no memory: the request's
+ * own header buffer and request. The call returns the error (`why`). */
+static void send_failed(cubert_mpi_request *r, const char *why) {
+  for (size_t i = 0; i < r->nspans; i++) cubert_failure_release(r->spans[i].failure);
+  r->nspans = 0;
+  mb_free(r->reqs);
+  r->reqs = &r->header_req; /* not freed (request_free) */
+  r->nreqs = 0;
+  char msg[300];
+  snprintf(msg, sizeof msg, "the sender could not send to rank %d tag %d (nothing crossed): %s", r->peer, r->tag, why);
+  const cubert_failure *f = NULL;
+  cubert_failure_create(r->client, CUBERT_ERR_OUT_OF_MEMORY, msg, &f);
+  wire_header h = {r->size, 0, r->chunk, 0, r->ptag, WIRE_FAILED};
+  wire_header_encode(&h, r->header);
+  cubert_failure_record *rec = (cubert_failure_record *)(r->header + WIRE_HEADER_SIZE);
+  if (!f || cubert_failure_export(f, rec) != CUBERT_OK) memset(rec, 0, CUBERT_FAILURE_RECORD_SIZE);
+  cubert_failure_release(f);
+  note(r, CUBERT_ERR_OUT_OF_MEMORY, "%s (the receiver was told: its view is tainted)", why);
+  post(r, MPI_Isend(r->header, WIRE_HEADER_SIZE + CUBERT_FAILURE_RECORD_SIZE, MPI_BYTE, r->peer, r->tag, r->comm,
+                    &r->reqs[r->nreqs++]),
+       "the header");
+}
+
 static cubert_status start_send(const char *fn, cubert_client *client, const cubert_handle *view, int dest,
                                 int tag, MPI_Comm comm, cubert_mpi_request **out) {
   cubert_mpi_request *r = NULL;
@@ -652,8 +716,9 @@ static cubert_status start_send(const char *fn, cubert_client *client, const cub
   /* From here on the exchange always completes: every message is sent,
    * whatever this side finds wrong. */
   if (walk(r) != CUBERT_OK) {
-    request_free(r);
-    return fail(CUBERT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    send_failed(r, "out of host memory walking the view's tainted ranges");
+    *out = r;
+    return CUBERT_OK;
   }
   prof_lap(PROF_WALK, &r->pt);
   if (send_eager(r) || send_direct(r)) {
@@ -670,19 +735,20 @@ static cubert_status start_send(const char *fn, cubert_client *client, const cub
     *out = r;
     return CUBERT_OK;
   }
-  r->reqs = calloc((size_t)(2 + 2 * r->nchunks), sizeof *r->reqs);
-  r->ranges = malloc(r->nspans * WIRE_RANGE_SIZE + 1);
+  r->reqs = mb_calloc((size_t)(2 + 2 * r->nchunks), sizeof *r->reqs);
+  r->ranges = mb_malloc(r->nspans * WIRE_RANGE_SIZE + 1);
   /* chunk k's message at k * (prefix + chunk); the last may be shorter */
-  r->records = malloc((size_t)r->nchunks * sizeof *r->records + 1);
+  r->records = mb_malloc((size_t)r->nchunks * sizeof *r->records + 1);
   prof_lap(PROF_CHECK, &r->pt);
   bool staged = r->reqs && r->ranges && r->records &&
                 stage_take(client, (size_t)(r->nchunks * WIRE_CHUNK_PREFIX + r->size), &r->stage);
   prof_lap(PROF_STAGE_TAKE, &r->pt);
   if (!staged) {
-    /* Nothing sent yet: the caller may retry. */
-    request_free(r);
-    return fail(CUBERT_ERR_OUT_OF_MEMORY, "%s: out of memory staging %llu bytes", fn,
-                (unsigned long long)cubert_handle_size_in_use(view));
+    char why[160];
+    snprintf(why, sizeof why, "out of host memory staging %llu bytes", (unsigned long long)r->size);
+    send_failed(r, why);
+    *out = r;
+    return CUBERT_OK;
   }
   wire_header h = {r->size, r->nspans, r->chunk, r->nchunks, r->ptag, 0};
   wire_header_encode(&h, r->header);
@@ -777,7 +843,7 @@ static void fill_info(const cubert_mpi_request *r, cubert_mpi_info *info) {
   /* spans may overlap (a chunk that failed over a tainted range): count
    * each byte once */
   uint64_t covered = 0, reach = 0;
-  span *s = malloc(r->nspans * sizeof *s + 1);
+  span *s = mb_malloc(r->nspans * sizeof *s + 1);
   if (s) {
     if (r->nspans) memcpy(s, r->spans, r->nspans * sizeof *s);
     qsort(s, r->nspans, sizeof *s, span_cmp);
@@ -786,7 +852,7 @@ static void fill_info(const cubert_mpi_request *r, cubert_mpi_info *info) {
       if (s[i].end > a) covered += s[i].end - a;
       if (s[i].end > reach) reach = s[i].end;
     }
-    free(s);
+    mb_free(s);
   }
   info->tainted_bytes = covered;
   info->tainted_ranges = r->nspans;
@@ -859,35 +925,44 @@ static cubert_status finish_send(cubert_mpi_request *r, cubert_mpi_info *info) {
 
 /* ------------------------------------------------------------ receive */
 
+/* Receives one message of the exchange into buf (cap bytes) and drops
+ * it. A longer message is still matched and taken whole: MPI completes the
+ * receive with MPI_ERR_TRUNCATE (cubert's duplicate returns errors), having
+ * written what fits; that is all a drain needs, and it needs no memory the
+ * size of the message. */
+static int take(void *buf, size_t cap, int peer, int tag, MPI_Comm comm) {
+  int rc = MPI_Recv(buf, cap < INT_MAX ? (int)cap : INT_MAX, MPI_BYTE, peer, tag, comm, MPI_STATUS_IGNORE);
+  int cls = MPI_SUCCESS;
+  if (rc != MPI_SUCCESS && MPI_Error_class(rc, &cls) == MPI_SUCCESS && cls == MPI_ERR_TRUNCATE) rc = MPI_SUCCESS;
+  return rc;
+}
+
 /* Receives the rest of an exchange whose bytes cannot land (a view that
  * does not fit, a header that makes no sense is not drained: nothing is
- * known of what follows). */
+ * known of what follows). Every message the header announces is taken,
+ * with or without host memory: without, each goes through the request's
+ * header buffer (no longer needed: the header is decoded), a chunk longer
+ * than it taken whole and dropped (take). */
 static void drain(cubert_mpi_request *r, const wire_header *h) {
   if (h->flags & WIRE_EAGER) return; /* the chunk came with the header */
   bool direct = h->flags & WIRE_DIRECT;   /* bare chunks, nothing else */
   size_t cap = (size_t)((direct ? 0 : WIRE_CHUNK_PREFIX) + (h->chunk < (1ull << 30) ? h->chunk : 0));
-  unsigned char *buf = malloc(cap > CUBERT_FAILURE_RECORD_SIZE ? cap : CUBERT_FAILURE_RECORD_SIZE);
-  if (!buf) return;
-  MPI_Status s;
-  if (h->nranges) {
-    int count = 0;
-    MPI_Probe(r->peer, r->ptag, r->cs->dup, &s);
-    MPI_Get_count(&s, MPI_BYTE, &count);
-    unsigned char *tmp = malloc((size_t)count + 1);
-    MPI_Recv(tmp ? tmp : buf, tmp ? count : 0, MPI_BYTE, r->peer, r->ptag, r->cs->dup, MPI_STATUS_IGNORE);
-    free(tmp);
-  }
+  if (cap < CUBERT_FAILURE_RECORD_SIZE) cap = CUBERT_FAILURE_RECORD_SIZE;
+  unsigned char *buf = mb_malloc(cap);
+  unsigned char *use = buf ? buf : r->header;
+  if (!buf) cap = sizeof r->header;
+  if (h->nranges) take(use, cap, r->peer, r->ptag, r->cs->dup);
   if (h->flags & WIRE_IPC) { /* no chunk follows: the sender waits to hear its buffer is free */
     mpi_ipc_ack(r->peer, r->cs->dup, r->ptag);
-    free(buf);
+    mb_free(buf);
     return;
   }
   for (uint64_t k = 0; k < h->nchunks; k++) {
-    if (MPI_Recv(buf, (int)cap, MPI_BYTE, r->peer, r->ptag, r->cs->dup, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
-    if (!direct && (wire_get64(buf + 8) & WIRE_CHUNK_UNREAD))
-      MPI_Recv(buf, CUBERT_FAILURE_RECORD_SIZE, MPI_BYTE, r->peer, r->ptag + 1, r->cs->dup, MPI_STATUS_IGNORE);
+    if (take(use, cap, r->peer, r->ptag, r->cs->dup) != MPI_SUCCESS) break;
+    if (!direct && (wire_get64(use + 8) & WIRE_CHUNK_UNREAD))
+      take(use, cap, r->peer, r->ptag + 1, r->cs->dup);
   }
-  free(buf);
+  mb_free(buf);
 }
 
 /* Taints view bytes [a, b) with f. */
@@ -1072,9 +1147,9 @@ static void recv_direct(cubert_mpi_request *r, uint64_t stop, const cubert_failu
   uint64_t n = r->nchunks;
   bool into_view = direct_on();
   r->device_direct = into_view;
-  MPI_Request *rq = malloc((size_t)n * sizeof *rq);
-  cubert_external **ext = calloc((size_t)n, sizeof *ext);
-  const cubert_failure **early = calloc((size_t)n, sizeof *early);
+  MPI_Request *rq = mb_malloc((size_t)n * sizeof *rq);
+  cubert_external **ext = mb_calloc((size_t)n, sizeof *ext);
+  const cubert_failure **early = mb_calloc((size_t)n, sizeof *early);
   unsigned char *scratch = NULL;
   stage_buf sb = {0};
   if (!rq || !ext || !early || (!into_view && !stage_take(r->client, (size_t)r->size, &sb))) {
@@ -1084,9 +1159,9 @@ static void recv_direct(cubert_mpi_request *r, uint64_t stop, const cubert_failu
     const cubert_failure *f = NULL;
     cubert_failure_create(r->client, CUBERT_ERR_OUT_OF_MEMORY, r->message, &f);
     if ((f = need(r, f))) span_add(r, 0, r->size, f);
-    free(rq);
-    free(ext);
-    free(early);
+    mb_free(rq);
+    mb_free(ext);
+    mb_free(early);
     return;
   }
   for (uint64_t k = 0; k < n; k++) {
@@ -1098,7 +1173,7 @@ static void recv_direct(cubert_mpi_request *r, uint64_t stop, const cubert_failu
                (unsigned long long)b, cubert_last_error_message());
       early[k] = need(r, failure_for(r->client, CUBERT_ERR_BACKEND, why));
       note(r, CUBERT_ERR_BACKEND, "%s", why);
-      if (!scratch) scratch = malloc((size_t)r->size);
+      if (!scratch) scratch = mb_malloc((size_t)r->size);
       addr = scratch ? scratch + a : NULL;
     }
     MPI_Irecv(addr, addr ? (int)(b - a) : 0, MPI_BYTE, r->peer, r->ptag, r->cs->dup, &rq[k]);
@@ -1136,10 +1211,10 @@ static void recv_direct(cubert_mpi_request *r, uint64_t stop, const cubert_failu
     stage_give(&sb);
     write_failures(r);
   }
-  free(scratch);
-  free(rq);
-  free(ext);
-  free(early);
+  mb_free(scratch);
+  mb_free(rq);
+  mb_free(ext);
+  mb_free(early);
 }
 
 /* Waits for the header and checks it: true with *h filled; false when
@@ -1168,7 +1243,8 @@ static bool recv_header(cubert_mpi_request *r, wire_header *h, cubert_status *st
              WIRE_HEADER_SIZE);
   } else if (wire_header_decode(r->header, h, notheader, sizeof notheader)) {
     uint64_t want = WIRE_HEADER_SIZE + ((h->flags & WIRE_EAGER) ? WIRE_CHUNK_PREFIX + h->size : 0) +
-                    ((h->flags & WIRE_IPC) ? WIRE_IPC_BLOCK : 0);
+                    ((h->flags & WIRE_IPC) ? WIRE_IPC_BLOCK : 0) +
+                    ((h->flags & WIRE_FAILED) ? CUBERT_FAILURE_RECORD_SIZE : 0);
     if ((uint64_t)count == want)
       notheader[0] = '\0';
     else
@@ -1218,8 +1294,22 @@ static void recv_ranges(cubert_mpi_request *r, const wire_header *h) {
   if (!h->nranges) return;
   char t[MPI_MAX_ERROR_STRING + 1], why[600];
   size_t len = (size_t)h->nranges * WIRE_RANGE_SIZE;
-  unsigned char *buf = malloc(len);
-  int rc = buf ? MPI_Recv(buf, (int)len, MPI_BYTE, r->peer, r->ptag, r->cs->dup, MPI_STATUS_IGNORE) : MPI_ERR_NO_MEM;
+  unsigned char *buf = mb_malloc(len);
+  if (!buf) {
+    /* no memory for the list: the message is taken all the same (else a
+     * chunk's receive would match it, and the exchange's messages would be
+     * left to a later transfer), and the whole view carries the spare */
+    unsigned char one[WIRE_RANGE_SIZE];
+    take(one, sizeof one, r->peer, r->ptag, r->cs->dup);
+    note(r, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory for the %llu tainted ranges from rank %d",
+         (unsigned long long)h->nranges, r->peer);
+    const cubert_failure *f = need(r, NULL);
+    if (f) span_add(r, 0, r->size, f);
+    r->nsent = r->nspans;
+    r->messages++;
+    return;
+  }
+  int rc = MPI_Recv(buf, (int)len, MPI_BYTE, r->peer, r->ptag, r->cs->dup, MPI_STATUS_IGNORE);
   if (rc != MPI_SUCCESS) {
     mpi_text(rc, t, sizeof t);
     snprintf(why, sizeof why, "the tainted ranges from rank %d did not arrive: %s", r->peer, t);
@@ -1236,7 +1326,7 @@ static void recv_ranges(cubert_mpi_request *r, const wire_header *h) {
       if (f) span_add(r, off, off + n, f);
     }
   }
-  free(buf);
+  mb_free(buf);
   r->nsent = r->nspans;
   r->messages++;
   prof_lap(PROF_CHUNK_WAIT, &r->pt);
@@ -1287,10 +1377,14 @@ static void recv_staged(cubert_mpi_request *r, const wire_header *h, uint64_t st
       cubert_failure_create(r->client, CUBERT_ERR_BACKEND, why, &f);
       note(r, CUBERT_ERR_BACKEND, "%s", why);
       if ((f = need(r, f))) span_add(r, a, r->size, f);
+      /* the ring goes back to the pool below: no receive may still write
+       * it. Each posted one is cancelled and waited for (MPI_Cancel only
+       * asks; the wait returns once it was cancelled, or completed if a
+       * message had matched it already) */
       for (int i = 0; i < RING; i++)
         if (rq[i] != MPI_REQUEST_NULL) {
           MPI_Cancel(&rq[i]);
-          MPI_Request_free(&rq[i]);
+          MPI_Wait(&rq[i], MPI_STATUS_IGNORE);
         }
       break;
     }
@@ -1318,7 +1412,13 @@ static void recv_bytes(cubert_mpi_request *r, const wire_header *h) {
   if (r->injected && r->hit.fault == MPI_FAULT_FAIL) stop = 0;
   const cubert_failure *inj = NULL;
   r->shared = h->flags & WIRE_IPC;
-  if (r->shared) { /* the bytes wait in the sender's shared memory */
+  if (h->flags & WIRE_FAILED) { /* the sender could not send: nothing follows */
+    const cubert_failure *f = import_or_explain(r, (const cubert_failure_record *)(r->header + WIRE_HEADER_SIZE),
+                                                "a failed send");
+    note(r, CUBERT_ERR_BACKEND, "rank %d could not send (nothing crossed; the view is tainted): %s", r->peer,
+         f ? cubert_failure_message(f) : "its failure could not be made here");
+    if ((f = need(r, f))) span_add(r, 0, r->size, f);
+  } else if (r->shared) { /* the bytes wait in the sender's shared memory */
     ipc_call call = ipc_call_of(r, stop);
     mpi_ipc_land(&call, r->header + WIRE_HEADER_SIZE);
     write_failures(r); /* a copy that failed at its fence (the land waited for them) */

@@ -43,8 +43,10 @@ bool wire_header_decode(const unsigned char in[WIRE_HEADER_SIZE], wire_header *h
   uint64_t tf = wire_get64(in + 40);
   h->payload_tag = (int32_t)(uint32_t)tf;
   h->flags = (uint32_t)(tf >> 32);
-  uint64_t want = h->chunk ? (h->size + h->chunk - 1) / h->chunk : 0;
-  bool eager_bad = (h->flags & ~(WIRE_EAGER | WIRE_IPC | WIRE_DIRECT)) ||
+  bool failed = h->flags & WIRE_FAILED;
+  uint64_t want = h->chunk && !failed ? (h->size + h->chunk - 1) / h->chunk : 0;
+  bool eager_bad = (h->flags & ~(WIRE_EAGER | WIRE_IPC | WIRE_DIRECT | WIRE_FAILED)) ||
+                   (failed && (h->flags != WIRE_FAILED || h->nranges)) ||
                    ((h->flags & WIRE_EAGER) && (h->flags & (WIRE_IPC | WIRE_DIRECT))) ||
                    ((h->flags & WIRE_IPC) && (h->flags & WIRE_DIRECT)) ||
                    ((h->flags & WIRE_EAGER) && (h->nranges || h->nchunks != 1 || h->size > WIRE_EAGER_MAX)) ||

@@ -24,6 +24,10 @@
  * Direct form (header flag WIRE_DIRECT, version 4, GPU-aware MPI, mpi/direct.h): a
  * view with no tainted range; each chunk is its bare bytes (no prefix, no
  * checksum: MPI moved them from device memory), nothing else follows.
+ * Failed form (header flag WIRE_FAILED): a sender that could not send the
+ * view (no host memory for its account or its staging buffer) sends the
+ * header (no range, no chunk) with the failure record of why in the same
+ * message; nothing follows. The receiver taints its whole view with it.
  * Every number is little-endian. */
 #ifndef CUBERT_MPI_WIRE_H
 #define CUBERT_MPI_WIRE_H
@@ -48,6 +52,8 @@
 #define WIRE_IPC_BLOCK (32 + CUBERT_EXPORT_DESC_SIZE)
 #define WIRE_ACK_SIZE 16
 #define WIRE_DIRECT 4u /* the chunks are the bare bytes, sent from device memory */
+#define WIRE_FAILED 8u /* the sender could not send (out of host memory): its failure record follows the
+                        * header in its message; no range, no chunk, nothing else */
 
 /* Chunk flags. */
 #define WIRE_CHUNK_UNREAD 1u /* the sender could not read these bytes: a record follows */
@@ -58,7 +64,7 @@ typedef struct wire_header {
   uint64_t chunk;      /* bytes per chunk (the last may be shorter) */
   uint64_t nchunks;
   int32_t payload_tag; /* on cubert's communicator; +1 for records */
-  uint32_t flags;      /* WIRE_EAGER, WIRE_IPC, WIRE_DIRECT, or 0 */
+  uint32_t flags;      /* WIRE_EAGER, WIRE_IPC, WIRE_DIRECT, WIRE_FAILED, or 0 */
 } wire_header;
 
 void wire_put64(unsigned char *p, uint64_t v);

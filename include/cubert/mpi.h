@@ -57,7 +57,10 @@
  * and why; the receiver has them tainted); CUBERT_ERR_INVALID_ARGUMENT,
  * CUBERT_ERR_WRONG_DEVICE, CUBERT_ERR_OUT_OF_RANGE for a caller's mistake;
  * CUBERT_ERR_BACKEND for an MPI error (give the communicator
- * MPI_ERRORS_RETURN to see them rather than have MPI abort the job). A failed
+ * MPI_ERRORS_RETURN to see them rather than have MPI abort the job);
+ * CUBERT_ERR_OUT_OF_MEMORY when host memory ran out (a sender still tells
+ * its receiver, which taints its whole view and returns CUBERT_ERR_BACKEND:
+ * docs/cluster.md, "A sender that runs out of host memory"). A failed
  * call records the thread's last error (cubert_last_error_message()), as
  * every cubert call does.
  *
@@ -103,7 +106,9 @@ extern "C" {
  * initialised (else CUBERT_ERR_INVALID_ARGUMENT, "MPI is not initialised").
  * Reads the fault rules (below), $CUBERT_MPI_GPU_AWARE (auto, force or off)
  * and $CUBERT_MPI_PROFILE; a value that does not parse: CUBERT_ERR_PARSE;
- * out of host memory: CUBERT_ERR_OUT_OF_MEMORY. Calling it again for the same communicator does nothing. */
+ * out of host memory: CUBERT_ERR_OUT_OF_MEMORY, on every rank of `comm` when
+ * any ran out in its collective part (none is left waiting). Calling it again
+ * for the same communicator does nothing. */
 CUBERT_MPI_API cubert_status cubert_mpi_init(MPI_Comm comm);
 /* Frees what cubert_mpi_init made for `comm` (collective). Call it before
  * MPI_Comm_free or MPI_Finalize. A communicator never initialised: nothing. */
