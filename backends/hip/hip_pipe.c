@@ -10,8 +10,9 @@
  *  - `nchunks` pinned chunks of `chunk` bytes, one allocation on the
  *    device's NUMA node when the runtime places it (place_alloc +
  *    hipHostRegister, portable), else hipHostMalloc(portable);
- *  - a pool of copy threads, placed near the device (place_thread), that
- *    split each chunk's memcpy with the calling thread;
+ *  - a pool of copy threads (base/copier.h), placed near the device
+ *    (place_thread), that split each chunk's memcpy with the calling
+ *    thread;
  *  - one event per chunk on the device: the last transfer that used it.
  * A write copies chunk k+1 into pinned memory while chunk k is in flight
  * and returns when the last chunk is copied (the caller's buffer is then
@@ -26,8 +27,8 @@
  * 2026-12-02 moved 11-12 and 40-42 GB/s at 256 MiB with the same settings).
  * A read copies out of the chunks with streaming stores (base/copy.h:
  * the caller's lines are written without being read first), a write
- * fills them with memcpy (copier_copy says why). $CUBERT_HIP_COPY_STREAM=0
- * makes reads use memcpy too;
+ * fills them with memcpy (pipe_get says why). $CUBERT_HIP_COPY_STREAM=0
+ * makes reads use memcpy too, =all writes use streaming stores too;
  * $CUBERT_HIP_COPY_THREADS, $CUBERT_HIP_STAGING_CHUNKS and
  * $CUBERT_HIP_STAGING_CHUNK override them, $CUBERT_HIP_PIPE_FROM the size
  * from which transfers take the pipeline (default: reads from 1 MiB,
@@ -45,6 +46,7 @@
  * One transfer at a time uses a device's pipeline (pipe_lock); a transfer
  * that finds it busy takes the direct path, as before the pipeline. */
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -52,31 +54,11 @@
 
 #include "base/alloc.h"
 #include "backends/hip/hip_internal.h"
-#include "base/copy.h"
+#include "base/copier.h"
 #include "base/env.h"
 
 #define PIPE_CHUNKS_MAX 16
 #define PIPE_PIECE_MIN ((size_t)1 << 20) /* chunks no finer than this */
-#define COPY_SPLIT_MIN ((size_t)256 << 10) /* below this one thread copies */
-#define COPY_PIECE_MIN ((size_t)64 << 10)  /* pieces no finer than this */
-
-typedef struct copier {
-  pthread_t *threads;
-  int n; /* threads beside the caller */
-  pthread_mutex_t lock;
-  pthread_cond_t go, done;
-  _Atomic uint64_t gen;  /* set under lock; read without it while spinning */
-  atomic_int busy;       /* workers inside this generation's copy (changed under lock) */
-  atomic_bool stop;      /* set under lock */
-  uint64_t spin_ns;      /* how long a thread spins before it sleeps (copier_start) */
-  char *dst;
-  const char *src;
-  size_t size, piece, pieces;
-  bool stream_reads; /* reads copy out with streaming stores ($CUBERT_HIP_COPY_STREAM) */
-  bool stream;       /* this generation's copy: with streaming stores (cb_copy_stream) */
-  atomic_size_t next; /* the next piece to take; reset only while busy == 0 */
-  cb_hip_device *dev; /* for placement */
-} copier;
 
 typedef struct peer_side {
   hipStream_t stream;               /* on the source device */
@@ -93,42 +75,15 @@ struct cb_hip_pipe {
   hipEvent_t order; /* the destination stream's end, for peer copies */
   peer_side **peers; /* per source device index, made on first use */
   int npeers;
-  copier cp;
+  cb_copier *cp;      /* the copy threads (base/copier.h) */
+  bool stream_reads;  /* reads copy out with streaming stores ($CUBERT_HIP_COPY_STREAM) */
+  bool stream_writes; /* writes fill the chunks with them ($CUBERT_HIP_COPY_STREAM=all) */
 };
-
-typedef struct worker_arg {
-  copier *c;
-} worker_arg;
 
 /* A size or count from the environment (`text`, may be NULL), else `fallback`. */
 static uint64_t env_size(const char *text, uint64_t fallback) {
   uint64_t v = 0;
   return text && cb_parse_size(text, &v) && v ? v : fallback;
-}
-
-/* ------------------------------------------------------------ copy threads */
-
-/* One copy of the pipeline: with streaming stores or memcpy. */
-static void copy_bytes(void *dst, const void *src, size_t n, bool stream) {
-  if (stream)
-    cb_copy_stream(dst, src, n);
-  else
-    memcpy(dst, src, n);
-}
-
-/* Copies pieces of the current generation until none is left. Every
- * thread, the caller included, takes the next piece as it comes free, so a
- * thread the scheduler holds back delays one piece, not a fixed share of
- * every chunk (with a fixed share per thread, 16 threads on a 16-core
- * machine moved 11-12 GB/s in one H200 run where 12 moved 44-47). */
-static void copy_pieces(copier *c, char *dst, const char *src, size_t size, size_t piece, size_t pieces,
-                        bool stream) {
-  for (;;) {
-    size_t i = atomic_fetch_add_explicit(&c->next, 1, memory_order_relaxed);
-    if (i >= pieces) return;
-    size_t from = i * piece;
-    copy_bytes(dst + from, src + from, size - from < piece ? size - from : piece, stream);
-  }
 }
 
 static uint64_t now_ns(void) {
@@ -137,156 +92,71 @@ static uint64_t now_ns(void) {
   return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
+/* The copy threads of a device's pipeline (base/copier.h), placed near it. */
+static void place_worker(void *ctx, int index) {
+  cb_hip_backend *b = ctx;
+  if (b->place_thread) b->place_thread(b->place_ctx, index);
 }
 
-/* Spins, without the lock, while the generation is still `seen` and the
- * copier is not stopping, for at most c->spin_ns. The chunks of one
- * transfer follow each other within microseconds, while a thread put to
- * sleep on a condition variable may take tens of microseconds to run again
- * (the caller of each chunk's copy waits for the slowest one), so threads
- * spin briefly before they sleep, as OpenMP runtimes do before blocking.
- * Only a hint: the callers check again under the lock. */
-static void spin_while_gen(copier *c, uint64_t seen) {
-  if (!c->spin_ns) return;
-  uint64_t end = now_ns() + c->spin_ns;
-  for (unsigned i = 1;; i++) {
-    if (atomic_load_explicit(&c->gen, memory_order_relaxed) != seen || atomic_load_explicit(&c->stop, memory_order_relaxed))
-      return;
-    cpu_relax();
-    if (i % 64 == 0 && now_ns() >= end) return;
-  }
-}
-
-static void spin_while_busy(copier *c) {
-  if (!c->spin_ns) return;
-  uint64_t end = now_ns() + c->spin_ns;
-  for (unsigned i = 1; atomic_load_explicit(&c->busy, memory_order_acquire) != 0; i++) {
-    cpu_relax();
-    if (i % 64 == 0 && now_ns() >= end) return;
-  }
-}
-
-static void *worker(void *p) {
-  worker_arg a = *(worker_arg *)p;
-  cb_free(p);
-  copier *c = a.c;
-  cb_hip_backend *b = c->dev->backend;
-  if (b->place_thread) b->place_thread(b->place_ctx, c->dev->index);
-  uint64_t seen = 0;
-  for (;;) {
-    spin_while_gen(c, seen);
-    pthread_mutex_lock(&c->lock);
-    while (atomic_load(&c->gen) == seen && !atomic_load(&c->stop)) pthread_cond_wait(&c->go, &c->lock);
-    if (atomic_load(&c->stop)) break;
-    seen = atomic_load(&c->gen);
-    /* registered under the lock: the caller does not return (and no next
-     * generation resets `next`) until this thread has left copy_pieces */
-    atomic_fetch_add(&c->busy, 1);
-    char *dst = c->dst;
-    const char *src = c->src;
-    size_t size = c->size, piece = c->piece, pieces = c->pieces;
-    bool stream = c->stream;
-    pthread_mutex_unlock(&c->lock);
-    copy_pieces(c, dst, src, size, piece, pieces, stream);
-    pthread_mutex_lock(&c->lock);
-    /* release: the caller that reads 0 without the lock sees the copies */
-    if (atomic_fetch_sub_explicit(&c->busy, 1, memory_order_acq_rel) == 1) pthread_cond_signal(&c->done);
-    pthread_mutex_unlock(&c->lock);
-  }
-  pthread_mutex_unlock(&c->lock);
-  return NULL;
-}
-
-static void copier_start(copier *c, cb_hip_device *dev, int threads) {
-  memset(c, 0, sizeof *c);
-  atomic_init(&c->next, 0);
-  atomic_init(&c->gen, 0);
-  atomic_init(&c->busy, 0);
-  atomic_init(&c->stop, false);
+static cb_copier *copier_for(cb_hip_device *dev, int threads) {
   /* $CUBERT_HIP_COPY_SPIN_US: how long a copy thread spins before it
-   * sleeps (default 100 us; 0: sleep at once, as before 2026-12-02) */
+   * sleeps (default 100 us; 0: sleep at once). The chunks of one transfer
+   * follow each other within microseconds, while a thread put to sleep may
+   * take tens of microseconds to run again, so threads spin briefly before
+   * they sleep, as OpenMP runtimes do before blocking. */
   const char *spin = cb_env("CUBERT_HIP_COPY_SPIN_US");
   uint64_t us = 100;
   if (spin && !cb_parse_size(spin, &us)) us = 100;
   if (us > 100000) us = 100000; /* at most 0.1 s */
-  c->spin_ns = us * 1000u;
-  const char *stream = cb_env("CUBERT_HIP_COPY_STREAM");
-  c->stream_reads = !(stream && strcmp(stream, "0") == 0);
-  c->dev = dev;
-  pthread_mutex_init(&c->lock, NULL);
-  pthread_cond_init(&c->go, NULL);
-  pthread_cond_init(&c->done, NULL);
-  c->threads = threads > 0 ? cb_calloc((size_t)threads, sizeof *c->threads) : NULL;
-  for (int i = 0; c->threads && i < threads; i++) {
-    worker_arg *a = cb_malloc(sizeof *a);
-    if (!a) break;
-    *a = (worker_arg){c};
-    if (pthread_create(&c->threads[i], NULL, worker, a) != 0) {
-      cb_free(a);
-      break;
-    }
-    c->n++;
-  }
+  return cb_copier_new(threads, us * 1000u, place_worker, dev->backend, dev->index);
 }
 
-static void copier_stop(copier *c) {
-  pthread_mutex_lock(&c->lock);
-  atomic_store(&c->stop, true);
-  pthread_cond_broadcast(&c->go);
-  pthread_mutex_unlock(&c->lock);
-  for (int i = 0; i < c->n; i++) pthread_join(c->threads[i], NULL);
-  cb_free(c->threads);
-  pthread_cond_destroy(&c->go);
-  pthread_cond_destroy(&c->done);
-  pthread_mutex_destroy(&c->lock);
+/* ------------------------------------------------------------ the trace */
+
+/* $CUBERT_HIP_PIPE_TRACE=1: one line on stderr per pipelined transfer,
+ * where its time went on the host (a developer's diagnostic, as HIP's own
+ * AMD_LOG_LEVEL; docs/bench.md "Where a pipelined write's time goes"): the
+ * whole call, the first piece's host copy and how many copy threads joined
+ * it, the copies, the waits for chunks and the enqueues. */
+typedef struct pipe_trace {
+  bool on;
+  uint64_t t0, first_copy, copies, waits, enq;
+  int first_joined, pieces;
+  long joined_sum;
+} pipe_trace;
+
+static bool trace_wanted(void) {
+  static atomic_int want = -1;
+  int w = atomic_load_explicit(&want, memory_order_relaxed);
+  if (w < 0) {
+    const char *e = cb_env("CUBERT_HIP_PIPE_TRACE");
+    w = e && strcmp(e, "1") == 0;
+    atomic_store_explicit(&want, w, memory_order_relaxed);
+  }
+  return w == 1;
 }
 
-/* memcpy split into pieces that the threads and the caller take as they
- * come free (copy_pieces); returns when every piece has been copied. A
- * worker that wakes after the last piece was taken finds none and leaves.
- * `stream`: with streaming stores (base/copy.h), which reads use to copy
- * out into the caller's buffer; writes fill a chunk with memcpy, because
- * the device reads the chunk next and in the H200 run of 2026-12-02 19:44Z
- * streaming stores there cost the pageable h2d rows about 8 % (256 MiB,
- * three rounds each way: 42.1-44.4 GB/s against 45.7-49.0), while d2h
- * moved 52.8-53.6 GB/s either way (that machine's link, 55, was the limit). */
-static void copier_copy(copier *c, void *dst, const void *src, size_t size, bool stream) {
-  if (c->n == 0 || size < COPY_SPLIT_MIN) {
-    copy_bytes(dst, src, size, stream);
-    return;
+static void trace_piece(pipe_trace *t, uint64_t copy_ns, int joined) {
+  if (!t->on) return;
+  if (t->pieces == 0) {
+    t->first_copy = copy_ns;
+    t->first_joined = joined;
   }
-  /* about four pieces a thread, whole pages (no two threads share a line) */
-  size_t piece = size / ((size_t)(c->n + 1) * 4);
-  if (piece < COPY_PIECE_MIN) piece = COPY_PIECE_MIN;
-  piece = (piece + 4095) & ~(size_t)4095;
-  size_t pieces = (size + piece - 1) / piece;
-  spin_while_busy(c);
-  pthread_mutex_lock(&c->lock);
-  /* a worker that woke late for the last generation may still be in
-   * copy_pieces (finding nothing left): `next` is reset only without one */
-  while (atomic_load(&c->busy)) pthread_cond_wait(&c->done, &c->lock);
-  c->dst = dst;
-  c->src = src;
-  c->size = size;
-  c->piece = piece;
-  c->pieces = pieces;
-  c->stream = stream;
-  atomic_store_explicit(&c->next, 0, memory_order_relaxed);
-  atomic_fetch_add(&c->gen, 1);
-  pthread_cond_broadcast(&c->go);
-  pthread_mutex_unlock(&c->lock);
-  copy_pieces(c, dst, src, size, piece, pieces, stream);
-  /* every piece is taken; those of registered workers are done when they
-   * leave, and no other worker can take one */
-  spin_while_busy(c);
-  if (atomic_load_explicit(&c->busy, memory_order_acquire) == 0) return; /* seen without the lock */
-  pthread_mutex_lock(&c->lock);
-  while (atomic_load(&c->busy)) pthread_cond_wait(&c->done, &c->lock);
-  pthread_mutex_unlock(&c->lock);
+  t->copies += copy_ns;
+  t->joined_sum += joined;
+  t->pieces++;
+}
+
+static void trace_print(const pipe_trace *t, const char *what, uint64_t size, size_t piece, int threads) {
+  if (!t->on) return;
+  double total = (double)(now_ns() - t->t0) / 1e3;
+  fprintf(stderr,
+          "cubert pipe: %s %" PRIu64 " B in %d pieces of %zu B, %d threads: %.1f us in all; first piece's copy "
+          "%.1f us (%d threads joined the caller); copies %.1f us (%.1f joined on average); chunk waits %.1f us; "
+          "enqueues %.1f us\n",
+          what, size, t->pieces, piece, threads, total, (double)t->first_copy / 1e3, t->first_joined,
+          (double)t->copies / 1e3, t->pieces ? (double)t->joined_sum / t->pieces : 0.0, (double)t->waits / 1e3,
+          (double)t->enq / 1e3);
 }
 
 /* ------------------------------------------------------------ the pipeline */
@@ -343,7 +213,7 @@ static void pipe_free(cb_hip_device *dev, cb_hip_pipe *p) {
   } else if (p->buf) {
     (void)hipHostFree(p->buf);
   }
-  copier_stop(&p->cp);
+  cb_copier_free(p->cp);
   cb_free(p->peers);
   cb_free(p);
 }
@@ -374,12 +244,23 @@ static cb_hip_pipe *pipe_get(cb_hip_device *dev) {
   for (int k = 0; k < nchunks; k++)
     if (hipEventCreateWithFlags(&p->done[k], hipEventDisableTiming) != hipSuccess) goto fail_events;
   if (hipEventCreateWithFlags(&p->order, hipEventDisableTiming) != hipSuccess) goto fail_events;
-  copier_start(&p->cp, dev, threads - 1); /* the caller copies too */
+  /* NULL when out of memory: the caller then copies alone */
+  p->cp = copier_for(dev, threads - 1); /* the caller copies too */
+  /* A read copies out of the chunks with streaming stores (the caller's
+   * lines are written without being read first). A write fills them with
+   * memcpy: the device reads the chunk next, and in the H200 run of
+   * 2026-12-02 19:44Z streaming stores there cost the pageable h2d rows
+   * about 8 % (256 MiB, three rounds each way: 42.1-44.4 GB/s against
+   * 45.7-49.0), while d2h moved 52.8-53.6 GB/s either way (that machine's
+   * link, 55, was the limit). $CUBERT_HIP_COPY_STREAM=0: memcpy both ways;
+   * =all: streaming stores both ways. */
+  const char *stream = cb_env("CUBERT_HIP_COPY_STREAM");
+  p->stream_reads = !(stream && strcmp(stream, "0") == 0);
+  p->stream_writes = stream && strcmp(stream, "all") == 0;
   dev->pipe = p;
   return p;
 fail_events:
   (void)hipGetLastError();
-  copier_start(&p->cp, dev, 0);
   pipe_free(dev, p);
   dev->pipe_failed = true;
   return NULL;
@@ -434,6 +315,8 @@ static hipError_t chunk_wait(cb_hip_pipe *p, int k) {
 
 bool cb_hip_pipe_write(cb_hip_device *dev, cb_hip_stream *s, uint64_t dst, const void *src, uint64_t size,
                        hipError_t *err, const char **where) {
+  pipe_trace tr = {.on = trace_wanted()};
+  if (tr.on) tr.t0 = now_ns();
   cb_hip_pipe *p = pipe_take(dev);
   if (!p) return false;
   size_t piece = piece_for(p, size);
@@ -442,11 +325,14 @@ bool cb_hip_pipe_write(cb_hip_device *dev, cb_hip_stream *s, uint64_t dst, const
   for (int k = 0; off < size && e == hipSuccess; k = (k + 1) % p->nchunks) {
     size_t n = size - off < piece ? (size_t)(size - off) : piece;
     char *c = p->buf + (size_t)k * p->chunk;
+    uint64_t t1 = tr.on ? now_ns() : 0;
     if ((e = chunk_wait(p, k)) != hipSuccess) {
       *where = "waiting for a staging chunk";
       break;
     }
-    copier_copy(&p->cp, c, (const char *)src + off, n, false);
+    uint64_t t2 = tr.on ? now_ns() : 0;
+    cb_copier_copy(p->cp, c, (const char *)src + off, n, p->stream_writes);
+    uint64_t t3 = tr.on ? now_ns() : 0;
     if ((e = hipMemcpyAsync(CB_HIP_PTR(dst + off), c, n, hipMemcpyHostToDevice, s->stream)) != hipSuccess) {
       *where = "hipMemcpyAsync from a staging chunk";
       break;
@@ -455,10 +341,16 @@ bool cb_hip_pipe_write(cb_hip_device *dev, cb_hip_stream *s, uint64_t dst, const
       *where = "hipEventRecord after a staging chunk";
       break;
     }
+    if (tr.on) {
+      tr.waits += t2 - t1;
+      tr.enq += now_ns() - t3;
+      trace_piece(&tr, t3 - t2, cb_copier_joined(p->cp));
+    }
     p->pending[k] = true;
     off += n;
   }
   if (e != hipSuccess) (void)hipStreamSynchronize(s->stream); /* a copy may still read a chunk */
+  trace_print(&tr, "write", size, piece, cb_copier_threads(p->cp) + 1);
   pthread_mutex_unlock(&dev->pipe_lock);
   *err = e;
   return true;
@@ -466,6 +358,8 @@ bool cb_hip_pipe_write(cb_hip_device *dev, cb_hip_stream *s, uint64_t dst, const
 
 bool cb_hip_pipe_read(cb_hip_device *dev, cb_hip_stream *s, void *dst, uint64_t src, uint64_t size,
                       hipError_t *err, const char **where) {
+  pipe_trace tr = {.on = trace_wanted()};
+  if (tr.on) tr.t0 = now_ns();
   cb_hip_pipe *p = pipe_take(dev);
   if (!p) return false;
   size_t piece = piece_for(p, size);
@@ -496,16 +390,23 @@ bool cb_hip_pipe_read(cb_hip_device *dev, cb_hip_stream *s, void *dst, uint64_t 
     }
     if (e != hipSuccess) break;
     size_t n = size - landed < piece ? (size_t)(size - landed) : piece;
+    uint64_t t1 = tr.on ? now_ns() : 0;
     if ((e = chunk_wait(p, lk)) != hipSuccess) {
       *where = "waiting for a download into a staging chunk";
       break;
     }
-    copier_copy(&p->cp, (char *)dst + landed, p->buf + (size_t)lk * p->chunk, n, p->cp.stream_reads);
+    uint64_t t2 = tr.on ? now_ns() : 0;
+    cb_copier_copy(p->cp, (char *)dst + landed, p->buf + (size_t)lk * p->chunk, n, p->stream_reads);
+    if (tr.on) {
+      tr.waits += t2 - t1;
+      trace_piece(&tr, now_ns() - t2, cb_copier_joined(p->cp));
+    }
     landed += n;
     lk = (lk + 1) % p->nchunks;
   }
   if (e != hipSuccess) (void)hipStreamSynchronize(s->stream);
   for (int k = 0; k < p->nchunks; k++) (void)chunk_wait(p, k);
+  trace_print(&tr, "read", size, piece, cb_copier_threads(p->cp) + 1);
   pthread_mutex_unlock(&dev->pipe_lock);
   *err = e;
   return true;
