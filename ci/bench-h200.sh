@@ -121,48 +121,30 @@ stage_strided() {
   run_limited strided "$strided_limit" --json "$out/strided.json" --csv "$out/strided.csv"
 }
 
-# The pageable staging pipeline's settings (backends/hip/hip_pipe.c) swept
-# at 256 MiB: copy threads x chunk size x chunks, the pageable h2d and d2h
-# rows of each (issue 15: d2h was 2.1-2.5x raw where 3x is the target).
-# CUBERT_BENCH_PIPE_SWEEP=0 leaves it out; CUBERT_BENCH_PIPE_LIMIT (s, 120).
-# One sweep cell: the pageable rows at 256 MiB with the settings in the
-# environment of the call.
+# Where the pageable pipeline's host copies use streaming stores
+# (backends/hip/hip_pipe.c, $CUBERT_HIP_COPY_STREAM), alternated over three
+# rounds: the default (reads; a write's first pass over the chunks) against
+# `reads` (reads only, before 2026-12-03) and `all`, the pageable rows at
+# 64 MiB, 256 MiB and 1 GiB (issue 15: pageable h2d at 64 MiB missed 3x
+# raw). CUBERT_BENCH_PIPE_SWEEP=0 leaves it out; CUBERT_BENCH_PIPE_LIMIT
+# (s, 120).
 sweep_row() {
-  CUBERT_BACKENDS=hip timeout 30 "$tool" bench peer --only sweep --sizes 256M --reps 5 --warmup 2 --quiet 2>&1 |
-    awk '($1 == "h2d" || $1 == "d2h") && $2 == "uni" { printf "%s %s raw %s ratio %s; ", $1, $8, $12, $13 }'
+  CUBERT_BACKENDS=hip timeout 40 "$tool" bench peer --only sweep --sizes 64M,256M,1G --reps 5 --warmup 2 --quiet 2>&1 |
+    awk '($1 == "h2d" || $1 == "d2h") && $2 == "uni" { printf "%s %s %s %s raw %s ratio %s; ", $1, $5, $6, $8, $12, $13 }'
 }
 
 stage_pipe_sweep() {
-  local t c n s r line start=$SECONDS limit=${CUBERT_BENCH_PIPE_LIMIT:-120}
-  # streaming stores on (the default) and off, alternated three times with
-  # the default settings and with 16 threads (base/copy.c)
-  echo "stream threads | pageable rows at 256 MiB (cubert GB/s, raw GB/s, ratio)" >>"$out/bench.log"
+  local r s line start=$SECONDS limit=${CUBERT_BENCH_PIPE_LIMIT:-120}
+  echo "stream | pageable rows (cubert GB/s, raw GB/s, ratio)" >>"$out/bench.log"
   for r in 1 2 3; do
-    for t in default 16; do
-      for s in 1 0; do
-        if [ "$t" = default ]; then
-          line=$(CUBERT_HIP_COPY_STREAM=$s sweep_row)
-        else
-          line=$(CUBERT_HIP_COPY_STREAM=$s CUBERT_HIP_COPY_THREADS=$t sweep_row)
-        fi
-        echo "stream $s $t (round $r) | $line" >>"$out/bench.log"
-      done
-    done
-  done
-  echo "threads chunk chunks | pageable rows at 256 MiB (cubert GB/s, raw GB/s, ratio)" >>"$out/bench.log"
-  for t in default 8 12 16; do
-    for c in 8M 16M; do
-      for n in 4 8; do
-        [ $((SECONDS - start)) -lt "$limit" ] || { echo "pipe sweep: stopped at ${limit} s" >>"$out/bench.log"; return 0; }
-        if [ "$t" = default ]; then
-          # the defaults, once (hip_pipe.c: 3/4 of the cores, 8 chunks of 8 MiB)
-          [ "$c$n" = 8M8 ] || continue
-          line=$(sweep_row)
-        else
-          line=$(CUBERT_HIP_COPY_THREADS=$t CUBERT_HIP_STAGING_CHUNK=$c CUBERT_HIP_STAGING_CHUNKS=$n sweep_row)
-        fi
-        echo "pipe $t $c $n | $line" >>"$out/bench.log"
-      done
+    for s in default reads all; do
+      [ $((SECONDS - start)) -lt "$limit" ] || { echo "pipe sweep: stopped at ${limit} s" >>"$out/bench.log"; return 0; }
+      if [ "$s" = default ]; then
+        line=$(sweep_row)
+      else
+        line=$(CUBERT_HIP_COPY_STREAM=$s sweep_row)
+      fi
+      echo "stream $s (round $r) | $line" >>"$out/bench.log"
     done
   done
 }

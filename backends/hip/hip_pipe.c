@@ -27,8 +27,9 @@
  * 2026-12-02 moved 11-12 and 40-42 GB/s at 256 MiB with the same settings).
  * A read copies out of the chunks with streaming stores (base/copy.h:
  * the caller's lines are written without being read first), a write
- * fills them with memcpy (pipe_get says why). $CUBERT_HIP_COPY_STREAM=0
- * makes reads use memcpy too, =all writes use streaming stores too;
+ * fills them with streaming stores on its first pass over the chunks and
+ * memcpy after (pipe_get says why). $CUBERT_HIP_COPY_STREAM=0: memcpy
+ * both ways, =all: streaming stores throughout, =reads: reads only;
  * $CUBERT_HIP_COPY_THREADS, $CUBERT_HIP_STAGING_CHUNKS and
  * $CUBERT_HIP_STAGING_CHUNK override them, $CUBERT_HIP_PIPE_FROM the size
  * from which transfers take the pipeline (default: reads from 1 MiB,
@@ -77,7 +78,7 @@ struct cb_hip_pipe {
   int npeers;
   cb_copier *cp;      /* the copy threads (base/copier.h) */
   bool stream_reads;  /* reads copy out with streaming stores ($CUBERT_HIP_COPY_STREAM) */
-  bool stream_writes; /* writes fill the chunks with them ($CUBERT_HIP_COPY_STREAM=all) */
+  int stream_writes;  /* writes fill the chunks with them: 0 never, 1 on a write's first pass over the chunks, 2 always */
 };
 
 /* A size or count from the environment (`text`, may be NULL), else `fallback`. */
@@ -247,16 +248,23 @@ static cb_hip_pipe *pipe_get(cb_hip_device *dev) {
   /* NULL when out of memory: the caller then copies alone */
   p->cp = copier_for(dev, threads - 1); /* the caller copies too */
   /* A read copies out of the chunks with streaming stores (the caller's
-   * lines are written without being read first). A write fills them with
-   * memcpy: the device reads the chunk next, and in the H200 run of
-   * 2026-12-02 19:44Z streaming stores there cost the pageable h2d rows
-   * about 8 % (256 MiB, three rounds each way: 42.1-44.4 GB/s against
-   * 45.7-49.0), while d2h moved 52.8-53.6 GB/s either way (that machine's
-   * link, 55, was the limit). $CUBERT_HIP_COPY_STREAM=0: memcpy both ways;
-   * =all: streaming stores both ways. */
+   * lines are written without being read first). A write fills the chunks
+   * with streaming stores on its first pass over them and with memcpy once
+   * it comes back to a chunk. Measured on the H200 machine (2026-12-03
+   * 06:35Z, three rounds each, docs/bench.md "Where a pipelined write's time
+   * goes"): streaming stores throughout moved 64 MiB writes at 40.4-45.0
+   * GB/s where memcpy moved 30.6-35.5 (the host's copy took as long either
+   * way; the device's reads of the chunks finished sooner after streaming
+   * stores), and 1 GiB writes at 42.8-42.9 where memcpy moved 51.7-53.1
+   * (chunks written again and again: memcpy's copy ran at 59 GB/s, the
+   * streaming one at 44). $CUBERT_HIP_COPY_STREAM=0: memcpy both ways;
+   * =all: streaming stores throughout; =reads: reads only (before
+   * 2026-12-03). */
   const char *stream = cb_env("CUBERT_HIP_COPY_STREAM");
   p->stream_reads = !(stream && strcmp(stream, "0") == 0);
-  p->stream_writes = stream && strcmp(stream, "all") == 0;
+  p->stream_writes = 1;
+  if (stream && strcmp(stream, "all") == 0) p->stream_writes = 2;
+  if (stream && (strcmp(stream, "0") == 0 || strcmp(stream, "reads") == 0)) p->stream_writes = 0;
   dev->pipe = p;
   return p;
 fail_events:
@@ -322,7 +330,7 @@ bool cb_hip_pipe_write(cb_hip_device *dev, cb_hip_stream *s, uint64_t dst, const
   size_t piece = piece_for(p, size);
   hipError_t e = hipSuccess;
   uint64_t off = 0;
-  for (int k = 0; off < size && e == hipSuccess; k = (k + 1) % p->nchunks) {
+  for (int k = 0, i = 0; off < size && e == hipSuccess; k = (k + 1) % p->nchunks, i++) {
     size_t n = size - off < piece ? (size_t)(size - off) : piece;
     char *c = p->buf + (size_t)k * p->chunk;
     uint64_t t1 = tr.on ? now_ns() : 0;
@@ -331,7 +339,8 @@ bool cb_hip_pipe_write(cb_hip_device *dev, cb_hip_stream *s, uint64_t dst, const
       break;
     }
     uint64_t t2 = tr.on ? now_ns() : 0;
-    cb_copier_copy(p->cp, c, (const char *)src + off, n, p->stream_writes);
+    bool stream = p->stream_writes == 2 || (p->stream_writes == 1 && i < p->nchunks);
+    cb_copier_copy(p->cp, c, (const char *)src + off, n, stream);
     uint64_t t3 = tr.on ? now_ns() : 0;
     if ((e = hipMemcpyAsync(CB_HIP_PTR(dst + off), c, n, hipMemcpyHostToDevice, s->stream)) != hipSuccess) {
       *where = "hipMemcpyAsync from a staging chunk";
