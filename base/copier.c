@@ -11,9 +11,9 @@
  * at `busy` (the caller waits for it) or the caller's close comes before the
  * thread's look at the state (the thread leaves without touching the
  * fields). So no lock is taken on the way in or out of a copy: the pool
- * used to register and leave under one mutex, and with a dozen threads that
- * convoy cost about 70 us a copy on the H200 machine (2 MiB copies moved 20
- * GB/s, 8 MiB copies 37 where the memory moves 60: docs/bench.md "Where a
+ * used to register and leave under one mutex, twice per thread per copy,
+ * and with a dozen threads its 2 MiB copies moved 19-20 GB/s on the H200
+ * machine where its 8 MiB ones moved 37-63 (docs/bench.md "Where a
  * pipelined write's time goes"). The mutex stays for sleeping only. */
 #include "base/copier.h"
 

@@ -126,21 +126,25 @@ stage_strided() {
 # rounds: the default (reads; a write's first pass over the chunks) against
 # `reads` (reads only, before 2026-12-03) and `all`, the pageable rows at
 # 64 MiB, 256 MiB and 1 GiB (issue 15: pageable h2d at 64 MiB missed 3x
-# raw). CUBERT_BENCH_PIPE_SWEEP=0 leaves it out; CUBERT_BENCH_PIPE_LIMIT
-# (s, 120).
+# raw); and `chunks2M`, the default with 8 chunks of 2 MiB, whose copies
+# of 2 MiB show the copy pool's hand-over cost (base/copier.c: 19-20 GB/s
+# in the probe of 06:23Z, before the lock-free hand-over).
+# CUBERT_BENCH_PIPE_SWEEP=0 leaves it out; CUBERT_BENCH_PIPE_LIMIT (s, 160).
 sweep_row() {
   CUBERT_BACKENDS=hip timeout 40 "$tool" bench peer --only sweep --sizes 64M,256M,1G --reps 5 --warmup 2 --quiet 2>&1 |
     awk '($1 == "h2d" || $1 == "d2h") && $2 == "uni" { printf "%s %s %s %s raw %s ratio %s; ", $1, $5, $6, $8, $12, $13 }'
 }
 
 stage_pipe_sweep() {
-  local r s line start=$SECONDS limit=${CUBERT_BENCH_PIPE_LIMIT:-120}
+  local r s line start=$SECONDS limit=${CUBERT_BENCH_PIPE_LIMIT:-160}
   echo "stream | pageable rows (cubert GB/s, raw GB/s, ratio)" >>"$out/bench.log"
   for r in 1 2 3; do
-    for s in default reads all; do
+    for s in default reads all chunks2M; do
       [ $((SECONDS - start)) -lt "$limit" ] || { echo "pipe sweep: stopped at ${limit} s" >>"$out/bench.log"; return 0; }
       if [ "$s" = default ]; then
         line=$(sweep_row)
+      elif [ "$s" = chunks2M ]; then
+        line=$(CUBERT_HIP_STAGING_CHUNK=2M CUBERT_HIP_STAGING_CHUNKS=8 sweep_row)
       else
         line=$(CUBERT_HIP_COPY_STREAM=$s sweep_row)
       fi
