@@ -20,6 +20,7 @@
 #include "mpi/inject.h"
 #include "mpi/alloc.h"
 #include "mpi/profile.h"
+#include "mpi/seam.h"
 #include "mpi/stage.h"
 #include "mpi/ipc.h"
 #include "mpi/wire.h"
@@ -91,6 +92,11 @@ static comm_state *state_of(MPI_Comm comm) {
   int found = 0;
   if (MPI_Comm_get_attr(comm, kv, &v, &found) != MPI_SUCCESS || !found) return NULL;
   return v;
+}
+
+MPI_Comm mpi_payload_comm(MPI_Comm comm) {
+  comm_state *cs = state_of(comm);
+  return cs ? cs->dup : MPI_COMM_NULL;
 }
 
 cubert_status cubert_mpi_init(MPI_Comm comm) {
@@ -926,15 +932,62 @@ static cubert_status finish_send(cubert_mpi_request *r, cubert_mpi_info *info) {
 /* ------------------------------------------------------------ receive */
 
 /* Receives one message of the exchange into buf (cap bytes) and drops
- * it. A longer message is still matched and taken whole: MPI completes the
- * receive with MPI_ERR_TRUNCATE (cubert's duplicate returns errors), having
- * written what fits; that is all a drain needs, and it needs no memory the
- * size of the message. */
-static int take(void *buf, size_t cap, int peer, int tag, MPI_Comm comm) {
-  int rc = MPI_Recv(buf, cap < INT_MAX ? (int)cap : INT_MAX, MPI_BYTE, peer, tag, comm, MPI_STATUS_IGNORE);
-  int cls = MPI_SUCCESS;
-  if (rc != MPI_SUCCESS && MPI_Error_class(rc, &cls) == MPI_SUCCESS && cls == MPI_ERR_TRUNCATE) rc = MPI_SUCCESS;
+ * it. A longer message is still matched and taken whole: Open MPI
+ * completes the receive with MPI_ERR_TRUNCATE (cubert's duplicate returns
+ * errors), having written the first cap bytes; that is all a drain needs,
+ * and it needs no memory the size of the message. (MPI 4.0, section 3.2.4,
+ * calls an overflow erroneous and mandates nothing more than the error:
+ * docs/cluster.md, "What cubert assumes of MPI".) *got (may be NULL): the
+ * bytes of buf the message wrote (cap when it was truncated). */
+static int take(void *buf, size_t cap, int peer, int tag, MPI_Comm comm, int *got) {
+  int n = cap < INT_MAX ? (int)cap : INT_MAX;
+  MPI_Status s;
+  int rc = MPI_Recv(buf, n, MPI_BYTE, peer, tag, comm, &s);
+  int cls = MPI_SUCCESS, count = 0;
+  if (rc == MPI_SUCCESS) MPI_Get_count(&s, MPI_BYTE, &count);
+  else if (MPI_Error_class(rc, &cls) == MPI_SUCCESS && cls == MPI_ERR_TRUNCATE) rc = MPI_SUCCESS, count = n;
+  if (got) *got = count;
   return rc;
+}
+
+/* The flags of a chunk message of `got` bytes at msg (0 when it is too
+ * short to have them). */
+static uint64_t chunk_flags(const unsigned char *msg, int got) {
+  return got >= WIRE_CHUNK_PREFIX ? wire_get64(msg + 8) : 0;
+}
+
+static const cubert_failure *import_or_explain(cubert_mpi_request *r, const cubert_failure_record *rec,
+                                               const char *what);
+
+/* Takes the failure record that follows chunk k, flagged unread by the
+ * sender. keep: its bytes get a span with the sender's failure (the
+ * original cause of their taint); else the record is dropped. */
+static void take_record(cubert_mpi_request *r, uint64_t k, bool keep) {
+  cubert_failure_record rec;
+  int rc = take(&rec, sizeof rec, r->peer, r->ptag + 1, r->cs->dup, NULL);
+  r->messages++;
+  if (!keep) return;
+  if (rc != MPI_SUCCESS) memset(&rec, 0, sizeof rec);
+  uint64_t a = k * r->chunk, b = a + r->chunk < r->size ? a + r->chunk : r->size;
+  const cubert_failure *f = need(r, import_or_explain(r, &rec, "an unread chunk"));
+  if (f) span_add(r, a, b, f);
+}
+
+/* Takes chunks from..nchunks-1 of the exchange (`direct`: bare bytes, no
+ * prefix, no record), each with the failure record that follows it when
+ * the sender flagged it unread, through buf (cap bytes: at least the
+ * prefix); drops their bytes. keep: as take_record. Stops at an MPI error
+ * other than a truncation: MPI says the transport broke, and what follows
+ * cannot be counted (it is never more than the sender sent: the receiver
+ * waits for nothing that will not come). */
+static void drain_chunks(cubert_mpi_request *r, uint64_t from, uint64_t nchunks, bool direct, unsigned char *buf,
+                         size_t cap, bool keep) {
+  for (uint64_t k = from; k < nchunks; k++) {
+    int got = 0;
+    if (take(buf, cap, r->peer, r->ptag, r->cs->dup, &got) != MPI_SUCCESS) break;
+    r->messages++;
+    if (!direct && (chunk_flags(buf, got) & WIRE_CHUNK_UNREAD)) take_record(r, k, keep);
+  }
 }
 
 /* Receives the rest of an exchange whose bytes cannot land (a view that
@@ -951,17 +1004,13 @@ static void drain(cubert_mpi_request *r, const wire_header *h) {
   unsigned char *buf = mb_malloc(cap);
   unsigned char *use = buf ? buf : r->header;
   if (!buf) cap = sizeof r->header;
-  if (h->nranges) take(use, cap, r->peer, r->ptag, r->cs->dup);
+  if (h->nranges) take(use, cap, r->peer, r->ptag, r->cs->dup, NULL);
   if (h->flags & WIRE_IPC) { /* no chunk follows: the sender waits to hear its buffer is free */
     mpi_ipc_ack(r->peer, r->cs->dup, r->ptag);
     mb_free(buf);
     return;
   }
-  for (uint64_t k = 0; k < h->nchunks; k++) {
-    if (take(use, cap, r->peer, r->ptag, r->cs->dup) != MPI_SUCCESS) break;
-    if (!direct && (wire_get64(use + 8) & WIRE_CHUNK_UNREAD))
-      take(use, cap, r->peer, r->ptag + 1, r->cs->dup);
-  }
+  drain_chunks(r, 0, h->nchunks, direct, use, cap, false);
   mb_free(buf);
 }
 
@@ -1300,7 +1349,7 @@ static void recv_ranges(cubert_mpi_request *r, const wire_header *h) {
      * chunk's receive would match it, and the exchange's messages would be
      * left to a later transfer), and the whole view carries the spare */
     unsigned char one[WIRE_RANGE_SIZE];
-    take(one, sizeof one, r->peer, r->ptag, r->cs->dup);
+    take(one, sizeof one, r->peer, r->ptag, r->cs->dup, NULL);
     note(r, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory for the %llu tainted ranges from rank %d",
          (unsigned long long)h->nranges, r->peer);
     const cubert_failure *f = need(r, NULL);
@@ -1332,10 +1381,59 @@ static void recv_ranges(cubert_mpi_request *r, const wire_header *h) {
   prof_lap(PROF_CHUNK_WAIT, &r->pt);
 }
 
+enum { RING = 3 };
+
+/* After chunk k of a staged receive broke (an MPI error, a chunk of the
+ * wrong size): every message of the exchange still to come is taken, so
+ * that the sender's sends complete (its cubert_mpi_finalize, or the
+ * destruction of its client, waits for them) and none is left for a later
+ * transfer's receive to match. The view's bytes from the break on land
+ * nowhere: the caller's span gives them the break's failure, the call's
+ * one error; a chunk the sender flagged unread gets the sender's failure
+ * instead (its record: the original cause, as on a transfer that did not
+ * break). `kgot`: the bytes chunk k's message wrote into its slot (0 when
+ * it told nothing: its flags are not read); ktaken: false when chunk k's
+ * receive was never posted (MPI_Irecv failed), so its message is still to
+ * come.
+ *
+ * The receives still posted in the ring are cancelled and waited for: the
+ * wait returns whatever the sender does, and either the cancel succeeded
+ * (the message stays for another receive) or the receive completed and
+ * took its message (MPI 4.0, section 3.8.4). A message matches the
+ * earliest posted receive still pending (section 3.5, non-overtaking), so
+ * those that completed hold the next messages of the exchange, in the
+ * order they were posted; the rest are then taken one at a time into the
+ * ring (drain_chunks). When chunk k's own receive failed with an error
+ * other than a truncation, its message is counted as taken: if it was not,
+ * one message of the exchange stays behind, but the receiver never waits
+ * for one that will not come. */
+static void recv_broken(cubert_mpi_request *r, uint64_t k, bool ktaken, int kgot, MPI_Request *rq,
+                        unsigned char *ring, size_t slot, uint64_t posted) {
+  if (ktaken && (chunk_flags(ring + (k % RING) * slot, kgot) & WIRE_CHUNK_UNREAD)) take_record(r, k, true);
+  uint64_t next = ktaken ? k + 1 : k; /* the next message of the exchange not yet taken */
+  for (uint64_t j = k + 1; j < posted; j++) {
+    MPI_Request *q = &rq[j % RING];
+    MPI_Status s;
+    if (*q == MPI_REQUEST_NULL) continue; /* never posted: nothing took its message */
+    MPI_Cancel(q);
+    int rc = MPI_Wait(q, &s), cancelled = 0, got = 0, cls = MPI_SUCCESS;
+    MPI_Test_cancelled(&s, &cancelled);
+    if (cancelled) continue; /* its message is still to come: drained below */
+    if (rc == MPI_SUCCESS) MPI_Get_count(&s, MPI_BYTE, &got);
+    else if (MPI_Error_class(rc, &cls) == MPI_SUCCESS && cls == MPI_ERR_TRUNCATE) got = (int)slot;
+    r->messages++;
+    if (chunk_flags(ring + (j % RING) * slot, got) & WIRE_CHUNK_UNREAD) take_record(r, next, true);
+    next++;
+  }
+  /* the ring is free: no receive is posted into it, and chunk k-1's write
+   * from its slot is over after this */
+  fence(r->client, r->view);
+  drain_chunks(r, next, r->nchunks, false, ring, RING * slot, true);
+}
+
 /* The chunks of the staged form, RING posted at once into a pinned ring;
  * chunk k's write to the device is queued, and runs while chunk k+1
  * arrives. */
-enum { RING = 3 };
 static void recv_staged(cubert_mpi_request *r, const wire_header *h, uint64_t stop, const cubert_failure **inj) {
   char t[MPI_MAX_ERROR_STRING + 1], why[600];
   size_t slot = (size_t)(WIRE_CHUNK_PREFIX + r->chunk);
@@ -1361,6 +1459,7 @@ static void recv_staged(cubert_mpi_request *r, const wire_header *h, uint64_t st
     uint64_t a = k * r->chunk, b = a + r->chunk < r->size ? a + r->chunk : r->size;
     unsigned char *msg = ring + (k % RING) * slot;
     MPI_Status s;
+    bool was_posted = rq[k % RING] != MPI_REQUEST_NULL;
     int rc = MPI_Wait(&rq[k % RING], &s);
     prof_lap(PROF_CHUNK_WAIT, &r->pt);
     r->messages++;
@@ -1377,15 +1476,9 @@ static void recv_staged(cubert_mpi_request *r, const wire_header *h, uint64_t st
       cubert_failure_create(r->client, CUBERT_ERR_BACKEND, why, &f);
       note(r, CUBERT_ERR_BACKEND, "%s", why);
       if ((f = need(r, f))) span_add(r, a, r->size, f);
-      /* the ring goes back to the pool below: no receive may still write
-       * it. Each posted one is cancelled and waited for (MPI_Cancel only
-       * asks; the wait returns once it was cancelled, or completed if a
-       * message had matched it already) */
-      for (int i = 0; i < RING; i++)
-        if (rq[i] != MPI_REQUEST_NULL) {
-          MPI_Cancel(&rq[i]);
-          MPI_Wait(&rq[i], MPI_STATUS_IGNORE);
-        }
+      int cls = MPI_SUCCESS;
+      bool truncated = rc != MPI_SUCCESS && MPI_Error_class(rc, &cls) == MPI_SUCCESS && cls == MPI_ERR_TRUNCATE;
+      recv_broken(r, k, was_posted, rc == MPI_SUCCESS ? got : truncated ? (int)slot : 0, rq, ring, slot, posted);
       break;
     }
     if (k >= 1 && posted < r->nchunks) {
