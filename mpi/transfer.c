@@ -94,6 +94,37 @@ static comm_state *state_of(MPI_Comm comm) {
   return v;
 }
 
+/* Collective over `dup`: whether any rank failed its own part of
+ * cubert_mpi_init (`local`, `why` its message). CUBERT_OK when none did;
+ * else every rank returns one rank's status (out of host memory before a
+ * parse error, then the lowest rank: MPI_MAXLOC) and `why` says which rank
+ * and what it said. */
+static cubert_status init_agree(MPI_Comm dup, cubert_status local, char *why, size_t cap) {
+  int me = 0;
+  MPI_Comm_rank(dup, &me);
+  struct {
+    int severity, rank;
+  } mine = {local == CUBERT_OK ? 0 : local == CUBERT_ERR_OUT_OF_MEMORY ? 2 : 1, me}, worst = {0, 0};
+  if (MPI_Allreduce(&mine, &worst, 1, MPI_2INT, MPI_MAXLOC, dup) != MPI_SUCCESS) {
+    snprintf(why, cap, "MPI_Allreduce failed (agreeing on the ranks' settings)");
+    return CUBERT_ERR_BACKEND;
+  }
+  if (worst.severity == 0) return CUBERT_OK;
+  struct {
+    int status;
+    char message[160];
+  } said = {(int)local, ""};
+  if (me == worst.rank) snprintf(said.message, sizeof said.message, "%s", why);
+  if (MPI_Bcast(&said, (int)sizeof said, MPI_BYTE, worst.rank, dup) != MPI_SUCCESS) {
+    snprintf(why, cap, "MPI_Bcast failed (agreeing on the ranks' settings)");
+    return CUBERT_ERR_BACKEND;
+  }
+  if (me != worst.rank)
+    snprintf(why, cap, "rank %d of the communicator failed it (nothing was made on any rank): %.150s", worst.rank,
+             said.message);
+  return (cubert_status)said.status;
+}
+
 MPI_Comm mpi_payload_comm(MPI_Comm comm) {
   comm_state *cs = state_of(comm);
   return cs ? cs->dup : MPI_COMM_NULL;
@@ -113,19 +144,28 @@ cubert_status cubert_mpi_init(MPI_Comm comm) {
 
   prof_init();
   stage_init(drain_client);
-  char gwhy[128];
-  if (!direct_init(gwhy, sizeof gwhy)) return fail(CUBERT_ERR_PARSE, "cubert_mpi_init: %s", gwhy);
-  char why[256];
-  cubert_status rst = mpi_inject_env(why, sizeof why); /* a parse error, or out of memory */
-  if (rst != CUBERT_OK) return fail(rst, "cubert_mpi_init: %s", why);
-  /* MPI_Comm_dup and mpi_ipc_open are collective: every rank makes them,
-   * one short of memory too, and mpi_ipc_open has every rank agree */
+  /* This rank's own part: its environment, the memory for its state. What
+   * fails here is this rank's alone, but MPI_Comm_dup and mpi_ipc_open are
+   * collective: a rank that returned before them would leave the others
+   * waiting in them for ever. So every rank makes them, and agrees first
+   * (init_agree) on whether any rank failed its part: then every rank
+   * fails alike, nothing made. (The GPU-aware setting, the profile and
+   * the fault rules are the process's, not the communicator's: a rank
+   * whose own part succeeded keeps what it read.) */
+  char why[256] = "";
+  cubert_status local = CUBERT_OK;
+  if (!direct_init(why, sizeof why)) local = CUBERT_ERR_PARSE;
+  if (local == CUBERT_OK) local = mpi_inject_env(why, sizeof why); /* a parse error, or out of memory */
   comm_state *cs = mb_calloc(1, sizeof *cs);
   int size = 0;
   MPI_Comm_size(comm, &size);
   if (cs) {
     cs->size = size;
     cs->next = mb_calloc((size_t)size, sizeof *cs->next);
+  }
+  if (local == CUBERT_OK && (!cs || !cs->next)) {
+    local = CUBERT_ERR_OUT_OF_MEMORY;
+    snprintf(why, sizeof why, "out of host memory for the communicator's state");
   }
   void *ub = NULL;
   int found = 0;
@@ -137,13 +177,14 @@ cubert_status cubert_mpi_init(MPI_Comm comm) {
     return fail(CUBERT_ERR_BACKEND, "cubert_mpi_init: MPI_Comm_dup failed");
   }
   MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
+  cubert_status ast = init_agree(dup, local, why, sizeof why);
   mpi_ipc *ipc = NULL;
-  cubert_status ist = mpi_ipc_open(dup, !cs || !cs->next, &ipc, why, sizeof why);
-  if (ist != CUBERT_OK) {
+  if (ast == CUBERT_OK) ast = mpi_ipc_open(dup, false, &ipc, why, sizeof why);
+  if (ast != CUBERT_OK) {
     MPI_Comm_free(&dup);
     if (cs) mb_free(cs->next);
     mb_free(cs);
-    return fail(ist, "cubert_mpi_init: %s", why);
+    return fail(ast, "cubert_mpi_init: %s", why);
   }
   cs->tag_ub = found && ub ? *(int *)ub : 32767;
   cs->dup = dup;
