@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "mpi/direct.h"
 #include "mpi/inject.h"
@@ -972,22 +973,63 @@ static cubert_status finish_send(cubert_mpi_request *r, cubert_mpi_info *info) {
 
 /* ------------------------------------------------------------ receive */
 
-/* Receives one message of the exchange into buf (cap bytes) and drops
- * it. A longer message is still matched and taken whole: Open MPI
- * completes the receive with MPI_ERR_TRUNCATE (cubert's duplicate returns
- * errors), having written the first cap bytes; that is all a drain needs,
- * and it needs no memory the size of the message. (MPI 4.0, section 3.2.4,
- * calls an overflow erroneous and mandates nothing more than the error:
- * docs/cluster.md, "What cubert assumes of MPI".) *got (may be NULL): the
- * bytes of buf the message wrote (cap when it was truncated). */
+/* Memory for a message received only to be dropped (n bytes): the heap's,
+ * else anonymous pages mapped for it (the kernel gives them as the
+ * message writes them and takes them back at scratch_put): no receive is
+ * ever given a buffer smaller than its message. Such a receive is
+ * erroneous (MPI 4.0, section 3.2.4), and Open MPI 4.1 does not stop at
+ * the buffer's end: over its shared-memory transport a message above the
+ * eager size is copied whole (single copy, process_vm_readv) past it
+ * (docs/cluster.md, "What cubert assumes of MPI"). False when neither can
+ * be had. */
+typedef struct scratch {
+  unsigned char *p;
+  size_t n;
+  bool mapped;
+} scratch;
+
+static bool scratch_get(scratch *s, size_t n) {
+  s->n = n ? n : 1;
+  s->mapped = false;
+  if ((s->p = mb_malloc(s->n))) return true;
+  void *m = mmap(NULL, s->n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (m == MAP_FAILED) {
+    s->p = NULL;
+    return false;
+  }
+  s->p = m;
+  s->mapped = true;
+  return true;
+}
+
+static void scratch_put(scratch *s) {
+  if (s->mapped) munmap(s->p, s->n);
+  else mb_free(s->p);
+  s->p = NULL;
+}
+
+/* Receives the next message from `peer` with `tag` on `comm` and drops
+ * it: MPI_Probe says its size, and it is received whole, into buf when it
+ * fits in cap bytes, else into scratch memory (whose first cap bytes are
+ * copied to buf). No other receive of cubert's matches that peer and tag
+ * (payload tags are the exchange's own), so the probed message is the one
+ * received. *got (may be NULL): the message's bytes. MPI_ERR_NO_MEM when
+ * no memory can hold it: the message is left (its sender's send does not
+ * complete), never received into less. */
 static int take(void *buf, size_t cap, int peer, int tag, MPI_Comm comm, int *got) {
-  int n = cap < INT_MAX ? (int)cap : INT_MAX;
   MPI_Status s;
-  int rc = MPI_Recv(buf, n, MPI_BYTE, peer, tag, comm, &s);
-  int cls = MPI_SUCCESS, count = 0;
-  if (rc == MPI_SUCCESS) MPI_Get_count(&s, MPI_BYTE, &count);
-  else if (MPI_Error_class(rc, &cls) == MPI_SUCCESS && cls == MPI_ERR_TRUNCATE) rc = MPI_SUCCESS, count = n;
+  int count = 0;
+  int rc = MPI_Probe(peer, tag, comm, &s);
+  if (rc == MPI_SUCCESS) rc = MPI_Get_count(&s, MPI_BYTE, &count);
+  if (rc == MPI_SUCCESS && count < 0) rc = MPI_ERR_COUNT; /* MPI_UNDEFINED: not bytes */
+  if (rc != MPI_SUCCESS) return rc;
   if (got) *got = count;
+  if ((size_t)count <= cap) return MPI_Recv(buf, count, MPI_BYTE, peer, tag, comm, MPI_STATUS_IGNORE);
+  scratch sc;
+  if (!scratch_get(&sc, (size_t)count)) return MPI_ERR_NO_MEM;
+  rc = MPI_Recv(sc.p, count, MPI_BYTE, peer, tag, comm, MPI_STATUS_IGNORE);
+  memcpy(buf, sc.p, cap);
+  scratch_put(&sc);
   return rc;
 }
 
@@ -1017,10 +1059,10 @@ static void take_record(cubert_mpi_request *r, uint64_t k, bool keep) {
 /* Takes chunks from..nchunks-1 of the exchange (`direct`: bare bytes, no
  * prefix, no record), each with the failure record that follows it when
  * the sender flagged it unread, through buf (cap bytes: at least the
- * prefix); drops their bytes. keep: as take_record. Stops at an MPI error
- * other than a truncation: MPI says the transport broke, and what follows
- * cannot be counted (it is never more than the sender sent: the receiver
- * waits for nothing that will not come). */
+ * prefix; take); drops their bytes. keep: as take_record. Stops at an
+ * error: MPI says the transport broke, and what follows cannot be counted
+ * (it is never more than the sender sent: the receiver waits for nothing
+ * that will not come), or no memory could hold a message. */
 static void drain_chunks(cubert_mpi_request *r, uint64_t from, uint64_t nchunks, bool direct, unsigned char *buf,
                          size_t cap, bool keep) {
   for (uint64_t k = from; k < nchunks; k++) {
@@ -1035,8 +1077,8 @@ static void drain_chunks(cubert_mpi_request *r, uint64_t from, uint64_t nchunks,
  * does not fit, a header that makes no sense is not drained: nothing is
  * known of what follows). Every message the header announces is taken,
  * with or without host memory: without, each goes through the request's
- * header buffer (no longer needed: the header is decoded), a chunk longer
- * than it taken whole and dropped (take). */
+ * header buffer (no longer needed: the header is decoded), a message
+ * longer than it through anonymous pages mapped for it (take). */
 static void drain(cubert_mpi_request *r, const wire_header *h) {
   if (h->flags & WIRE_EAGER) return; /* the chunk came with the header */
   bool direct = h->flags & WIRE_DIRECT;   /* bare chunks, nothing else */
@@ -1232,7 +1274,10 @@ static const cubert_failure *direct_verdict(cubert_mpi_request *r, uint64_t k, i
  * the view itself under an external write per chunk, when this rank hands
  * device memory to MPI; else into a pinned buffer of the whole view, then
  * written to the device. A chunk whose landing cannot begin is received
- * into scratch memory and tainted with why. */
+ * into scratch memory (scratch_get: the heap's, else pages mapped for it)
+ * and tainted with why. With neither, it is posted with no buffer, a
+ * truncated receive (erroneous, see take), the last resort left: its
+ * chunk is tainted all the same. */
 static void recv_direct(cubert_mpi_request *r, uint64_t stop, const cubert_failure **injp) {
   uint64_t n = r->nchunks;
   bool into_view = direct_on();
@@ -1240,7 +1285,7 @@ static void recv_direct(cubert_mpi_request *r, uint64_t stop, const cubert_failu
   MPI_Request *rq = mb_malloc((size_t)n * sizeof *rq);
   cubert_external **ext = mb_calloc((size_t)n, sizeof *ext);
   const cubert_failure **early = mb_calloc((size_t)n, sizeof *early);
-  unsigned char *scratch = NULL;
+  scratch spare = {0};
   stage_buf sb = {0};
   if (!rq || !ext || !early || (!into_view && !stage_take(r->client, (size_t)r->size, &sb))) {
     note(r, CUBERT_ERR_OUT_OF_MEMORY, "out of memory receiving %llu bytes", (unsigned long long)r->size);
@@ -1263,8 +1308,8 @@ static void recv_direct(cubert_mpi_request *r, uint64_t stop, const cubert_failu
                (unsigned long long)b, cubert_last_error_message());
       early[k] = need(r, failure_for(r->client, CUBERT_ERR_BACKEND, why));
       note(r, CUBERT_ERR_BACKEND, "%s", why);
-      if (!scratch) scratch = mb_malloc((size_t)r->size);
-      addr = scratch ? scratch + a : NULL;
+      if (!spare.p) scratch_get(&spare, (size_t)r->size);
+      addr = spare.p ? spare.p + a : NULL;
     }
     MPI_Irecv(addr, addr ? (int)(b - a) : 0, MPI_BYTE, r->peer, r->ptag, r->cs->dup, &rq[k]);
   }
@@ -1301,7 +1346,7 @@ static void recv_direct(cubert_mpi_request *r, uint64_t stop, const cubert_failu
     stage_give(&sb);
     write_failures(r);
   }
-  mb_free(scratch);
+  if (spare.p) scratch_put(&spare);
   mb_free(rq);
   mb_free(ext);
   mb_free(early);
