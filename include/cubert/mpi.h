@@ -47,7 +47,9 @@
  * chunk and the failures, so the receiver never waits for a message that
  * will not come; a receiver with a view it cannot use (another client's, a
  * size that does not match) still takes every message of the exchange and
- * changes nothing. Calls refused before any message could be matched (MPI
+ * changes nothing; one whose transfer breaks part way (an MPI error, a
+ * chunk of the wrong size) takes the rest of it too, its view tainted from
+ * the break on. Calls refused before any message could be matched (MPI
  * not initialised, the communicator never given to cubert_mpi_init, a rank
  * outside the communicator, a negative tag, NULL arguments) send and receive
  * nothing.
