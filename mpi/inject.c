@@ -2,6 +2,8 @@
  * cubert_mpi_faults) and their decisions. */
 #include "mpi/inject.h"
 
+#include "mpi/alloc.h"
+
 #include <ctype.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -25,12 +27,18 @@ typedef struct rule {
 } rule;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static void *(*alloc_fn)(size_t) = malloc;
+/* libcubert_mpi's own allocations (mpi/alloc.h: test_mpi_send_oom fails
+ * them one at a time over cubert_mpi_init), or the seam's and free() */
+static void *(*alloc_fn)(size_t) = mb_malloc;
+static void (*free_fn)(void *) = mb_free;
 static rule rules[MAX_RULES];
 static size_t nrules;
 static uint64_t injected;
 
-void mpi_inject_set_alloc(void *(*alloc)(size_t)) { alloc_fn = alloc ? alloc : malloc; }
+void mpi_inject_set_alloc(void *(*alloc)(size_t)) {
+  alloc_fn = alloc ? alloc : mb_malloc;
+  free_fn = alloc ? free : mb_free;
+}
 
 /* A copy of `n` bytes of `text` and a NUL; NULL when out of memory. */
 static char *copy_of(const char *text, size_t n) {
@@ -210,21 +218,27 @@ static cubert_status parse_text(const char *text, const char *source, bool only_
       parsed[(*n)++] = r;
     }
   }
-  free(copy);
+  free_fn(copy);
   return st;
 }
 
-cubert_status mpi_inject_set(const char *faults, const char *mpi_faults, char *why, size_t cap) {
+/* mpi_inject_set, its second text named `source` in messages. */
+static cubert_status set_rules(const char *faults, const char *mpi_faults, const char *source, char *why,
+                               size_t cap) {
   rule parsed[MAX_RULES];
   size_t n = 0;
   cubert_status st = parse_text(faults, "CUBERT_FAULTS", true, parsed, &n, why, cap);
-  if (st == CUBERT_OK) st = parse_text(mpi_faults, faults ? "CUBERT_MPI_FAULTS" : "rules", false, parsed, &n, why, cap);
+  if (st == CUBERT_OK) st = parse_text(mpi_faults, source, false, parsed, &n, why, cap);
   if (st != CUBERT_OK) return st;
   pthread_mutex_lock(&lock);
   memcpy(rules, parsed, n * sizeof *parsed);
   nrules = n;
   pthread_mutex_unlock(&lock);
   return CUBERT_OK;
+}
+
+cubert_status mpi_inject_set(const char *faults, const char *mpi_faults, char *why, size_t cap) {
+  return set_rules(faults, mpi_faults, faults ? "CUBERT_MPI_FAULTS" : "rules", why, cap);
 }
 
 cubert_status mpi_inject_env(char *why, size_t cap) {
@@ -243,14 +257,15 @@ cubert_status mpi_inject_env(char *why, size_t cap) {
       return CUBERT_ERR_OUT_OF_MEMORY;
     }
     if (!file || got != len) {
-      free(file);
+      free_fn(file);
       snprintf(why, cap, "CUBERT_FAULTS: cannot read the rule file %s", faults + 1);
       return CUBERT_ERR_PARSE;
     }
     faults = file;
   }
-  cubert_status st = mpi_inject_set(faults, mpi, why, cap);
-  free(file);
+  /* a bad rule of $CUBERT_MPI_FAULTS is named so, $CUBERT_FAULTS set or not */
+  cubert_status st = set_rules(faults, mpi, "CUBERT_MPI_FAULTS", why, cap);
+  free_fn(file);
   return st;
 }
 

@@ -56,10 +56,11 @@ uint64_t mpi_inject_count(void);
 
 /* A test seam: the function the parser allocates with (the copy of a rule
  * text, a rule file read into memory; freed with free(), so it must give
- * memory free() takes, or NULL); NULL restores malloc. libcubert_mpi sees
- * only cubert's public headers, so it cannot use the core's allocator
- * hooks (docs/architecture.md, "The allocator"). Not thread-safe: for
- * tests (tests/mpi/test_mpi_inject.c). */
+ * memory free() takes, or NULL); NULL restores libcubert_mpi's own
+ * (mb_malloc and mb_free, mpi/alloc.h, whose seam mpi_alloc_set reaches
+ * them too). libcubert_mpi sees only cubert's public headers, so it cannot
+ * use the core's allocator hooks (docs/architecture.md, "The allocator").
+ * Not thread-safe: for tests (tests/mpi/test_mpi_inject.c). */
 void mpi_inject_set_alloc(void *(*alloc)(size_t size));
 
 #endif

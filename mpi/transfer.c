@@ -15,11 +15,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "mpi/direct.h"
 #include "mpi/inject.h"
 #include "mpi/alloc.h"
 #include "mpi/profile.h"
+#include "mpi/seam.h"
 #include "mpi/stage.h"
 #include "mpi/ipc.h"
 #include "mpi/wire.h"
@@ -93,6 +95,42 @@ static comm_state *state_of(MPI_Comm comm) {
   return v;
 }
 
+/* Collective over `dup`: whether any rank failed its own part of
+ * cubert_mpi_init (`local`, `why` its message). CUBERT_OK when none did;
+ * else every rank returns one rank's status (out of host memory before a
+ * parse error, then the lowest rank: MPI_MAXLOC) and `why` says which rank
+ * and what it said. */
+static cubert_status init_agree(MPI_Comm dup, cubert_status local, char *why, size_t cap) {
+  int me = 0;
+  MPI_Comm_rank(dup, &me);
+  struct {
+    int severity, rank;
+  } mine = {local == CUBERT_OK ? 0 : local == CUBERT_ERR_OUT_OF_MEMORY ? 2 : 1, me}, worst = {0, 0};
+  if (MPI_Allreduce(&mine, &worst, 1, MPI_2INT, MPI_MAXLOC, dup) != MPI_SUCCESS) {
+    snprintf(why, cap, "MPI_Allreduce failed (agreeing on the ranks' settings)");
+    return CUBERT_ERR_BACKEND;
+  }
+  if (worst.severity == 0) return CUBERT_OK;
+  struct {
+    int status;
+    char message[160];
+  } said = {(int)local, ""};
+  if (me == worst.rank) snprintf(said.message, sizeof said.message, "%s", why);
+  if (MPI_Bcast(&said, (int)sizeof said, MPI_BYTE, worst.rank, dup) != MPI_SUCCESS) {
+    snprintf(why, cap, "MPI_Bcast failed (agreeing on the ranks' settings)");
+    return CUBERT_ERR_BACKEND;
+  }
+  if (me != worst.rank)
+    snprintf(why, cap, "rank %d of the communicator failed it (nothing was made on any rank): %.150s", worst.rank,
+             said.message);
+  return (cubert_status)said.status;
+}
+
+MPI_Comm mpi_payload_comm(MPI_Comm comm) {
+  comm_state *cs = state_of(comm);
+  return cs ? cs->dup : MPI_COMM_NULL;
+}
+
 cubert_status cubert_mpi_init(MPI_Comm comm) {
   if (!mpi_ready())
     return fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_mpi_init: MPI is not initialised (call MPI_Init first)");
@@ -107,19 +145,28 @@ cubert_status cubert_mpi_init(MPI_Comm comm) {
 
   prof_init();
   stage_init(drain_client);
-  char gwhy[128];
-  if (!direct_init(gwhy, sizeof gwhy)) return fail(CUBERT_ERR_PARSE, "cubert_mpi_init: %s", gwhy);
-  char why[256];
-  cubert_status rst = mpi_inject_env(why, sizeof why); /* a parse error, or out of memory */
-  if (rst != CUBERT_OK) return fail(rst, "cubert_mpi_init: %s", why);
-  /* MPI_Comm_dup and mpi_ipc_open are collective: every rank makes them,
-   * one short of memory too, and mpi_ipc_open has every rank agree */
+  /* This rank's own part: its environment, the memory for its state. What
+   * fails here is this rank's alone, but MPI_Comm_dup and mpi_ipc_open are
+   * collective: a rank that returned before them would leave the others
+   * waiting in them for ever. So every rank makes them, and agrees first
+   * (init_agree) on whether any rank failed its part: then every rank
+   * fails alike, nothing made. (The GPU-aware setting, the profile and
+   * the fault rules are the process's, not the communicator's: a rank
+   * whose own part succeeded keeps what it read.) */
+  char why[256] = "";
+  cubert_status local = CUBERT_OK;
+  if (!direct_init(why, sizeof why)) local = CUBERT_ERR_PARSE;
+  if (local == CUBERT_OK) local = mpi_inject_env(why, sizeof why); /* a parse error, or out of memory */
   comm_state *cs = mb_calloc(1, sizeof *cs);
   int size = 0;
   MPI_Comm_size(comm, &size);
   if (cs) {
     cs->size = size;
     cs->next = mb_calloc((size_t)size, sizeof *cs->next);
+  }
+  if (local == CUBERT_OK && (!cs || !cs->next)) {
+    local = CUBERT_ERR_OUT_OF_MEMORY;
+    snprintf(why, sizeof why, "out of host memory for the communicator's state");
   }
   void *ub = NULL;
   int found = 0;
@@ -131,13 +178,14 @@ cubert_status cubert_mpi_init(MPI_Comm comm) {
     return fail(CUBERT_ERR_BACKEND, "cubert_mpi_init: MPI_Comm_dup failed");
   }
   MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
+  cubert_status ast = init_agree(dup, local, why, sizeof why);
   mpi_ipc *ipc = NULL;
-  cubert_status ist = mpi_ipc_open(dup, !cs || !cs->next, &ipc, why, sizeof why);
-  if (ist != CUBERT_OK) {
+  if (ast == CUBERT_OK) ast = mpi_ipc_open(dup, false, &ipc, why, sizeof why);
+  if (ast != CUBERT_OK) {
     MPI_Comm_free(&dup);
     if (cs) mb_free(cs->next);
     mb_free(cs);
-    return fail(ist, "cubert_mpi_init: %s", why);
+    return fail(ast, "cubert_mpi_init: %s", why);
   }
   cs->tag_ub = found && ub ? *(int *)ub : 32767;
   cs->dup = dup;
@@ -925,24 +973,112 @@ static cubert_status finish_send(cubert_mpi_request *r, cubert_mpi_info *info) {
 
 /* ------------------------------------------------------------ receive */
 
-/* Receives one message of the exchange into buf (cap bytes) and drops
- * it. A longer message is still matched and taken whole: MPI completes the
- * receive with MPI_ERR_TRUNCATE (cubert's duplicate returns errors), having
- * written what fits; that is all a drain needs, and it needs no memory the
- * size of the message. */
-static int take(void *buf, size_t cap, int peer, int tag, MPI_Comm comm) {
-  int rc = MPI_Recv(buf, cap < INT_MAX ? (int)cap : INT_MAX, MPI_BYTE, peer, tag, comm, MPI_STATUS_IGNORE);
-  int cls = MPI_SUCCESS;
-  if (rc != MPI_SUCCESS && MPI_Error_class(rc, &cls) == MPI_SUCCESS && cls == MPI_ERR_TRUNCATE) rc = MPI_SUCCESS;
+/* Memory for a message received only to be dropped (n bytes): the heap's,
+ * else anonymous pages mapped for it (the kernel gives them as the
+ * message writes them and takes them back at scratch_put): no receive is
+ * ever given a buffer smaller than its message. Such a receive is
+ * erroneous (MPI 4.0, section 3.2.4), and Open MPI 4.1 does not stop at
+ * the buffer's end: over its shared-memory transport a message above the
+ * eager size is copied whole (single copy, process_vm_readv) past it
+ * (docs/cluster.md, "What cubert assumes of MPI"). False when neither can
+ * be had. */
+typedef struct scratch {
+  unsigned char *p;
+  size_t n;
+  bool mapped;
+} scratch;
+
+static bool scratch_get(scratch *s, size_t n) {
+  s->n = n ? n : 1;
+  s->mapped = false;
+  if ((s->p = mb_malloc(s->n))) return true;
+  void *m = mmap(NULL, s->n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (m == MAP_FAILED) {
+    s->p = NULL;
+    return false;
+  }
+  s->p = m;
+  s->mapped = true;
+  return true;
+}
+
+static void scratch_put(scratch *s) {
+  if (s->mapped) munmap(s->p, s->n);
+  else mb_free(s->p);
+  s->p = NULL;
+}
+
+/* Receives the next message from `peer` with `tag` on `comm` and drops
+ * it: MPI_Probe says its size, and it is received whole, into buf when it
+ * fits in cap bytes, else into scratch memory (whose first cap bytes are
+ * copied to buf). No other receive of cubert's matches that peer and tag
+ * (payload tags are the exchange's own), so the probed message is the one
+ * received. *got (may be NULL): the message's bytes. MPI_ERR_NO_MEM when
+ * no memory can hold it: the message is left (its sender's send does not
+ * complete), never received into less. */
+static int take(void *buf, size_t cap, int peer, int tag, MPI_Comm comm, int *got) {
+  MPI_Status s;
+  int count = 0;
+  int rc = MPI_Probe(peer, tag, comm, &s);
+  if (rc == MPI_SUCCESS) rc = MPI_Get_count(&s, MPI_BYTE, &count);
+  if (rc == MPI_SUCCESS && count < 0) rc = MPI_ERR_COUNT; /* MPI_UNDEFINED: not bytes */
+  if (rc != MPI_SUCCESS) return rc;
+  if (got) *got = count;
+  if ((size_t)count <= cap) return MPI_Recv(buf, count, MPI_BYTE, peer, tag, comm, MPI_STATUS_IGNORE);
+  scratch sc;
+  if (!scratch_get(&sc, (size_t)count)) return MPI_ERR_NO_MEM;
+  rc = MPI_Recv(sc.p, count, MPI_BYTE, peer, tag, comm, MPI_STATUS_IGNORE);
+  memcpy(buf, sc.p, cap);
+  scratch_put(&sc);
   return rc;
+}
+
+/* The flags of a chunk message of `got` bytes at msg (0 when it is too
+ * short to have them). */
+static uint64_t chunk_flags(const unsigned char *msg, int got) {
+  return got >= WIRE_CHUNK_PREFIX ? wire_get64(msg + 8) : 0;
+}
+
+static const cubert_failure *import_or_explain(cubert_mpi_request *r, const cubert_failure_record *rec,
+                                               const char *what);
+
+/* Takes the failure record that follows chunk k, flagged unread by the
+ * sender. keep: its bytes get a span with the sender's failure (the
+ * original cause of their taint); else the record is dropped. */
+static void take_record(cubert_mpi_request *r, uint64_t k, bool keep) {
+  cubert_failure_record rec;
+  int rc = take(&rec, sizeof rec, r->peer, r->ptag + 1, r->cs->dup, NULL);
+  r->messages++;
+  if (!keep) return;
+  if (rc != MPI_SUCCESS) memset(&rec, 0, sizeof rec);
+  uint64_t a = k * r->chunk, b = a + r->chunk < r->size ? a + r->chunk : r->size;
+  const cubert_failure *f = need(r, import_or_explain(r, &rec, "an unread chunk"));
+  if (f) span_add(r, a, b, f);
+}
+
+/* Takes chunks from..nchunks-1 of the exchange (`direct`: bare bytes, no
+ * prefix, no record), each with the failure record that follows it when
+ * the sender flagged it unread, through buf (cap bytes: at least the
+ * prefix; take); drops their bytes. keep: as take_record. Stops at an
+ * error: MPI says the transport broke, and what follows cannot be counted
+ * (it is never more than the sender sent: the receiver waits for nothing
+ * that will not come), or no memory could hold a message. */
+static void drain_chunks(cubert_mpi_request *r, uint64_t from, uint64_t nchunks, bool direct, unsigned char *buf,
+                         size_t cap, bool keep) {
+  for (uint64_t k = from; k < nchunks; k++) {
+    int got = 0;
+    if (take(buf, cap, r->peer, r->ptag, r->cs->dup, &got) != MPI_SUCCESS) break;
+    r->messages++;
+    if (!direct && (chunk_flags(buf, got) & WIRE_CHUNK_UNREAD)) take_record(r, k, keep);
+  }
 }
 
 /* Receives the rest of an exchange whose bytes cannot land (a view that
  * does not fit, a header that makes no sense is not drained: nothing is
  * known of what follows). Every message the header announces is taken,
  * with or without host memory: without, each goes through the request's
- * header buffer (no longer needed: the header is decoded), a chunk longer
- * than it taken whole and dropped (take). */
+ * header buffer (no longer needed: the header is decoded), a message
+ * longer than it through anonymous pages mapped for it (take). */
 static void drain(cubert_mpi_request *r, const wire_header *h) {
   if (h->flags & WIRE_EAGER) return; /* the chunk came with the header */
   bool direct = h->flags & WIRE_DIRECT;   /* bare chunks, nothing else */
@@ -951,17 +1087,13 @@ static void drain(cubert_mpi_request *r, const wire_header *h) {
   unsigned char *buf = mb_malloc(cap);
   unsigned char *use = buf ? buf : r->header;
   if (!buf) cap = sizeof r->header;
-  if (h->nranges) take(use, cap, r->peer, r->ptag, r->cs->dup);
+  if (h->nranges) take(use, cap, r->peer, r->ptag, r->cs->dup, NULL);
   if (h->flags & WIRE_IPC) { /* no chunk follows: the sender waits to hear its buffer is free */
     mpi_ipc_ack(r->peer, r->cs->dup, r->ptag);
     mb_free(buf);
     return;
   }
-  for (uint64_t k = 0; k < h->nchunks; k++) {
-    if (take(use, cap, r->peer, r->ptag, r->cs->dup) != MPI_SUCCESS) break;
-    if (!direct && (wire_get64(use + 8) & WIRE_CHUNK_UNREAD))
-      take(use, cap, r->peer, r->ptag + 1, r->cs->dup);
-  }
+  drain_chunks(r, 0, h->nchunks, direct, use, cap, false);
   mb_free(buf);
 }
 
@@ -1142,7 +1274,10 @@ static const cubert_failure *direct_verdict(cubert_mpi_request *r, uint64_t k, i
  * the view itself under an external write per chunk, when this rank hands
  * device memory to MPI; else into a pinned buffer of the whole view, then
  * written to the device. A chunk whose landing cannot begin is received
- * into scratch memory and tainted with why. */
+ * into scratch memory (scratch_get: the heap's, else pages mapped for it)
+ * and tainted with why. With neither, it is posted with no buffer, a
+ * truncated receive (erroneous, see take), the last resort left: its
+ * chunk is tainted all the same. */
 static void recv_direct(cubert_mpi_request *r, uint64_t stop, const cubert_failure **injp) {
   uint64_t n = r->nchunks;
   bool into_view = direct_on();
@@ -1150,7 +1285,7 @@ static void recv_direct(cubert_mpi_request *r, uint64_t stop, const cubert_failu
   MPI_Request *rq = mb_malloc((size_t)n * sizeof *rq);
   cubert_external **ext = mb_calloc((size_t)n, sizeof *ext);
   const cubert_failure **early = mb_calloc((size_t)n, sizeof *early);
-  unsigned char *scratch = NULL;
+  scratch spare = {0};
   stage_buf sb = {0};
   if (!rq || !ext || !early || (!into_view && !stage_take(r->client, (size_t)r->size, &sb))) {
     note(r, CUBERT_ERR_OUT_OF_MEMORY, "out of memory receiving %llu bytes", (unsigned long long)r->size);
@@ -1173,8 +1308,8 @@ static void recv_direct(cubert_mpi_request *r, uint64_t stop, const cubert_failu
                (unsigned long long)b, cubert_last_error_message());
       early[k] = need(r, failure_for(r->client, CUBERT_ERR_BACKEND, why));
       note(r, CUBERT_ERR_BACKEND, "%s", why);
-      if (!scratch) scratch = mb_malloc((size_t)r->size);
-      addr = scratch ? scratch + a : NULL;
+      if (!spare.p) scratch_get(&spare, (size_t)r->size);
+      addr = spare.p ? spare.p + a : NULL;
     }
     MPI_Irecv(addr, addr ? (int)(b - a) : 0, MPI_BYTE, r->peer, r->ptag, r->cs->dup, &rq[k]);
   }
@@ -1211,7 +1346,7 @@ static void recv_direct(cubert_mpi_request *r, uint64_t stop, const cubert_failu
     stage_give(&sb);
     write_failures(r);
   }
-  mb_free(scratch);
+  if (spare.p) scratch_put(&spare);
   mb_free(rq);
   mb_free(ext);
   mb_free(early);
@@ -1300,7 +1435,7 @@ static void recv_ranges(cubert_mpi_request *r, const wire_header *h) {
      * chunk's receive would match it, and the exchange's messages would be
      * left to a later transfer), and the whole view carries the spare */
     unsigned char one[WIRE_RANGE_SIZE];
-    take(one, sizeof one, r->peer, r->ptag, r->cs->dup);
+    take(one, sizeof one, r->peer, r->ptag, r->cs->dup, NULL);
     note(r, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory for the %llu tainted ranges from rank %d",
          (unsigned long long)h->nranges, r->peer);
     const cubert_failure *f = need(r, NULL);
@@ -1332,10 +1467,59 @@ static void recv_ranges(cubert_mpi_request *r, const wire_header *h) {
   prof_lap(PROF_CHUNK_WAIT, &r->pt);
 }
 
+enum { RING = 3 };
+
+/* After chunk k of a staged receive broke (an MPI error, a chunk of the
+ * wrong size): every message of the exchange still to come is taken, so
+ * that the sender's sends complete (its cubert_mpi_finalize, or the
+ * destruction of its client, waits for them) and none is left for a later
+ * transfer's receive to match. The view's bytes from the break on land
+ * nowhere: the caller's span gives them the break's failure, the call's
+ * one error; a chunk the sender flagged unread gets the sender's failure
+ * instead (its record: the original cause, as on a transfer that did not
+ * break). `kgot`: the bytes chunk k's message wrote into its slot (0 when
+ * it told nothing: its flags are not read); ktaken: false when chunk k's
+ * receive was never posted (MPI_Irecv failed), so its message is still to
+ * come.
+ *
+ * The receives still posted in the ring are cancelled and waited for: the
+ * wait returns whatever the sender does, and either the cancel succeeded
+ * (the message stays for another receive) or the receive completed and
+ * took its message (MPI 4.0, section 3.8.4). A message matches the
+ * earliest posted receive still pending (section 3.5, non-overtaking), so
+ * those that completed hold the next messages of the exchange, in the
+ * order they were posted; the rest are then taken one at a time into the
+ * ring (drain_chunks). When chunk k's own receive failed with an error
+ * other than a truncation, its message is counted as taken: if it was not,
+ * one message of the exchange stays behind, but the receiver never waits
+ * for one that will not come. */
+static void recv_broken(cubert_mpi_request *r, uint64_t k, bool ktaken, int kgot, MPI_Request *rq,
+                        unsigned char *ring, size_t slot, uint64_t posted) {
+  if (ktaken && (chunk_flags(ring + (k % RING) * slot, kgot) & WIRE_CHUNK_UNREAD)) take_record(r, k, true);
+  uint64_t next = ktaken ? k + 1 : k; /* the next message of the exchange not yet taken */
+  for (uint64_t j = k + 1; j < posted; j++) {
+    MPI_Request *q = &rq[j % RING];
+    MPI_Status s;
+    if (*q == MPI_REQUEST_NULL) continue; /* never posted: nothing took its message */
+    MPI_Cancel(q);
+    int rc = MPI_Wait(q, &s), cancelled = 0, got = 0, cls = MPI_SUCCESS;
+    MPI_Test_cancelled(&s, &cancelled);
+    if (cancelled) continue; /* its message is still to come: drained below */
+    if (rc == MPI_SUCCESS) MPI_Get_count(&s, MPI_BYTE, &got);
+    else if (MPI_Error_class(rc, &cls) == MPI_SUCCESS && cls == MPI_ERR_TRUNCATE) got = (int)slot;
+    r->messages++;
+    if (chunk_flags(ring + (j % RING) * slot, got) & WIRE_CHUNK_UNREAD) take_record(r, next, true);
+    next++;
+  }
+  /* the ring is free: no receive is posted into it, and chunk k-1's write
+   * from its slot is over after this */
+  fence(r->client, r->view);
+  drain_chunks(r, next, r->nchunks, false, ring, RING * slot, true);
+}
+
 /* The chunks of the staged form, RING posted at once into a pinned ring;
  * chunk k's write to the device is queued, and runs while chunk k+1
  * arrives. */
-enum { RING = 3 };
 static void recv_staged(cubert_mpi_request *r, const wire_header *h, uint64_t stop, const cubert_failure **inj) {
   char t[MPI_MAX_ERROR_STRING + 1], why[600];
   size_t slot = (size_t)(WIRE_CHUNK_PREFIX + r->chunk);
@@ -1361,6 +1545,7 @@ static void recv_staged(cubert_mpi_request *r, const wire_header *h, uint64_t st
     uint64_t a = k * r->chunk, b = a + r->chunk < r->size ? a + r->chunk : r->size;
     unsigned char *msg = ring + (k % RING) * slot;
     MPI_Status s;
+    bool was_posted = rq[k % RING] != MPI_REQUEST_NULL;
     int rc = MPI_Wait(&rq[k % RING], &s);
     prof_lap(PROF_CHUNK_WAIT, &r->pt);
     r->messages++;
@@ -1377,15 +1562,9 @@ static void recv_staged(cubert_mpi_request *r, const wire_header *h, uint64_t st
       cubert_failure_create(r->client, CUBERT_ERR_BACKEND, why, &f);
       note(r, CUBERT_ERR_BACKEND, "%s", why);
       if ((f = need(r, f))) span_add(r, a, r->size, f);
-      /* the ring goes back to the pool below: no receive may still write
-       * it. Each posted one is cancelled and waited for (MPI_Cancel only
-       * asks; the wait returns once it was cancelled, or completed if a
-       * message had matched it already) */
-      for (int i = 0; i < RING; i++)
-        if (rq[i] != MPI_REQUEST_NULL) {
-          MPI_Cancel(&rq[i]);
-          MPI_Wait(&rq[i], MPI_STATUS_IGNORE);
-        }
+      int cls = MPI_SUCCESS;
+      bool truncated = rc != MPI_SUCCESS && MPI_Error_class(rc, &cls) == MPI_SUCCESS && cls == MPI_ERR_TRUNCATE;
+      recv_broken(r, k, was_posted, rc == MPI_SUCCESS ? got : truncated ? (int)slot : 0, rq, ring, slot, posted);
       break;
     }
     if (k >= 1 && posted < r->nchunks) {

@@ -47,7 +47,9 @@
  * chunk and the failures, so the receiver never waits for a message that
  * will not come; a receiver with a view it cannot use (another client's, a
  * size that does not match) still takes every message of the exchange and
- * changes nothing. Calls refused before any message could be matched (MPI
+ * changes nothing; one whose transfer breaks part way (an MPI error, a
+ * chunk of the wrong size) takes the rest of it too, its view tainted from
+ * the break on. Calls refused before any message could be matched (MPI
  * not initialised, the communicator never given to cubert_mpi_init, a rank
  * outside the communicator, a negative tag, NULL arguments) send and receive
  * nothing.
@@ -106,9 +108,12 @@ extern "C" {
  * initialised (else CUBERT_ERR_INVALID_ARGUMENT, "MPI is not initialised").
  * Reads the fault rules (below), $CUBERT_MPI_GPU_AWARE (auto, force or off)
  * and $CUBERT_MPI_PROFILE; a value that does not parse: CUBERT_ERR_PARSE;
- * out of host memory: CUBERT_ERR_OUT_OF_MEMORY, on every rank of `comm` when
- * any ran out in its collective part (none is left waiting). Calling it again
- * for the same communicator does nothing. */
+ * out of host memory (reading the rules too): CUBERT_ERR_OUT_OF_MEMORY.
+ * Either fails on every rank of `comm` alike when any rank fails (none is
+ * left waiting in a collective call; out of memory wins over a parse
+ * error): the other ranks' message names the rank and what it said, and
+ * nothing is made. Calling it again for the same communicator does
+ * nothing. */
 CUBERT_MPI_API cubert_status cubert_mpi_init(MPI_Comm comm);
 /* Frees what cubert_mpi_init made for `comm` (collective). Call it before
  * MPI_Comm_free or MPI_Finalize. A communicator never initialised: nothing. */
