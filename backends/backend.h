@@ -14,9 +14,11 @@
  * numbers and the plain structs below.
  *
  * Rules every backend follows:
- *  - Every slot is filled. An operation a backend cannot do returns
- *    CUBERT_ERR_UNSUPPORTED with a message saying so (cubert_berr_set), so
- *    the runtime never checks for NULL.
+ *  - Every slot is filled but the ones marked optional (module_prepare,
+ *    launch_image, mem_export and mem_import), which may be NULL. An
+ *    operation a backend cannot do returns CUBERT_ERR_UNSUPPORTED with a
+ *    message saying so (cubert_berr_set), so the runtime never checks any
+ *    other slot for NULL.
  *  - Vendor status codes become cubert statuses at this boundary; the
  *    vendor's name and message go in `err->message`. An error the device
  *    cannot recover from (a sticky context error) sets `err->sticky`; the
@@ -48,6 +50,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "cubert/cubert.h"
 
@@ -55,7 +58,7 @@
 extern "C" {
 #endif
 
-#define CUBERT_BACKEND_ABI 1
+#define CUBERT_BACKEND_ABI 2 /* 2: launch_image */
 
 /* Error detail a backend fills when an operation fails. */
 typedef struct cubert_berr {
@@ -157,6 +160,93 @@ typedef struct cubert_backend_arg {
   uint32_t scalar_size;
   void *owner;                  /* PEER_BUFFER: the owning device's state */
 } cubert_backend_arg;
+
+/* A launch's arguments as one packed image (the optional launch_image):
+ * argument i's value at data + layout->offset[i], in the C layout of the
+ * parameter list: a buffer's address as 8 bytes, a scalar's bytes. The
+ * layout is the kernel's, computed once (cubert_backend_image_layout); a
+ * launch writes only the values. Only buffers of the launching device's
+ * memory and scalars: no peer buffer (no owner to translate), no tensor.
+ * `sizes` gives each argument's bytes (a buffer's bound bytes, a scalar's
+ * size) for a backend that needs them (the host backend's kernels see
+ * them; HIP does not read them). Borrowed for the call. */
+typedef struct cubert_backend_layout {
+  uint32_t nargs;
+  uint32_t size;                /* bytes of an image: the end of the last argument, no tail padding */
+  const uint32_t *offset;       /* per argument */
+  const cubert_param *params;   /* per argument: its kind (buffer or scalar), access, scalar size */
+} cubert_backend_layout;
+
+typedef struct cubert_backend_image {
+  const cubert_backend_layout *layout;
+  const void *data;             /* layout->size bytes, 16-byte aligned */
+  const uint64_t *sizes;        /* per argument */
+} cubert_backend_image;
+
+/* The most bytes an image holds (16 arguments of 64 bytes). */
+#define CUBERT_BACKEND_IMAGE_MAX 1024u
+
+/* The image layout of a parameter list, as hipModuleLaunchKernel's `extra`
+ * (and CUDA's cuLaunchKernel) want it: each parameter at its type's
+ * alignment, the size without tail padding (backends/hip/hip_backend.c,
+ * cb_hip_pack_args, argues it from ROCm's clr and CUDA). Only sizes are
+ * known, not types: a buffer is an 8-byte pointer, but a 4-byte scalar may
+ * be an int (aligned to 4) or four chars (aligned to 1). C's alignment of a
+ * type is a power of two dividing its size, so when the running offset is a
+ * multiple of the largest power of two dividing the size, every type of
+ * that size starts right there: no padding whatever the types. A list has
+ * an image layout only when that holds at every parameter, it has only
+ * buffers (peer ones too) and scalars of 1 to 64 bytes, and the image fits
+ * CUBERT_BACKEND_IMAGE_MAX: the layout is then provably the one the kernel
+ * expects. Fills offset[0..n) and *size; false: no image layout. */
+static inline bool cubert_backend_image_layout(const cubert_param *params, uint32_t n, uint32_t *offset,
+                                               uint32_t *size) {
+  uint32_t off = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    const cubert_param *p = &params[i];
+    uint32_t len;
+    if (p->kind == CUBERT_PARAM_BUFFER || p->kind == CUBERT_PARAM_PEER_BUFFER)
+      len = 8;
+    else if (p->kind == CUBERT_PARAM_SCALAR && p->size >= 1 && p->size <= 64)
+      len = p->size;
+    else
+      return false;
+    uint32_t align = len & (~len + 1u); /* the largest power of two dividing len */
+    if ((off & (align - 1u)) || len > CUBERT_BACKEND_IMAGE_MAX - off) return false;
+    offset[i] = off;
+    off += len;
+  }
+  *size = off;
+  return true;
+}
+
+/* The arguments of an image as launch() takes them, for a layer or backend that handles an image through its
+ * launch(): a buffer's address read from the image, a scalar pointing into
+ * it. */
+static inline void cubert_backend_args_of_image(const cubert_backend_image *im, cubert_backend_arg *out) {
+  const cubert_backend_layout *l = im->layout;
+  const unsigned char *data = im->data;
+  for (uint32_t i = 0; i < l->nargs; i++) {
+    const cubert_param *p = &l->params[i];
+    cubert_backend_arg *a = &out[i];
+    a->kind = p->kind;
+    a->access = p->access;
+    a->owner = NULL;
+    if (p->kind == CUBERT_PARAM_SCALAR) {
+      a->address = 0;
+      a->size = 0;
+      a->scalar = data + l->offset[i];
+      a->scalar_size = (uint32_t)im->sizes[i];
+    } else {
+      uint64_t address;
+      memcpy(&address, data + l->offset[i], sizeof address);
+      a->address = address;
+      a->size = im->sizes[i];
+      a->scalar = NULL;
+      a->scalar_size = 0;
+    }
+  }
+}
 
 /* A failure found when work executed. */
 typedef struct cubert_async_failure {
@@ -268,6 +358,15 @@ typedef struct cubert_backend_ops {
   cubert_status (*launch)(void *device, void *stream, uint64_t work, void *module,
                           const cubert_launch_config *config, const cubert_backend_arg *args,
                           uint32_t nargs, cubert_berr *err);
+  /* Optional (NULL: none; the runtime then calls launch). The same launch,
+   * its arguments as one packed image (cubert_backend_image): the runtime
+   * calls it for a launch of buffers of this device's memory and scalars
+   * whose kernel has an image layout, and writes each argument's value
+   * once, where launch() has a record of each to read and marshal. The
+   * same contract as launch otherwise. */
+  cubert_status (*launch_image)(void *device, void *stream, uint64_t work, void *module,
+                                const cubert_launch_config *config, const cubert_backend_image *image,
+                                cubert_berr *err);
 
   /* Waits for `stream` (NULL: every stream of the device). Failures of
    * individual work are reported by drain_failures, not here; this returns

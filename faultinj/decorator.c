@@ -899,6 +899,41 @@ static cubert_status fi_launch(void *device, void *stream, uint64_t work, void *
   }
 }
 
+/* An image launch the inner backend cannot take as one, or one a rule may
+ * decide on: its arguments as records, through fi_launch (rules, the
+ * scribbles, the inner launch). Out of line: the usual launch (no rule, an
+ * inner backend that takes images) is forwarded from fi_launch_image's
+ * frame. */
+static CB_FI_NOINLINE cubert_status image_as_args(void *device, void *stream, uint64_t work, void *module,
+                                                  const cubert_launch_config *config,
+                                                  const cubert_backend_image *image, cubert_berr *err) {
+  cubert_backend_arg stack[16];
+  cubert_backend_arg *args = stack;
+  uint32_t nargs = image && image->layout ? image->layout->nargs : 0;
+  if (nargs > 16 && !(args = cb_malloc(nargs * sizeof *args))) {
+    set_err(err, false, "fault layer: out of host memory forwarding a launch");
+    return CUBERT_ERR_OUT_OF_MEMORY;
+  }
+  if (!nargs) return fi_launch(device, stream, work, module, config, NULL, 0, err);
+  cubert_backend_args_of_image(image, args);
+  cubert_status st = fi_launch(device, stream, work, module, config, args, nargs, err);
+  if (args != stack) cb_free(args);
+  return st;
+}
+
+/* With no rule, the image goes to the inner backend as it is (it names no
+ * owner to translate: backend.h); otherwise, or when the inner backend
+ * takes no images, as records through fi_launch. */
+static cubert_status fi_launch_image(void *device, void *stream, uint64_t work, void *module,
+                                     const cubert_launch_config *config, const cubert_backend_image *image,
+                                     cubert_berr *err) {
+  fi_device *d = device;
+  if (!cb_fi_armed(d->b->armed) && d->ops->launch_image)
+    return d->ops->launch_image(d->inner, ((fi_stream *)stream)->inner, work, ((fi_module *)module)->inner, config,
+                                image, err);
+  return image_as_args(device, stream, work, module, config, image, err);
+}
+
 static cubert_status fi_sync(void *device, void *stream, cubert_berr *err) {
   fi_device *d = device;
   fi_stream *s = stream;
@@ -1010,6 +1045,7 @@ static const cubert_backend_ops fi_ops = {
     .module_unload = fi_module_unload,
     .module_prepare = fi_module_prepare,
     .launch = fi_launch,
+    .launch_image = fi_launch_image,
     .sync = fi_sync,
     .progress = fi_progress,
     .drain_failures = fi_drain_failures,

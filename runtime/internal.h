@@ -280,7 +280,16 @@ struct cubert_kernel {
   bool has_write; /* some parameter writes */
   uint32_t ntensors; /* tensor parameters (a launch's slots for them) */
   atomic_bool cached; /* some device's module cache has had it (module.c) */
+  /* The image layout of its parameters (backend.h,
+   * cubert_backend_image_layout), computed at create for up to
+   * CB_KERNEL_IMAGE_ARGS of them: `image` says it has one, and then a
+   * launch whose backend takes images (launch_image) writes argument i at
+   * image_off[i] of an image of layout.size bytes (launch.c). */
+  bool image;
+  cubert_backend_layout layout; /* of the image: its offsets image_off, its params params */
+  uint32_t image_off[16];
 };
+#define CB_KERNEL_IMAGE_ARGS 16
 
 typedef struct cb_stream {
   uint32_t id;
@@ -310,6 +319,7 @@ typedef struct cb_wbind {
 } cb_wbind;
 
 #define CB_WBIND_INLINE 16 /* a launch's bindings without a heap allocation */
+_Static_assert(CB_KERNEL_IMAGE_ARGS == CB_WBIND_INLINE, "the one-pass launch's arguments have image offsets");
 
 /* Work enqueued and not yet known complete: what an asynchronous failure is
  * attributed to, and what keeps the memory it uses alive. */

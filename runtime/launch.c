@@ -17,8 +17,10 @@
  * one large function otherwise). */
 #if defined(__GNUC__)
 #define CB_NOINLINE __attribute__((noinline))
+#define CB_ALWAYS_INLINE inline __attribute__((always_inline))
 #else
 #define CB_NOINLINE
+#define CB_ALWAYS_INLINE inline
 #endif
 
 /* A tensor argument: its footprint (the read or write set) and the
@@ -468,19 +470,95 @@ static cubert_status launch_locked(cb_errb *eb, cubert_client *c, const cubert_k
   return CUBERT_OK;
 }
 
+/* The one pass's loop over the arguments (launch_one_pass): each argument
+ * checked, bound in the record's slots from `b` on and marshalled for the
+ * backend. With `image` (a constant at each call: the loop is made twice)
+ * a value goes into the packed image at the kernel's offset for it (img,
+ * with its size in sizes), else into a record of bargs. Returns the end of
+ * the bindings made, NULL when it gave up at an argument (*end is then
+ * that end). Few values live across the loop (pointers rather than
+ * counts, the stream's id rather than the stream): the loop keeps them in
+ * registers. */
+static CB_ALWAYS_INLINE bool one_pass_bind(const cb_device *dev, uint32_t sid, const cubert_kernel *k,
+                                           const cubert_arg *args, uint32_t nargs, cb_wbind *b, cb_wbind **end,
+                                           bool image, unsigned char *img, uint64_t *sizes,
+                                           cubert_backend_arg *bargs) {
+  const cubert_param *p = k->params;
+  const cubert_arg *ar = args;
+  for (uint32_t i = 0; i < nargs; i++, p++, ar++) {
+    /* both a buffer (CUBERT_PARAM_BUFFER is 0): one test */
+    if ((ar->kind | p->kind) != CUBERT_PARAM_BUFFER) {
+      if (ar->kind != CUBERT_PARAM_SCALAR || p->kind != CUBERT_PARAM_SCALAR || !ar->scalar ||
+          ar->scalar_size != p->size)
+        goto give_up;
+      if (image) {
+        unsigned char *dst = img + k->image_off[i];
+        uint32_t n = ar->scalar_size;
+        if (n == 4)
+          memcpy(dst, ar->scalar, 4); /* the common sizes, a store each */
+        else if (n == 8)
+          memcpy(dst, ar->scalar, 8);
+        else
+          memcpy(dst, ar->scalar, n);
+        sizes[i] = n;
+      } else {
+        bargs[i] = (cubert_backend_arg){.kind = CUBERT_PARAM_SCALAR, .access = p->access, .scalar = ar->scalar,
+                                        .scalar_size = ar->scalar_size};
+      }
+      continue;
+    }
+    const cubert_handle *h = ar->handle;
+    if (!h) goto give_up;
+    /* every load first, into locals: the stores below go through pointers
+     * the compiler cannot tell apart from these */
+    cb_alloc *a = h->alloc;
+    cubert_access access = p->access;
+    uint64_t start = h->start, size = h->end - start;
+    /* must_order for local memory, with the stream's id at hand */
+    if (a->dev != dev || a->host || atomic_load_explicit(&a->shared, memory_order_relaxed) || a->xshare ||
+        a->ledger.n || (a->last_writer && a->last_writer != sid) || ((access & CUBERT_ACCESS_WRITE) && a->nreaders))
+      goto give_up;
+    uint64_t address = a->block.address + start;
+    if (image) {
+      /* the kernel's pointer, 8 bytes at its offset; its bound bytes */
+      memcpy(img + k->image_off[i], &address, sizeof address);
+      sizes[i] = size;
+    } else {
+      /* field by field: the compound literal's zeroed padding costs more */
+      cubert_backend_arg *ba = &bargs[i];
+      ba->kind = CUBERT_PARAM_BUFFER;
+      ba->access = access;
+      ba->address = address;
+      ba->size = size;
+      ba->scalar = NULL;
+      ba->scalar_size = 0;
+      ba->owner = NULL;
+    }
+    cb_work_bind_known(b++, a, true, start, start + size, access, p->name);
+  }
+  *end = b;
+  return true;
+give_up:
+  *end = b;
+  return false;
+}
+
 /* The usual launch in one pass under the device lock: every argument is a
  * well-formed scalar or a buffer of this device's memory that is plain
  * (unshared, not a host buffer's, its ledger empty: nothing to find on
  * input or to release on output) and needs no ordering (its last writer
  * is this stream or none, and a write finds no readers). The pass checks
  * each argument, binds it in the work record and marshals it for the
- * backend at once; then the module, the backend's launch, the uses marked,
- * as launch_locked does in that case. At the first argument that is
- * anything else, or when the thread's stream is not made yet or the device
- * cannot be entered, the pass gives up having changed nothing (the record
- * and its bindings undone, cb_work_abandon) and returns false: the general
- * path then checks, names and handles every argument in its order. True:
- * the launch was handled, *out its status. */
+ * backend at once (one_pass_bind): into one packed image when the kernel
+ * has an image layout and the backend takes images (launch_image), else
+ * into a record an argument (launch); then the module, the backend's
+ * launch, the uses marked, as launch_locked does in that case. At the
+ * first argument that is anything else, or when the thread's stream is not
+ * made yet or the device cannot be entered, the pass gives up having
+ * changed nothing (the record and its bindings undone, cb_work_abandon)
+ * and returns false: the general path then checks, names and handles
+ * every argument in its order. True: the launch was handled, *out its
+ * status. */
 static bool launch_one_pass(cb_errb *eb, cubert_client *c, const cubert_kernel *k, const cubert_launch_config *cfg,
                             const cubert_arg *args, uint32_t nargs, cubert_status *out) {
   cb_device *dev = c->dev;
@@ -493,53 +571,34 @@ static bool launch_one_pass(cb_errb *eb, cubert_client *c, const cubert_kernel *
     cb_device_leave(dev);
     return false;
   }
+  cb_wbind *b = w->inl, *bend; /* nargs <= CB_WBIND_INLINE: the record's own slots */
+  bool image = k->image && dev->ops->launch_image;
+  _Alignas(16) unsigned char img[CUBERT_BACKEND_IMAGE_MAX];
+  uint64_t sizes[CB_WBIND_INLINE];
   cubert_backend_arg bargs[CB_WBIND_INLINE];
-  const cubert_param *params = k->params;
-  cb_wbind *b = w->inl; /* nargs <= CB_WBIND_INLINE: the record's own slots */
-  uint32_t nb = 0;
-  for (uint32_t i = 0; i < nargs; i++) {
-    const cubert_param *p = &params[i];
-    const cubert_arg *ar = &args[i];
-    cubert_backend_arg *ba = &bargs[i];
-    /* both a buffer (CUBERT_PARAM_BUFFER is 0): one test */
-    if ((ar->kind | p->kind) != CUBERT_PARAM_BUFFER) {
-      if (ar->kind != CUBERT_PARAM_SCALAR || p->kind != CUBERT_PARAM_SCALAR || !ar->scalar ||
-          ar->scalar_size != p->size)
-        goto give_up;
-      *ba = (cubert_backend_arg){.kind = CUBERT_PARAM_SCALAR, .access = p->access, .scalar = ar->scalar,
-                                 .scalar_size = ar->scalar_size};
-      continue;
-    }
-    const cubert_handle *h = ar->handle;
-    if (!h) goto give_up;
-    /* every load first, into locals: the stores below go through pointers
-     * the compiler cannot tell apart from these */
-    cb_alloc *a = h->alloc;
-    cubert_access access = p->access;
-    const char *name = p->name;
-    uint64_t start = h->start, end = h->end;
-    bool write = (access & CUBERT_ACCESS_WRITE) != 0;
-    if (a->dev != dev || a->host || atomic_load_explicit(&a->shared, memory_order_relaxed) || a->xshare ||
-        a->ledger.n || must_order(s, a, false, write))
-      goto give_up;
-    /* field by field: the compound literal's zeroed padding costs more */
-    ba->kind = CUBERT_PARAM_BUFFER;
-    ba->access = access;
-    ba->address = a->block.address + start;
-    ba->size = end - start;
-    ba->scalar = NULL;
-    ba->scalar_size = 0;
-    ba->owner = NULL;
-    cb_work_bind_known(&b[nb++], a, true, start, end, access, name);
-  }
+  bool took = image ? one_pass_bind(dev, s->id, k, args, nargs, b, &bend, true, img, sizes, NULL)
+                    : one_pass_bind(dev, s->id, k, args, nargs, b, &bend, false, NULL, NULL, bargs);
+  uint32_t nb = (uint32_t)(bend - b);
   w->nb = nb;
+  if (!took) {
+    cb_work_abandon(dev, s, w, last_work);
+    cb_device_leave(dev);
+    return false;
+  }
   w->plain = true; /* each binding passed the tests above: local, no host buffer, no pattern */
   cubert_berr err; /* a backend that fails fills it; the message buffer is not cleared for each launch */
   err.sticky = false;
   err.message[0] = '\0';
   void *module = NULL;
   cubert_status st = cb_module_get(dev, k, &module, &err);
-  if (!st) st = dev->ops->launch(dev->bdev, s->bs, w->work, module, cfg, bargs, nargs, &err);
+  if (!st) {
+    if (image) {
+      cubert_backend_image im = {&k->layout, img, sizes};
+      st = dev->ops->launch_image(dev->bdev, s->bs, w->work, module, cfg, &im, &err);
+    } else {
+      st = dev->ops->launch(dev->bdev, s->bs, w->work, module, cfg, bargs, nargs, &err);
+    }
+  }
   if (st) {
     st = launch_failed(eb, dev, w, s, k, st, &err);
   } else {
@@ -553,11 +612,6 @@ static bool launch_one_pass(cb_errb *eb, cubert_client *c, const cubert_kernel *
   cb_device_leave(dev);
   *out = st;
   return true;
-give_up:
-  w->nb = nb;
-  cb_work_abandon(dev, s, w, last_work);
-  cb_device_leave(dev);
-  return false;
 }
 
 /* Every other launch: the arguments checked without the lock (each

@@ -556,6 +556,11 @@ cubert_status cubert_kernel_create(const cubert_kernel_desc *d, cubert_kernel **
     cubert_kernel_release(k);
     return cb_fail(CUBERT_ERR_OUT_OF_MEMORY, "out of host memory creating kernel `%s`", d->name);
   }
+  k->image = k->nparams <= CB_KERNEL_IMAGE_ARGS &&
+             cubert_backend_image_layout(k->params, k->nparams, k->image_off, &k->layout.size);
+  k->layout.nargs = k->nparams;
+  k->layout.offset = k->image_off;
+  k->layout.params = k->params;
   *out = k;
   return CUBERT_OK;
 }

@@ -751,6 +751,24 @@ static cubert_status launch_add1(rig *r, int d, uint64_t in, uint64_t out, uint6
                         args, 2, err);
 }
 
+/* launch_fill as an image (backend.h, launch_image): the runtime's form of
+ * a launch of buffers and scalars. */
+static cubert_status launch_fill_image(rig *r, int d, uint64_t out, uint64_t size, uint32_t value, uint64_t *work,
+                                       cubert_berr *err) {
+  cubert_launch_config cfg = {{1, 1, 1}, {64, 1, 1}, 0};
+  uint32_t off[2];
+  cubert_backend_layout l = {2, 0, off, fill_params};
+  ck_assert(cubert_backend_image_layout(fill_params, 2, off, &l.size));
+  ck_assert_uint_eq(l.size, 12);
+  _Alignas(16) unsigned char data[16];
+  memcpy(data + off[0], &out, 8);
+  memcpy(data + off[1], &value, 4);
+  uint64_t sizes[2] = {size, 4};
+  cubert_backend_image im = {&l, data, sizes};
+  *work = next_work(r, d);
+  return r->ops->launch_image(r->dev[d], r->stream[d][0], *work, r->mod_fill[d], &cfg, &im, err);
+}
+
 static uint64_t injected(void) {
   cubert_faultinj_stats st;
   cb_fi_state_stats(fi, &st);
@@ -918,6 +936,55 @@ START_TEST(test_launch_fails_before_writing) {
   ck_assert_uint_eq(rec.rule, 1);
   ck_assert_uint_eq(rec.match, 1);
   ck_assert_str_eq(rec.message, err.message); /* the log says what the caller was told */
+  rig_close(&r);
+}
+END_TEST
+
+/* A launch as an image (launch_image, backend.h) through the layer: with
+ * no rule it reaches the inner backend whole (as records when the inner
+ * backend takes no images: the fake's launch sees it); with rules it is
+ * decided like any launch, and one not selected still runs whole. */
+START_TEST(test_image_launches_pass_the_layer_and_meet_its_rules) {
+  NEED_BACKEND(_i);
+  unsigned char got[256];
+  cubert_berr err = {0};
+  uint64_t w, failed_work;
+  rig r;
+  rig_open(&r, _i, true);
+  rig_load(&r, 0);
+  uint64_t out = rig_alloc(&r, 0, 256);
+  rig_set(&r, 0, out, 0x5A, 256);
+  int launches = calls_of(C_LAUNCH);
+  ck_assert_int_eq(launch_fill_image(&r, 0, out, 256, 0x11111111u, &w, &err), CUBERT_OK);
+  rig_get(&r, 0, out, got, 256);
+  ck_assert(all_bytes(got, 0x11, 256));
+  if (r.fake) {
+    ck_assert_int_eq(calls_of(C_LAUNCH), launches + 1); /* the inner launch, with records */
+    /* the buffer at its address with its bound bytes and access, the scalar's 4 bytes */
+    ck_assert_msg(strstr(call_log, "fill_u32 d0+") && strstr(call_log, ":256/2 4B="), "%s", call_log);
+  }
+  rig_close(&r);
+
+  setup(); /* now with a rule: the second launch fails before writing */
+  rules("launch kernel=fill_u32 nth=2 fault=fail-before-write");
+  rig_open(&r, _i, true);
+  rig_load(&r, 0);
+  out = rig_alloc(&r, 0, 256);
+  rig_set(&r, 0, out, 0x5A, 256);
+  ck_assert_int_eq(launch_fill_image(&r, 0, out, 256, 0x22222222u, &w, &err), CUBERT_OK);
+  rig_get(&r, 0, out, got, 256);
+  ck_assert(all_bytes(got, 0x22, 256));
+  launches = calls_of(C_LAUNCH);
+  ck_assert_int_eq(launch_fill_image(&r, 0, out, 256, 0x33333333u, &failed_work, &err), CUBERT_ERR_LAUNCH);
+  assert_injected(&err, 1, 1);
+  ck_assert_ptr_nonnull(strstr(err.message, "launch of `fill_u32` on device 0 stream 1"));
+  rig_get(&r, 0, out, got, 256);
+  ck_assert(all_bytes(got, 0x22, 256));
+  if (r.fake) ck_assert_int_eq(calls_of(C_LAUNCH), launches); /* nothing reached the inner backend */
+  cubert_fault_record rec;
+  ck_assert(cb_fi_state_record(fi, 1, &rec));
+  ck_assert_str_eq(rec.kernel, "fill_u32");
+  ck_assert_uint_eq(rec.work, failed_work);
   rig_close(&r);
 }
 END_TEST
@@ -1526,6 +1593,102 @@ START_TEST(test_runtime_reports_the_injection_and_never_hands_out_scribbled_byte
 }
 END_TEST
 
+/* What mix_host saw: every argument's size and bytes (a buffer's: the
+ * first 8 of its memory). */
+static struct {
+  uint32_t nargs;
+  uint64_t sizes[9];
+  unsigned char bytes[9][16];
+} mix_seen;
+
+static cubert_status mix_host(const cubert_host_launch *l, char *msg, size_t cap) {
+  (void)msg;
+  (void)cap;
+  mix_seen.nargs = l->nargs;
+  for (uint32_t i = 0; i < l->nargs && i < 9; i++) {
+    mix_seen.sizes[i] = l->sizes[i];
+    memcpy(mix_seen.bytes[i], l->args[i], l->sizes[i] < 16 ? l->sizes[i] : 16);
+  }
+  return CUBERT_OK;
+}
+
+/* A launch of buffers and scalars of every alignment, with an image
+ * layout (in, u8, u8, u16, u32, out, u64, 16 bytes, 3 bytes: offsets 0, 8,
+ * 9, 10, 12, 16, 24, 32, 48) and without one (u32, in: the pointer would
+ * need padding), reaches the kernel whole: through the layer with no rule
+ * (the image to the host backend's launch_image), through the layer with a
+ * rule that selects other kernels (the image as records, fi_launch), and
+ * without the layer (the runtime to the host backend directly). */
+START_TEST(test_runtime_image_launches_reach_the_kernel_whole) {
+  static const cubert_param mix_params[] = {
+      {"in", CUBERT_PARAM_BUFFER, CUBERT_ACCESS_READ, 0},   {"a", CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 1},
+      {"b", CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 1},    {"c", CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 2},
+      {"d", CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 4},    {"out", CUBERT_PARAM_BUFFER, CUBERT_ACCESS_WRITE, 0},
+      {"e", CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 8},    {"f", CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 16},
+      {"g", CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 3}};
+  static const cubert_param pad_params[] = {{"n", CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 4},
+                                            {"in", CUBERT_PARAM_BUFFER, CUBERT_ACCESS_READ, 0}};
+  const char *faults[] = {"", "launch kernel=some_other_kernel", ""};
+  for (int v = 0; v < 3; v++) {
+    cubert_runtime *rt = runtime_with(faults[v], v == 2);
+    cubert_client *c = NULL;
+    ck_assert_int_eq(cubert_client_create(rt, 0, &c), CUBERT_OK);
+    cubert_kernel_desc md = {.name = "mix", .params = mix_params, .nparams = 9, .host_fn = mix_host};
+    cubert_kernel_desc pd = {.name = "pad", .params = pad_params, .nparams = 2, .host_fn = mix_host};
+    cubert_kernel *mk = NULL, *pk = NULL;
+    ck_assert_int_eq(cubert_kernel_create(&md, &mk), CUBERT_OK);
+    ck_assert_int_eq(cubert_kernel_create(&pd, &pk), CUBERT_OK);
+    unsigned char data[96];
+    for (int i = 0; i < 96; i++) data[i] = (unsigned char)(0xA0 + i);
+    cubert_handle *whole = NULL, *in = NULL, *out = NULL;
+    ck_assert_int_eq(cubert_handle_create(c, data, sizeof data, &whole), CUBERT_OK);
+    ck_assert_int_eq(cubert_handle_slice(whole, 8, 48, &in), CUBERT_OK); /* 40 bytes from byte 8 */
+    ck_assert_int_eq(cubert_handle_empty(c, 24, &out), CUBERT_OK);
+    uint8_t a = 0x11, b = 0x22;
+    uint16_t cc = 0x3344;
+    uint32_t d = 0x55667788u;
+    uint64_t e = 0x99aabbccddeeff01ull;
+    unsigned char f[16], g[3] = {0x7a, 0x7b, 0x7c};
+    for (int i = 0; i < 16; i++) f[i] = (unsigned char)(0x40 + i);
+    cubert_arg args[9] = {cubert_arg_buffer(in),       cubert_arg_scalar(&a, 1), cubert_arg_scalar(&b, 1),
+                          cubert_arg_scalar(&cc, 2),   cubert_arg_scalar(&d, 4), cubert_arg_buffer(out),
+                          cubert_arg_scalar(&e, 8),    cubert_arg_scalar(f, 16), cubert_arg_scalar(g, 3)};
+    cubert_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0};
+    memset(&mix_seen, 0, sizeof mix_seen);
+    ck_assert_msg(cubert_launch(c, mk, &cfg, args, 9) == CUBERT_OK, "%s", cubert_last_error_message());
+    ck_assert_int_eq(cubert_sync(c), CUBERT_OK);
+    static const uint64_t want_sizes[9] = {40, 1, 1, 2, 4, 24, 8, 16, 3};
+    ck_assert_uint_eq(mix_seen.nargs, 9);
+    for (int i = 0; i < 9; i++) ck_assert_msg(mix_seen.sizes[i] == want_sizes[i], "variant %d argument %d", v, i);
+    ck_assert(memcmp(mix_seen.bytes[0], data + 8, 16) == 0); /* the slice's memory, from its start */
+    ck_assert_uint_eq(mix_seen.bytes[1][0], a);
+    ck_assert_uint_eq(mix_seen.bytes[2][0], b);
+    ck_assert(memcmp(mix_seen.bytes[3], &cc, 2) == 0);
+    ck_assert(memcmp(mix_seen.bytes[4], &d, 4) == 0);
+    ck_assert(memcmp(mix_seen.bytes[6], &e, 8) == 0);
+    ck_assert(memcmp(mix_seen.bytes[7], f, 16) == 0);
+    ck_assert(memcmp(mix_seen.bytes[8], g, 3) == 0);
+    cubert_arg pargs[2] = {cubert_arg_scalar(&d, 4), cubert_arg_buffer(in)};
+    memset(&mix_seen, 0, sizeof mix_seen);
+    ck_assert_msg(cubert_launch(c, pk, &cfg, pargs, 2) == CUBERT_OK, "%s", cubert_last_error_message());
+    ck_assert_int_eq(cubert_sync(c), CUBERT_OK);
+    ck_assert_uint_eq(mix_seen.nargs, 2);
+    ck_assert_uint_eq(mix_seen.sizes[0], 4);
+    ck_assert_uint_eq(mix_seen.sizes[1], 40);
+    ck_assert(memcmp(mix_seen.bytes[0], &d, 4) == 0);
+    ck_assert(memcmp(mix_seen.bytes[1], data + 8, 16) == 0);
+    ck_assert_uint_eq(cubert_faultinj_injected(rt), 0);
+    cubert_handle_release(in);
+    cubert_handle_release(out);
+    cubert_handle_release(whole);
+    cubert_kernel_release(mk);
+    cubert_kernel_release(pk);
+    cubert_client_destroy(c);
+    cubert_runtime_destroy(rt);
+  }
+}
+END_TEST
+
 START_TEST(test_runtime_without_the_layer_ignores_rules) {
   setenv("CUBERT_FAULTS", "launch", 1);
   cubert_runtime *rt = runtime_with(NULL, true);
@@ -1757,6 +1920,7 @@ static Suite *suite(void) {
   tcase_add_loop_test(t, test_no_rule_forwards_every_call_unchanged, 0, backends);
   tcase_add_loop_test(t, test_launch_fails_before_writing, 0, backends);
   tcase_add_loop_test(t, test_launch_scribbles_part_of_each_output_then_fails, 0, backends);
+  tcase_add_loop_test(t, test_image_launches_pass_the_layer_and_meet_its_rules, 0, backends);
   tcase_add_loop_test(t, test_peer_write_fails, 0, backends);
   tcase_add_loop_test(t, test_pair_and_peer_filters_select_device_pairs, 0, backends);
   tcase_add_loop_test(t, test_copy_fails_or_stops_part_way, 0, backends);
@@ -1772,6 +1936,7 @@ static Suite *suite(void) {
   tcase_add_loop_test(t, test_threads_share_the_layer_safely, 0, backends);
   tcase_add_test(t, test_runtime_reports_the_injection_and_never_hands_out_scribbled_bytes);
   tcase_add_test(t, test_runtime_without_the_layer_ignores_rules);
+  tcase_add_test(t, test_runtime_image_launches_reach_the_kernel_whole);
   tcase_add_test(t, test_two_runtimes_have_their_own_rules_logs_and_classifiers);
   tcase_add_test(t, test_cubert_faults_configures_each_runtime);
   suite_add_tcase(s, t);

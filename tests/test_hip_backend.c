@@ -203,6 +203,95 @@ START_TEST(test_open_with_no_device_gives_zero_devices) {
 }
 END_TEST
 
+/* The runtime's image of a launch (backend.h, cubert_backend_image_layout
+ * for the kernel's parameters, the values at its offsets) is byte for byte
+ * what cb_hip_pack_args makes of the same arguments, and the two refuse
+ * the same lists: launch_image hands the driver what hip_launch would have.
+ * The refusals of the parameter list alone: a scalar of 0 or more than 64
+ * bytes, a tensor. No device needed. */
+START_TEST(test_image_layout_is_the_packed_layout) {
+  if (!cubert_backend_hip()) {
+    skip("no HIP backend");
+    return;
+  }
+  uint32_t u32 = 0x11223344u;
+  uint8_t u8 = 0x55;
+  uint16_t u16 = 0x6677;
+  uint64_t u64 = 0x8899aabbccddeeffull;
+  unsigned char twelve[12], sixteen[16], sixtyfour[64];
+  pattern(twelve, sizeof twelve, 1);
+  pattern(sixteen, sizeof sixteen, 2);
+  pattern(sixtyfour, sizeof sixtyfour, 3);
+  cubert_backend_arg ptr = buf_arg(0x3000, 64, CUBERT_ACCESS_READ);
+  const struct {
+    cubert_backend_arg a[13];
+    uint32_t n;
+  } lists[] = {
+      {{buf_arg(0x1000, 64, CUBERT_ACCESS_READ), scalar_arg(&u32, 4), scalar_arg(&u32, 4), scalar_arg(&u8, 1),
+        scalar_arg(&u8, 1), scalar_arg(&u16, 2), scalar_arg(&u32, 4), buf_arg(0x2000, 64, CUBERT_ACCESS_WRITE),
+        scalar_arg(&u64, 8), scalar_arg(twelve, 12), scalar_arg(&u32, 4), scalar_arg(&u64, 8),
+        scalar_arg(sixteen, 16)},
+       13},
+      {{ptr, scalar_arg(sixtyfour, 64)}, 2},
+      {{scalar_arg(&u8, 1), scalar_arg(&u8, 1), scalar_arg(twelve, 3)}, 3},
+      {{ptr, scalar_arg(&u8, 1), ptr}, 3},                       /* the pointer after a byte */
+      {{scalar_arg(&u32, 4), scalar_arg(&u64, 8)}, 2},           /* a double or two floats? */
+      {{ptr, scalar_arg(&u32, 4), scalar_arg(sixteen, 16)}, 3}, /* aligned to 16 or less? */
+      {{scalar_arg(&u8, 1), scalar_arg(sixtyfour, 64)}, 2},
+  };
+  for (size_t t = 0; t < sizeof lists / sizeof lists[0]; t++) {
+    const cubert_backend_arg *a = lists[t].a;
+    uint32_t n = lists[t].n;
+    cubert_param params[13];
+    for (uint32_t i = 0; i < n; i++)
+      params[i] = (cubert_param){"p", a[i].kind, a[i].kind == CUBERT_PARAM_SCALAR ? CUBERT_ACCESS_READ : a[i].access,
+                                 a[i].scalar_size};
+    uint32_t off[13], size = 0;
+    _Alignas(16) unsigned char packed[512], image[CUBERT_BACKEND_IMAGE_MAX];
+    size_t packed_size = 0;
+    bool packs = cb_hip_pack_args(a, n, packed, sizeof packed, &packed_size);
+    bool lays = cubert_backend_image_layout(params, n, off, &size);
+    ck_assert_msg(packs == lays, "list %zu: packed %d, image layout %d", t, packs, lays);
+    if (!lays) continue;
+    ck_assert_uint_eq(size, packed_size);
+    for (uint32_t i = 0; i < n; i++) {
+      if (a[i].kind == CUBERT_PARAM_SCALAR)
+        memcpy(image + off[i], a[i].scalar, a[i].scalar_size);
+      else
+        memcpy(image + off[i], &a[i].address, 8);
+    }
+    ck_assert_msg(memcmp(image, packed, size) == 0, "list %zu", t);
+    /* and back: the records an image stands for (a layer without images) */
+    uint64_t sizes[13];
+    for (uint32_t i = 0; i < n; i++) sizes[i] = a[i].kind == CUBERT_PARAM_SCALAR ? a[i].scalar_size : a[i].size;
+    cubert_backend_layout l = {n, size, off, params};
+    cubert_backend_image im = {&l, image, sizes};
+    cubert_backend_arg back[13];
+    cubert_backend_args_of_image(&im, back);
+    for (uint32_t i = 0; i < n; i++) {
+      ck_assert_int_eq(back[i].kind, a[i].kind);
+      if (a[i].kind == CUBERT_PARAM_SCALAR) {
+        ck_assert_uint_eq(back[i].scalar_size, a[i].scalar_size);
+        ck_assert(memcmp(back[i].scalar, a[i].scalar, a[i].scalar_size) == 0);
+      } else {
+        ck_assert_uint_eq(back[i].address, a[i].address);
+        ck_assert_uint_eq(back[i].size, a[i].size);
+        ck_assert_int_eq(back[i].access, a[i].access);
+        ck_assert_ptr_null(back[i].owner);
+      }
+    }
+  }
+  uint32_t off[2], size = 0;
+  cubert_param zero[2] = {{"p", CUBERT_PARAM_BUFFER, CUBERT_ACCESS_READ, 0}, {"s", CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 0}};
+  cubert_param big[2] = {{"p", CUBERT_PARAM_BUFFER, CUBERT_ACCESS_READ, 0}, {"s", CUBERT_PARAM_SCALAR, CUBERT_ACCESS_READ, 65}};
+  cubert_param tensor[2] = {{"p", CUBERT_PARAM_BUFFER, CUBERT_ACCESS_READ, 0}, {"t", CUBERT_PARAM_TENSOR, CUBERT_ACCESS_READ, 0}};
+  ck_assert(!cubert_backend_image_layout(zero, 2, off, &size));
+  ck_assert(!cubert_backend_image_layout(big, 2, off, &size));
+  ck_assert(!cubert_backend_image_layout(tensor, 2, off, &size));
+  ck_assert(cubert_backend_image_layout(zero, 0, off, &size) && size == 0);
+}
+END_TEST
+
 /* The packed form of a launch's arguments (hip_backend.c, cb_hip_pack_args):
  * taken exactly when no argument needs padding, whatever its type's
  * alignment; every other launch passes pointers. No device needed. */
@@ -1138,6 +1227,7 @@ int main(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_open_with_no_device_gives_zero_devices);
   tcase_add_test(tc, test_pack_args_only_when_the_layout_is_certain);
+  tcase_add_test(tc, test_image_layout_is_the_packed_layout);
   tcase_add_test(tc, test_device_info_is_filled);
   tcase_add_test(tc, test_write_read_round_trip);
   tcase_add_test(tc, test_write_source_is_reusable_at_once);

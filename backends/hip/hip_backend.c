@@ -600,7 +600,14 @@ cubert_status cb_hip_launch_raw(cb_hip_device *dev, cb_hip_stream *s, cb_hip_mod
  * needing padding, more than PACKED_MAX bytes) passes pointers, as before.
  * (A type whose alignment exceeds its size, GNU's aligned attribute on a
  * scalar typedef, breaks C's arrays as well; a kernel taking one by value
- * is not supported by this rule.) */
+ * is not supported by this rule.)
+ *
+ * The runtime applies the same rule to a kernel's parameter list once, at
+ * create (backend.h, cubert_backend_image_layout), and hands its usual
+ * launch over already packed (hip_launch_image); this packs the launches
+ * that come as records (through the fault layer's rules, or of kernels the
+ * one-pass launch does not take). The two agree byte for byte
+ * (test_hip_backend, test_image_layout_is_the_packed_layout). */
 bool cb_hip_pack_args(const cubert_backend_arg *args, uint32_t nargs, void *buf, size_t capacity, size_t *size) {
   unsigned char *out = buf;
   size_t off = 0;
@@ -712,6 +719,38 @@ out:
   cb_hip_mark_work(s, work, "launch");
   if (slots != stack_slots) cb_free(slots);
   if (params != stack_params) cb_free(params);
+  return st;
+}
+
+/* A launch whose arguments the runtime packed (backend.h,
+ * cubert_backend_image: the layout cb_hip_pack_args would have made, by
+ * the same rule, computed once per kernel): the image goes to the driver
+ * as it is, through `extra`; nothing per argument here. */
+static cubert_status hip_launch_image(void *device, void *stream, uint64_t work, void *module,
+                                      const cubert_launch_config *config, const cubert_backend_image *image,
+                                      cubert_berr *err) {
+  cb_hip_device *dev = device;
+  cb_hip_stream *s = stream;
+  cb_hip_module *m = module;
+  cubert_status st;
+  const cubert_backend_layout *l = image ? image->layout : NULL;
+  if (!s || !m || !config || !l || (l->nargs && !image->data))
+    return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT, "launch on %s: missing stream, module, "
+                           "configuration or arguments", dev->label);
+  if ((st = enter_live(dev, err)) != CUBERT_OK) return st;
+  uint32_t nargs = l->nargs;
+  if (m->nparams != UINT32_MAX && nargs != m->nparams) {
+    st = cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT, "`%s` takes %" PRIu32 " arguments, %" PRIu32 " given",
+                         m->name, m->nparams, nargs);
+    cb_hip_mark_work(s, work, "launch");
+    return st;
+  }
+  size_t size = l->size;
+  void *extra[] = {HIP_LAUNCH_PARAM_BUFFER_POINTER, (void *)(uintptr_t)image->data, HIP_LAUNCH_PARAM_BUFFER_SIZE,
+                   &size, HIP_LAUNCH_PARAM_END};
+  st = cb_hip_launch_raw(dev, s, m, config->grid, config->block, config->shared_memory, NULL, nargs ? extra : NULL,
+                         err);
+  cb_hip_mark_work(s, work, "launch");
   return st;
 }
 
@@ -922,6 +961,7 @@ static const cubert_backend_ops hip_ops = {
     .module_unload = hip_module_unload,
     .module_prepare = hip_module_prepare,
     .launch = hip_launch,
+    .launch_image = hip_launch_image,
     .sync = cb_hip_sync,
     .progress = cb_hip_progress,
     .drain_failures = cb_hip_drain_failures,

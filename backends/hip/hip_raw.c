@@ -1072,6 +1072,16 @@ static RAW_NOINLINE hipError_t launch_packed_marshalled(launch_run *r) {
   return hipModuleLaunchKernel(r->f, 1, 1, 1, 1, 1, 1, 0, r->s, NULL, r->n ? extra : NULL);
 }
 
+/* hip_launch_image's part: the image the runtime wrote (here raw's packed
+ * pointers, written once) through `extra`, its size copied; a frame of its
+ * own. */
+static RAW_NOINLINE hipError_t launch_image_marshalled(launch_run *r) {
+  size_t size = r->bytes;
+  void *extra[] = {HIP_LAUNCH_PARAM_BUFFER_POINTER, r->ptrs, HIP_LAUNCH_PARAM_BUFFER_SIZE, &size,
+                   HIP_LAUNCH_PARAM_END};
+  return hipModuleLaunchKernel(r->f, 1, 1, 1, 1, 1, 1, 0, r->s, NULL, r->n ? extra : NULL);
+}
+
 /* cb_hip_mark_work's part: under a lock, the backend's marks (ring_mark). */
 static hipError_t launch_mark(launch_run *r) {
   pthread_mutex_lock(&r->lock);
@@ -1102,9 +1112,12 @@ static hipError_t launch_step(launch_run *r, cb_hip_raw_lstep step) {
   case CB_HIP_RAW_LSTEP_PACKED:
     return hipModuleLaunchKernel(r->f, 1, 1, 1, 1, 1, 1, 0, r->s, NULL, r->n ? r->extra : NULL);
   case CB_HIP_RAW_LSTEP_BACKEND:
-  case CB_HIP_RAW_LSTEP_BACKEND_PACKED: {
+  case CB_HIP_RAW_LSTEP_BACKEND_PACKED:
+  case CB_HIP_RAW_LSTEP_BACKEND_IMAGE: {
     if ((e = launch_ctx(r)) != hipSuccess) return e;
-    e = step == CB_HIP_RAW_LSTEP_BACKEND ? launch_marshalled(r) : launch_packed_marshalled(r);
+    e = step == CB_HIP_RAW_LSTEP_BACKEND          ? launch_marshalled(r)
+        : step == CB_HIP_RAW_LSTEP_BACKEND_PACKED ? launch_packed_marshalled(r)
+                                                  : launch_image_marshalled(r);
     hipError_t m = launch_mark(r);
     return e != hipSuccess ? e : m;
   }

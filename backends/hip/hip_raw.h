@@ -189,6 +189,9 @@ typedef enum cb_hip_raw_lstep {
   CB_HIP_RAW_LSTEP_BACKEND_PACKED, /* the same, the arguments packed into one buffer (cb_hip_pack_args)
                                       and passed through `extra`: hip_launch's path for buffers and
                                       scalars that need no padding */
+  CB_HIP_RAW_LSTEP_BACKEND_IMAGE, /* the same, the arguments already packed (the runtime's image):
+                                     context check, `extra` over the ready buffer, mark, nothing per
+                                     argument: hip_launch_image, the path of cubert's usual launch */
   CB_HIP_RAW_LSTEP_COUNT
 } cb_hip_raw_lstep;
 

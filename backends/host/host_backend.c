@@ -344,6 +344,7 @@ static const cubert_backend_ops host_ops = {
     .module_unload = cb_host_module_unload,
     .module_prepare = cb_host_module_prepare,
     .launch = cb_host_launch,
+    .launch_image = cb_host_launch_image,
     .sync = cb_host_sync,
     .progress = cb_host_progress,
     .drain_failures = cb_host_drain_failures,

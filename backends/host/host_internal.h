@@ -201,5 +201,11 @@ void cb_host_module_prepare(void *device, const cubert_backend_kernel *kernel);
 cubert_status cb_host_launch(void *device, void *stream, uint64_t work, void *module,
                              const cubert_launch_config *config,
                              const cubert_backend_arg *args, uint32_t nargs, cubert_berr *err);
+/* The same launch from a packed image (backend.h): its arguments as
+ * records, then cb_host_launch (the host's kernels see pointers and sizes,
+ * which the image and its sizes give). */
+cubert_status cb_host_launch_image(void *device, void *stream, uint64_t work, void *module,
+                                   const cubert_launch_config *config, const cubert_backend_image *image,
+                                   cubert_berr *err);
 
 #endif

@@ -282,3 +282,22 @@ cubert_status cb_host_launch(void *device, void *stream, uint64_t work, void *mo
   it->launch.sizes = sizes;
   return cb_host_enqueue(stream, &it->work, "launch", err);
 }
+
+cubert_status cb_host_launch_image(void *device, void *stream, uint64_t work, void *module,
+                                   const cubert_launch_config *config, const cubert_backend_image *image,
+                                   cubert_berr *err) {
+  host_device *d = device;
+  const cubert_backend_layout *l = image ? image->layout : NULL;
+  if (!l || (l->nargs && (!image->data || !l->offset || !l->params || !image->sizes)))
+    return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT, "%s: launch of an image without its parts", d->name);
+  cubert_backend_arg stack[16];
+  cubert_backend_arg *args = stack;
+  uint32_t nargs = l->nargs;
+  if (nargs > 16 && !(args = cb_malloc(nargs * sizeof *args)))
+    return cubert_berr_set(err, CUBERT_ERR_OUT_OF_MEMORY, "%s: no host memory to launch %" PRIu32 " arguments",
+                           d->name, nargs);
+  if (nargs) cubert_backend_args_of_image(image, args);
+  cubert_status st = cb_host_launch(device, stream, work, module, config, args, nargs, err);
+  if (args != stack) cb_free(args);
+  return st;
+}
