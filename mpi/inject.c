@@ -214,11 +214,12 @@ static cubert_status parse_text(const char *text, const char *source, bool only_
   return st;
 }
 
-cubert_status mpi_inject_set(const char *faults, const char *mpi_faults, char *why, size_t cap) {
+cubert_status mpi_inject_set(const char *faults, const char *mpi_faults, const char *mpi_source, char *why,
+                             size_t cap) {
   rule parsed[MAX_RULES];
   size_t n = 0;
   cubert_status st = parse_text(faults, "CUBERT_FAULTS", true, parsed, &n, why, cap);
-  if (st == CUBERT_OK) st = parse_text(mpi_faults, faults ? "CUBERT_MPI_FAULTS" : "rules", false, parsed, &n, why, cap);
+  if (st == CUBERT_OK) st = parse_text(mpi_faults, mpi_source, false, parsed, &n, why, cap);
   if (st != CUBERT_OK) return st;
   pthread_mutex_lock(&lock);
   memcpy(rules, parsed, n * sizeof *parsed);
@@ -249,7 +250,7 @@ cubert_status mpi_inject_env(char *why, size_t cap) {
     }
     faults = file;
   }
-  cubert_status st = mpi_inject_set(faults, mpi, why, cap);
+  cubert_status st = mpi_inject_set(faults, mpi, "CUBERT_MPI_FAULTS", why, cap);
   free(file);
   return st;
 }

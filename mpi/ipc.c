@@ -169,7 +169,7 @@ cubert_status mpi_ipc_open(MPI_Comm dup, bool lacking, mpi_ipc **out, char *why,
     }
     mb_free(x->peers);
     mb_free(x);
-    return CUBERT_ERR_INVALID_ARGUMENT;
+    return CUBERT_ERR_PARSE;
   }
   pthread_mutex_init(&x->lock, NULL);
   *out = x;

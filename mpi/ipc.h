@@ -39,8 +39,9 @@ typedef struct ipc_ticket ipc_ticket; /* a send's hold on its staging buffer */
 /* Collective over `dup` (cubert's duplicate of the caller's communicator):
  * which ranks share this node (MPI_COMM_TYPE_SHARED, and the same host name
  * and boot id, as a descriptor's import checks) and have the path on
- * ($CUBERT_MPI_IPC: auto, the default, or off). A value that is neither:
- * CUBERT_ERR_INVALID_ARGUMENT with `why` filled, nothing made. */
+ * ($CUBERT_MPI_IPC: auto, the default, on or off). Another value:
+ * CUBERT_ERR_PARSE with `why` filled, nothing made, after the collective
+ * calls. */
 /* Collective over dup, made by every rank whatever it lacks: `lacking`
  * (the caller already ran out of host memory) or a rank that runs out here
  * makes every rank return CUBERT_ERR_OUT_OF_MEMORY (agreed through an

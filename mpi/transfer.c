@@ -7,6 +7,7 @@
 #endif
 #include "cubert/mpi.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -70,6 +71,7 @@ typedef struct comm_state {
 } comm_state;
 
 static void reap(bool wait, const comm_state *only, const cubert_client *client);
+static bool chunk_env_ok(char *why, size_t cap);
 static void drain_client(cubert_client *client);
 
 static pthread_mutex_t keyval_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -107,11 +109,15 @@ cubert_status cubert_mpi_init(MPI_Comm comm) {
 
   prof_init();
   stage_init(drain_client);
-  char gwhy[128];
-  if (!direct_init(gwhy, sizeof gwhy)) return fail(CUBERT_ERR_PARSE, "cubert_mpi_init: %s", gwhy);
-  char why[256];
-  cubert_status rst = mpi_inject_env(why, sizeof why); /* a parse error, or out of memory */
-  if (rst != CUBERT_OK) return fail(rst, "cubert_mpi_init: %s", why);
+  /* The environment of this rank: a value that does not parse, or rules
+   * with no host memory to copy them into, fail this call, but only after
+   * the collective calls below, which every rank makes whatever its
+   * environment (one that returned before them would leave the others
+   * waiting in them for ever); out of host memory, every rank fails. */
+  char why[256], ewhy[256] = "";
+  cubert_status est = CUBERT_OK;
+  if (!direct_init(ewhy, sizeof ewhy) || !chunk_env_ok(ewhy, sizeof ewhy)) est = CUBERT_ERR_PARSE;
+  if (est == CUBERT_OK) est = mpi_inject_env(ewhy, sizeof ewhy); /* a parse error, or out of memory */
   /* MPI_Comm_dup and mpi_ipc_open are collective: every rank makes them,
    * one short of memory too, and mpi_ipc_open has every rank agree */
   comm_state *cs = mb_calloc(1, sizeof *cs);
@@ -132,7 +138,15 @@ cubert_status cubert_mpi_init(MPI_Comm comm) {
   }
   MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
   mpi_ipc *ipc = NULL;
-  cubert_status ist = mpi_ipc_open(dup, !cs || !cs->next, &ipc, why, sizeof why);
+  bool lacking = !cs || !cs->next || est == CUBERT_ERR_OUT_OF_MEMORY;
+  cubert_status ist = mpi_ipc_open(dup, lacking, &ipc, why, sizeof why);
+  if (ist == CUBERT_OK && est != CUBERT_OK) {
+    mpi_ipc_close(ipc, dup);
+    ist = est;
+    snprintf(why, sizeof why, "%s", ewhy);
+  } else if (ist == CUBERT_ERR_OUT_OF_MEMORY && est == CUBERT_ERR_OUT_OF_MEMORY) {
+    snprintf(why, sizeof why, "%s", ewhy); /* this rank's own shortage says more */
+  }
   if (ist != CUBERT_OK) {
     MPI_Comm_free(&dup);
     if (cs) mb_free(cs->next);
@@ -185,7 +199,7 @@ bool cubert_mpi_gpu_aware(void) {
 
 cubert_status cubert_mpi_faults(const char *rules) {
   char why[256];
-  cubert_status st = mpi_inject_set(NULL, rules, why, sizeof why); /* a parse error, or out of memory */
+  cubert_status st = mpi_inject_set(NULL, rules, "rules", why, sizeof why); /* a parse error, or out of memory */
   if (st != CUBERT_OK) return fail(st, "cubert_mpi_faults: %s", why);
   return CUBERT_OK;
 }
@@ -379,16 +393,33 @@ static const cubert_failure *injected_failure(cubert_mpi_request *r, const char 
   return f;
 }
 
+/* $CUBERT_MPI_CHUNK: digits, optionally k or M, 64 bytes to 1 GiB; 0 when
+ * it is not such a value. */
+static uint64_t chunk_parse(const char *v) {
+  if (!(*v >= '0' && *v <= '9')) return 0;
+  char *end;
+  errno = 0;
+  unsigned long long n = strtoull(v, &end, 10);
+  if (errno || n > (1ull << 30)) return 0;
+  if (*end == 'k' || *end == 'K') n <<= 10, end++;
+  else if (*end == 'm' || *end == 'M') n <<= 20, end++;
+  return !*end && n >= 64 && n <= (1ull << 30) ? n : 0;
+}
+
+/* Whether $CUBERT_MPI_CHUNK, when set, is a value chunk_parse takes
+ * (cubert_mpi_init refuses one that is not). */
+static bool chunk_env_ok(char *why, size_t cap) {
+  const char *v = getenv("CUBERT_MPI_CHUNK");
+  if (!v || !*v || chunk_parse(v)) return true;
+  snprintf(why, cap, "CUBERT_MPI_CHUNK=%s: expected bytes per chunk from 64 to 1G (a number, or with k or M: 64k, 1M)",
+           v);
+  return false;
+}
+
 static uint64_t chunk_size(void) {
   const char *v = getenv("CUBERT_MPI_CHUNK");
-  if (v && *v) {
-    char *end;
-    unsigned long long n = strtoull(v, &end, 10);
-    if (*end == 'k' || *end == 'K') n <<= 10, end++;
-    else if (*end == 'm' || *end == 'M') n <<= 20, end++;
-    if (!*end && n >= 64 && n <= (1ull << 30)) return n;
-  }
-  return WIRE_CHUNK_DEFAULT;
+  uint64_t n = v && *v ? chunk_parse(v) : 0;
+  return n ? n : WIRE_CHUNK_DEFAULT;
 }
 
 /* The checks made before any message could be matched: what fails here

@@ -104,11 +104,16 @@ extern "C" {
  * cubert's payload messages, and gives cubert_set_rank() this process's rank
  * in MPI_COMM_WORLD, so that failures it exports name it. MPI must be
  * initialised (else CUBERT_ERR_INVALID_ARGUMENT, "MPI is not initialised").
- * Reads the fault rules (below), $CUBERT_MPI_GPU_AWARE (auto, force or off)
- * and $CUBERT_MPI_PROFILE; a value that does not parse: CUBERT_ERR_PARSE;
- * out of host memory: CUBERT_ERR_OUT_OF_MEMORY, on every rank of `comm` when
- * any ran out in its collective part (none is left waiting). Calling it again
- * for the same communicator does nothing. */
+ * Reads this rank's environment: the fault rules (below),
+ * $CUBERT_MPI_GPU_AWARE (auto, force or off), $CUBERT_MPI_IPC (auto, on or
+ * off), $CUBERT_MPI_CHUNK (64 to 1G bytes: 65536, 64k, 1M) and
+ * $CUBERT_MPI_PROFILE (set, not 0: a profile on stderr at finalize). A value
+ * that does not parse: CUBERT_ERR_PARSE naming the variable, on that rank
+ * only, after it made its collective calls (the others are not left
+ * waiting, and succeed). Out of host memory (rules included):
+ * CUBERT_ERR_OUT_OF_MEMORY, on every rank of `comm` when any ran out (none
+ * is left waiting). Calling it again for the same communicator does
+ * nothing. */
 CUBERT_MPI_API cubert_status cubert_mpi_init(MPI_Comm comm);
 /* Frees what cubert_mpi_init made for `comm` (collective). Call it before
  * MPI_Comm_free or MPI_Finalize. A communicator never initialised: nothing. */
