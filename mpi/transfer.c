@@ -568,6 +568,15 @@ static const cubert_failure *read_part(cubert_mpi_request *r, uint64_t a, uint64
   return failure_for(r->client, st, why);
 }
 
+/* Why cubert_handle_tainted_range refused the view (another device's or
+ * runtime's handle, a lost device), without its name: the caller's call is
+ * cubert_mpi_send or _recv, which the message names. */
+static const char *view_refusal(void) {
+  static const char probe[] = "cubert_handle_tainted_range: ";
+  const char *m = cubert_last_error_message();
+  return strncmp(m, probe, sizeof probe - 1) ? m : m + sizeof probe - 1;
+}
+
 /* The tainted ranges of the view, as spans; when the view cannot be walked
  * (another device's handle, a lost device), one span over all of it. */
 static cubert_status walk(cubert_mpi_request *r) {
@@ -579,7 +588,7 @@ static cubert_status walk(cubert_mpi_request *r) {
     cubert_status st = cubert_handle_tainted_range(r->client, r->view, from, &s, &e, &f);
     if (st != CUBERT_OK) {
       char why[256];
-      snprintf(why, sizeof why, "the sender's view could not be sent: %s", cubert_last_error_message());
+      snprintf(why, sizeof why, "the sender's view could not be sent: %s", view_refusal());
       note(r, st, "%s", why);
       for (size_t i = 0; i < r->nspans; i++) cubert_failure_release(r->spans[i].failure);
       r->nspans = 0;
@@ -1306,7 +1315,7 @@ static bool recv_fits(cubert_mpi_request *r, const wire_header *h, cubert_status
   char msg[900];
   if (s != CUBERT_OK)
     snprintf(msg, sizeof msg, "cubert_mpi_recv from rank %d tag %d: the view cannot be written: %s", r->peer, r->tag,
-             cubert_last_error_message());
+             view_refusal());
   else {
     snprintf(msg, sizeof msg,
              "cubert_mpi_recv from rank %d tag %d: rank %d sent %llu bytes, the view holds %llu "

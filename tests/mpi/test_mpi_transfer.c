@@ -852,9 +852,19 @@ START_TEST(test_other_clients_handle) {
     cb_test_ok(cubert_mpi_send(env.clients[1], other, partner, 10, MPI_COMM_WORLD, NULL));
     cb_test_status(cubert_mpi_send(env.clients[0], other, partner, 10, MPI_COMM_WORLD, NULL),
                    CUBERT_ERR_WRONG_DEVICE);
+    /* the refusal is the send's: it names the call and the devices, not a
+     * call the component made inside it */
+    ck_assert_msg(strstr(cubert_last_error_message(), "cubert_mpi_send") != NULL &&
+                      strstr(cubert_last_error_message(), "belongs to device 1") != NULL &&
+                      strstr(cubert_last_error_message(), "cubert_handle_") == NULL,
+                  "%s", cubert_last_error_message());
   } else {
     cb_test_status(cubert_mpi_recv(env.clients[0], other, partner, 10, MPI_COMM_WORLD, NULL),
                    CUBERT_ERR_WRONG_DEVICE);
+    ck_assert_msg(strstr(cubert_last_error_message(), "cubert_mpi_recv") != NULL &&
+                      strstr(cubert_last_error_message(), "belongs to device 1") != NULL &&
+                      strstr(cubert_last_error_message(), "cubert_handle_") == NULL,
+                  "%s", cubert_last_error_message());
     unsigned char got[2048];
     cb_test_ok(cubert_handle_read(env.clients[1], other, got, sizeof got));
     ck_assert(memcmp(got, pat, sizeof got) == 0);
