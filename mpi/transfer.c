@@ -720,7 +720,7 @@ static bool send_direct(cubert_mpi_request *r) {
  * record of why in the same message (zeros when it cannot be made: the
  * receiver calls that a corrupt record). It needs no memory: the request's
  * own header buffer and request. The call returns the error (`why`). */
-static void send_failed(cubert_mpi_request *r, const char *why) {
+static void send_failed(cubert_mpi_request *r, cubert_status st, const char *why) {
   for (size_t i = 0; i < r->nspans; i++) cubert_failure_release(r->spans[i].failure);
   r->nspans = 0;
   mb_free(r->reqs);
@@ -729,13 +729,13 @@ static void send_failed(cubert_mpi_request *r, const char *why) {
   char msg[300];
   snprintf(msg, sizeof msg, "the sender could not send to rank %d tag %d (nothing crossed): %s", r->peer, r->tag, why);
   const cubert_failure *f = NULL;
-  cubert_failure_create(r->client, CUBERT_ERR_OUT_OF_MEMORY, msg, &f);
+  cubert_failure_create(r->client, st, msg, &f);
   wire_header h = {r->size, 0, r->chunk, 0, r->ptag, WIRE_FAILED};
   wire_header_encode(&h, r->header);
   cubert_failure_record *rec = (cubert_failure_record *)(r->header + WIRE_HEADER_SIZE);
   if (!f || cubert_failure_export(f, rec) != CUBERT_OK) memset(rec, 0, CUBERT_FAILURE_RECORD_SIZE);
   cubert_failure_release(f);
-  note(r, CUBERT_ERR_OUT_OF_MEMORY, "%s (the receiver was told: its view is tainted)", why);
+  note(r, st, "%s (the receiver was told: its view is tainted)", why);
   post(r, MPI_Isend(r->header, WIRE_HEADER_SIZE + CUBERT_FAILURE_RECORD_SIZE, MPI_BYTE, r->peer, r->tag, r->comm,
                     &r->reqs[r->nreqs++]),
        "the header");
@@ -756,7 +756,7 @@ static cubert_status start_send(const char *fn, cubert_client *client, const cub
   /* From here on the exchange always completes: every message is sent,
    * whatever this side finds wrong. */
   if (walk(r) != CUBERT_OK) {
-    send_failed(r, "out of host memory walking the view's tainted ranges");
+    send_failed(r, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory walking the view's tainted ranges");
     *out = r;
     return CUBERT_OK;
   }
@@ -784,9 +784,20 @@ static cubert_status start_send(const char *fn, cubert_client *client, const cub
                 stage_take(client, (size_t)(r->nchunks * WIRE_CHUNK_PREFIX + r->size), &r->stage);
   prof_lap(PROF_STAGE_TAKE, &r->pt);
   if (!staged) {
-    char why[160];
-    snprintf(why, sizeof why, "out of host memory staging %llu bytes", (unsigned long long)r->size);
-    send_failed(r, why);
+    /* stage_take's error says why: out of host memory, or the pinning
+     * refused (the device lost...): the receiver is told the real cause */
+    cubert_status why_st = CUBERT_ERR_OUT_OF_MEMORY;
+    cubert_error *e = r->reqs && r->ranges && r->records ? cubert_last_error() : NULL;
+    if (e) why_st = cubert_error_status(e);
+    char why[300];
+    if (why_st == CUBERT_ERR_OUT_OF_MEMORY || why_st == CUBERT_OK)
+      snprintf(why, sizeof why, "out of host memory staging %llu bytes", (unsigned long long)r->size);
+    else
+      snprintf(why, sizeof why, "no pinned buffer to stage %llu bytes: %s", (unsigned long long)r->size,
+               cubert_error_message(e));
+    if (why_st == CUBERT_OK) why_st = CUBERT_ERR_OUT_OF_MEMORY;
+    cubert_error_release(e);
+    send_failed(r, why_st, why);
     *out = r;
     return CUBERT_OK;
   }

@@ -55,12 +55,16 @@
  * Statuses: CUBERT_OK; for a send, CUBERT_ERR_TAINTED when the exchange
  * completed but some bytes crossed tainted (the message says which ranges
  * and why; the receiver has them tainted); CUBERT_ERR_INVALID_ARGUMENT,
- * CUBERT_ERR_WRONG_DEVICE, CUBERT_ERR_OUT_OF_RANGE for a caller's mistake;
- * CUBERT_ERR_BACKEND for an MPI error (give the communicator
- * MPI_ERRORS_RETURN to see them rather than have MPI abort the job);
- * CUBERT_ERR_OUT_OF_MEMORY when host memory ran out (a sender still tells
- * its receiver, which taints its whole view and returns CUBERT_ERR_BACKEND:
- * docs/cluster.md, "A sender that runs out of host memory"). A failed
+ * CUBERT_ERR_WRONG_DEVICE, CUBERT_ERR_OUT_OF_RANGE (CUBERT_ERR_EXPIRED: a
+ * view whose runtime was destroyed) for a caller's mistake;
+ * CUBERT_ERR_DEVICE_LOST when the view's device is lost (a sender's bytes
+ * then cross tainted with the loss); CUBERT_ERR_BACKEND for an MPI error
+ * (give the communicator MPI_ERRORS_RETURN to see them rather than have MPI
+ * abort the job); CUBERT_ERR_OUT_OF_MEMORY when host memory ran out (a
+ * sender still tells its receiver, which taints its whole view and returns
+ * CUBERT_ERR_BACKEND: docs/cluster.md, "A sender that runs out of host
+ * memory"; a sender refused a pinned staging buffer for another reason,
+ * its device lost, tells it the same way, with that cause). A failed
  * call records the thread's last error (cubert_last_error_message()), as
  * every cubert call does.
  *
