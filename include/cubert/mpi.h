@@ -37,7 +37,8 @@
  * (every view) or off. A send whose scribble fault fires, a view of at most
  * 16 KiB with no tainted byte (the eager form), under auto a view of less
  * than 512 KiB, a send to itself, and a send that finds its peer's 64
- * staging buffers all still in use go through MPI. A send through shared memory
+ * staging buffers all still in use go through MPI; with the direct form
+ * on, a view it takes (no tainted byte) goes in it, which is tried first. A send through shared memory
  * holds the staging buffer, memory of the client's runtime, until the
  * receiver has taken the bytes: the client's teardown hook (below) waits
  * for it.
@@ -156,7 +157,9 @@ typedef struct cubert_mpi_info {
   uint64_t bytes;          /* bytes of the view */
   uint64_t tainted_bytes;  /* of them, bytes that crossed (or arrived) tainted */
   size_t tainted_ranges;   /* how many ranges */
-  uint64_t chunks;         /* payload messages */
+  uint64_t chunks;         /* payload messages (through shared memory, where no
+                              message carries the bytes: the CUBERT_MPI_CHUNK
+                              pieces of the view, which partial faults count) */
   bool device_direct;      /* moved by GPU-aware MPI, the direct form (false: staged
                               through host memory); on a receive: landed straight in
                               the view */
