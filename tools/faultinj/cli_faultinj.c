@@ -36,7 +36,8 @@ static void usage(FILE *f) {
           "                    multi-process scenarios, then --programs seeded programs\n"
           "                    (default 20) of --steps steps (default 16, at most 48)\n"
           "  list              the built-in scenarios\n"
-          "  show NAME         print a built-in scenario file\n"
+          "  show NAME         print a built-in scenario file: NAME is the file (edges.fi,\n"
+          "                    edges) or a scenario in it, as `list` names them\n"
           "\n"
           "options:\n"
           "  --node NAME|FILE  host devices laid out as a simulated node (frontier, mi300x,\n"
@@ -421,9 +422,12 @@ static int do_show(const char *name) {
   if (cb_fi_scenario_builtin(&suite, err, sizeof err) == CUBERT_OK)
     for (size_t i = 0; i < suite.n; i++)
       if (strcmp(suite.v[i].name, name) == 0) {
+        /* the file's name outlives the suite it is read from */
         const char *file = strrchr(suite.v[i].source, '/');
+        char held[256];
+        snprintf(held, sizeof held, "%s", file ? file + 1 : suite.v[i].source);
         cb_fi_suite_free(&suite);
-        return do_show(file ? file + 1 : name);
+        return do_show(held);
       }
   cb_fi_suite_free(&suite);
   fprintf(stderr, "cubert faultinj show: no built-in scenario or file `%s` (see `cubert faultinj list`)\n", name);
