@@ -856,7 +856,11 @@ typedef struct cubert_launch_config {
   uint32_t shared_memory;
 } cubert_launch_config;
 
-/* Checks the arguments against the kernel and the shape against the device
+/* Checks the arguments against the kernel (CUBERT_ERR_LAUNCH_CONFIG, naming
+ * the argument, for a count, a kind or a scalar size its parameters do not
+ * take; CUBERT_ERR_INVALID_ARGUMENT for a NULL config, args, handle or
+ * view; a tensor's view as cubert_view_check, with its status) and the
+ * shape against the device
  * (CUBERT_ERR_LAUNCH_CONFIG, naming the dimension, for a grid or block over
  * the device's limits, and for grid[d] * block[d] over UINT32_MAX threads in
  * any dimension d, which ROCm refuses; on every backend), claims the write
