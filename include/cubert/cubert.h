@@ -629,6 +629,11 @@ CUBERT_API void cubert_weak_release(cubert_weak *weak);
  *
  * Ownership: the caller owns the buffer and releases it with
  * cubert_host_buffer_release(), before cubert_runtime_destroy (as clients).
+ * One still held when its runtime is destroyed (a mistake) stays safe to
+ * use as memory, to check and to release, and refuses transfers with
+ * CUBERT_ERR_EXPIRED, like a handle; but its memory is never given back
+ * (allocated: not freed; registered: not unpinned), since the backend that
+ * pinned it is gone.
  * Its bytes (cubert_host_buffer_data) belong to the buffer: read them as
  * good data only after a sync and a cubert_host_buffer_check of their range.
  * A buffer may be used with every client of its runtime. Transfers are
