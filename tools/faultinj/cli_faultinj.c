@@ -44,7 +44,7 @@ static void usage(FILE *f) {
           "                    pcie): sets CUBERT_HOST_NODE\n"
           "  --backend B       host (default) or hip\n"
           "  --json FILE       the whole report as JSON (- for stdout; the summary then\n"
-          "                    goes to stderr)\n"
+          "                    goes to stderr); not with procs\n"
           "  --timeout MS      a step that takes longer is a HANG, 0 to 3600000\n"
           "                    (default, and 0: 10000)\n"
           "  --only TEXT       scenarios whose name contains TEXT\n"
