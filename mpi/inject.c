@@ -222,23 +222,18 @@ static cubert_status parse_text(const char *text, const char *source, bool only_
   return st;
 }
 
-/* mpi_inject_set, its second text named `source` in messages. */
-static cubert_status set_rules(const char *faults, const char *mpi_faults, const char *source, char *why,
-                               size_t cap) {
+cubert_status mpi_inject_set(const char *faults, const char *mpi_faults, const char *mpi_source, char *why,
+                             size_t cap) {
   rule parsed[MAX_RULES];
   size_t n = 0;
   cubert_status st = parse_text(faults, "CUBERT_FAULTS", true, parsed, &n, why, cap);
-  if (st == CUBERT_OK) st = parse_text(mpi_faults, source, false, parsed, &n, why, cap);
+  if (st == CUBERT_OK) st = parse_text(mpi_faults, mpi_source, false, parsed, &n, why, cap);
   if (st != CUBERT_OK) return st;
   pthread_mutex_lock(&lock);
   memcpy(rules, parsed, n * sizeof *parsed);
   nrules = n;
   pthread_mutex_unlock(&lock);
   return CUBERT_OK;
-}
-
-cubert_status mpi_inject_set(const char *faults, const char *mpi_faults, char *why, size_t cap) {
-  return set_rules(faults, mpi_faults, faults ? "CUBERT_MPI_FAULTS" : "rules", why, cap);
 }
 
 cubert_status mpi_inject_env(char *why, size_t cap) {
@@ -264,7 +259,7 @@ cubert_status mpi_inject_env(char *why, size_t cap) {
     faults = file;
   }
   /* a bad rule of $CUBERT_MPI_FAULTS is named so, $CUBERT_FAULTS set or not */
-  cubert_status st = set_rules(faults, mpi, "CUBERT_MPI_FAULTS", why, cap);
+  cubert_status st = mpi_inject_set(faults, mpi, "CUBERT_MPI_FAULTS", why, cap);
   free_fn(file);
   return st;
 }

@@ -40,10 +40,12 @@ typedef struct mpi_hit {
  * text of $CUBERT_FAULTS: other statements are skipped) followed by the
  * rules of `mpi_faults` (only send and recv); either may be NULL. On a
  * parse error returns CUBERT_ERR_PARSE with `why` filled (naming
- * CUBERT_FAULTS or CUBERT_MPI_FAULTS, or "rules" when `faults` is NULL),
- * out of host memory CUBERT_ERR_OUT_OF_MEMORY ("out of host memory ..."),
- * the rules unchanged either way. */
-cubert_status mpi_inject_set(const char *faults, const char *mpi_faults, char *why, size_t cap);
+ * CUBERT_FAULTS, or `mpi_source` for an error in `mpi_faults`:
+ * "CUBERT_MPI_FAULTS", "rules"), out of host memory
+ * CUBERT_ERR_OUT_OF_MEMORY ("out of host memory ..."), the rules unchanged
+ * either way. */
+cubert_status mpi_inject_set(const char *faults, const char *mpi_faults, const char *mpi_source, char *why,
+                             size_t cap);
 /* mpi_inject_set() of $CUBERT_FAULTS (a text, or "@path" of a rule file)
  * and $CUBERT_MPI_FAULTS; when both are unset or empty the rules stay. A
  * rule file that cannot be read: CUBERT_ERR_PARSE; one that does not fit

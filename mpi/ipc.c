@@ -105,6 +105,15 @@ static void whoami(ipc_who *w) {
   snprintf(w->host, sizeof w->host, "%s %s", name, boot);
 }
 
+bool mpi_ipc_env_ok(char *why, size_t cap) {
+  const char *v = getenv("CUBERT_MPI_IPC");
+  if (!v || !*v || !strcmp(v, "auto") || !strcmp(v, "on") || !strcmp(v, "1") || !strcmp(v, "off") ||
+      !strcmp(v, "0"))
+    return true;
+  snprintf(why, cap, "CUBERT_MPI_IPC=%s: expected auto, on or off", v);
+  return false;
+}
+
 cubert_status mpi_ipc_open(MPI_Comm dup, bool lacking, mpi_ipc **out, char *why, size_t cap) {
   /* a bad value is said after the collective calls below, which every
    * rank makes whatever its environment */
@@ -169,7 +178,7 @@ cubert_status mpi_ipc_open(MPI_Comm dup, bool lacking, mpi_ipc **out, char *why,
     }
     mb_free(x->peers);
     mb_free(x);
-    return CUBERT_ERR_INVALID_ARGUMENT;
+    return CUBERT_ERR_PARSE;
   }
   pthread_mutex_init(&x->lock, NULL);
   *out = x;

@@ -39,13 +39,19 @@ typedef struct ipc_ticket ipc_ticket; /* a send's hold on its staging buffer */
 /* Collective over `dup` (cubert's duplicate of the caller's communicator):
  * which ranks share this node (MPI_COMM_TYPE_SHARED, and the same host name
  * and boot id, as a descriptor's import checks) and have the path on
- * ($CUBERT_MPI_IPC: auto, the default, or off). A value that is neither:
- * CUBERT_ERR_INVALID_ARGUMENT with `why` filled, nothing made. */
+ * ($CUBERT_MPI_IPC: auto, the default, on or off). Another value:
+ * CUBERT_ERR_PARSE with `why` filled, nothing made, after the collective
+ * calls (cubert_mpi_init checks it first with mpi_ipc_env_ok, so that
+ * every rank fails alike). */
 /* Collective over dup, made by every rank whatever it lacks: `lacking`
  * (the caller already ran out of host memory) or a rank that runs out here
  * makes every rank return CUBERT_ERR_OUT_OF_MEMORY (agreed through an
  * allreduce), so that none is left waiting in a collective call. */
 cubert_status mpi_ipc_open(MPI_Comm dup, bool lacking, mpi_ipc **out, char *why, size_t cap);
+/* Whether $CUBERT_MPI_IPC parses (unset, empty, auto, on, 1, off, 0); when
+ * not, false with `why` naming it (cubert_mpi_init checks it with the rest
+ * of this rank's environment, before the ranks agree). */
+bool mpi_ipc_env_ok(char *why, size_t cap);
 /* Lets go of the peers' buffers and frees this rank's (no peer reads them:
  * every send must be finished, its ticket ended); waits for no other rank.
  * NULL: nothing. */

@@ -7,6 +7,7 @@
 #endif
 #include "cubert/mpi.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -72,6 +73,7 @@ typedef struct comm_state {
 } comm_state;
 
 static void reap(bool wait, const comm_state *only, const cubert_client *client);
+static bool chunk_env_ok(char *why, size_t cap);
 static void drain_client(cubert_client *client);
 
 static pthread_mutex_t keyval_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -155,7 +157,8 @@ cubert_status cubert_mpi_init(MPI_Comm comm) {
    * whose own part succeeded keeps what it read.) */
   char why[256] = "";
   cubert_status local = CUBERT_OK;
-  if (!direct_init(why, sizeof why)) local = CUBERT_ERR_PARSE;
+  if (!direct_init(why, sizeof why) || !chunk_env_ok(why, sizeof why) || !mpi_ipc_env_ok(why, sizeof why))
+    local = CUBERT_ERR_PARSE;
   if (local == CUBERT_OK) local = mpi_inject_env(why, sizeof why); /* a parse error, or out of memory */
   comm_state *cs = mb_calloc(1, sizeof *cs);
   int size = 0;
@@ -233,7 +236,7 @@ bool cubert_mpi_gpu_aware(void) {
 
 cubert_status cubert_mpi_faults(const char *rules) {
   char why[256];
-  cubert_status st = mpi_inject_set(NULL, rules, why, sizeof why); /* a parse error, or out of memory */
+  cubert_status st = mpi_inject_set(NULL, rules, "rules", why, sizeof why); /* a parse error, or out of memory */
   if (st != CUBERT_OK) return fail(st, "cubert_mpi_faults: %s", why);
   return CUBERT_OK;
 }
@@ -427,16 +430,33 @@ static const cubert_failure *injected_failure(cubert_mpi_request *r, const char 
   return f;
 }
 
+/* $CUBERT_MPI_CHUNK: digits, optionally k or M, 64 bytes to 1 GiB; 0 when
+ * it is not such a value. */
+static uint64_t chunk_parse(const char *v) {
+  if (!(*v >= '0' && *v <= '9')) return 0;
+  char *end;
+  errno = 0;
+  unsigned long long n = strtoull(v, &end, 10);
+  if (errno || n > (1ull << 30)) return 0;
+  if (*end == 'k' || *end == 'K') n <<= 10, end++;
+  else if (*end == 'm' || *end == 'M') n <<= 20, end++;
+  return !*end && n >= 64 && n <= (1ull << 30) ? n : 0;
+}
+
+/* Whether $CUBERT_MPI_CHUNK, when set, is a value chunk_parse takes
+ * (cubert_mpi_init refuses one that is not). */
+static bool chunk_env_ok(char *why, size_t cap) {
+  const char *v = getenv("CUBERT_MPI_CHUNK");
+  if (!v || !*v || chunk_parse(v)) return true;
+  snprintf(why, cap, "CUBERT_MPI_CHUNK=%s: expected bytes per chunk from 64 to 1G (a number, or with k or M: 64k, 1M)",
+           v);
+  return false;
+}
+
 static uint64_t chunk_size(void) {
   const char *v = getenv("CUBERT_MPI_CHUNK");
-  if (v && *v) {
-    char *end;
-    unsigned long long n = strtoull(v, &end, 10);
-    if (*end == 'k' || *end == 'K') n <<= 10, end++;
-    else if (*end == 'm' || *end == 'M') n <<= 20, end++;
-    if (!*end && n >= 64 && n <= (1ull << 30)) return n;
-  }
-  return WIRE_CHUNK_DEFAULT;
+  uint64_t n = v && *v ? chunk_parse(v) : 0;
+  return n ? n : WIRE_CHUNK_DEFAULT;
 }
 
 /* The checks made before any message could be matched: what fails here
@@ -585,6 +605,15 @@ static const cubert_failure *read_part(cubert_mpi_request *r, uint64_t a, uint64
   return failure_for(r->client, st, why);
 }
 
+/* Why cubert_handle_tainted_range refused the view (another device's or
+ * runtime's handle, a lost device), without its name: the caller's call is
+ * cubert_mpi_send or _recv, which the message names. */
+static const char *view_refusal(void) {
+  static const char probe[] = "cubert_handle_tainted_range: ";
+  const char *m = cubert_last_error_message();
+  return strncmp(m, probe, sizeof probe - 1) ? m : m + sizeof probe - 1;
+}
+
 /* The tainted ranges of the view, as spans; when the view cannot be walked
  * (another device's handle, a lost device), one span over all of it. */
 static cubert_status walk(cubert_mpi_request *r) {
@@ -596,7 +625,7 @@ static cubert_status walk(cubert_mpi_request *r) {
     cubert_status st = cubert_handle_tainted_range(r->client, r->view, from, &s, &e, &f);
     if (st != CUBERT_OK) {
       char why[256];
-      snprintf(why, sizeof why, "the sender's view could not be sent: %s", cubert_last_error_message());
+      snprintf(why, sizeof why, "the sender's view could not be sent: %s", view_refusal());
       note(r, st, "%s", why);
       for (size_t i = 0; i < r->nspans; i++) cubert_failure_release(r->spans[i].failure);
       r->nspans = 0;
@@ -728,7 +757,7 @@ static bool send_direct(cubert_mpi_request *r) {
  * record of why in the same message (zeros when it cannot be made: the
  * receiver calls that a corrupt record). It needs no memory: the request's
  * own header buffer and request. The call returns the error (`why`). */
-static void send_failed(cubert_mpi_request *r, const char *why) {
+static void send_failed(cubert_mpi_request *r, cubert_status st, const char *why) {
   for (size_t i = 0; i < r->nspans; i++) cubert_failure_release(r->spans[i].failure);
   r->nspans = 0;
   mb_free(r->reqs);
@@ -737,13 +766,13 @@ static void send_failed(cubert_mpi_request *r, const char *why) {
   char msg[300];
   snprintf(msg, sizeof msg, "the sender could not send to rank %d tag %d (nothing crossed): %s", r->peer, r->tag, why);
   const cubert_failure *f = NULL;
-  cubert_failure_create(r->client, CUBERT_ERR_OUT_OF_MEMORY, msg, &f);
+  cubert_failure_create(r->client, st, msg, &f);
   wire_header h = {r->size, 0, r->chunk, 0, r->ptag, WIRE_FAILED};
   wire_header_encode(&h, r->header);
   cubert_failure_record *rec = (cubert_failure_record *)(r->header + WIRE_HEADER_SIZE);
   if (!f || cubert_failure_export(f, rec) != CUBERT_OK) memset(rec, 0, CUBERT_FAILURE_RECORD_SIZE);
   cubert_failure_release(f);
-  note(r, CUBERT_ERR_OUT_OF_MEMORY, "%s (the receiver was told: its view is tainted)", why);
+  note(r, st, "%s (the receiver was told: its view is tainted)", why);
   post(r, MPI_Isend(r->header, WIRE_HEADER_SIZE + CUBERT_FAILURE_RECORD_SIZE, MPI_BYTE, r->peer, r->tag, r->comm,
                     &r->reqs[r->nreqs++]),
        "the header");
@@ -764,7 +793,7 @@ static cubert_status start_send(const char *fn, cubert_client *client, const cub
   /* From here on the exchange always completes: every message is sent,
    * whatever this side finds wrong. */
   if (walk(r) != CUBERT_OK) {
-    send_failed(r, "out of host memory walking the view's tainted ranges");
+    send_failed(r, CUBERT_ERR_OUT_OF_MEMORY, "out of host memory walking the view's tainted ranges");
     *out = r;
     return CUBERT_OK;
   }
@@ -792,9 +821,20 @@ static cubert_status start_send(const char *fn, cubert_client *client, const cub
                 stage_take(client, (size_t)(r->nchunks * WIRE_CHUNK_PREFIX + r->size), &r->stage);
   prof_lap(PROF_STAGE_TAKE, &r->pt);
   if (!staged) {
-    char why[160];
-    snprintf(why, sizeof why, "out of host memory staging %llu bytes", (unsigned long long)r->size);
-    send_failed(r, why);
+    /* stage_take's error says why: out of host memory, or the pinning
+     * refused (the device lost...): the receiver is told the real cause */
+    cubert_status why_st = CUBERT_ERR_OUT_OF_MEMORY;
+    cubert_error *e = r->reqs && r->ranges && r->records ? cubert_last_error() : NULL;
+    if (e) why_st = cubert_error_status(e);
+    char why[300];
+    if (why_st == CUBERT_ERR_OUT_OF_MEMORY || why_st == CUBERT_OK)
+      snprintf(why, sizeof why, "out of host memory staging %llu bytes", (unsigned long long)r->size);
+    else
+      snprintf(why, sizeof why, "no pinned buffer to stage %llu bytes: %s", (unsigned long long)r->size,
+               cubert_error_message(e));
+    if (why_st == CUBERT_OK) why_st = CUBERT_ERR_OUT_OF_MEMORY;
+    cubert_error_release(e);
+    send_failed(r, why_st, why);
     *out = r;
     return CUBERT_OK;
   }
@@ -1410,7 +1450,7 @@ static bool recv_fits(cubert_mpi_request *r, const wire_header *h, cubert_status
   char msg[900];
   if (s != CUBERT_OK)
     snprintf(msg, sizeof msg, "cubert_mpi_recv from rank %d tag %d: the view cannot be written: %s", r->peer, r->tag,
-             cubert_last_error_message());
+             view_refusal());
   else {
     snprintf(msg, sizeof msg,
              "cubert_mpi_recv from rank %d tag %d: rank %d sent %llu bytes, the view holds %llu "

@@ -116,7 +116,8 @@ static cubert_status host_args(cb_errb *eb, const char *fn, cubert_client *c, co
                                const cubert_view *v, const void *buf, uint64_t size, cb_pattern *p) {
   if (!c) return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT, "%s: client is NULL", fn);
   if (!h) return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT, "%s: handle is NULL", fn);
-  if (!buf && size) return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT, "%s: the host buffer is NULL", fn);
+  if (!buf && size) /* the caller's pointer (dst of a read, src of a write), not a cubert_host_buffer */
+    return cb_errb_set(eb, CUBERT_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, strstr(fn, "read") ? "dst" : "src");
   cubert_status st;
   if ((st = cb_check_own(eb, fn, c, h, "the handle")) || (st = footprint(eb, fn, "the handle", h, v, p)) ||
       (st = size_matches(eb, fn, v, size)))

@@ -443,7 +443,10 @@ cubert_status cubert_handle_export(cubert_client *c, const cubert_handle *h, cub
   if (a->dev != dev)
     return cb_fail(CUBERT_ERR_WRONG_DEVICE, fn ": the view (memory %llu) belongs to device %d, the client to device %d",
                    (unsigned long long)a->id, a->dev->index, dev->index);
-  if (h->start >= h->end || h->end > a->size)
+  if (h->start >= h->end)
+    return cb_fail(CUBERT_ERR_OUT_OF_RANGE, fn ": the view (bytes %llu..%llu of memory %llu) is empty: a descriptor names at least one byte",
+                   (unsigned long long)h->start, (unsigned long long)h->end, (unsigned long long)a->id);
+  if (h->end > a->size)
     return cb_fail(CUBERT_ERR_OUT_OF_RANGE, fn ": the view's bytes %llu..%llu lie outside memory %llu (%llu bytes)",
                    (unsigned long long)h->start, (unsigned long long)h->end, (unsigned long long)a->id,
                    (unsigned long long)a->size);

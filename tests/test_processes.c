@@ -321,6 +321,14 @@ START_TEST(test_bad_descriptors_open_nothing) {
   ck_assert_msg(strstr(cubert_last_error_message(), "CUBERT_MEMORY_SHAREABLE"), "%s", cubert_last_error_message());
   cubert_handle_release(plain);
   cubert_handle *slice = NULL, *h = make(c, &slice);
+  /* an empty view: refused as empty, not as bytes outside the memory
+   * (found from outside by the 'outside2' review) */
+  cubert_handle *none = NULL;
+  cb_test_ok(cubert_handle_slice(slice, 8, cubert_handle_size_in_use(slice) - 8, &none));
+  cb_test_status(cubert_handle_export(c, none, &d), CUBERT_ERR_OUT_OF_RANGE);
+  ck_assert_msg(strstr(cubert_last_error_message(), "is empty") && !strstr(cubert_last_error_message(), "outside"),
+                "%s", cubert_last_error_message());
+  cubert_handle_release(none);
   cb_test_ok(cubert_handle_export(c, slice, &d));
   char text[4096];
   /* corrupt: one byte flipped */

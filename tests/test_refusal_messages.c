@@ -198,7 +198,9 @@ START_TEST(test_strided_refusals_reach_the_caller_whole) {
   REFUSES(cubert_handle_read_strided(c0, a, &v, buf, 7), CUBERT_ERR_OUT_OF_RANGE,
           "cubert_handle_read_strided: 7 bytes given for a view of 128 packed bytes");
   REFUSES(cubert_handle_write_strided(c0, a, &v, NULL, 128), CUBERT_ERR_INVALID_ARGUMENT,
-          "cubert_handle_write_strided: the host buffer is NULL");
+          "cubert_handle_write_strided: src is NULL");
+  REFUSES(cubert_handle_read_strided(c0, a, &v, NULL, 128), CUBERT_ERR_INVALID_ARGUMENT,
+          "cubert_handle_read_strided: dst is NULL");
   REFUSES_FOREIGN_HANDLE(cubert_handle_write_strided(c1, a, &v, buf, 128), t);
   REFUSES(cubert_handle_copy_strided(c0, a, &v, b, &w), CUBERT_ERR_INVALID_ARGUMENT,
           "cubert_handle_copy_strided: dimension 1: 8 elements in the source, 4 in the destination");

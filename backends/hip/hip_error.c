@@ -78,7 +78,10 @@ static bool probe_fails(void) {
 void cb_hip_describe(hipError_t e, char *buf, size_t capacity) {
   const char *name = hipGetErrorName(e);
   const char *text = hipGetErrorString(e);
-  int n = snprintf(buf, capacity, "%s (%s)", name ? name : "hipError?", text ? text : "no description");
+  /* ROCm 5.2's hipGetErrorString answers the name itself: say it once */
+  int n = name && text && strcmp(name, text) == 0
+              ? snprintf(buf, capacity, "%s", name)
+              : snprintf(buf, capacity, "%s (%s)", name ? name : "hipError?", text ? text : "no description");
 #if CB_HIP_NVIDIA
   /* HIP's table maps many CUDA errors to hipErrorUnknown; the CUDA runtime
    * still knows which one it was. */

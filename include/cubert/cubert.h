@@ -629,6 +629,11 @@ CUBERT_API void cubert_weak_release(cubert_weak *weak);
  *
  * Ownership: the caller owns the buffer and releases it with
  * cubert_host_buffer_release(), before cubert_runtime_destroy (as clients).
+ * One still held when its runtime is destroyed (a mistake) stays safe to
+ * use as memory, to check and to release, and refuses transfers with
+ * CUBERT_ERR_EXPIRED, like a handle; but its memory is never given back
+ * (allocated: not freed; registered: not unpinned), since the backend that
+ * pinned it is gone.
  * Its bytes (cubert_host_buffer_data) belong to the buffer: read them as
  * good data only after a sync and a cubert_host_buffer_check of their range.
  * A buffer may be used with every client of its runtime. Transfers are
@@ -856,7 +861,11 @@ typedef struct cubert_launch_config {
   uint32_t shared_memory;
 } cubert_launch_config;
 
-/* Checks the arguments against the kernel and the shape against the device
+/* Checks the arguments against the kernel (CUBERT_ERR_LAUNCH_CONFIG, naming
+ * the argument, for a count, a kind or a scalar size its parameters do not
+ * take; CUBERT_ERR_INVALID_ARGUMENT for a NULL config, args, handle or
+ * view; a tensor's view as cubert_view_check, with its status) and the
+ * shape against the device
  * (CUBERT_ERR_LAUNCH_CONFIG, naming the dimension, for a grid or block over
  * the device's limits, and for grid[d] * block[d] over UINT32_MAX threads in
  * any dimension d, which ROCm refuses; on every backend), claims the write

@@ -37,7 +37,8 @@
  * (every view) or off. A send whose scribble fault fires, a view of at most
  * 16 KiB with no tainted byte (the eager form), under auto a view of less
  * than 512 KiB, a send to itself, and a send that finds its peer's 64
- * staging buffers all still in use go through MPI. A send through shared memory
+ * staging buffers all still in use go through MPI; with the direct form
+ * on, a view it takes (no tainted byte) goes in it, which is tried first. A send through shared memory
  * holds the staging buffer, memory of the client's runtime, until the
  * receiver has taken the bytes: the client's teardown hook (below) waits
  * for it.
@@ -57,12 +58,16 @@
  * Statuses: CUBERT_OK; for a send, CUBERT_ERR_TAINTED when the exchange
  * completed but some bytes crossed tainted (the message says which ranges
  * and why; the receiver has them tainted); CUBERT_ERR_INVALID_ARGUMENT,
- * CUBERT_ERR_WRONG_DEVICE, CUBERT_ERR_OUT_OF_RANGE for a caller's mistake;
- * CUBERT_ERR_BACKEND for an MPI error (give the communicator
- * MPI_ERRORS_RETURN to see them rather than have MPI abort the job);
- * CUBERT_ERR_OUT_OF_MEMORY when host memory ran out (a sender still tells
- * its receiver, which taints its whole view and returns CUBERT_ERR_BACKEND:
- * docs/cluster.md, "A sender that runs out of host memory"). A failed
+ * CUBERT_ERR_WRONG_DEVICE, CUBERT_ERR_OUT_OF_RANGE (CUBERT_ERR_EXPIRED: a
+ * view whose runtime was destroyed) for a caller's mistake;
+ * CUBERT_ERR_DEVICE_LOST when the view's device is lost (a sender's bytes
+ * then cross tainted with the loss); CUBERT_ERR_BACKEND for an MPI error
+ * (give the communicator MPI_ERRORS_RETURN to see them rather than have MPI
+ * abort the job); CUBERT_ERR_OUT_OF_MEMORY when host memory ran out (a
+ * sender still tells its receiver, which taints its whole view and returns
+ * CUBERT_ERR_BACKEND: docs/cluster.md, "A sender that runs out of host
+ * memory"; a sender refused a pinned staging buffer for another reason,
+ * its device lost, tells it the same way, with that cause). A failed
  * call records the thread's last error (cubert_last_error_message()), as
  * every cubert call does.
  *
@@ -106,13 +111,16 @@ extern "C" {
  * cubert's payload messages, and gives cubert_set_rank() this process's rank
  * in MPI_COMM_WORLD, so that failures it exports name it. MPI must be
  * initialised (else CUBERT_ERR_INVALID_ARGUMENT, "MPI is not initialised").
- * Reads the fault rules (below), $CUBERT_MPI_GPU_AWARE (auto, force or off)
- * and $CUBERT_MPI_PROFILE; a value that does not parse: CUBERT_ERR_PARSE;
- * out of host memory (reading the rules too): CUBERT_ERR_OUT_OF_MEMORY.
- * Either fails on every rank of `comm` alike when any rank fails (none is
- * left waiting in a collective call; out of memory wins over a parse
- * error): the other ranks' message names the rank and what it said, and
- * nothing is made. Calling it again for the same communicator does
+ * Reads this rank's environment: the fault rules (below),
+ * $CUBERT_MPI_GPU_AWARE (auto, force or off), $CUBERT_MPI_IPC (auto, on or
+ * off), $CUBERT_MPI_CHUNK (64 to 1G bytes: 65536, 64k, 1M) and
+ * $CUBERT_MPI_PROFILE (set, not 0: a profile on stderr at finalize). A value
+ * that does not parse: CUBERT_ERR_PARSE naming the variable; out of host
+ * memory (reading the rules too): CUBERT_ERR_OUT_OF_MEMORY. Either fails
+ * on every rank of `comm` alike when any rank fails (none is left waiting
+ * in a collective call; out of memory wins over a parse error): the other
+ * ranks' message names the rank and what it said, and nothing is made.
+ * Calling it again for the same communicator does
  * nothing. */
 CUBERT_MPI_API cubert_status cubert_mpi_init(MPI_Comm comm);
 /* Frees what cubert_mpi_init made for `comm` (collective). Call it before
@@ -152,7 +160,9 @@ typedef struct cubert_mpi_info {
   uint64_t bytes;          /* bytes of the view */
   uint64_t tainted_bytes;  /* of them, bytes that crossed (or arrived) tainted */
   size_t tainted_ranges;   /* how many ranges */
-  uint64_t chunks;         /* payload messages */
+  uint64_t chunks;         /* payload messages (through shared memory, where no
+                              message carries the bytes: the CUBERT_MPI_CHUNK
+                              pieces of the view, which partial faults count) */
   bool device_direct;      /* moved by GPU-aware MPI, the direct form (false: staged
                               through host memory); on a receive: landed straight in
                               the view */

@@ -83,8 +83,12 @@ typedef struct cubert_tensor {
  *  - CUBERT_ERR_OUT_OF_RANGE: an element past the handle's view, or an
  *    extent whose byte offset overflows 64 bits (the message names the
  *    dimension).
- * A shape with a 0 names no bytes: valid, and every call on it moves
- * nothing (it is still checked). Dimensions need not be ordered by stride. */
+ * A shape with a 0 names no bytes: its extents are not checked (it reaches
+ * nothing), but the rest is: ndims, the element size, a stride of 0 in a
+ * dimension of more than one element, and its offset, which must lie
+ * within the handle's view (at most its end: else CUBERT_ERR_OUT_OF_RANGE)
+ * with the first element aligned. Such a view moves nothing, and every
+ * call on it is still checked. Dimensions need not be ordered by stride. */
 CUBERT_API cubert_status cubert_view_check(const cubert_handle *handle, const cubert_view *view);
 
 /* Packed bytes of the view's elements (product of the shape times the
@@ -95,15 +99,17 @@ CUBERT_API cubert_status cubert_view_check(const cubert_handle *handle, const cu
 CUBERT_API uint64_t cubert_view_bytes(const cubert_view *view);
 
 /* Reads the footprint of `view` into `dst`, packed (`size` must be
- * cubert_view_bytes(view)). Waits for the work before it, like
+ * cubert_view_bytes(view), else CUBERT_ERR_OUT_OF_RANGE as for
+ * cubert_handle_read; `dst` may be NULL only when that is 0). Waits for the work before it, like
  * cubert_handle_read. Refused with CUBERT_ERR_TAINTED only when tainted
  * bytes lie inside the footprint; the error names each tainted piece of
  * the footprint it met (cubert_error_failure gives allocation bytes). */
 CUBERT_API cubert_status cubert_handle_read_strided(cubert_client *client, const cubert_handle *handle,
                                                     const cubert_view *view, void *dst, uint64_t size);
 
-/* Writes packed host bytes `src` (`size` = cubert_view_bytes(view)) into
- * the footprint of `view`; bytes between its elements are untouched. `src`
+/* Writes packed host bytes `src` (`size` = cubert_view_bytes(view), else
+ * CUBERT_ERR_OUT_OF_RANGE) into the footprint of `view`; bytes between its
+ * elements are untouched. `src`
  * may be reused when the call returns. A write that fails taints exactly the
  * footprint; one that succeeds releases exactly the footprint. */
 CUBERT_API cubert_status cubert_handle_write_strided(cubert_client *client, cubert_handle *handle,

@@ -53,13 +53,17 @@ static void usage(FILE *f) {
   fprintf(f, "\n`cubert-mpi <command> --help` describes a command's options; docs/cluster.md says\n"
              "what each does. Exit status: 0 passed, 1 failed, 2 bad usage.\n"
              "\nenvironment (besides the cubert tool's, `cubert --help`):\n"
-             "  CUBERT_MPI_CHUNK      bytes per chunk of a transfer (default 4M; 64k, 1M... accepted)\n"
+             "  CUBERT_MPI_CHUNK      bytes per chunk of a transfer, 64 to 1G (default 4M; 64k, 1M...)\n"
              "  CUBERT_FAULTS         also the rules at send and receive (its send/recv statements;\n"
              "                        rank= aims one at a rank)\n"
              "  CUBERT_MPI_FAULTS     more rules at send and receive (docs/cluster.md)\n"
-             "  CUBERT_MPI_IPC        auto (default): ranks of one node move the bytes through shared\n"
-             "                        device memory (HIP IPC; shm on the host backend); off: through\n"
-             "                        MPI's messages\n");
+             "  CUBERT_MPI_IPC        auto (default): ranks of one node move views of 512 KiB or more\n"
+             "                        through shared device memory (HIP IPC; shm on the host backend);\n"
+             "                        on: every view; off: everything through MPI's messages\n"
+             "  CUBERT_MPI_GPU_AWARE  auto (default), force or off: hand device memory to MPI\n"
+             "                        (the direct form, docs/cluster.md)\n"
+             "  CUBERT_MPI_PROFILE    set, not 0: each rank prints where its transfers' time went\n"
+             "A value that does not parse makes the command fail before it starts.\n");
 }
 
 int cbt_parse(const cb_cli_spec *spec, int argc, char **argv, int *first) {

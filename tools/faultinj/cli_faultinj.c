@@ -36,14 +36,15 @@ static void usage(FILE *f) {
           "                    multi-process scenarios, then --programs seeded programs\n"
           "                    (default 20) of --steps steps (default 16, at most 48)\n"
           "  list              the built-in scenarios\n"
-          "  show NAME         print a built-in scenario file\n"
+          "  show NAME         print a built-in scenario file: NAME is the file (edges.fi,\n"
+          "                    edges) or a scenario in it, as `list` names them\n"
           "\n"
           "options:\n"
           "  --node NAME|FILE  host devices laid out as a simulated node (frontier, mi300x,\n"
           "                    pcie): sets CUBERT_HOST_NODE\n"
           "  --backend B       host (default) or hip\n"
           "  --json FILE       the whole report as JSON (- for stdout; the summary then\n"
-          "                    goes to stderr)\n"
+          "                    goes to stderr); not with procs\n"
           "  --timeout MS      a step that takes longer is a HANG, 0 to 3600000\n"
           "                    (default, and 0: 10000)\n"
           "  --only TEXT       scenarios whose name contains TEXT\n"
@@ -421,9 +422,12 @@ static int do_show(const char *name) {
   if (cb_fi_scenario_builtin(&suite, err, sizeof err) == CUBERT_OK)
     for (size_t i = 0; i < suite.n; i++)
       if (strcmp(suite.v[i].name, name) == 0) {
+        /* the file's name outlives the suite it is read from */
         const char *file = strrchr(suite.v[i].source, '/');
+        char held[256];
+        snprintf(held, sizeof held, "%s", file ? file + 1 : suite.v[i].source);
         cb_fi_suite_free(&suite);
-        return do_show(file ? file + 1 : name);
+        return do_show(held);
       }
   cb_fi_suite_free(&suite);
   fprintf(stderr, "cubert faultinj show: no built-in scenario or file `%s` (see `cubert faultinj list`)\n", name);
