@@ -265,7 +265,7 @@ static const struct {
     {"CUBERT_HIP_STAGING_CHUNKS", "HIP: pinned staging chunks per device, 2 to 16 (default 8)"},
     {"CUBERT_HIP_COPY_THREADS", "HIP: threads of the staging copy (default 3/4 of the cores, at most 16)"},
     {"CUBERT_HIP_COPY_SPIN_US", "HIP: microseconds a staging copy thread spins before it sleeps (100)"},
-    {"CUBERT_HIP_COPY_STREAM", "HIP: streaming stores in pipelined copies: 0 none, reads, all (default: reads, a write's first pass)"},
+    {"CUBERT_HIP_COPY_STREAM", "HIP: streaming stores in pipelined copies: 0 none, reads, all (default: reads, writes of one pass)"},
     {"CUBERT_HIP_PIPE_TRACE", "HIP: 1: one line on stderr per pipelined transfer, where its host time went"},
 };
 

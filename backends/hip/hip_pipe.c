@@ -26,9 +26,9 @@
  * fixed share per thread and as many threads as cores, two H200 runs of
  * 2026-12-02 moved 11-12 and 40-42 GB/s at 256 MiB with the same settings).
  * A read copies out of the chunks with streaming stores (base/copy.h:
- * the caller's lines are written without being read first), a write
- * fills them with streaming stores on its first pass over the chunks and
- * memcpy after (pipe_get says why). $CUBERT_HIP_COPY_STREAM=0: memcpy
+ * the caller's lines are written without being read first), a write that
+ * fits in one pass over the chunks fills them with streaming stores and a
+ * larger one with memcpy (pipe_get says why). $CUBERT_HIP_COPY_STREAM=0: memcpy
  * both ways, =all: streaming stores throughout, =reads: reads only;
  * $CUBERT_HIP_COPY_THREADS, $CUBERT_HIP_STAGING_CHUNKS and
  * $CUBERT_HIP_STAGING_CHUNK override them, $CUBERT_HIP_PIPE_FROM the size
@@ -78,7 +78,7 @@ struct cb_hip_pipe {
   int npeers;
   cb_copier *cp;      /* the copy threads (base/copier.h) */
   bool stream_reads;  /* reads copy out with streaming stores ($CUBERT_HIP_COPY_STREAM) */
-  int stream_writes;  /* writes fill the chunks with them: 0 never, 1 on a write's first pass over the chunks, 2 always */
+  int stream_writes;  /* writes fill the chunks with them: 0 never, 1 when the write fits in one pass, 2 always */
 };
 
 /* A size or count from the environment (`text`, may be NULL), else `fallback`. */
@@ -248,18 +248,19 @@ static cb_hip_pipe *pipe_get(cb_hip_device *dev) {
   /* NULL when out of memory: the caller then copies alone */
   p->cp = copier_for(dev, threads - 1); /* the caller copies too */
   /* A read copies out of the chunks with streaming stores (the caller's
-   * lines are written without being read first). A write fills the chunks
-   * with streaming stores on its first pass over them and with memcpy once
-   * it comes back to a chunk. Measured on the H200 machine (2026-12-03
-   * 06:35Z, three rounds each, docs/bench.md "Where a pipelined write's time
-   * goes"): streaming stores throughout moved 64 MiB writes at 40.4-45.0
-   * GB/s where memcpy moved 30.6-35.5 (the host's copy took as long either
-   * way; the device's reads of the chunks finished sooner after streaming
-   * stores), and 1 GiB writes at 42.8-42.9 where memcpy moved 51.7-53.1
-   * (chunks written again and again: memcpy's copy ran at 59 GB/s, the
-   * streaming one at 44). $CUBERT_HIP_COPY_STREAM=0: memcpy both ways;
-   * =all: streaming stores throughout; =reads: reads only (before
-   * 2026-12-03). */
+   * lines are written without being read first). A write that fits in one
+   * pass over the chunks fills them with streaming stores; a larger one,
+   * which comes back to each chunk, with memcpy. Measured on the H200
+   * machine, the two ways alternated over three rounds on one machine
+   * (07:57Z, docs/bench.md "Where a pipelined write's time goes"): 64 MiB
+   * (one pass) 38.1-40.3 GB/s with streaming stores against 28.5-30.6
+   * with memcpy; 256 MiB 38.9-42.1 against 42.7-45.2 and 1 GiB 43.4-44.1
+   * against 49.8-52.2 (memcpy's copy into chunks written again and again
+   * ran at ~60 GB/s, the streaming one at ~44). Streaming stores on the
+   * first pass only and memcpy after was slower than both from 256 MiB
+   * (33.0-36.6 and 41.5-49.0): the second pass found the chunks out of the
+   * cache. $CUBERT_HIP_COPY_STREAM=0: memcpy both ways; =all: streaming
+   * stores throughout; =reads: reads only (before 2026-12-03). */
   const char *stream = cb_env("CUBERT_HIP_COPY_STREAM");
   p->stream_reads = !(stream && strcmp(stream, "0") == 0);
   p->stream_writes = 1;
@@ -330,7 +331,8 @@ bool cb_hip_pipe_write(cb_hip_device *dev, cb_hip_stream *s, uint64_t dst, const
   size_t piece = piece_for(p, size);
   hipError_t e = hipSuccess;
   uint64_t off = 0;
-  for (int k = 0, i = 0; off < size && e == hipSuccess; k = (k + 1) % p->nchunks, i++) {
+  bool one_pass = size <= (uint64_t)p->nchunks * piece; /* no chunk is written twice */
+  for (int k = 0; off < size && e == hipSuccess; k = (k + 1) % p->nchunks) {
     size_t n = size - off < piece ? (size_t)(size - off) : piece;
     char *c = p->buf + (size_t)k * p->chunk;
     uint64_t t1 = tr.on ? now_ns() : 0;
@@ -339,7 +341,7 @@ bool cb_hip_pipe_write(cb_hip_device *dev, cb_hip_stream *s, uint64_t dst, const
       break;
     }
     uint64_t t2 = tr.on ? now_ns() : 0;
-    bool stream = p->stream_writes == 2 || (p->stream_writes == 1 && i < p->nchunks);
+    bool stream = p->stream_writes == 2 || (p->stream_writes == 1 && one_pass);
     cb_copier_copy(p->cp, c, (const char *)src + off, n, stream);
     uint64_t t3 = tr.on ? now_ns() : 0;
     if ((e = hipMemcpyAsync(CB_HIP_PTR(dst + off), c, n, hipMemcpyHostToDevice, s->stream)) != hipSuccess) {
