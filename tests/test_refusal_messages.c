@@ -215,6 +215,12 @@ START_TEST(test_strided_refusals_reach_the_caller_whole) {
           "device 1 (%s)",
           n0, n1);
   REFUSES_FOREIGN_HANDLE(cubert_handle_check_strided(c1, a, &v), t);
+  /* the peer copy on one device is a strided copy, its refusals named as the peer copy's */
+  REFUSES(cubert_handle_copy_strided_peer(c0, a, &v, c0, b, &w), CUBERT_ERR_INVALID_ARGUMENT,
+          "cubert_handle_copy_strided_peer: dimension 1: 8 elements in the source, 4 in the destination");
+  REFUSES(cubert_handle_copy_strided_peer(c0, a, &v, c0, a, &v), CUBERT_ERR_INVALID_ARGUMENT,
+          "cubert_handle_copy_strided_peer: the source and destination footprints share bytes of memory # (a "
+          "strided copy needs disjoint footprints; interleaved ones are fine)");
   cubert_handle_release(a);
   cubert_handle_release(b);
   cb_test_close(&t.env);
