@@ -187,7 +187,9 @@ END_TEST
 
 START_TEST(test_unknown_backend_in_the_list_is_refused) {
   clear_runtime_env();
-  static const char *const lists[] = {"cuda", "host,cuda", "hostx", "host,,host", "HOST"};
+  static const char *const lists[] = {"cuda", "host,cuda", "hostx", "host,,host", "HOST",
+                                      /* an empty name, at the end or alone, names no backend */
+                                      "host,", ",host", ""};
   for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
     cubert_runtime_options o;
     host_options(&o);

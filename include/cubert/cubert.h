@@ -249,10 +249,15 @@ CUBERT_API void cubert_set_rank(int rank);
 typedef struct cubert_runtime_options {
   uint32_t struct_size;     /* sizeof(cubert_runtime_options); set by _init */
   const char *backends;     /* "host", "hip", "hip,host": these, in this order
-                               (device 0 is the first one's); NULL:
-                               $CUBERT_BACKENDS, else the GPU backends (hip)
-                               and, only when they find no device, the host
-                               backend (cubert_runtime_backend_note says why) */
+                               (device 0 is the first one's; a name given
+                               twice opens once); NULL: $CUBERT_BACKENDS
+                               (unset or empty: as NULL), else the GPU
+                               backends (hip) and, only when they find no
+                               device, the host backend
+                               (cubert_runtime_backend_note says why). An
+                               unknown or empty name ("", "host,"):
+                               CUBERT_ERR_INVALID_ARGUMENT; hip in a build
+                               without it: CUBERT_ERR_UNSUPPORTED */
   int host_devices;         /* simulated host devices; 0: $CUBERT_HOST_DEVICES, else 4 */
   uint64_t host_memory;     /* bytes per host device; 0: $CUBERT_HOST_MEMORY, else 1 GiB */
   const char *host_peer_deny; /* pairs denied peer access, "0-2,1-3"; NULL:
