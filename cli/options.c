@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/commands.h"
@@ -279,4 +280,14 @@ void cb_cli_print_environment(FILE *out) {
     else
       fprintf(out, "  %-21s %s\n", environment[i].name, environment[i].meaning);
   }
+}
+
+bool cb_cli_node_ok(const char *command, const char *node) {
+  static const char *const names[] = {"frontier", "mi300x", "pcie"}; /* cb_host_node_names(), topology/host_node.c */
+  struct stat sb;
+  if (!node || strchr(node, '/') || strchr(node, '.') || stat(node, &sb) == 0) return true;
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (strcmp(node, names[i]) == 0) return true;
+  cb_cli_error(command, "--node wants frontier, mi300x, pcie or the path of an hwloc XML file, not '%s'", node);
+  return false;
 }

@@ -129,6 +129,7 @@ int cb_cli_topo(int argc, char **argv) {
   const cb_cli_spec spec = {"topo", usage, opts, 0, 0, NULL};
   int first, parsed = cb_cli_parse(&spec, argc, argv, &first);
   if (parsed != CB_CLI_PARSED) return parsed;
+  if (!cb_cli_node_ok("topo", node)) return CB_CLI_USAGE;
   if (node && xml) { /* a simulated node has no machine for --xml to stand for */
     fprintf(stderr, "cubert topo: --xml goes with the runtime's devices, not with --node (a node is a whole machine)\n");
     return CB_CLI_USAGE;

@@ -569,6 +569,7 @@ int cb_cli_faultinj(int argc, char **argv) {
     cb_cli_error("faultinj", "--json goes with check, suite, run and campaign, not %s", name);
     return CB_CLI_USAGE;
   }
+  if (!cb_cli_node_ok("faultinj", o.node)) return CB_CLI_USAGE;
   if (o.node && setenv("CUBERT_HOST_NODE", o.node, 1) != 0)
     return cb_cli_fail("faultinj", "setting CUBERT_HOST_NODE", CUBERT_ERR_INVALID_ARGUMENT);
   if (o.backend && strcmp(o.backend, "hip") == 0 && o.node)
