@@ -27,8 +27,9 @@ static void usage(FILE *out) {
   cb_cli_list(out, commands, NCOMMANDS);
   fprintf(out,
           "\n"
-          "`cubert <command> --help` describes a command's options. Every command takes\n"
-          "-h/--help, --opt value and --opt=value, and - for stdout where it writes a file.\n"
+          "`cubert <command> --help` (or `cubert help <command>`) describes a command's\n"
+          "options. Every command takes -h/--help, --opt value and --opt=value, and - for\n"
+          "stdout where it writes a file.\n"
           "\n"
           "exit status: 0 done, nothing wrong; 1 the run found a problem (a failed check,\n"
           "a violation, a call that failed, a file that could not be read or written);\n"
