@@ -162,8 +162,12 @@ cubert_status cubert_handle_create(cubert_client *c, const void *data, uint64_t 
   if (!out) return NULL_ARG("cubert_handle_create", "handle");
   if (!data && size) return NULL_ARG("cubert_handle_create", "data");
   cubert_handle *h = NULL;
-  cubert_status st = cubert_handle_empty(c, size, &h);
-  if (st) return st;
+  cubert_status st = CUBERT_OK;
+  if (!empty_fast(c, size, 0, &h)) { /* refusals (size 0, a NULL client...) named as this call's */
+    cb_errb eb;
+    cb_errb_init(&eb, CUBERT_OK);
+    if ((st = cb_errb_return(&eb, empty_with(&eb, "cubert_handle_create", c, size, 0, &h)))) return st;
+  }
   if ((st = cubert_handle_write(c, h, data, size))) {
     cubert_handle_release(h);
     return st;

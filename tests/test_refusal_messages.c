@@ -100,6 +100,10 @@ START_TEST(test_memory_refusals_reach_the_caller_whole) {
           "cubert_handle_empty_with: unknown flags 0x100 (known: CUBERT_MEMORY_FINE_GRAINED, "
           "CUBERT_MEMORY_SHAREABLE)");
   REFUSES(cubert_handle_empty(c0, UINT64_MAX, &out), CUBERT_ERR_OUT_OF_MEMORY, "device 0 (%s): *", n0);
+  /* cubert_handle_create's own refusals are named as its, not cubert_handle_empty's */
+  REFUSES(cubert_handle_create(c0, buf, 0, &out), CUBERT_ERR_INVALID_ARGUMENT, "cubert_handle_create: size is 0");
+  REFUSES(cubert_handle_create(NULL, buf, 8, &out), CUBERT_ERR_INVALID_ARGUMENT,
+          "cubert_handle_create: client is NULL");
   ck_assert_ptr_null(out);
   REFUSES_FOREIGN_HANDLE(cubert_handle_read(c1, h, buf, BYTES), t);
   REFUSES_FOREIGN_HANDLE(cubert_handle_write(c1, h, buf, BYTES), t);

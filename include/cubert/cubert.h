@@ -434,7 +434,9 @@ typedef enum cubert_overlap {
   CUBERT_OVERLAP_PARTIAL = 2
 } cubert_overlap;
 
-/* `size` uninitialised bytes (tainted by nothing: never written is not failed). */
+/* `size` uninitialised bytes (tainted by nothing: never written is not
+ * failed). Size 0 is CUBERT_ERR_INVALID_ARGUMENT (an empty view is a slice),
+ * here and in cubert_handle_empty_with and cubert_handle_create. */
 CUBERT_API cubert_status cubert_handle_empty(cubert_client *client, uint64_t size,
                                              cubert_handle **handle);
 /* Flags of cubert_handle_empty_with(). */
