@@ -22,7 +22,7 @@ static void usage(FILE *out) {
         "                     (default: $CUBERT_BACKENDS, else hip, and host only\n"
         "                     when hip finds no device)\n"
         "  --host-devices N   simulated host devices, 1 to 64 (default: $CUBERT_HOST_DEVICES,\n"
-        "                     else 4)\n",
+        "                     else the GPU count of the $CUBERT_HOST_NODE node, else 4)\n",
         out);
 }
 

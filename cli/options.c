@@ -254,7 +254,7 @@ static const struct {
     {"CUBERT_BACKENDS", "host, hip or a list such as hip,host, in device order\n"
      "                        (default: hip; host only when hip finds no device)"},
     {"CUBERT_LOG", "set, not 0: say on stderr which backends opened, and why none"},
-    {"CUBERT_HOST_DEVICES", "simulated host devices, 1 to 64 (default 4)"},
+    {"CUBERT_HOST_DEVICES", "simulated host devices, 1 to 64 (default 4, or the node's GPUs)"},
     {"CUBERT_HOST_MEMORY", "bytes per simulated host device (default 1 GiB)"},
     {"CUBERT_HOST_PEER_DENY", "host device pairs refused peer access, e.g. 0-2,1-3"},
     {"CUBERT_HOST_NODE", "host device layout: frontier, mi300x, pcie or FILE.xml"},

@@ -258,7 +258,9 @@ typedef struct cubert_runtime_options {
                                unknown or empty name ("", "host,"):
                                CUBERT_ERR_INVALID_ARGUMENT; hip in a build
                                without it: CUBERT_ERR_UNSUPPORTED */
-  int host_devices;         /* simulated host devices; 0: $CUBERT_HOST_DEVICES, else 4 */
+  int host_devices;         /* simulated host devices, 1 to 64; 0:
+                               $CUBERT_HOST_DEVICES, else the GPU count of
+                               the node $CUBERT_HOST_NODE names, else 4 */
   uint64_t host_memory;     /* bytes per host device; 0: $CUBERT_HOST_MEMORY, else 1 GiB */
   const char *host_peer_deny; /* pairs denied peer access, "0-2,1-3"; NULL:
                                  $CUBERT_HOST_PEER_DENY */
