@@ -606,7 +606,7 @@ cubert_status cb_skip_copy(cb_device *dev, cb_work *w, const char *op, cb_errb *
   const cubert_failure *in = report->n ? report->entries[0].failure : cb_failure_unrecorded();
   cubert_failure *child = cb_taint_skip(dev, w, in, op, "its source", op);
   if (child) {
-    cb_str_printf(&report->msg, " The destination now carries ");
+    cb_str_printf(&report->msg, ". The destination now carries ");
     cb_failure_describe(child, &report->msg);
     cubert_failure_release(child);
   }
