@@ -117,6 +117,13 @@ int cb_cli_parse(const cb_cli_spec *spec, int argc, char **argv, int *first) {
   shorts[s] = '\0';
   longs[n] = (struct option){"help", no_argument, NULL, 'h'};
   longs[n + 1] = (struct option){NULL, 0, NULL, 0};
+  /* -h and --help print the usage wherever they appear (docs/cli.md), a bad
+   * value or an unknown option before them included (`--reps=x --help`) */
+  for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+    if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+      spec->usage(stdout);
+      return CB_CLI_OK;
+    }
   optind = 0; /* glibc: a full reset, as the dispatcher may have parsed before */
   opterr = 0;
   int c;
