@@ -289,12 +289,16 @@ void cb_cli_print_environment(FILE *out) {
   }
 }
 
-bool cb_cli_node_ok(const char *command, const char *node) {
+bool cb_cli_node_builtin(const char *node) {
   static const char *const names[] = {"frontier", "mi300x", "pcie"}; /* cb_host_node_names(), topology/host_node.c */
-  struct stat sb;
-  if (!node || strchr(node, '/') || strchr(node, '.') || stat(node, &sb) == 0) return true;
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+  for (size_t i = 0; node && i < sizeof names / sizeof names[0]; i++)
     if (strcmp(node, names[i]) == 0) return true;
+  return false;
+}
+
+bool cb_cli_node_ok(const char *command, const char *node) {
+  struct stat sb;
+  if (!node || strchr(node, '/') || strchr(node, '.') || stat(node, &sb) == 0 || cb_cli_node_builtin(node)) return true;
   cb_cli_error(command, "--node wants frontier, mi300x, pcie or the path of an hwloc XML file, not '%s'", node);
   return false;
 }

@@ -116,6 +116,8 @@ void cb_cli_list(FILE *out, const cb_cli_command *table, size_t n);
  * is left to the load, which says why it cannot be read (exit 1, as for any
  * file). */
 bool cb_cli_node_ok(const char *command, const char *node);
+/* Whether `node` names a built-in node (frontier, mi300x, pcie). */
+bool cb_cli_node_builtin(const char *node);
 
 /* The environment variables cubert reads, as `cubert --help` and the README
  * list them. */

@@ -135,8 +135,9 @@ int cb_cli_topo(int argc, char **argv) {
     return CB_CLI_USAGE;
   }
   if (write_dir) {
-    if (!node) {
-      fprintf(stderr, "cubert topo: --write-node needs --node NAME\n");
+    if (!cb_cli_node_builtin(node)) { /* a file node is already written out */
+      fprintf(stderr, "cubert topo: --write-node needs --node NAME, a built-in node (frontier, mi300x or pcie)%s%s%s\n",
+              node ? ", not '" : "", node ? node : "", node ? "'" : "");
       return CB_CLI_USAGE;
     }
     cubert_status st = cubert_topology_write_node(node, write_dir);
