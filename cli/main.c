@@ -53,6 +53,15 @@ int main(int argc, char **argv) {
     return CB_CLI_OK;
   }
   if (strcmp(arg, "--version") == 0 || strcmp(arg, "-V") == 0) {
+    for (int i = 2; i < argc; i++) /* -h wherever it appears; anything else is an extra operand */
+      if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+        usage(stdout);
+        return CB_CLI_OK;
+      }
+    if (argc > 2) {
+      fprintf(stderr, "cubert: --version takes nothing after it, not '%s'\n", argv[2]);
+      return CB_CLI_USAGE;
+    }
     printf("cubert %s\n", cubert_version());
     return CB_CLI_OK;
   }
