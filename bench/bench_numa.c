@@ -288,10 +288,13 @@ static int numa_main(numa_opts *op) {
     devs[ndev++] = d;
   }
   if (ndev == 0) {
-    if (o.device >= 0)
-      fprintf(stderr, "cubert bench numa: device %d is not a %s device of this runtime (%d devices)\n", o.device,
-              want, total);
-    else
+    if (o.device >= 0) { /* a bad value, as bench peer --devices 9: nothing was measured */
+      fprintf(stderr,
+              "cubert bench numa: --device %d is not a %s device of this runtime (%d devices; `cubert info` lists "
+              "them)\n",
+              o.device, want, total);
+      rc = CB_CLI_USAGE;
+    } else
       fprintf(stderr, "cubert bench numa: no %s device; CUBERT_BACKENDS or --backend choose them\n", want);
     goto done;
   }

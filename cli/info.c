@@ -22,7 +22,7 @@ static void usage(FILE *out) {
         "                     (default: $CUBERT_BACKENDS, else hip, and host only\n"
         "                     when hip finds no device)\n"
         "  --host-devices N   simulated host devices, 1 to 64 (default: $CUBERT_HOST_DEVICES,\n"
-        "                     else 4)\n",
+        "                     else the GPU count of the $CUBERT_HOST_NODE node, else 4)\n",
         out);
 }
 
@@ -194,7 +194,7 @@ int cb_cli_info(int argc, char **argv) {
   options.host_devices = host_devices;
   /* a name the runtime does not know is a bad value (exit 2, nothing run),
    * as --host-devices 65 is; the runtime checks the same names */
-  for (const char *p = options.backends; p && *p;) {
+  for (const char *p = options.backends; p;) { /* "" and "host," hold an empty name */
     const char *e = strchr(p, ',');
     size_t len = e ? (size_t)(e - p) : strlen(p);
     if (!((len == 4 && !strncmp(p, "host", 4)) || (len == 3 && !strncmp(p, "hip", 3)))) {

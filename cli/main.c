@@ -27,8 +27,9 @@ static void usage(FILE *out) {
   cb_cli_list(out, commands, NCOMMANDS);
   fprintf(out,
           "\n"
-          "`cubert <command> --help` describes a command's options. Every command takes\n"
-          "-h/--help, --opt value and --opt=value, and - for stdout where it writes a file.\n"
+          "`cubert <command> --help` (or `cubert help <command>`) describes a command's\n"
+          "options. Every command takes -h/--help, --opt value and --opt=value, and - for\n"
+          "stdout where it writes a file.\n"
           "\n"
           "exit status: 0 done, nothing wrong; 1 the run found a problem (a failed check,\n"
           "a violation, a call that failed, a file that could not be read or written);\n"
@@ -52,6 +53,15 @@ int main(int argc, char **argv) {
     return CB_CLI_OK;
   }
   if (strcmp(arg, "--version") == 0 || strcmp(arg, "-V") == 0) {
+    for (int i = 2; i < argc; i++) /* -h wherever it appears; anything else is an extra operand */
+      if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+        usage(stdout);
+        return CB_CLI_OK;
+      }
+    if (argc > 2) {
+      fprintf(stderr, "cubert: --version takes nothing after it, not '%s'\n", argv[2]);
+      return CB_CLI_USAGE;
+    }
     printf("cubert %s\n", cubert_version());
     return CB_CLI_OK;
   }

@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/commands.h"
@@ -116,6 +117,13 @@ int cb_cli_parse(const cb_cli_spec *spec, int argc, char **argv, int *first) {
   shorts[s] = '\0';
   longs[n] = (struct option){"help", no_argument, NULL, 'h'};
   longs[n + 1] = (struct option){NULL, 0, NULL, 0};
+  /* -h and --help print the usage wherever they appear (docs/cli.md), a bad
+   * value or an unknown option before them included (`--reps=x --help`) */
+  for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+    if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+      spec->usage(stdout);
+      return CB_CLI_OK;
+    }
   optind = 0; /* glibc: a full reset, as the dispatcher may have parsed before */
   opterr = 0;
   int c;
@@ -253,7 +261,7 @@ static const struct {
     {"CUBERT_BACKENDS", "host, hip or a list such as hip,host, in device order\n"
      "                        (default: hip; host only when hip finds no device)"},
     {"CUBERT_LOG", "set, not 0: say on stderr which backends opened, and why none"},
-    {"CUBERT_HOST_DEVICES", "simulated host devices, 1 to 64 (default 4)"},
+    {"CUBERT_HOST_DEVICES", "simulated host devices, 1 to 64 (default 4, or the node's GPUs)"},
     {"CUBERT_HOST_MEMORY", "bytes per simulated host device (default 1 GiB)"},
     {"CUBERT_HOST_PEER_DENY", "host device pairs refused peer access, e.g. 0-2,1-3"},
     {"CUBERT_HOST_NODE", "host device layout: frontier, mi300x, pcie or FILE.xml"},
@@ -279,4 +287,18 @@ void cb_cli_print_environment(FILE *out) {
     else
       fprintf(out, "  %-21s %s\n", environment[i].name, environment[i].meaning);
   }
+}
+
+bool cb_cli_node_builtin(const char *node) {
+  static const char *const names[] = {"frontier", "mi300x", "pcie"}; /* cb_host_node_names(), topology/host_node.c */
+  for (size_t i = 0; node && i < sizeof names / sizeof names[0]; i++)
+    if (strcmp(node, names[i]) == 0) return true;
+  return false;
+}
+
+bool cb_cli_node_ok(const char *command, const char *node) {
+  struct stat sb;
+  if (!node || strchr(node, '/') || strchr(node, '.') || stat(node, &sb) == 0 || cb_cli_node_builtin(node)) return true;
+  cb_cli_error(command, "--node wants frontier, mi300x, pcie or the path of an hwloc XML file, not '%s'", node);
+  return false;
 }

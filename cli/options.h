@@ -109,6 +109,16 @@ const cb_cli_command *cb_cli_find(const cb_cli_command *table, size_t n, const c
 /* Prints "  name      summary" per entry. */
 void cb_cli_list(FILE *out, const cb_cli_command *table, size_t n);
 
+/* --node's value (topo, faultinj): a built-in node (frontier, mi300x, pcie)
+ * or the path of an hwloc XML file. A bare word (no '/' or '.') that is
+ * neither a built-in node nor a file is a bad value: false, after a message
+ * naming --node, what it takes and the value (the caller exits 2). A path
+ * is left to the load, which says why it cannot be read (exit 1, as for any
+ * file). */
+bool cb_cli_node_ok(const char *command, const char *node);
+/* Whether `node` names a built-in node (frontier, mi300x, pcie). */
+bool cb_cli_node_builtin(const char *node);
+
 /* The environment variables cubert reads, as `cubert --help` and the README
  * list them. */
 void cb_cli_print_environment(FILE *out);

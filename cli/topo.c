@@ -129,13 +129,15 @@ int cb_cli_topo(int argc, char **argv) {
   const cb_cli_spec spec = {"topo", usage, opts, 0, 0, NULL};
   int first, parsed = cb_cli_parse(&spec, argc, argv, &first);
   if (parsed != CB_CLI_PARSED) return parsed;
+  if (!cb_cli_node_ok("topo", node)) return CB_CLI_USAGE;
   if (node && xml) { /* a simulated node has no machine for --xml to stand for */
     fprintf(stderr, "cubert topo: --xml goes with the runtime's devices, not with --node (a node is a whole machine)\n");
     return CB_CLI_USAGE;
   }
   if (write_dir) {
-    if (!node) {
-      fprintf(stderr, "cubert topo: --write-node needs --node NAME\n");
+    if (!cb_cli_node_builtin(node)) { /* a file node is already written out */
+      fprintf(stderr, "cubert topo: --write-node needs --node NAME, a built-in node (frontier, mi300x or pcie)%s%s%s\n",
+              node ? ", not '" : "", node ? node : "", node ? "'" : "");
       return CB_CLI_USAGE;
     }
     cubert_status st = cubert_topology_write_node(node, write_dir);

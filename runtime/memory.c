@@ -162,8 +162,12 @@ cubert_status cubert_handle_create(cubert_client *c, const void *data, uint64_t 
   if (!out) return NULL_ARG("cubert_handle_create", "handle");
   if (!data && size) return NULL_ARG("cubert_handle_create", "data");
   cubert_handle *h = NULL;
-  cubert_status st = cubert_handle_empty(c, size, &h);
-  if (st) return st;
+  cubert_status st = CUBERT_OK;
+  if (!empty_fast(c, size, 0, &h)) { /* refusals (size 0, a NULL client...) named as this call's */
+    cb_errb eb;
+    cb_errb_init(&eb, CUBERT_OK);
+    if ((st = cb_errb_return(&eb, empty_with(&eb, "cubert_handle_create", c, size, 0, &h)))) return st;
+  }
   if ((st = cubert_handle_write(c, h, data, size))) {
     cubert_handle_release(h);
     return st;
@@ -602,7 +606,7 @@ cubert_status cb_skip_copy(cb_device *dev, cb_work *w, const char *op, cb_errb *
   const cubert_failure *in = report->n ? report->entries[0].failure : cb_failure_unrecorded();
   cubert_failure *child = cb_taint_skip(dev, w, in, op, "its source", op);
   if (child) {
-    cb_str_printf(&report->msg, " The destination now carries ");
+    cb_str_printf(&report->msg, ". The destination now carries ");
     cb_failure_describe(child, &report->msg);
     cubert_failure_release(child);
   }

@@ -31,7 +31,8 @@ static bool backend_built(const cb_runtime_parts *parts, const char *name) {
 /* `source` names where the list came from (an option or a variable). */
 static cubert_status check_backend_list(cb_errb *eb, const cb_runtime_parts *parts, const char *source,
                                         const char *list) {
-  for (const char *p = list; p && *p;) {
+  /* every name is checked, an empty one too: "" or "host," names no backend */
+  for (const char *p = list; p;) {
     const char *e = strchr(p, ',');
     size_t len = e ? (size_t)(e - p) : strlen(p);
     if (!((len == 4 && !strncmp(p, "host", 4)) || (len == 3 && !strncmp(p, "hip", 3))))

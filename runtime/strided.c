@@ -310,13 +310,20 @@ cubert_status cubert_handle_copy_strided_peer(cubert_client *sc, const cubert_ha
                    "%s: the source client (device %d) and the destination client (device %d) belong to two "
                    "runtimes; a copy cannot cross runtimes",
                    fn, sc->dev->index, dc->dev->index);
-  if (sc->dev == dc->dev) return cubert_handle_copy_strided(dc, src, sv, dst, dv);
   cb_pattern sp, dp;
   cb_errb eb;
   cb_errb_init(&eb, CUBERT_OK);
   cubert_status st = copy_args(&eb, fn, sc, src, sv, &sp, dc, dst, dv, &dp);
   if (st) return cb_errb_return(&eb, st);
   cb_device *sd = sc->dev, *dd = dc->dev;
+  if (sd == dd) { /* one device: a strided copy, its refusals named as this call's (checked above and here) */
+    if (src->alloc == dst->alloc && cb_pattern_meet(&sp, &dp, NULL, NULL))
+      return cb_fail(CUBERT_ERR_INVALID_ARGUMENT,
+                     "%s: the source and destination footprints share bytes of memory %llu (a strided copy "
+                     "needs disjoint footprints; interleaved ones are fine)",
+                     fn, (unsigned long long)src->alloc->id);
+    return cubert_handle_copy_strided(dc, src, sv, dst, dv);
+  }
   if (sd->backend != dd->backend)
     return cb_fail(CUBERT_ERR_UNSUPPORTED, "%s: %s and %s belong to different backends", fn, sd->info.name,
                    dd->info.name);

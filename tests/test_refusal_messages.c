@@ -100,6 +100,10 @@ START_TEST(test_memory_refusals_reach_the_caller_whole) {
           "cubert_handle_empty_with: unknown flags 0x100 (known: CUBERT_MEMORY_FINE_GRAINED, "
           "CUBERT_MEMORY_SHAREABLE)");
   REFUSES(cubert_handle_empty(c0, UINT64_MAX, &out), CUBERT_ERR_OUT_OF_MEMORY, "device 0 (%s): *", n0);
+  /* cubert_handle_create's own refusals are named as its, not cubert_handle_empty's */
+  REFUSES(cubert_handle_create(c0, buf, 0, &out), CUBERT_ERR_INVALID_ARGUMENT, "cubert_handle_create: size is 0");
+  REFUSES(cubert_handle_create(NULL, buf, 8, &out), CUBERT_ERR_INVALID_ARGUMENT,
+          "cubert_handle_create: client is NULL");
   ck_assert_ptr_null(out);
   REFUSES_FOREIGN_HANDLE(cubert_handle_read(c1, h, buf, BYTES), t);
   REFUSES_FOREIGN_HANDLE(cubert_handle_write(c1, h, buf, BYTES), t);
@@ -215,6 +219,12 @@ START_TEST(test_strided_refusals_reach_the_caller_whole) {
           "device 1 (%s)",
           n0, n1);
   REFUSES_FOREIGN_HANDLE(cubert_handle_check_strided(c1, a, &v), t);
+  /* the peer copy on one device is a strided copy, its refusals named as the peer copy's */
+  REFUSES(cubert_handle_copy_strided_peer(c0, a, &v, c0, b, &w), CUBERT_ERR_INVALID_ARGUMENT,
+          "cubert_handle_copy_strided_peer: dimension 1: 8 elements in the source, 4 in the destination");
+  REFUSES(cubert_handle_copy_strided_peer(c0, a, &v, c0, a, &v), CUBERT_ERR_INVALID_ARGUMENT,
+          "cubert_handle_copy_strided_peer: the source and destination footprints share bytes of memory # (a "
+          "strided copy needs disjoint footprints; interleaved ones are fine)");
   cubert_handle_release(a);
   cubert_handle_release(b);
   cb_test_close(&t.env);

@@ -187,7 +187,9 @@ END_TEST
 
 START_TEST(test_unknown_backend_in_the_list_is_refused) {
   clear_runtime_env();
-  static const char *const lists[] = {"cuda", "host,cuda", "hostx", "host,,host", "HOST"};
+  static const char *const lists[] = {"cuda", "host,cuda", "hostx", "host,,host", "HOST",
+                                      /* an empty name, at the end or alone, names no backend */
+                                      "host,", ",host", ""};
   for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
     cubert_runtime_options o;
     host_options(&o);
@@ -854,6 +856,48 @@ START_TEST(test_client_hooks_registered_from_threads_all_run) {
 }
 END_TEST
 
+/* The HIP backend's variables (README, "Environment"): a value that does
+ * not parse or lies outside its range refuses the runtime when the backend
+ * opens (before, each was quietly taken as its default or clamped at a
+ * device's first large transfer); a runtime without HIP never reads them. */
+START_TEST(test_hip_variables_out_of_range_are_refused) {
+  clear_runtime_env();
+  if (!cb_test_backend_built("hip")) return;
+  static const struct {
+    const char *name, *bad, *good;
+  } vars[] = {
+      {"CUBERT_HIP_PIPE_FROM", "0", "1M"},          {"CUBERT_HIP_PIPE_FROM", "lots", "64K"},
+      {"CUBERT_HIP_STAGING_CHUNK", "0", "2M"},      {"CUBERT_HIP_STAGING_CHUNK", "2G", "1G"},
+      {"CUBERT_HIP_STAGING_CHUNKS", "1", "2"},      {"CUBERT_HIP_STAGING_CHUNKS", "17", "16"},
+      {"CUBERT_HIP_COPY_THREADS", "0", "1"},        {"CUBERT_HIP_COPY_THREADS", "257", "256"},
+      {"CUBERT_HIP_COPY_SPIN_US", "100001", "0"},   {"CUBERT_HIP_COPY_SPIN_US", "-1", "100000"},
+      {"CUBERT_HIP_COPY_STREAM", "none", "reads"},  {"CUBERT_HIP_COPY_STREAM", "ALL", "all"},
+      {"CUBERT_HIP_PIPE_TRACE", "yes", "1"},        {"CUBERT_HIP_PIPE_TRACE", "2", "0"},
+  };
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+    cubert_runtime_options o;
+    cubert_runtime *rt = NULL;
+    setenv(vars[i].name, vars[i].bad, 1);
+    cb_test_options("hip", &o);
+    cubert_status st = cubert_runtime_create(&o, &rt);
+    ck_assert_msg(st == CUBERT_ERR_INVALID_ARGUMENT, "%s=%s gave %s (%s)", vars[i].name, vars[i].bad,
+                  cubert_status_name(st), cubert_last_error_message());
+    expect_message(vars[i].name);
+    expect_message(vars[i].bad);
+    ck_assert_ptr_null(rt);
+    host_options(&o); /* not read without the HIP backend */
+    cb_test_ok(cubert_runtime_create(&o, &rt));
+    cubert_runtime_destroy(rt);
+    rt = NULL;
+    setenv(vars[i].name, vars[i].good, 1);
+    cb_test_options("hip", &o);
+    cb_test_ok(cubert_runtime_create(&o, &rt));
+    cubert_runtime_destroy(rt);
+    unsetenv(vars[i].name);
+  }
+}
+END_TEST
+
 /* ------------------------------------------------------------ main */
 
 static void add_loop(Suite *s, const char *name, const TTest *test) {
@@ -883,6 +927,7 @@ int main(void) {
   ONCE(s, test_unknown_backend_in_the_list_is_refused);
   ONCE(s, test_negative_host_devices_are_refused);
   ONCE(s, test_host_memory_garbage_in_environment_is_refused);
+  ONCE(s, test_hip_variables_out_of_range_are_refused);
   ONCE(s, test_null_options_read_the_environment);
   ONCE(s, test_status_strings_are_nonempty_and_distinct);
   ONCE(s, test_version_is_the_project_version);

@@ -114,6 +114,8 @@ static void no_device_reason(hipError_t e, char *buf, size_t cap) {
 
 static cubert_status hip_open(const cubert_backend_config *config, void **backend,
                               int *device_count, cubert_berr *err) {
+  cubert_status bad = cb_hip_pipe_check_env(err); /* before any HIP call: a typo refuses the runtime */
+  if (bad) return bad;
   int count = 0;
   hipError_t e = hipGetDeviceCount(&count);
   bool none = e == hipErrorNoDevice || e == hipErrorInsufficientDriver;

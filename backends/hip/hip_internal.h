@@ -292,6 +292,9 @@ void cb_hip_stream_teardown(cb_hip_device *dev);
  * returns false, having done nothing, when the pipeline is busy or cannot
  * be made (the caller takes the direct path); else true with *e the HIP
  * result and *where the step that failed. The device is current. */
+/* The pipeline's variables (CUBERT_HIP_*), checked when the backend opens:
+ * CUBERT_ERR_INVALID_ARGUMENT naming one set to what it does not take. */
+cubert_status cb_hip_pipe_check_env(cubert_berr *err);
 uint64_t cb_hip_pipe_from(bool write);
 bool cb_hip_pipe_write(cb_hip_device *dev, cb_hip_stream *s, uint64_t dst, const void *src, uint64_t size,
                        hipError_t *e, const char **where);

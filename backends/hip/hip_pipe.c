@@ -81,10 +81,50 @@ struct cb_hip_pipe {
   int stream_writes;  /* writes fill the chunks with them: 0 never, 1 when the write fits in one pass, 2 always */
 };
 
-/* A size or count from the environment (`text`, may be NULL), else `fallback`. */
+/* A size or count from the environment (`text`, may be NULL), else
+ * `fallback`. What it reads was checked when the backend opened
+ * (cb_hip_pipe_check_env): a value there is in its range. */
 static uint64_t env_size(const char *text, uint64_t fallback) {
   uint64_t v = 0;
   return text && cb_parse_size(text, &v) && v ? v : fallback;
+}
+
+#define PIPE_CHUNK_MAX ((uint64_t)1 << 30)
+#define PIPE_THREADS_MAX 256
+#define PIPE_SPIN_US_MAX 100000
+
+/* The pipeline's variables (README.md, "Environment"), each refused, with
+ * its range and the value given, when set to what it does not take: a
+ * number (a size: K, M, G or T) in its range, or one of its words. Read
+ * when the backend opens, so a typo fails the runtime's creation instead of
+ * quietly giving the default at a device's first large transfer. */
+cubert_status cb_hip_pipe_check_env(cubert_berr *err) {
+  static const struct {
+    const char *name, *what;
+    uint64_t lo, hi;
+  } nums[] = {
+      {"CUBERT_HIP_PIPE_FROM", "a size of at least 1 byte (K, M, G or T)", 1, UINT64_MAX},
+      {"CUBERT_HIP_STAGING_CHUNK", "a size from 1 byte to 1G", 1, PIPE_CHUNK_MAX},
+      {"CUBERT_HIP_STAGING_CHUNKS", "a number of chunks from 2 to 16", 2, PIPE_CHUNKS_MAX},
+      {"CUBERT_HIP_COPY_THREADS", "a number of threads from 1 to 256", 1, PIPE_THREADS_MAX},
+      {"CUBERT_HIP_COPY_SPIN_US", "microseconds from 0 to 100000", 0, PIPE_SPIN_US_MAX},
+  };
+  for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
+    const char *v = cb_env(nums[i].name);
+    uint64_t n = 0;
+    if (v && (!cb_parse_size(v, &n) || n < nums[i].lo || n > nums[i].hi))
+      return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT, "%s wants %s, not '%s'", nums[i].name, nums[i].what,
+                             v);
+  }
+  const char *v = cb_env("CUBERT_HIP_COPY_STREAM");
+  if (v && strcmp(v, "0") && strcmp(v, "reads") && strcmp(v, "all"))
+    return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT,
+                           "CUBERT_HIP_COPY_STREAM wants 0, reads or all (unset: the default), not '%s'", v);
+  v = cb_env("CUBERT_HIP_PIPE_TRACE");
+  if (v && strcmp(v, "0") && strcmp(v, "1"))
+    return cubert_berr_set(err, CUBERT_ERR_INVALID_ARGUMENT, "CUBERT_HIP_PIPE_TRACE wants 1 (on) or 0, not '%s'",
+                           v);
+  return CUBERT_OK;
 }
 
 static uint64_t now_ns(void) {
@@ -108,7 +148,7 @@ static cb_copier *copier_for(cb_hip_device *dev, int threads) {
   const char *spin = cb_env("CUBERT_HIP_COPY_SPIN_US");
   uint64_t us = 100;
   if (spin && !cb_parse_size(spin, &us)) us = 100;
-  if (us > 100000) us = 100000; /* at most 0.1 s */
+  if (us > PIPE_SPIN_US_MAX) us = PIPE_SPIN_US_MAX; /* at most 0.1 s */
   return cb_copier_new(threads, us * 1000u, place_worker, dev->backend, dev->index);
 }
 

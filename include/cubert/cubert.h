@@ -249,11 +249,18 @@ CUBERT_API void cubert_set_rank(int rank);
 typedef struct cubert_runtime_options {
   uint32_t struct_size;     /* sizeof(cubert_runtime_options); set by _init */
   const char *backends;     /* "host", "hip", "hip,host": these, in this order
-                               (device 0 is the first one's); NULL:
-                               $CUBERT_BACKENDS, else the GPU backends (hip)
-                               and, only when they find no device, the host
-                               backend (cubert_runtime_backend_note says why) */
-  int host_devices;         /* simulated host devices; 0: $CUBERT_HOST_DEVICES, else 4 */
+                               (device 0 is the first one's; a name given
+                               twice opens once); NULL: $CUBERT_BACKENDS
+                               (unset or empty: as NULL), else the GPU
+                               backends (hip) and, only when they find no
+                               device, the host backend
+                               (cubert_runtime_backend_note says why). An
+                               unknown or empty name ("", "host,"):
+                               CUBERT_ERR_INVALID_ARGUMENT; hip in a build
+                               without it: CUBERT_ERR_UNSUPPORTED */
+  int host_devices;         /* simulated host devices, 1 to 64; 0:
+                               $CUBERT_HOST_DEVICES, else the GPU count of
+                               the node $CUBERT_HOST_NODE names, else 4 */
   uint64_t host_memory;     /* bytes per host device; 0: $CUBERT_HOST_MEMORY, else 1 GiB */
   const char *host_peer_deny; /* pairs denied peer access, "0-2,1-3"; NULL:
                                  $CUBERT_HOST_PEER_DENY */
@@ -429,7 +436,9 @@ typedef enum cubert_overlap {
   CUBERT_OVERLAP_PARTIAL = 2
 } cubert_overlap;
 
-/* `size` uninitialised bytes (tainted by nothing: never written is not failed). */
+/* `size` uninitialised bytes (tainted by nothing: never written is not
+ * failed). Size 0 is CUBERT_ERR_INVALID_ARGUMENT (an empty view is a slice),
+ * here and in cubert_handle_empty_with and cubert_handle_create. */
 CUBERT_API cubert_status cubert_handle_empty(cubert_client *client, uint64_t size,
                                              cubert_handle **handle);
 /* Flags of cubert_handle_empty_with(). */

@@ -41,6 +41,11 @@
  *   the walk or the launch shape.
  *   Footprints of in and out that share a byte give results that depend on
  *   the order (as for any kernel whose input and output alias).
+ *   A launch's write set is what its write arguments bind, whatever the
+ *   kernel stores (docs/failures.md, rule 3): a successful FILL_U32 or
+ *   COPY_U32 with n below out's words, or COPY_STRIDED with an `out` of more
+ *   elements, or larger ones, than `in`, releases the taint of out's bytes
+ *   it did not write. Bind exactly what the kernel writes.
  *
  * Each kernel's name (cubert_kernel_name(), and what a fault rule's kernel=
  * selects) is "cubert_" and the lower-case name: cubert_fill_u32,

@@ -52,8 +52,8 @@ static void usage(FILE *f) {
           "  -v, --verbose     one line per scenario run on stderr\n"
           "campaign options:\n"
           "  --seed S          campaign seed (default 1)\n"
-          "  --faults N        stop once N faults were injected (default 10000)\n"
-          "  --programs N      stop after N programs\n"
+          "  --faults N        stop once N faults were injected, 1 or more (default 10000)\n"
+          "  --programs N      stop after N programs, 1 or more\n"
           "  --devices D       devices per program, 1 to 8 (default 4)\n"
           "  --streams S       streams per device, 1 to 8 (default 2)\n"
           "  --steps N         steps per program, 1 to 10000 (default 32)\n"
@@ -521,8 +521,9 @@ int cb_cli_faultinj(int argc, char **argv) {
       CB_TEXT("only", 0, &o.only),
       CB_FLAG("trace", 0, &o.trace),
       CB_UINT("seed", &o.seed, 0, UINT64_MAX),
-      CB_UINT("faults", &o.faults, 0, UINT64_MAX),
-      CB_UINT("programs", &o.programs, 0, UINT64_MAX),
+      /* 0 is how the options say "not given" (then the default): refused as a value */
+      CB_UINT("faults", &o.faults, 1, UINT64_MAX),
+      CB_UINT("programs", &o.programs, 1, UINT64_MAX),
       CB_INT("devices", &o.devices, 1, 8),
       CB_INT("streams", &o.streams, 1, 8),
       CB_INT("steps", &o.steps, 1, 10000),
@@ -568,6 +569,7 @@ int cb_cli_faultinj(int argc, char **argv) {
     cb_cli_error("faultinj", "--json goes with check, suite, run and campaign, not %s", name);
     return CB_CLI_USAGE;
   }
+  if (!cb_cli_node_ok("faultinj", o.node)) return CB_CLI_USAGE;
   if (o.node && setenv("CUBERT_HOST_NODE", o.node, 1) != 0)
     return cb_cli_fail("faultinj", "setting CUBERT_HOST_NODE", CUBERT_ERR_INVALID_ARGUMENT);
   if (o.backend && strcmp(o.backend, "hip") == 0 && o.node)
