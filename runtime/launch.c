@@ -566,7 +566,7 @@ static bool launch_one_pass(cb_errb *eb, cubert_client *c, const cubert_kernel *
   if (cb_device_enter(dev)) return false; /* lost: the general path says so after its checks */
   cb_stream *s = cb_client_stream_made(c);
   uint64_t last_work = s ? s->last_work : 0;
-  cb_work *w = s ? cb_work_begin(dev, s, "launch", (cubert_kernel *)k, 0) : NULL;
+  cb_work *w = s ? cb_work_begin_inline(dev, s, "launch", (cubert_kernel *)k) : NULL;
   if (!w) {
     cb_device_leave(dev);
     return false;

@@ -10,24 +10,7 @@
 #include "base/array.h"
 #include "runtime/internal.h"
 
-/* The record's hold on its kernel: counted in the device's kpin_n when it
- * is the pinned kernel (or none is pinned: then it becomes it, one
- * reference), else a reference of its own. */
-static inline void kernel_pin(cb_device *dev, cb_work *w, cubert_kernel *k) {
-  if (k == dev->kpin) {
-    dev->kpin_n++;
-    w->kpin = true;
-    return;
-  }
-  cubert_kernel_retain(k);
-  if (dev->kpin_n == 0) {
-    dev->kpin = k;
-    dev->kpin_n = 1;
-    w->kpin = true;
-  }
-}
-
-/* Drops the record's hold on its kernel (kernel_pin). */
+/* Drops the record's hold on its kernel (cb_work_pin_kernel). */
 static inline void kernel_unpin(cb_device *dev, const cb_work *w) {
   if (!w->kpin) {
     cubert_kernel_release(w->kernel);
@@ -50,16 +33,7 @@ cb_work *cb_work_begin(cb_device *dev, cb_stream *s, const char *operation, cube
   if (nbinds > CB_WBIND_INLINE && !(heap = cb_calloc(nbinds, sizeof *heap))) return NULL;
   cb_work *w = &dev->pending[dev->npending++];
   /* the header only: the caller binds each of the nbinds entries */
-  memset(w, 0, offsetof(cb_work, inl));
-  w->dev = dev;
-  w->work = ++dev->next_work;
-  w->stream = s ? s->id : 0;
-  w->operation = operation;
-  w->kernel = k;
-  if (k) kernel_pin(dev, w, k);
-  w->nb = nbinds;
-  w->heap = heap;
-  if (s) s->last_work = w->work;
+  cb_work_init(w, dev, s, operation, k, nbinds, heap);
   return w;
 }
 
