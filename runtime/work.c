@@ -51,21 +51,33 @@ bool cb_work_bind_pattern(cb_work *w, uint32_t i, cb_alloc *a, const cb_pattern 
   return true;
 }
 
-static void work_release(cb_device *dev, cb_work *w) {
+/* A record's release when it is not plain: each binding as it was bound. */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static void release_bound(cb_device *dev, cb_work *w) {
   const cb_wbind *b = cb_work_binds(w);
-  if (w->plain) { /* each binding local (cb_work_bind_local) and without a pattern */
-    for (uint32_t i = 0, n = w->nb; i < n; i++)
-      if (--b[i].alloc->local_binds == 0) cb_alloc_unref(b[i].alloc, CB_BINDING_ONE, dev);
-    if (w->heap) cb_free(w->heap);
-    kernel_unpin(dev, w);
-    return;
-  }
   const cb_work local = {.dev = w->dev}; /* cb_work_bind_local's device, not loaded again after each store */
   for (uint32_t i = 0, n = w->nb; i < n; i++) {
     cb_alloc *a = b[i].alloc;
     if (a && (!cb_work_bind_local(&local, a) || --a->local_binds == 0)) cb_alloc_unref(a, CB_BINDING_ONE, dev);
     if (b[i].pat) cb_free(b[i].pat);
   }
+  if (w->heap) cb_free(w->heap);
+  kernel_unpin(dev, w);
+}
+
+/* Inline: the reap releases each launch's record here, and a plain one
+ * (each binding local, without a pattern: launch.c's one pass) is one
+ * decrement a binding. */
+static inline void work_release(cb_device *dev, cb_work *w) {
+  if (!w->plain) {
+    release_bound(dev, w);
+    return;
+  }
+  const cb_wbind *b = cb_work_binds(w), *e = b + w->nb;
+  for (; b != e; b++)
+    if (--b->alloc->local_binds == 0) cb_alloc_unref(b->alloc, CB_BINDING_ONE, dev);
   if (w->heap) cb_free(w->heap);
   kernel_unpin(dev, w);
 }
