@@ -559,7 +559,7 @@ give_up:
  * and returns false: the general path then checks, names and handles
  * every argument in its order. True: the launch was handled, *out its
  * status. */
-static bool launch_one_pass(cb_errb *eb, cubert_client *c, const cubert_kernel *k, const cubert_launch_config *cfg,
+static CB_ALWAYS_INLINE bool launch_one_pass(cb_errb *eb, cubert_client *c, const cubert_kernel *k, const cubert_launch_config *cfg,
                             const cubert_arg *args, uint32_t nargs, cubert_status *out) {
   cb_device *dev = c->dev;
   if (nargs > CB_WBIND_INLINE || nargs != k->nparams || k->ntensors) return false;
@@ -616,7 +616,7 @@ static bool launch_one_pass(cb_errb *eb, cubert_client *c, const cubert_kernel *
 
 /* Every other launch: the arguments checked without the lock (each
  * refusal names the argument), then launch_locked. */
-static cubert_status launch_general(cb_errb *eb, cubert_client *c, const cubert_kernel *k,
+static CB_NOINLINE cubert_status launch_general(cb_errb *eb, cubert_client *c, const cubert_kernel *k,
                                     const cubert_launch_config *cfg, const cubert_arg *args, uint32_t nargs) {
   launch_args la;
   cubert_status st;
