@@ -786,12 +786,14 @@ static inline void cb_mark_local(cb_alloc *a, uint8_t access, uint32_t stream, u
     a->last_write = work;
     return;
   }
-  uint32_t j = 0;
-  while (j < a->nreaders && a->readers[j].stream != stream) j++;
-  if (j < a->nreaders)
-    a->readers[j].work = work;
-  else
-    cb_reader_add(a, stream, work);
+  /* the stream's entry, or a new one: one test an entry, none after */
+  struct cb_reader *r = a->readers;
+  for (uint32_t j = 0, n = a->nreaders; j < n; j++)
+    if (r[j].stream == stream) {
+      r[j].work = work;
+      return;
+    }
+  cb_reader_add(a, stream, work);
 }
 /* Work that was handed to the backend: cb_taint_settle(dev, w, NULL) then
  * cb_work_mark_uses(dev, w), in one pass over the bindings. */
