@@ -175,8 +175,9 @@ void cb_device_reap_all(cb_device *dev) {
   dev->reap_at = dev->npending + CB_RUNTIME_REAP_INTERVAL;
 }
 
-cubert_status cb_device_enter(cb_device *dev) {
-  pthread_mutex_lock(&dev->lock);
+/* cb_device_enter's rest (internal.h), with dev->lock held: the same
+ * tests in the same order, each acted on. */
+cubert_status cb_device_entered(cb_device *dev) {
   if (atomic_load(&dev->lost)) {
     pthread_mutex_unlock(&dev->lock);
     return cb_device_lost_error(dev);
@@ -191,8 +192,6 @@ cubert_status cb_device_enter(cb_device *dev) {
   if (dev->npending >= (1u << 16)) cb_device_reap_all(dev);
   return CUBERT_OK;
 }
-
-void cb_device_leave(cb_device *dev) { pthread_mutex_unlock(&dev->lock); }
 
 cubert_failure *cb_device_failure(cb_device *dev, cubert_status status, const cubert_berr *err,
                                   cb_stream *s, const char *operation, const char *kernel,

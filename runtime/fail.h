@@ -41,8 +41,11 @@ typedef struct cb_errb {
   size_t dropped; /* failures cb_errb_add had no host memory to keep */
 } cb_errb;
 
-/* Starts `b` empty with `status` (CUBERT_OK: no error yet). */
-void cb_errb_init(cb_errb *b, cubert_status status);
+/* Starts `b` empty with `status` (CUBERT_OK: no error yet). Inline: every
+ * public entry point starts one (each launch). */
+static inline void cb_errb_init(cb_errb *b, cubert_status status) {
+  *b = (cb_errb){.status = status};
+}
 /* Starts `b` as an error of `status` with a formatted message, records
  * nothing (the failure as a value: a public entry point finishes it);
  * returns `status`. */
@@ -59,7 +62,13 @@ void cb_errb_discard(cb_errb *b);
  * cb_errb_init(b, CUBERT_OK)): a failure `st` with `b` set is recorded from
  * it; otherwise `b` is discarded (a helper not yet converted recorded its
  * own, or a public call made on the way did). Returns `st`. */
-cubert_status cb_errb_return(cb_errb *b, cubert_status st);
+cubert_status cb_errb_return_rest(cb_errb *b, cubert_status st);
+/* Inline: the usual success (nothing held) is one test; the rest is
+ * cb_errb_return_rest's. */
+static inline cubert_status cb_errb_return(cb_errb *b, cubert_status st) {
+  if (!st && !b->msg.p && !b->entries) return st;
+  return cb_errb_return_rest(b, st);
+}
 
 /* Records a plain error for this thread and returns `status`: for a public
  * entry point's own refusals only. */

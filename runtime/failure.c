@@ -243,11 +243,6 @@ static pthread_once_t last_error_once = PTHREAD_ONCE_INIT;
 static void last_error_dtor(void *p) { cubert_error_release(p); }
 static void last_error_init(void) { pthread_key_create(&last_error_key, last_error_dtor); }
 
-void cb_errb_init(cb_errb *b, cubert_status status) {
-  memset(b, 0, sizeof *b);
-  b->status = status;
-}
-
 void cb_errb_add(cb_errb *b, const cubert_failure *f, uint64_t start, uint64_t end) {
   if (!f) return;
   if (b->n == b->cap) {
@@ -310,7 +305,7 @@ cubert_status cb_errb_backend(cb_errb *b, cubert_status status, const cubert_ber
                      err && err->message[0] ? err->message : "no detail", cubert_status_string(status));
 }
 
-cubert_status cb_errb_return(cb_errb *b, cubert_status st) {
+cubert_status cb_errb_return_rest(cb_errb *b, cubert_status st) {
   if (st && b->status) return cb_errb_finish(b);
   if (!b->msg.p && !b->entries) return st; /* nothing to free: the usual success */
   cb_errb_discard(b);

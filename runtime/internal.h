@@ -18,6 +18,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "base/env.h"
@@ -597,9 +598,19 @@ void cb_host_buffer_free(cb_alloc *a);
 void cb_device_reap_all(cb_device *dev);
 
 /* Device lock helpers; cb_device_enter fails with DEVICE_LOST (recorded)
- * when the device is lost, leaving it unlocked. */
-cubert_status cb_device_enter(cb_device *dev);
-void cb_device_leave(cb_device *dev);
+ * when the device is lost, leaving it unlocked. Inline: every locked call
+ * (each launch) takes the lock here; what is not the usual case (a lost
+ * device, allocations in the graveyard, records to reap) is
+ * cb_device_entered's, out of line, in the same order. */
+cubert_status cb_device_entered(cb_device *dev);
+static inline cubert_status cb_device_enter(cb_device *dev) {
+  pthread_mutex_lock(&dev->lock);
+  if (!atomic_load(&dev->lost) && !atomic_load_explicit(&dev->grave, memory_order_relaxed) &&
+      dev->npending < dev->reap_at && dev->npending < (1u << 16))
+    return CUBERT_OK;
+  return cb_device_entered(dev);
+}
+static inline void cb_device_leave(cb_device *dev) { pthread_mutex_unlock(&dev->lock); }
 cubert_status cb_device_lost_error(cb_device *dev);
 
 /* runtime/sync.c: waits for the client's stream and settles what the wait
@@ -613,8 +624,25 @@ cubert_status cb_client_wait(cb_errb *eb, cubert_client *c);
 
 /* The stream the client uses on this thread (created on first use). */
 cubert_status cb_client_stream(cubert_client *c, cb_stream **out);
-/* That stream when it exists already, else NULL (nothing is created). */
-cb_stream *cb_client_stream_made(const cubert_client *c);
+/* This thread's slot in each device's thread_streams (runtime/stream.c;
+ * -1: none yet). Initial-exec: read with one load from the thread pointer,
+ * not a call to __tls_get_addr each launch (the library's thread-locals
+ * are 24 bytes of static TLS). */
+#if defined(__GNUC__)
+#define CB_TLS_IE __attribute__((tls_model("initial-exec")))
+#else
+#define CB_TLS_IE
+#endif
+extern _Thread_local int cb_thread_slot CB_TLS_IE;
+/* That stream when it exists already, else NULL (nothing is created).
+ * Inline: each launch asks. */
+static inline cb_stream *cb_client_stream_made(const cubert_client *c) {
+  const cb_device *dev = c->dev;
+  uint32_t id = atomic_load(&c->pinned_stream);
+  int slot = cb_thread_slot;
+  if (!id && slot >= 0) id = dev->thread_streams[slot];
+  return id ? dev->streams[id - 1] : NULL;
+}
 /* Makes `s` wait for the last write of `a` when another stream made it,
  * and, when `write`, for its last read on another stream too (a write must
  * not land under a reader). On failure `err` holds the error (not
@@ -624,6 +652,52 @@ cubert_status cb_order_access(cb_device *dev, cb_stream *s, cb_alloc *a, bool wr
 /* Work records. */
 cb_work *cb_work_begin(cb_device *dev, cb_stream *s, const char *operation, cubert_kernel *k,
                        uint32_t nbinds);
+/* The record's hold on its kernel: counted in the device's kpin_n when it
+ * is the pinned kernel (or none is pinned: then it becomes it, one
+ * reference), else a reference of its own (work.c drops it). */
+static inline void cb_work_pin_kernel(cb_device *dev, cb_work *w, cubert_kernel *k) {
+  if (k == dev->kpin) {
+    dev->kpin_n++;
+    w->kpin = true;
+    return;
+  }
+  cubert_kernel_retain(k);
+  if (dev->kpin_n == 0) {
+    dev->kpin = k;
+    dev->kpin_n = 1;
+    w->kpin = true;
+  }
+}
+/* The header of new record `w` (the device's newest) of work `operation`
+ * of `k` (may be NULL) on `s` (may be NULL), nbinds bindings (in `heap`
+ * when more than CB_WBIND_INLINE): each field stored once, no memset. */
+static inline void cb_work_init(cb_work *w, cb_device *dev, cb_stream *s, const char *operation, cubert_kernel *k,
+                                uint32_t nbinds, cb_wbind *heap) {
+  /* every field of the header, the padding aside: a new field must be
+   * stored here */
+  _Static_assert(offsetof(cb_work, inl) == 56, "cb_work_init stores each field of the record's header");
+  w->dev = dev;
+  w->work = ++dev->next_work;
+  w->stream = s ? s->id : 0;
+  w->failed = false;
+  w->plain = false;
+  w->kpin = false;
+  w->operation = operation;
+  w->kernel = k;
+  w->nb = nbinds;
+  w->heap = heap;
+  if (k) cb_work_pin_kernel(dev, w, k);
+  if (s) s->last_work = w->work;
+}
+/* cb_work_begin inline, for a record with no bindings yet (its inline
+ * slots: the caller binds and sets nb), `s` and `k` not NULL: a launch's
+ * (launch.c's one pass). */
+static inline cb_work *cb_work_begin_inline(cb_device *dev, cb_stream *s, const char *operation, cubert_kernel *k) {
+  if (dev->npending == dev->cappending) return cb_work_begin(dev, s, operation, k, 0);
+  cb_work *w = &dev->pending[dev->npending++];
+  cb_work_init(w, dev, s, operation, k, 0, NULL);
+  return w;
+}
 /* Memory of the record's own device (not a host buffer's ledger) is counted
  * in a->local_binds under the device lock the caller holds; the count's one
  * reference keeps it alive. */
@@ -712,12 +786,14 @@ static inline void cb_mark_local(cb_alloc *a, uint8_t access, uint32_t stream, u
     a->last_write = work;
     return;
   }
-  uint32_t j = 0;
-  while (j < a->nreaders && a->readers[j].stream != stream) j++;
-  if (j < a->nreaders)
-    a->readers[j].work = work;
-  else
-    cb_reader_add(a, stream, work);
+  /* the stream's entry, or a new one: one test an entry, none after */
+  struct cb_reader *r = a->readers;
+  for (uint32_t j = 0, n = a->nreaders; j < n; j++)
+    if (r[j].stream == stream) {
+      r[j].work = work;
+      return;
+    }
+  cb_reader_add(a, stream, work);
 }
 /* Work that was handed to the backend: cb_taint_settle(dev, w, NULL) then
  * cb_work_mark_uses(dev, w), in one pass over the bindings. */
@@ -794,7 +870,16 @@ void cb_module_prepare_slow(cb_device *dev, const cubert_kernel *k);
 static inline void cb_module_prepare(cb_device *dev, const cubert_kernel *k) {
   if (atomic_load_explicit(&dev->module_hint, memory_order_relaxed) != k->id) cb_module_prepare_slow(dev, k);
 }
-cubert_status cb_module_get(cb_device *dev, const cubert_kernel *k, void **module, cubert_berr *err);
+/* Get: the device's hint tested inline (a repeated launch's case: no
+ * lock, no hash), else cb_module_load. */
+cubert_status cb_module_load(cb_device *dev, const cubert_kernel *k, void **module, cubert_berr *err);
+static inline cubert_status cb_module_get(cb_device *dev, const cubert_kernel *k, void **module, cubert_berr *err) {
+  if (atomic_load_explicit(&dev->module_hint, memory_order_relaxed) == k->id) {
+    *module = dev->module_hint_module; /* the same kernel as the last launch */
+    return CUBERT_OK;
+  }
+  return cb_module_load(dev, k, module, err);
+}
 void cb_module_forget(const cubert_kernel *k);
 
 /* Free everything of a device; the runtime calls it at destroy. */

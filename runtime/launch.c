@@ -558,15 +558,17 @@ give_up:
  * changed nothing (the record and its bindings undone, cb_work_abandon)
  * and returns false: the general path then checks, names and handles
  * every argument in its order. True: the launch was handled, *out its
- * status. */
-static bool launch_one_pass(cb_errb *eb, cubert_client *c, const cubert_kernel *k, const cubert_launch_config *cfg,
-                            const cubert_arg *args, uint32_t nargs, cubert_status *out) {
+ * status. Inline in cubert_launch: the usual launch is one frame (the
+ * general path, launch_general, is out of line). */
+static CB_ALWAYS_INLINE bool launch_one_pass(cb_errb *eb, cubert_client *c, const cubert_kernel *k,
+                                             const cubert_launch_config *cfg, const cubert_arg *args, uint32_t nargs,
+                                             cubert_status *out) {
   cb_device *dev = c->dev;
   if (nargs > CB_WBIND_INLINE || nargs != k->nparams || k->ntensors) return false;
   if (cb_device_enter(dev)) return false; /* lost: the general path says so after its checks */
   cb_stream *s = cb_client_stream_made(c);
   uint64_t last_work = s ? s->last_work : 0;
-  cb_work *w = s ? cb_work_begin(dev, s, "launch", (cubert_kernel *)k, 0) : NULL;
+  cb_work *w = s ? cb_work_begin_inline(dev, s, "launch", (cubert_kernel *)k) : NULL;
   if (!w) {
     cb_device_leave(dev);
     return false;
@@ -616,8 +618,9 @@ static bool launch_one_pass(cb_errb *eb, cubert_client *c, const cubert_kernel *
 
 /* Every other launch: the arguments checked without the lock (each
  * refusal names the argument), then launch_locked. */
-static cubert_status launch_general(cb_errb *eb, cubert_client *c, const cubert_kernel *k,
-                                    const cubert_launch_config *cfg, const cubert_arg *args, uint32_t nargs) {
+static CB_NOINLINE cubert_status launch_general(cb_errb *eb, cubert_client *c, const cubert_kernel *k,
+                                                const cubert_launch_config *cfg, const cubert_arg *args,
+                                                uint32_t nargs) {
   launch_args la;
   cubert_status st;
   if (!(st = launch_args_init(eb, &la, k, nargs)) && !(st = check_args(eb, c->dev, k, args, nargs, &la)) &&

@@ -164,11 +164,8 @@ static void hint(cb_device *dev, const cubert_kernel *k, void *module) {
   atomic_store_explicit(&dev->module_hint, k->id, memory_order_relaxed);
 }
 
-cubert_status cb_module_get(cb_device *dev, const cubert_kernel *k, void **module, cubert_berr *err) {
-  if (atomic_load_explicit(&dev->module_hint, memory_order_relaxed) == k->id) {
-    *module = dev->module_hint_module; /* the same kernel as the last launch: no lock, no hash */
-    return CUBERT_OK;
-  }
+/* cb_module_get (internal.h) when the device's hint is another kernel. */
+cubert_status cb_module_load(cb_device *dev, const cubert_kernel *k, void **module, cubert_berr *err) {
   pthread_mutex_lock(&dev->module_lock);
   cb_module *e = find(dev, k->id);
   if (e && e->state == CB_MODULE_LOADED) {

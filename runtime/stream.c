@@ -37,29 +37,22 @@ static cb_stream *stream_new(cb_device *dev, cubert_berr *err, cubert_status *st
   return s;
 }
 
-static _Thread_local int thread_slot = -1;
+_Thread_local int cb_thread_slot CB_TLS_IE = -1;
 static atomic_int next_thread_slot;
-
-cb_stream *cb_client_stream_made(const cubert_client *c) {
-  const cb_device *dev = c->dev;
-  uint32_t id = atomic_load(&c->pinned_stream);
-  if (!id && thread_slot >= 0) id = dev->thread_streams[thread_slot];
-  return id ? dev->streams[id - 1] : NULL;
-}
 
 cubert_status cb_client_stream(cubert_client *c, cb_stream **out) {
   if ((*out = cb_client_stream_made(c))) return CUBERT_OK;
   /* not pinned (that stream exists), and no stream for this thread's slot
    * yet, or no slot */
   cb_device *dev = c->dev;
-  if (thread_slot < 0) thread_slot = atomic_fetch_add(&next_thread_slot, 1) % CB_THREAD_STREAMS;
-  uint32_t id = dev->thread_streams[thread_slot];
+  if (cb_thread_slot < 0) cb_thread_slot = atomic_fetch_add(&next_thread_slot, 1) % CB_THREAD_STREAMS;
+  uint32_t id = dev->thread_streams[cb_thread_slot];
   if (!id) {
     cubert_berr err = {0};
     cubert_status st;
     cb_stream *s = stream_new(dev, &err, &st);
     if (!s) return cb_fail_backend(st, &err, "creating a stream", dev->info.name);
-    dev->thread_streams[thread_slot] = s->id;
+    dev->thread_streams[cb_thread_slot] = s->id;
     id = s->id;
   }
   *out = dev->streams[id - 1];

@@ -10,24 +10,7 @@
 #include "base/array.h"
 #include "runtime/internal.h"
 
-/* The record's hold on its kernel: counted in the device's kpin_n when it
- * is the pinned kernel (or none is pinned: then it becomes it, one
- * reference), else a reference of its own. */
-static inline void kernel_pin(cb_device *dev, cb_work *w, cubert_kernel *k) {
-  if (k == dev->kpin) {
-    dev->kpin_n++;
-    w->kpin = true;
-    return;
-  }
-  cubert_kernel_retain(k);
-  if (dev->kpin_n == 0) {
-    dev->kpin = k;
-    dev->kpin_n = 1;
-    w->kpin = true;
-  }
-}
-
-/* Drops the record's hold on its kernel (kernel_pin). */
+/* Drops the record's hold on its kernel (cb_work_pin_kernel). */
 static inline void kernel_unpin(cb_device *dev, const cb_work *w) {
   if (!w->kpin) {
     cubert_kernel_release(w->kernel);
@@ -50,16 +33,7 @@ cb_work *cb_work_begin(cb_device *dev, cb_stream *s, const char *operation, cube
   if (nbinds > CB_WBIND_INLINE && !(heap = cb_calloc(nbinds, sizeof *heap))) return NULL;
   cb_work *w = &dev->pending[dev->npending++];
   /* the header only: the caller binds each of the nbinds entries */
-  memset(w, 0, offsetof(cb_work, inl));
-  w->dev = dev;
-  w->work = ++dev->next_work;
-  w->stream = s ? s->id : 0;
-  w->operation = operation;
-  w->kernel = k;
-  if (k) kernel_pin(dev, w, k);
-  w->nb = nbinds;
-  w->heap = heap;
-  if (s) s->last_work = w->work;
+  cb_work_init(w, dev, s, operation, k, nbinds, heap);
   return w;
 }
 
@@ -77,21 +51,33 @@ bool cb_work_bind_pattern(cb_work *w, uint32_t i, cb_alloc *a, const cb_pattern 
   return true;
 }
 
-static void work_release(cb_device *dev, cb_work *w) {
+/* A record's release when it is not plain: each binding as it was bound. */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static void release_bound(cb_device *dev, cb_work *w) {
   const cb_wbind *b = cb_work_binds(w);
-  if (w->plain) { /* each binding local (cb_work_bind_local) and without a pattern */
-    for (uint32_t i = 0, n = w->nb; i < n; i++)
-      if (--b[i].alloc->local_binds == 0) cb_alloc_unref(b[i].alloc, CB_BINDING_ONE, dev);
-    if (w->heap) cb_free(w->heap);
-    kernel_unpin(dev, w);
-    return;
-  }
   const cb_work local = {.dev = w->dev}; /* cb_work_bind_local's device, not loaded again after each store */
   for (uint32_t i = 0, n = w->nb; i < n; i++) {
     cb_alloc *a = b[i].alloc;
     if (a && (!cb_work_bind_local(&local, a) || --a->local_binds == 0)) cb_alloc_unref(a, CB_BINDING_ONE, dev);
     if (b[i].pat) cb_free(b[i].pat);
   }
+  if (w->heap) cb_free(w->heap);
+  kernel_unpin(dev, w);
+}
+
+/* Inline: the reap releases each launch's record here, and a plain one
+ * (each binding local, without a pattern: launch.c's one pass) is one
+ * decrement a binding. */
+static inline void work_release(cb_device *dev, cb_work *w) {
+  if (!w->plain) {
+    release_bound(dev, w);
+    return;
+  }
+  const cb_wbind *b = cb_work_binds(w), *e = b + w->nb;
+  for (; b != e; b++)
+    if (--b->alloc->local_binds == 0) cb_alloc_unref(b->alloc, CB_BINDING_ONE, dev);
   if (w->heap) cb_free(w->heap);
   kernel_unpin(dev, w);
 }

@@ -462,6 +462,47 @@ START_TEST(test_write_on_another_stream_waits_for_every_slow_reader) {
 }
 END_TEST
 
+/* The same with one stream reading twice: a fast read, then a slow one.
+ * The stream's reader entry must name its latest read: B, which already
+ * waited for A up to a point after the fast read (through z), would
+ * otherwise find that wait enough and write x under the slow read. x is
+ * last written on A, so both reads take the launch's one pass
+ * (cb_mark_local). */
+START_TEST(test_write_on_another_stream_waits_for_a_readers_latest_read) {
+  cb_test_env env;
+  if (!cb_test_open(_i, 1, &env)) return;
+  if (!host_only(&env)) {
+    cb_test_close(&env);
+    return;
+  }
+  cubert_stream sa, sb;
+  cubert_client *a = pinned_client(&env, 0, &sa), *b = pinned_client(&env, 0, &sb);
+  cubert_kernel *slow = slow_copy_kernel();
+  cubert_handle *x = filled(a, 4096, 0x0A0A0A0A); /* last written on A */
+  cubert_handle *y1 = filled(a, 4096, 0), *y2 = filled(a, 4096, 0), *z = filled(a, 64, 0);
+  cb_test_ok(cubert_sync_device(a));
+  launch_slow_copy(a, slow, x, y1, 0); /* A reads x, fast */
+  const uint32_t one = 1, two = 2, later = 0x0B0B0B0B;
+  cb_test_ok(cubert_handle_fill(a, z, &one, 4)); /* A writes z after that read */
+  cb_test_ok(cubert_handle_fill(b, z, &two, 4)); /* B waits for A up to that write */
+  launch_slow_copy(a, slow, x, y2, SLOW_MS);     /* A reads x again, slowly */
+  cb_test_ok(cubert_handle_fill(b, x, &later, 4)); /* B overwrites x */
+  cb_test_ok(cubert_sync_device(a));
+  expect_words(a, y1, 0x0A0A0A0A, "what A's first read of x got");
+  expect_words(a, y2, 0x0A0A0A0A, "what A's second (slow) read of x got");
+  expect_words(a, x, later, "x after B's fill");
+  expect_words(a, z, two, "z after B's fill");
+  cubert_handle_release(x);
+  cubert_handle_release(y1);
+  cubert_handle_release(y2);
+  cubert_handle_release(z);
+  cubert_kernel_release(slow);
+  cubert_client_destroy(a);
+  cubert_client_destroy(b);
+  cb_test_close(&env);
+}
+END_TEST
+
 START_TEST(test_memory_of_pending_work_is_not_reused) {
   cb_test_env env;
   if (!cb_test_open(_i, 1, &env)) return;
@@ -611,6 +652,7 @@ int main(void) {
   LOOP(s, test_copy_and_launch_on_another_stream_see_a_slow_launch);
   LOOP(s, test_write_on_another_stream_waits_for_a_slow_reader);
   LOOP(s, test_write_on_another_stream_waits_for_every_slow_reader);
+  LOOP(s, test_write_on_another_stream_waits_for_a_readers_latest_read);
   LOOP(s, test_memory_of_pending_work_is_not_reused);
   LOOP(s, test_sync_waits_for_the_clients_stream);
   LOOP(s, test_sync_stream_waits_for_that_stream);
