@@ -642,9 +642,10 @@ static cubert_status host_fill_u32(const cubert_host_launch *l, char *msg, size_
   return CUBERT_OK;
 }
 
-/* COPY_U32 and both peer copies (the same host function and source). */
-static cubert_status check_copy_u32(const cubert_host_launch *l, uint64_t *written, char *msg, size_t cap) {
-  static const char k[] = "cubert_copy_u32";
+/* COPY_U32 and both peer copies (the same host function and source; each
+ * launch check names its own kernel). */
+static cubert_status check_copy(const char *k, const cubert_host_launch *l, uint64_t *written, char *msg,
+                                size_t cap) {
   uint64_t n = 0; /* take_n sets it only on success */
   cubert_status st = take_n(l, k, 3, 2, &n, msg, cap);
   if (st == CUBERT_OK)
@@ -654,6 +655,20 @@ static cubert_status check_copy_u32(const cubert_host_launch *l, uint64_t *writt
   if (st == CUBERT_OK && written)
     written[1] = n * 4;
   return st;
+}
+
+static cubert_status check_copy_u32(const cubert_host_launch *l, uint64_t *written, char *msg, size_t cap) {
+  return check_copy("cubert_copy_u32", l, written, msg, cap);
+}
+
+static cubert_status check_copy_peer_read(const cubert_host_launch *l, uint64_t *written, char *msg,
+                                          size_t cap) {
+  return check_copy("cubert_copy_peer_read", l, written, msg, cap);
+}
+
+static cubert_status check_copy_peer_write(const cubert_host_launch *l, uint64_t *written, char *msg,
+                                           size_t cap) {
+  return check_copy("cubert_copy_peer_write", l, written, msg, cap);
 }
 
 static cubert_status host_copy_u32(const cubert_host_launch *l, char *msg, size_t cap) {
@@ -1018,8 +1033,8 @@ static const cb_kernel_check_fn checks[CUBERT_BUILTIN_COUNT] = {
     [CUBERT_BUILTIN_SCALE_ADD_F32] = check_scale_add_f32,
     [CUBERT_BUILTIN_SUM_F32] = check_sum_f32,
     [CUBERT_BUILTIN_CHECKSUM_U32] = check_checksum_u32,
-    [CUBERT_BUILTIN_COPY_PEER_READ] = check_copy_u32,
-    [CUBERT_BUILTIN_COPY_PEER_WRITE] = check_copy_u32,
+    [CUBERT_BUILTIN_COPY_PEER_READ] = check_copy_peer_read,
+    [CUBERT_BUILTIN_COPY_PEER_WRITE] = check_copy_peer_write,
     [CUBERT_BUILTIN_COPY_STRIDED] = check_copy_strided,
     [CUBERT_BUILTIN_FILL_STRIDED] = check_fill_strided,
 };
