@@ -11,9 +11,12 @@
  *    of contracting a*x+y changes a bit;
  *  - SUM_F32's host function replays the device's assignment of elements to
  *    threads and its reduction tree, addition for addition.
- * Host functions validate the launch (argument count, scalar sizes, buffer
- * sizes and alignment, the shape SUM_F32 needs) and refuse with a message:
- * a wrong n is an error, never a read past a buffer.
+ * Each built-in's check (check_*: argument count, scalar sizes, buffer
+ * sizes and alignment, the shape SUM_F32 needs) refuses with a message: a
+ * wrong n is an error, never a read past a buffer. It is the first half of
+ * the host function and, installed on the kernel (runtime/kcheck.h), the
+ * check cubert_launch runs before enqueueing on every backend; it also says
+ * how many bytes of each write-only buffer the kernel writes.
  *
  * Ownership: descriptors and sources are static; cubert_builtin_kernel()
  * creates each kernel once (cubert_kernel_create copies the descriptor) and
