@@ -56,7 +56,8 @@ cubert_status cb_kernel_check(cb_errb *eb, const cubert_kernel *k, const cubert_
   cubert_host_launch l = {.shared_memory = cfg->shared_memory, .nargs = nargs, .args = ptrs, .sizes = sizes};
   memcpy(l.grid, cfg->grid, sizeof l.grid);
   memcpy(l.block, cfg->block, sizeof l.block);
-  char msg[256] = "";
+  char msg[256];
+  msg[0] = '\0';
   cubert_status st = k->check(&l, written, msg, sizeof msg);
   if (st != CUBERT_OK) {
     if ((int)st < 0 || st >= CUBERT_STATUS_COUNT_) st = CUBERT_ERR_INVALID_ARGUMENT;
