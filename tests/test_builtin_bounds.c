@@ -355,6 +355,55 @@ START_TEST(short_copy_and_sum_release_only_what_they_write) {
 }
 END_TEST
 
+START_TEST(short_peer_copies_release_only_what_they_write) {
+  cb_test_env env;
+  if (!cb_test_open(_i, 2, &env)) return;
+  cubert_client *c0 = env.clients[0], *c1 = env.clients[1];
+  cubert_handle *x = patterned(c0, BYTES, 12), *y = patterned(c1, BYTES, 13), *z = patterned(c1, BYTES, 14);
+  unsigned char ys[BYTES];
+  cb_test_pattern(ys, BYTES, 13);
+  cubert_status st = cubert_handle_share(c0, x);
+  if (st == CUBERT_ERR_PEER_ACCESS) {
+    cb_test_skip("no device: peer access refused between devices 0 and 1 (%s)", cubert_last_error_message());
+    goto done;
+  }
+  cb_test_ok(st);
+  cubert_faultinj_diag diag;
+  cb_test_ok(cubert_faultinj_add(env.runtime, "launch kernel=cubert_fill_u32 times=2 fault=fail", "test", NULL, &diag));
+  ck_assert_int_ne(fill(c0, x, BYTES / 4, 1), CUBERT_OK); /* x, shared: all tainted */
+  uint64_t rx = cb_failure_last_id();
+  ck_assert_int_ne(fill(c1, z, BYTES / 4, 1), CUBERT_OK); /* z, local to device 1 */
+  uint64_t rz = cb_failure_last_id();
+  cubert_launch_config cfg = config(1, 64, 0);
+  uint64_t n = 3;
+  /* device 1 writes 3 words of y into x: x's first 12 bytes repaired */
+  cubert_kernel *k = builtin(CUBERT_BUILTIN_COPY_PEER_WRITE);
+  cubert_arg wr[3] = {cubert_arg_buffer(y), cubert_arg_peer(x), scalar(&n, 8)};
+  cb_test_ok(cubert_launch(c1, k, &cfg, wr, 3));
+  cb_test_ok(cubert_sync(c1));
+  cubert_kernel_release(k);
+  bytes_are(c0, x, BYTES, 0, 12, true, ys, 0);
+  bytes_are(c0, x, BYTES, 12, BYTES, false, NULL, rx);
+  /* device 1 reads x's 3 good words into z: z's first 12 bytes repaired */
+  k = builtin(CUBERT_BUILTIN_COPY_PEER_READ);
+  cubert_arg rd[3] = {cubert_arg_peer(x), cubert_arg_buffer(z), scalar(&n, 8)};
+  cubert_handle *x12 = NULL;
+  cb_test_ok(cubert_handle_slice(x, 0, BYTES - 12, &x12)); /* in: the good words only */
+  rd[0] = cubert_arg_peer(x12);
+  cb_test_ok(cubert_launch(c1, k, &cfg, rd, 3));
+  cb_test_ok(cubert_sync(c1));
+  cubert_kernel_release(k);
+  bytes_are(c1, z, BYTES, 0, 12, true, ys, 0);
+  bytes_are(c1, z, BYTES, 12, BYTES, false, NULL, rz);
+  cubert_handle_release(x12);
+done:
+  cubert_handle_release(x);
+  cubert_handle_release(y);
+  cubert_handle_release(z);
+  cb_test_close(&env);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("builtin_bounds");
   TCase *tc = tcase_create("refused");
@@ -367,6 +416,7 @@ static Suite *suite(void) {
   cb_test_add_backend_loop(tc, short_fill_after_a_failed_write_releases_only_its_words);
   cb_test_add_backend_loop(tc, failed_short_fill_taints_only_its_words);
   cb_test_add_backend_loop(tc, short_copy_and_sum_release_only_what_they_write);
+  cb_test_add_backend_loop(tc, short_peer_copies_release_only_what_they_write);
   suite_add_tcase(s, tc);
   return s;
 }
