@@ -11,9 +11,12 @@
  *    of contracting a*x+y changes a bit;
  *  - SUM_F32's host function replays the device's assignment of elements to
  *    threads and its reduction tree, addition for addition.
- * Host functions validate the launch (argument count, scalar sizes, buffer
- * sizes and alignment, the shape SUM_F32 needs) and refuse with a message:
- * a wrong n is an error, never a read past a buffer.
+ * Each built-in's check (check_*: argument count, scalar sizes, buffer
+ * sizes and alignment, the shape SUM_F32 needs) refuses with a message: a
+ * wrong n is an error, never a read past a buffer. It is the first half of
+ * the host function and, installed on the kernel (runtime/kcheck.h), the
+ * check cubert_launch runs before enqueueing on every backend; it also says
+ * how many bytes of each write-only buffer the kernel writes.
  *
  * Ownership: descriptors and sources are static; cubert_builtin_kernel()
  * creates each kernel once (cubert_kernel_create copies the descriptor) and
@@ -34,6 +37,7 @@
 #include "cubert/cubert.h"
 #include "cubert/kernels.h"
 #include "runtime/fail.h" /* cb_fail: a failed public call records its error */
+#include "runtime/kcheck.h" /* each built-in's launch check, installed on the kernel */
 
 /* ------------------------------------------------------------ sources */
 
@@ -600,14 +604,19 @@ static cubert_status take_buffer(const cubert_host_launch *l, const char *kernel
   if ((uintptr_t)p % elem)
     return refuse(msg, cap, CUBERT_ERR_INVALID_ARGUMENT,
                   "%s: `%s` at %p is not aligned to %" PRIu64 " bytes", kernel, param, p, elem);
-  *out = p;
+  if (out) *out = p;
   return CUBERT_OK;
 }
 
-static cubert_status host_fill_u32(const cubert_host_launch *l, char *msg, size_t cap) {
+/* Each built-in's check (check_*) is the first half of its host function
+ * and the launch check the runtime runs on every backend before anything
+ * is enqueued (runtime/kcheck.h): one function, so the two cannot drift.
+ * It sets written[] (when not NULL) to the bytes each write-only buffer
+ * gets, where the arguments say. */
+
+static cubert_status check_fill_u32(const cubert_host_launch *l, uint64_t *written, char *msg, size_t cap) {
   static const char k[] = "cubert_fill_u32";
   uint64_t n = 0; /* take_n sets it only on success */
-  void *out;
   cubert_status st = take_n(l, k, 3, 1, &n, msg, cap);
   if (st != CUBERT_OK)
     return st;
@@ -615,58 +624,102 @@ static cubert_status host_fill_u32(const cubert_host_launch *l, char *msg, size_
     return refuse(msg, cap, CUBERT_ERR_INVALID_ARGUMENT,
                   "%s: `value` is a %" PRIu64 "-byte scalar, expected 4 (unsigned 32-bit)", k,
                   l->sizes[2]);
-  if ((st = take_buffer(l, k, 0, "out", n, 4, &out, msg, cap)) != CUBERT_OK)
+  if ((st = take_buffer(l, k, 0, "out", n, 4, NULL, msg, cap)) != CUBERT_OK)
     return st;
+  if (written)
+    written[0] = n * 4;
+  return CUBERT_OK;
+}
+
+static cubert_status host_fill_u32(const cubert_host_launch *l, char *msg, size_t cap) {
+  cubert_status st = check_fill_u32(l, NULL, msg, cap);
+  if (st != CUBERT_OK)
+    return st;
+  uint64_t n;
   uint32_t value;
+  memcpy(&n, l->args[1], sizeof n);
   memcpy(&value, l->args[2], sizeof value);
-  uint32_t *o = out;
+  uint32_t *o = l->args[0];
   for (uint64_t i = 0; i < n; i++)
     o[i] = value;
   return CUBERT_OK;
 }
 
-static cubert_status host_copy_u32(const cubert_host_launch *l, char *msg, size_t cap) {
-  static const char k[] = "cubert_copy_u32";
+/* COPY_U32 and both peer copies (the same host function and source; each
+ * launch check names its own kernel). */
+static cubert_status check_copy(const char *k, const cubert_host_launch *l, uint64_t *written, char *msg,
+                                size_t cap) {
   uint64_t n = 0; /* take_n sets it only on success */
-  void *in, *out;
   cubert_status st = take_n(l, k, 3, 2, &n, msg, cap);
   if (st == CUBERT_OK)
-    st = take_buffer(l, k, 0, "in", n, 4, &in, msg, cap);
+    st = take_buffer(l, k, 0, "in", n, 4, NULL, msg, cap);
   if (st == CUBERT_OK)
-    st = take_buffer(l, k, 1, "out", n, 4, &out, msg, cap);
+    st = take_buffer(l, k, 1, "out", n, 4, NULL, msg, cap);
+  if (st == CUBERT_OK && written)
+    written[1] = n * 4;
+  return st;
+}
+
+static cubert_status check_copy_u32(const cubert_host_launch *l, uint64_t *written, char *msg, size_t cap) {
+  return check_copy("cubert_copy_u32", l, written, msg, cap);
+}
+
+static cubert_status check_copy_peer_read(const cubert_host_launch *l, uint64_t *written, char *msg,
+                                          size_t cap) {
+  return check_copy("cubert_copy_peer_read", l, written, msg, cap);
+}
+
+static cubert_status check_copy_peer_write(const cubert_host_launch *l, uint64_t *written, char *msg,
+                                           size_t cap) {
+  return check_copy("cubert_copy_peer_write", l, written, msg, cap);
+}
+
+static cubert_status host_copy_u32(const cubert_host_launch *l, char *msg, size_t cap) {
+  cubert_status st = check_copy_u32(l, NULL, msg, cap);
   if (st != CUBERT_OK)
     return st;
+  uint64_t n;
+  memcpy(&n, l->args[2], sizeof n);
   if (n)
-    memmove(out, in, (size_t)(n * 4));
+    memmove(l->args[1], l->args[0], (size_t)(n * 4));
   return CUBERT_OK;
 }
 
-static cubert_status host_scale_add_f32(const cubert_host_launch *l, char *msg, size_t cap) {
+static cubert_status check_scale_add_f32(const cubert_host_launch *l, uint64_t *written, char *msg,
+                                         size_t cap) {
   static const char k[] = "cubert_scale_add_f32";
   uint64_t n = 0; /* take_n sets it only on success */
-  void *xv, *yv;
+  (void)written; /* y is read-write: bound as it is */
   cubert_status st = take_n(l, k, 4, 3, &n, msg, cap);
   if (st != CUBERT_OK)
     return st;
   if (l->sizes[2] != sizeof(float) || !l->args[2])
     return refuse(msg, cap, CUBERT_ERR_INVALID_ARGUMENT,
                   "%s: `a` is a %" PRIu64 "-byte scalar, expected 4 (float)", k, l->sizes[2]);
-  if ((st = take_buffer(l, k, 0, "x", n, 4, &xv, msg, cap)) != CUBERT_OK ||
-      (st = take_buffer(l, k, 1, "y", n, 4, &yv, msg, cap)) != CUBERT_OK)
+  if ((st = take_buffer(l, k, 0, "x", n, 4, NULL, msg, cap)) != CUBERT_OK ||
+      (st = take_buffer(l, k, 1, "y", n, 4, NULL, msg, cap)) != CUBERT_OK)
     return st;
+  return CUBERT_OK;
+}
+
+static cubert_status host_scale_add_f32(const cubert_host_launch *l, char *msg, size_t cap) {
+  cubert_status st = check_scale_add_f32(l, NULL, msg, cap);
+  if (st != CUBERT_OK)
+    return st;
+  uint64_t n;
   float a;
+  memcpy(&n, l->args[3], sizeof n);
   memcpy(&a, l->args[2], sizeof a);
-  const float *x = xv;
-  float *y = yv;
+  const float *x = l->args[0];
+  float *y = l->args[1];
   for (uint64_t i = 0; i < n; i++)
     y[i] = fmaf(a, x[i], y[i]);
   return CUBERT_OK;
 }
 
-static cubert_status host_sum_f32(const cubert_host_launch *l, char *msg, size_t cap) {
+static cubert_status check_sum_f32(const cubert_host_launch *l, uint64_t *written, char *msg, size_t cap) {
   static const char k[] = "cubert_sum_f32";
   uint64_t n = 0; /* take_n sets it only on success */
-  void *xv, *pv;
   cubert_status st = take_n(l, k, 3, 2, &n, msg, cap);
   if (st != CUBERT_OK)
     return st;
@@ -685,15 +738,28 @@ static cubert_status host_sum_f32(const cubert_host_launch *l, char *msg, size_t
     return refuse(msg, cap, CUBERT_ERR_LAUNCH_CONFIG,
                   "%s: needs block[0] * 4 = %" PRIu64 " bytes of shared memory, %" PRIu32 " given",
                   k, (uint64_t)threads * sizeof(float), l->shared_memory);
-  if ((st = take_buffer(l, k, 0, "x", n, 4, &xv, msg, cap)) != CUBERT_OK ||
-      (st = take_buffer(l, k, 1, "partial", blocks, 4, &pv, msg, cap)) != CUBERT_OK)
+  if ((st = take_buffer(l, k, 0, "x", n, 4, NULL, msg, cap)) != CUBERT_OK ||
+      (st = take_buffer(l, k, 1, "partial", blocks, 4, NULL, msg, cap)) != CUBERT_OK)
     return st;
+  if (written)
+    written[1] = (uint64_t)blocks * 4;
+  return CUBERT_OK;
+}
+
+static cubert_status host_sum_f32(const cubert_host_launch *l, char *msg, size_t cap) {
+  static const char k[] = "cubert_sum_f32";
+  cubert_status st = check_sum_f32(l, NULL, msg, cap);
+  if (st != CUBERT_OK)
+    return st;
+  uint64_t n;
+  memcpy(&n, l->args[2], sizeof n);
+  uint32_t blocks = l->grid[0], threads = l->block[0];
   float *shared = cb_malloc((size_t)threads * sizeof *shared);
   if (!shared)
     return refuse(msg, cap, CUBERT_ERR_OUT_OF_MEMORY, "%s: no host memory for %" PRIu32
                   " threads' shared values", k, threads);
-  const float *x = xv;
-  float *partial = pv;
+  const float *x = l->args[0];
+  float *partial = l->args[1];
   const uint64_t stride = (uint64_t)blocks * threads;
   for (uint64_t b = 0; b < blocks; b++) {
     /* Each thread's share, summed in the order the device thread reads it. */
@@ -713,18 +779,27 @@ static cubert_status host_sum_f32(const cubert_host_launch *l, char *msg, size_t
   return CUBERT_OK;
 }
 
-static cubert_status host_checksum_u32(const cubert_host_launch *l, char *msg, size_t cap) {
+static cubert_status check_checksum_u32(const cubert_host_launch *l, uint64_t *written, char *msg,
+                                        size_t cap) {
   static const char k[] = "cubert_checksum_u32";
   uint64_t n = 0; /* take_n sets it only on success */
-  void *xv, *accv;
+  (void)written; /* acc is read-write: bound as it is */
   cubert_status st = take_n(l, k, 3, 2, &n, msg, cap);
   if (st == CUBERT_OK)
-    st = take_buffer(l, k, 0, "x", n, 4, &xv, msg, cap);
+    st = take_buffer(l, k, 0, "x", n, 4, NULL, msg, cap);
   if (st == CUBERT_OK)
-    st = take_buffer(l, k, 1, "acc", 1, 8, &accv, msg, cap);
+    st = take_buffer(l, k, 1, "acc", 1, 8, NULL, msg, cap);
+  return st;
+}
+
+static cubert_status host_checksum_u32(const cubert_host_launch *l, char *msg, size_t cap) {
+  cubert_status st = check_checksum_u32(l, NULL, msg, cap);
   if (st != CUBERT_OK)
     return st;
-  const uint32_t *x = xv;
+  uint64_t n;
+  memcpy(&n, l->args[2], sizeof n);
+  void *accv = l->args[1];
+  const uint32_t *x = l->args[0];
   uint64_t sum = 0;
   for (uint64_t i = 0; i < n; i++)
     sum += (uint64_t)x[i] ^ (i * UINT64_C(2654435761));
@@ -829,14 +904,26 @@ static uint64_t gcd64(uint64_t a, uint64_t b) {
 /* Element k of out = element k of in for k below the smaller count, in
  * rows of the gcd of both runs when the element sizes agree (one memmove
  * a row), else element by element: the same bytes either way. */
-static cubert_status host_copy_strided(const cubert_host_launch *l, char *msg, size_t cap) {
+/* The tensors' checks; the runtime checks each view against its handle
+ * (its footprint within the bytes bound) before either runs. `out`'s write
+ * set stays its footprint (kernels.h): a tensor is not narrowed. */
+static cubert_status check_copy_strided(const cubert_host_launch *l, uint64_t *written, char *msg, size_t cap) {
   static const char k[] = "cubert_copy_strided";
+  (void)written;
   if (!l || l->nargs != 2 || !l->args || !l->sizes)
     return refuse(msg, cap, CUBERT_ERR_INVALID_ARGUMENT, "%s: 2 arguments expected", k);
   cubert_tensor in, out;
   cubert_status st = take_tensor(l, k, 0, "in", &in, msg, cap);
   if (st == CUBERT_OK) st = take_tensor(l, k, 1, "out", &out, msg, cap);
+  return st;
+}
+
+static cubert_status host_copy_strided(const cubert_host_launch *l, char *msg, size_t cap) {
+  cubert_status st = check_copy_strided(l, NULL, msg, cap);
   if (st != CUBERT_OK) return st;
+  cubert_tensor in, out;
+  memcpy(&in, l->args[0], sizeof in);
+  memcpy(&out, l->args[1], sizeof out);
   uint64_t n = tensor_count(&in), m = tensor_count(&out);
   if (m < n) n = m;
   size_t bytes = in.elem_size < out.elem_size ? in.elem_size : out.elem_size;
@@ -856,8 +943,9 @@ static cubert_status host_copy_strided(const cubert_host_launch *l, char *msg, s
   return CUBERT_OK;
 }
 
-static cubert_status host_fill_strided(const cubert_host_launch *l, char *msg, size_t cap) {
+static cubert_status check_fill_strided(const cubert_host_launch *l, uint64_t *written, char *msg, size_t cap) {
   static const char k[] = "cubert_fill_strided";
+  (void)written;
   if (!l || l->nargs != 2 || !l->args || !l->sizes)
     return refuse(msg, cap, CUBERT_ERR_INVALID_ARGUMENT, "%s: 2 arguments expected", k);
   cubert_tensor out;
@@ -866,6 +954,14 @@ static cubert_status host_fill_strided(const cubert_host_launch *l, char *msg, s
   if (l->sizes[1] != 16 || !l->args[1])
     return refuse(msg, cap, CUBERT_ERR_INVALID_ARGUMENT,
                   "%s: `value` is a %" PRIu64 "-byte scalar, expected 16", k, l->sizes[1]);
+  return CUBERT_OK;
+}
+
+static cubert_status host_fill_strided(const cubert_host_launch *l, char *msg, size_t cap) {
+  cubert_status st = check_fill_strided(l, NULL, msg, cap);
+  if (st != CUBERT_OK) return st;
+  cubert_tensor out;
+  memcpy(&out, l->args[0], sizeof out);
   unsigned char value[16];
   memcpy(value, l->args[1], sizeof value);
   uint64_t n = tensor_count(&out);
@@ -933,6 +1029,19 @@ static const cubert_kernel_desc builtins[CUBERT_BUILTIN_COUNT] = {
                                          fill_strided_source, host_fill_strided),
 };
 
+/* Each built-in's launch check (runtime/kcheck.h): its host function's first half. */
+static const cb_kernel_check_fn checks[CUBERT_BUILTIN_COUNT] = {
+    [CUBERT_BUILTIN_FILL_U32] = check_fill_u32,
+    [CUBERT_BUILTIN_COPY_U32] = check_copy_u32,
+    [CUBERT_BUILTIN_SCALE_ADD_F32] = check_scale_add_f32,
+    [CUBERT_BUILTIN_SUM_F32] = check_sum_f32,
+    [CUBERT_BUILTIN_CHECKSUM_U32] = check_checksum_u32,
+    [CUBERT_BUILTIN_COPY_PEER_READ] = check_copy_peer_read,
+    [CUBERT_BUILTIN_COPY_PEER_WRITE] = check_copy_peer_write,
+    [CUBERT_BUILTIN_COPY_STRIDED] = check_copy_strided,
+    [CUBERT_BUILTIN_FILL_STRIDED] = check_fill_strided,
+};
+
 const cubert_kernel_desc *cubert_builtin_desc(cubert_builtin which) {
   if ((unsigned)which >= CUBERT_BUILTIN_COUNT)
     return NULL;
@@ -952,8 +1061,12 @@ cubert_status cubert_builtin_kernel(cubert_builtin which, cubert_kernel **kernel
     return cb_fail(CUBERT_ERR_INVALID_ARGUMENT, "cubert_builtin_kernel: kernel is NULL");
   cubert_status st = CUBERT_OK;
   pthread_mutex_lock(&cache_lock);
-  if (!cache[which])
+  if (!cache[which]) {
     st = cubert_kernel_create(&builtins[which], &cache[which]);
+    /* checked at launch on every backend, before it is handed out */
+    if (st == CUBERT_OK)
+      cb_kernel_set_check(cache[which], checks[which]);
+  }
   cubert_kernel *k = st == CUBERT_OK ? cache[which] : NULL;
   if (k)
     cubert_kernel_retain(k);

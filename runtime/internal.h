@@ -26,6 +26,7 @@
 #include "backends/backend.h"
 #include "cubert/cubert.h"
 #include "runtime/fail.h"
+#include "runtime/kcheck.h"
 #include "runtime/limits.h"
 #include "runtime/pattern.h"
 #include "runtime/pool.h"
@@ -289,6 +290,10 @@ struct cubert_kernel {
   bool image;
   cubert_backend_layout layout; /* of the image: its offsets image_off, its params params */
   uint32_t image_off[16];
+  /* Its own launch check (runtime/kcheck.h; the built-ins'), NULL for
+   * the rest: a launch of a kernel with one goes through cb_kernel_check
+   * first (launch.c). */
+  cb_kernel_check_fn check;
 };
 #define CB_KERNEL_IMAGE_ARGS 16
 

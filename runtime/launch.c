@@ -632,6 +632,21 @@ static CB_NOINLINE cubert_status launch_general(cb_errb *eb, cubert_client *c, c
   return st;
 }
 
+/* A launch of a kernel with its own check (the built-ins'): the check
+ * first (a refusal changes nothing), then the launch with its write-only
+ * buffers narrowed to what the kernel writes (runtime/kcheck.h). Out of
+ * line: the usual launch pays one test of k->check for it. */
+static CB_NOINLINE cubert_status launch_checked(cb_errb *eb, cubert_client *c, const cubert_kernel *k,
+                                                const cubert_launch_config *cfg, const cubert_arg *args,
+                                                uint32_t nargs) {
+  cubert_arg narrowed[CB_KCHECK_MAX_ARGS];
+  cubert_handle handles[CB_KCHECK_MAX_ARGS];
+  const cubert_arg *use;
+  cubert_status st = cb_kernel_check(eb, k, cfg, args, nargs, narrowed, handles, &use);
+  if (!st && !launch_one_pass(eb, c, k, cfg, use, nargs, &st)) st = launch_general(eb, c, k, cfg, use, nargs);
+  return st;
+}
+
 cubert_status cubert_launch(cubert_client *c, const cubert_kernel *k, const cubert_launch_config *cfg,
                             const cubert_arg *args, uint32_t nargs) {
   cb_errb eb;
@@ -643,7 +658,10 @@ cubert_status cubert_launch(cubert_client *c, const cubert_kernel *k, const cube
      * sees, only how long the load takes (runtime/module.c), so it comes
      * before the arguments' checks: a launch they refuse may have made it. */
     if (!atomic_load(&c->dev->gone)) cb_module_prepare(c->dev, k);
-    if (!launch_one_pass(&eb, c, k, cfg, args, nargs, &st)) st = launch_general(&eb, c, k, cfg, args, nargs);
+    if (k->check)
+      st = launch_checked(&eb, c, k, cfg, args, nargs);
+    else if (!launch_one_pass(&eb, c, k, cfg, args, nargs, &st))
+      st = launch_general(&eb, c, k, cfg, args, nargs);
   }
   return cb_errb_return(&eb, st);
 }

@@ -41,11 +41,31 @@
  *   the walk or the launch shape.
  *   Footprints of in and out that share a byte give results that depend on
  *   the order (as for any kernel whose input and output alias).
- *   A launch's write set is what its write arguments bind, whatever the
- *   kernel stores (docs/failures.md, rule 3): a successful FILL_U32 or
- *   COPY_U32 with n below out's words, or COPY_STRIDED with an `out` of more
- *   elements, or larger ones, than `in`, releases the taint of out's bytes
- *   it did not write. Bind exactly what the kernel writes.
+ *
+ * Every launch of a built-in is checked by cubert_launch before anything is
+ * enqueued, on every backend, by the rules its host function applies: the
+ * argument count, the scalars' sizes, n against the bytes each buffer binds
+ * (and, for SUM_F32, grid[0] partials against `partial`), each buffer's
+ * alignment to its element, SUM_F32's shape (one dimension, block[0] a power
+ * of two, its shared memory); the tensor kernels' views against their
+ * handles. A launch that breaks one is refused at once, naming the kernel,
+ * the argument and the sizes (CUBERT_ERR_OUT_OF_RANGE for a size,
+ * CUBERT_ERR_INVALID_ARGUMENT or CUBERT_ERR_LAUNCH_CONFIG otherwise): nothing
+ * is enqueued, nothing tainted, no failure made. A wrong n is an error,
+ * never an access past a buffer.
+ *
+ * The write set (docs/failures.md, rule 3) of a built-in is what it writes
+ * where its arguments say: FILL_U32, COPY_U32, COPY_PEER_READ and
+ * COPY_PEER_WRITE write out's first 4n bytes and SUM_F32 partial's first
+ * grid[0] * 4, and a launch releases on success (taints on failure) those
+ * bytes only; the rest of the buffer keeps what it carried. COPY_STRIDED
+ * with an `out` of more elements, or larger ones, than `in` is not narrowed:
+ * it releases (taints) out's whole footprint, bytes it did not write
+ * included, like a user kernel's binding. SCALE_ADD_F32's y and
+ * CHECKSUM_U32's acc are read-write and bound as they are. Only kernels from
+ * cubert_builtin_kernel() are checked so: a kernel made with
+ * cubert_kernel_create() from a cubert_builtin_desc() descriptor is a user
+ * kernel (its host function still refuses a wrong launch, at the fence).
  *
  * Each kernel's name (cubert_kernel_name(), and what a fault rule's kernel=
  * selects) is "cubert_" and the lower-case name: cubert_fill_u32,

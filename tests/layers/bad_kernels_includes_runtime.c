@@ -1,3 +1,3 @@
-/* Must not compile: kernels/ sees runtime/fail.h only. */
+/* Must not compile: kernels/ sees runtime/fail.h and runtime/kcheck.h only. */
 #include "runtime/internal.h"
 int cb_probe;
