@@ -150,12 +150,18 @@ END_TEST
 int main(void) {
   Suite *s = suite_create("faultinj_scenarios");
   TCase *suite = tcase_create("suite");
+  /* the pcie node's suite: 16 s under TSan at load 5, 52 s at load 8-14,
+   * past the default 60 x 4 at load ~20 (2 cores): twice the default */
+  tcase_set_timeout(suite, 120);
   tcase_add_test(suite, test_suite_passes_on_a_simulated_frontier_node);
   tcase_add_test(suite, test_suite_passes_on_a_simulated_mi300x_node);
   tcase_add_test(suite, test_suite_passes_on_a_simulated_pcie_node);
   cb_test_add_backend_loop(suite, test_suite_passes_on_each_backend);
   suite_add_tcase(s, suite);
   TCase *camp = tcase_create("campaign");
+  /* 134 s under TSan on two loaded cores, of the default 60 x 4: twice that
+   * (times CK_TIMEOUT_MULTIPLIER, 4 under a sanitizer) */
+  tcase_set_timeout(camp, 120);
   tcase_add_test(camp, test_campaign_of_2000_faults_passes);
   tcase_add_test(camp, test_a_seed_replays_the_identical_injection_log);
   suite_add_tcase(s, camp);
