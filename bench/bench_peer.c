@@ -1896,7 +1896,7 @@ static void host_target(json_t *out, const char *name, const cb_bench_row *r, do
  * >= 0.97 of raw staged. */
 static void host_targets(const ctx *c, json_t *out) {
   static const uint64_t sizes[] = {UINT64_C(64) << 20, UINT64_C(1) << 30};
-  char name[96], sz[32];
+  char name[160], sz[32];
   for (size_t i = 0; i < 2; i++) {
     cb_bench_size_name(sizes[i], sz, sizeof sz);
     for (int d = 0; d < 2; d++) {

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# ci/h200-launch-ab.sh: the launch rows of `cubert bench runtime` for two
-# source trees on one GPU machine, alternated over rounds, so a change of
-# the launch path is measured against what it replaces on the same machine
-# (machines of one kind differ more than the change: docs/bench.md).
+# ci/h200-launch-ab.sh: the launch rows of `cubert bench runtime` (or, with
+# CUBERT_AB_WHAT=pageable, the pageable h2d/d2h rows of `bench peer` at
+# 64 MiB, 256 MiB and 1 GiB) for two source trees on one GPU machine,
+# alternated over rounds, so a change is measured against what it
+# replaces on the same machine (machines of one kind differ more than the
+# change: docs/bench.md).
 #
 #   OUT=/some/dir CUBERT_AB_OTHER=path/to/other/tree bash ci/h200-launch-ab.sh
 #
@@ -36,9 +38,21 @@ log=$out/ab.log
   nvidia-smi -L 2>&1
   lscpu | grep -E 'Model name|L3|NUMA node\(s\)'
 } >"$log"
+what=${CUBERT_AB_WHAT:-launch}
 run() { # run A|B ROUND
+  local rc
+  if [ "$what" = pageable ]; then
+    CUBERT_BACKENDS=hip timeout 60 "$root/build-ab-$1/cli/cubert" bench peer --only sweep --sizes 64M,256M,1G \
+      --reps 5 --warmup 2 --quiet >"$out/cell.txt" 2>&1
+    rc=$?
+    {
+      echo "== $1 (round $2), exit $rc"
+      awk '($1 == "h2d" || $1 == "d2h") && $2 == "uni"' "$out/cell.txt"
+    } >>"$log"
+    return
+  fi
   CUBERT_BACKENDS=hip timeout 120 "$root/build-ab-$1/cli/cubert" bench runtime --quiet >"$out/cell.txt" 2>&1
-  local rc=$?
+  rc=$?
   {
     echo "== $1 (round $2), exit $rc"
     grep -E 'launch path, cubert / raw|launch-(0|4|16)buf before the sync' "$out/cell.txt"
