@@ -244,9 +244,12 @@ static void bytes_are(cubert_client *c, const cubert_handle *h, uint64_t size, u
     ck_assert_msg(st == CUBERT_ERR_TAINTED, "bytes %llu..%llu read as %s, tainted expected",
                   (unsigned long long)from, (unsigned long long)to, cubert_status_name(st));
     if (id) {
-      const cubert_failure *f = cubert_error_failure(cubert_last_error(), 0, NULL, NULL);
+      cubert_error *e = cubert_last_error(); /* a reference: released below */
+      const cubert_failure *f = cubert_error_failure(e, 0, NULL, NULL);
       ck_assert_ptr_nonnull(f);
-      ck_assert_uint_eq(cubert_failure_id(cubert_failure_root(f)), id);
+      uint64_t got = cubert_failure_id(cubert_failure_root(f));
+      cubert_error_release(e);
+      ck_assert_uint_eq(got, id);
     }
   }
   cubert_handle_release(s);
